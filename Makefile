@@ -1,0 +1,58 @@
+# herd — build with `make`, test with `make test`.
+#   make WERROR=1        warnings are errors (CI)
+#   make asan            the test suite under AddressSanitizer + UBSan (build-asan/)
+#   make bench           side-by-side benchmarks (bench/README.md)
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2 -march=native
+CFLAGS  ?= $(OPT) -g
+WARN    := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes -Wmissing-prototypes -Wvla
+ifeq ($(WERROR),1)
+WARN    += -Werror
+endif
+CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
+ALLCFLAGS = -std=c11 $(WARN) $(CFLAGS) $(SANFLAGS) -fopenmp -MMD -MP
+LDLIBS  := -ldnnl -lz -lm -lpthread
+LDFLAGS += -fopenmp $(SANFLAGS)
+
+LIB_SRC  := $(sort $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/run/*.c src/algo/*.c src/comm/*.c))
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+TEST_JOBS ?= 2
+TEST_TIMEOUT_SCALE ?= 1
+
+.PHONY: all test asan bench clean
+all: $(BUILD)/herd $(BUILD)/herd-tests
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -c $< -o $@
+
+$(BUILD)/libherd.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/herd: $(CLI_OBJ) $(BUILD)/libherd.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/herd-tests: $(TEST_OBJ) $(BUILD)/libherd.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+# The CLI tests run the herd binary: tell them where it is.
+test: $(BUILD)/herd $(BUILD)/herd-tests
+	HERD_BIN=$(abspath $(BUILD)/herd) $(BUILD)/herd-tests -j $(TEST_JOBS) -t $(TEST_TIMEOUT_SCALE) $(TESTS)
+
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1" SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test TEST_TIMEOUT_SCALE=4
+
+bench: $(BUILD)/herd
+	bench/run
+
+clean:
+	rm -rf build build-asan
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

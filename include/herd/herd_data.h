@@ -1,0 +1,97 @@
+/* herd_data.h — data sets: IDX (MNIST / Fashion-MNIST), CIFAR-10 binary,
+ * synthetic; and the loader that shards and batches them.
+ *
+ * Ownership: a herd_dataset owns its x and y arrays (free with
+ * herd_dataset_free). A herd_loader borrows its dataset, which must outlive it,
+ * and owns its permutation. Datasets are read-only after loading, so any
+ * number of workers (threads) may share one; each worker owns its loader.
+ *
+ * Parsers check every header field and length against the file's real size
+ * before allocating; a bad file is reported with HERD_ECORRUPT (or HERD_EIO /
+ * HERD_ENOTFOUND) and a message naming the file and the problem.
+ */
+#ifndef HERD_DATA_H
+#define HERD_DATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "herd/herd_status.h"
+
+typedef struct herd_dataset {
+    size_t n;        /* number of examples */
+    size_t c, h, w;  /* shape of one example, NCHW */
+    size_t nclasses; /* labels are in [0, nclasses) */
+    float *x;        /* n * c*h*w floats, example-major (NCHW) */
+    uint8_t *y;      /* n labels */
+} herd_dataset;
+
+static inline size_t herd_dataset_dim(const herd_dataset *d) { return d->c * d->h * d->w; }
+
+void herd_dataset_free(herd_dataset *d);
+
+/* Reads an IDX image file (idx3, ubyte) and its label file (idx1, ubyte), each
+ * gzip-compressed or plain (detected from the magic bytes, not the name).
+ * Pixels become floats in [0, 1]; nclasses = 1 + the largest label (at least 10). */
+herd_status herd_data_load_idx(const char *images_path, const char *labels_path,
+                               herd_dataset *out, herd_err *err);
+
+/* Reads CIFAR-10 binary-format files (records of 1 label byte + 3072 pixel
+ * bytes, 3x32x32 channel-major) and concatenates them. Pixels in [0, 1]. */
+herd_status herd_data_load_cifar(const char *const *paths, size_t npaths,
+                                 herd_dataset *out, herd_err *err);
+
+/* Synthetic classification data of any shape. spec is "CxHxW:K" (e.g.
+ * "3x32x32:10") or "D:K" for flat vectors. Labels are learnable: each class
+ * has a random prototype and examples are prototype + noise. Deterministic
+ * in (spec, n, seed). */
+herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed,
+                                herd_dataset *out, herd_err *err);
+
+/* Opens train and test sets from a user-facing spec:
+ *   NULL or ""           -> $HERD_DATA if set, else /usr/share/datasets/fashion-mnist
+ *   "synthetic:CxHxW:K"  -> 60000 train / 10000 test synthetic examples
+ *   a directory          -> Fashion-MNIST/MNIST IDX files (train-images-idx3-ubyte[.gz], ...)
+ *                           or CIFAR-10 binaries (data_batch_1..5.bin, test_batch.bin)
+ * Then standardizes both sets per channel with the TRAIN set's mean and std
+ * (x = (x - mean) / std). seed only matters for synthetic data. */
+herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train,
+                           herd_dataset *test, herd_err *err);
+
+/* Keeps only the first n examples (no-op if n >= d->n or n == 0). */
+void herd_dataset_truncate(herd_dataset *d, size_t n);
+
+/* The loader: one worker's view of an epoch.
+ * Every epoch, a permutation of [0, d->n) is drawn from (seed, epoch) — the
+ * same on every worker — and global step s uses the examples
+ * perm[s*B*nworkers .. (s+1)*B*nworkers), of which worker `rank` takes the
+ * slice [rank*B, (rank+1)*B). So n workers with batch B see exactly the
+ * examples one worker with batch n*B sees. An incomplete last global batch is
+ * dropped. With shuffle == false the permutation is the identity. */
+typedef struct herd_loader {
+    const herd_dataset *d;
+    size_t batch, rank, nworkers;
+    uint64_t seed;
+    bool shuffle;
+    size_t *perm; /* owned */
+    size_t step;  /* next step within the epoch */
+    size_t epoch; /* current epoch */
+} herd_loader;
+
+herd_status herd_loader_init(herd_loader *l, const herd_dataset *d, size_t batch,
+                             size_t rank, size_t nworkers, uint64_t seed, bool shuffle,
+                             herd_err *err);
+void herd_loader_free(herd_loader *l);
+/* Steps per epoch: floor(d->n / (batch * nworkers)). */
+size_t herd_loader_steps(const herd_loader *l);
+/* Starts epoch `epoch` (draws its permutation, step = 0). */
+void herd_loader_start_epoch(herd_loader *l, size_t epoch);
+/* Copies this worker's next batch: x gets batch*dim floats, y batch labels.
+ * Returns false (copying nothing) when the epoch is over. */
+bool herd_loader_next(herd_loader *l, float *x, int32_t *y);
+
+/* Evaluation batches: copies examples [first, first+count) in order. */
+void herd_dataset_copy(const herd_dataset *d, size_t first, size_t count, float *x, int32_t *y);
+
+#endif

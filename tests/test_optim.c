@@ -1,0 +1,5 @@
+#include "harness.h"
+
+const herd_test herd_tests_optim[] = {
+    HERD_TEST_END,
+};
