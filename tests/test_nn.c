@@ -1,5 +1,272 @@
+/* Model-level tests: parameter counts against closed forms, the gradient of
+ * whole models against finite differences, backward's ready ranges,
+ * determinism and batch-norm modes. Layer kernels are checked one by one in
+ * test_ref.c / test_kernels.c; this file checks how the model wires them. */
 #include "harness.h"
+#include "herd/herd_nn.h"
+#include "herd/herd_rng.h"
+#include "nn/ref.h"
+
+#include <stdint.h>
+
+typedef struct model_case {
+    const char *name;
+    size_t c, h, w, k, batch;
+} model_case;
+
+static herd_model *make(const model_case *mc, uint64_t seed)
+{
+    herd_model *m = NULL;
+    herd_err err = {0};
+    herd_status st = herd_model_create(mc->name, mc->c, mc->h, mc->w, mc->k, mc->batch, seed, &m, &err);
+    if (st != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "create %s: %s", mc->name, err.msg);
+    return m;
+}
+
+static void random_batch(size_t n, size_t dim, size_t k, float *x, int32_t *y, uint64_t seed)
+{
+    herd_rng r;
+    herd_rng_seed(&r, seed, 99);
+    for (size_t i = 0; i < n * dim; i++)
+        x[i] = herd_rng_normal(&r);
+    for (size_t i = 0; i < n; i++)
+        y[i] = (int32_t)herd_rng_below(&r, k);
+}
+
+/* The loss in double from the float logits, so finite differences see
+ * only the forward pass's rounding. */
+static double loss_of(herd_model *m, const float *x, const int32_t *y, size_t n, size_t k)
+{
+    herd_model_forward(m, x, n, true);
+    const float *z = herd_model_logits(m);
+    double *zd = malloc(n * k * sizeof *zd);
+    for (size_t i = 0; i < n * k; i++)
+        zd[i] = z[i];
+    double l = herd__ref_softmax_xent(zd, y, NULL, n, k);
+    free(zd);
+    return l;
+}
+
+static void test_param_counts(void)
+{
+    static const struct {
+        const char *name;
+        size_t c, h, w, want;
+    } cases[] = {
+        /* PyTorch's sum(p.numel()) for the same definitions */
+        {"linear", 1, 28, 28, 784 * 10 + 10},
+        {"mlp", 1, 28, 28, 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10},
+        {"lenet", 1, 28, 28, (6 * 25 + 6) + (16 * 150 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10)},
+        {"cnn", 1, 28, 28, (32 * 25 + 32) + (64 * 800 + 64) + (3136 * 1024 + 1024) + (1024 * 10 + 10)},
+        /* stem + 3 stages; 2 BN params per channel; two 1x1 projections */
+        {"resnet20", 1, 28, 28,
+         (16 * 9 + 32) + 3 * 2 * (16 * 16 * 9 + 32) + (32 * 16 * 9 + 64 + 32 * 32 * 9 + 64 + 32 * 16 + 64) +
+             2 * 2 * (32 * 32 * 9 + 64) + (64 * 32 * 9 + 128 + 64 * 64 * 9 + 128 + 64 * 32 + 128) +
+             2 * 2 * (64 * 64 * 9 + 128) + 64 * 10 + 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        model_case mc = {cases[i].name, cases[i].c, cases[i].h, cases[i].w, 10, 4};
+        herd_model *m = make(&mc, 1);
+        ASSERT_EQ_INT(herd_model_nparams(m), cases[i].want);
+        ASSERT_TRUE(herd_model_train_flops(m) > 0);
+        herd_model_free(m);
+    }
+}
+
+static void test_create_errors(void)
+{
+    herd_model *m = (herd_model *)1;
+    herd_err err = {0};
+    ASSERT_EQ_INT(herd_model_create("nope", 1, 28, 28, 10, 4, 1, &m, &err), HERD_EINVAL);
+    ASSERT_TRUE(m == NULL);
+    ASSERT_STR_CONTAINS(err.msg, "unknown model 'nope'");
+    /* lenet's second 5x5 convolution cannot fit a 4x4 input */
+    ASSERT_EQ_INT(herd_model_create("lenet", 1, 4, 4, 10, 4, 1, &m, &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "does not fit");
+    ASSERT_EQ_INT(herd_model_create("mlp", 1, 28, 28, 1, 4, 1, &m, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd_model_create("mlp", 1, 28, 28, 10, 0, 1, &m, &err), HERD_EINVAL);
+}
+
+typedef struct ready_log {
+    size_t n, off[64], len[64];
+} ready_log;
+
+static herd_status record_ready(void *ctx, size_t off, size_t len)
+{
+    ready_log *l = ctx;
+    if (l->n < 64)
+        l->off[l->n] = off, l->len[l->n] = len;
+    l->n++;
+    return HERD_OK;
+}
+
+/* Directional derivatives (L(p+hv) - L(p-hv)) / 2h  vs  g.v along random
+ * directions v: with per_layer, one direction per parameterised layer, of
+ * which at least min_frac must agree within rtol; otherwise three directions
+ * over all parameters, which must all agree. */
+static void check_gradient(const model_case *mc, double h, double rtol, bool per_layer, double min_frac)
+{
+    herd_model *m = make(mc, 3);
+    size_t n = mc->batch, dim = mc->c * mc->h * mc->w, np = herd_model_nparams(m);
+    float *x = malloc(n * dim * sizeof *x);
+    int32_t *y = malloc(n * sizeof *y);
+    random_batch(n, dim, mc->k, x, y, 5);
+    float *p = herd_model_params(m), *g = herd_model_grads(m);
+    float *p0 = malloc(np * sizeof *p0), *g0 = malloc(np * sizeof *g0), *v = malloc(np * sizeof *v);
+    memcpy(p0, p, np * sizeof *p);
+    herd_model_forward(m, x, n, true);
+    herd_model_loss(m, y, n, NULL);
+    ready_log ranges = {0};
+    ASSERT_OK(herd_model_backward(m, n, record_ready, &ranges));
+    ASSERT_TRUE(ranges.n <= 64);
+    memcpy(g0, g, np * sizeof *g);
+    herd_rng r;
+    herd_rng_seed(&r, 11, 0);
+    size_t good = 0, ntries = per_layer ? ranges.n : 3;
+    for (size_t k = 0; k < ntries; k++) {
+        size_t lo = per_layer ? ranges.off[k] : 0, hi = per_layer ? lo + ranges.len[k] : np;
+        double gv = 0;
+        for (size_t i = lo; i < hi; i++) {
+            v[i] = herd_rng_normal(&r);
+            gv += (double)g0[i] * v[i];
+        }
+        for (size_t i = lo; i < hi; i++)
+            p[i] = p0[i] + (float)h * v[i];
+        double lp = loss_of(m, x, y, n, mc->k);
+        for (size_t i = lo; i < hi; i++)
+            p[i] = p0[i] - (float)h * v[i];
+        double lm = loss_of(m, x, y, n, mc->k);
+        memcpy(p + lo, p0 + lo, (hi - lo) * sizeof *p);
+        double fd = (lp - lm) / (2 * h);
+        bool agree = fabs(fd - gv) <= rtol * fabs(gv) + 1e-3;
+        good += agree;
+        if (!agree && !per_layer)
+            herd_test_fail(__FILE__, __LINE__, "%s direction %zu: finite difference %.6g vs backward %.6g",
+                           mc->name, k, fd, gv);
+    }
+    if ((double)good < min_frac * (double)ntries)
+        herd_test_fail(__FILE__, __LINE__, "%s: only %zu of %zu layer gradients agree with finite differences",
+                       mc->name, good, ntries);
+    free(p0), free(g0), free(v), free(x), free(y);
+    herd_model_free(m);
+}
+
+static void test_grad_linear(void) { check_gradient(&(model_case){"linear", 1, 6, 6, 5, 4}, 1e-3, 1e-3, false, 1); }
+static void test_grad_mlp(void) { check_gradient(&(model_case){"mlp", 1, 5, 5, 4, 3}, 1e-4, 2e-2, false, 1); }
+static void test_grad_lenet(void) { check_gradient(&(model_case){"lenet", 1, 28, 28, 10, 3}, 1e-4, 2e-2, false, 1); }
+static void test_grad_lenet_rgb(void) { check_gradient(&(model_case){"lenet", 3, 20, 20, 10, 2}, 1e-4, 2e-2, false, 1); }
+static void test_grad_cnn(void) { check_gradient(&(model_case){"cnn", 1, 12, 12, 10, 2}, 1e-4, 2e-2, false, 1); }
+/* ResNet-20 is the roughest landscape here (batch norm over a batch of 4 and
+ * ~10^5 ReLU kinks, evaluated in float): finite differences of a few layers
+ * stay off by tens of percent at any step size, so most — not all — layers
+ * must agree. Each layer's backward is checked tightly on its own in
+ * test_ref.c and test_kernels.c; this catches wiring errors such as a lost
+ * residual branch, which moves every earlier layer. */
+static void test_grad_resnet20(void) { check_gradient(&(model_case){"resnet20", 1, 12, 12, 10, 4}, 1e-5, 0.1, true, 0.85); }
+
+static herd_status fail_ready(void *ctx, size_t off, size_t len)
+{
+    (void)ctx, (void)off, (void)len;
+    return HERD_ETIMEOUT;
+}
+
+/* Ranges tile [0, nparams) exactly, from the end towards the start. */
+static void test_ready_ranges(void)
+{
+    const char *names[] = {"mlp", "lenet", "resnet20"};
+    for (int t = 0; t < 3; t++) {
+        model_case mc = {names[t], 1, 12, 12, 10, 2};
+        herd_model *m = make(&mc, 1);
+        float x[2 * 144];
+        int32_t y[2] = {1, 7};
+        random_batch(2, 144, 10, x, y, 2);
+        herd_model_forward(m, x, 2, true);
+        herd_model_loss(m, y, 2, NULL);
+        ready_log l = {0};
+        ASSERT_OK(herd_model_backward(m, 2, record_ready, &l));
+        ASSERT_TRUE(l.n > 1 && l.n <= 64);
+        size_t end = herd_model_nparams(m);
+        for (size_t i = 0; i < l.n; i++) {
+            ASSERT_EQ_INT(l.off[i] + l.len[i], end);
+            end = l.off[i];
+        }
+        ASSERT_EQ_INT(end, 0);
+        ASSERT_EQ_INT(herd_model_backward(m, 2, fail_ready, NULL), HERD_ETIMEOUT);
+        herd_model_free(m);
+    }
+}
+
+/* Same seed and data: bit-identical parameters after training steps. */
+static void test_deterministic(void)
+{
+    model_case mc = {"lenet", 1, 28, 28, 10, 8};
+    float *x = malloc(8 * 784 * sizeof *x);
+    int32_t y[8];
+    random_batch(8, 784, 10, x, y, 3);
+    float *out[2];
+    size_t np = 0;
+    for (int run = 0; run < 2; run++) {
+        herd_model *m = make(&mc, 42);
+        np = herd_model_nparams(m);
+        float *p = herd_model_params(m), *g = herd_model_grads(m);
+        for (int s = 0; s < 5; s++) {
+            herd_model_forward(m, x, 8, true);
+            herd_model_loss(m, y, 8, NULL);
+            ASSERT_OK(herd_model_backward(m, 8, NULL, NULL));
+            for (size_t i = 0; i < np; i++)
+                p[i] -= 0.1f * g[i];
+        }
+        out[run] = malloc(np * sizeof(float));
+        memcpy(out[run], p, np * sizeof(float));
+        herd_model_free(m);
+    }
+    ASSERT_TRUE(memcmp(out[0], out[1], np * sizeof(float)) == 0);
+    /* a different seed gives different initial weights */
+    herd_model *a = make(&mc, 1), *b = make(&mc, 2);
+    ASSERT_TRUE(memcmp(herd_model_params(a), herd_model_params(b), np * sizeof(float)) != 0);
+    herd_model_free(a), herd_model_free(b);
+    free(out[0]), free(out[1]), free(x);
+}
+
+/* Training mode normalizes with batch statistics; evaluation uses the
+ * running ones, which after one step moved 10% of the way from (0, 1). */
+static void test_batchnorm_modes(void)
+{
+    model_case mc = {"resnet20", 1, 8, 8, 10, 4};
+    herd_model *m = make(&mc, 1);
+    float x[4 * 64];
+    int32_t y[4];
+    random_batch(4, 64, 10, x, y, 9);
+    ASSERT_TRUE(herd_model_nbuffers(m) > 0);
+    float *buf = herd_model_buffers(m);
+    ASSERT_NEAR(buf[0], 0.0, 0, 0);
+    ASSERT_NEAR(buf[16], 1.0, 0, 0); /* first BN: 16 means then 16 variances */
+    herd_model_forward(m, x, 4, false);
+    ASSERT_NEAR(buf[0], 0.0, 0, 0); /* evaluation leaves them alone */
+    herd_model_forward(m, x, 4, true);
+    ASSERT_TRUE(buf[0] != 0.0f);
+    /* evaluation on one example equals evaluation of it inside a batch */
+    herd_model_forward(m, x, 4, false);
+    float z4[10];
+    memcpy(z4, herd_model_logits(m) + 10, sizeof z4);
+    herd_model_forward(m, x + 64, 1, false);
+    for (int i = 0; i < 10; i++)
+        ASSERT_NEAR(herd_model_logits(m)[i], z4[i], 1e-5, 1e-4);
+    herd_model_free(m);
+}
 
 const herd_test herd_tests_nn[] = {
+    {"nn_param_counts", test_param_counts, 30},
+    {"nn_create_errors", test_create_errors, 10},
+    {"nn_grad_linear", test_grad_linear, 30},
+    {"nn_grad_mlp", test_grad_mlp, 30},
+    {"nn_grad_lenet", test_grad_lenet, 30},
+    {"nn_grad_lenet_rgb", test_grad_lenet_rgb, 30},
+    {"nn_grad_cnn", test_grad_cnn, 30},
+    {"nn_grad_resnet20", test_grad_resnet20, 60},
+    {"nn_ready_ranges", test_ready_ranges, 30},
+    {"nn_deterministic", test_deterministic, 30},
+    {"nn_batchnorm_modes", test_batchnorm_modes, 30},
     HERD_TEST_END,
 };

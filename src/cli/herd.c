@@ -1,1 +1,419 @@
-int main(void) { return 0; }
+/* herd — the command-line tool: `herd train`, `herd bench`.
+ * The only place in herd that prints usage and calls exit(). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "herd/herd_algo.h"
+#include "herd/herd_data.h"
+#include "herd/herd_nn.h"
+#include "herd/herd_run.h"
+
+#define HERD_VERSION "0.1.0"
+
+typedef enum opt_kind { OPT_SIZE, OPT_U64, OPT_FLOAT, OPT_DOUBLE, OPT_STR, OPT_FLAG, OPT_SLOW, OPT_SCHED } opt_kind;
+
+typedef struct opt {
+    const char *name; /* without the leading "--" */
+    opt_kind kind;
+    void *dest;
+    const char *help;
+} opt;
+
+static _Noreturn void die_usage(const char *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "herd: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see 'herd %s --help')\n", cmd);
+    exit(2);
+}
+
+static void print_opts(const opt *opts)
+{
+    for (const opt *o = opts; o->name; o++) {
+        static const char *const meta[] = {"N", "N", "X", "X", "S", "", "RANK:FACTOR", "NAME"};
+        char left[48];
+        snprintf(left, sizeof left, "--%s %s", o->name, meta[o->kind]);
+        fprintf(stderr, "  %-28s %s\n", left, o->help);
+    }
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    if (!*s || *s == '-' || *s == '+')
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || errno || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Parses argv[first..] against opts; exits with a message on any error. */
+static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, int first, void (*usage)(void))
+{
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            exit(0);
+        }
+        if (strncmp(a, "--", 2))
+            die_usage(cmd, "unexpected argument '%s'", a);
+        const char *name = a + 2, *val = NULL;
+        char buf[64];
+        const char *eq = strchr(name, '=');
+        if (eq) {
+            snprintf(buf, sizeof buf, "%.*s", (int)(eq - name), name);
+            name = buf, val = eq + 1;
+        }
+        const opt *o = opts;
+        while (o->name && strcmp(o->name, name))
+            o++;
+        if (!o->name)
+            die_usage(cmd, "unknown flag '%s'", a);
+        if (o->kind == OPT_FLAG) {
+            if (val)
+                die_usage(cmd, "flag '%s' takes no value", a);
+            *(bool *)o->dest = true;
+            continue;
+        }
+        if (!val) {
+            if (i + 1 >= argc)
+                die_usage(cmd, "flag '%s' needs a value", a);
+            val = argv[++i];
+        }
+        double d;
+        size_t z;
+        switch (o->kind) {
+        case OPT_SIZE:
+        case OPT_U64:
+            if (parse_size(val, &z)) {
+                fprintf(stderr, "herd: --%s: expected a non-negative integer, got '%s'\n", o->name, val);
+                exit(2);
+            }
+            if (o->kind == OPT_SIZE)
+                *(size_t *)o->dest = z;
+            else
+                *(uint64_t *)o->dest = z;
+            break;
+        case OPT_FLOAT:
+        case OPT_DOUBLE:
+            if (parse_double(val, &d)) {
+                fprintf(stderr, "herd: --%s: expected a number, got '%s'\n", o->name, val);
+                exit(2);
+            }
+            if (o->kind == OPT_FLOAT)
+                *(float *)o->dest = (float)d;
+            else
+                *(double *)o->dest = d;
+            break;
+        case OPT_STR:
+            *(const char **)o->dest = val;
+            break;
+        case OPT_SCHED:
+            if (herd_schedule_parse(val, (herd_schedule *)o->dest)) {
+                fprintf(stderr, "herd: --%s: expected const, step or cosine, got '%s'\n", o->name, val);
+                exit(2);
+            }
+            break;
+        case OPT_SLOW: {
+            herd_train_config *cfg = o->dest;
+            const char *colon = strchr(val, ':');
+            char rank[32];
+            if (!colon || (size_t)(colon - val) >= sizeof rank || cfg->nslow >= HERD_MAX_SLOW) {
+                fprintf(stderr, "herd: --slow: expected RANK:FACTOR (e.g. 3:10), at most %d times, got '%s'\n",
+                        HERD_MAX_SLOW, val);
+                exit(2);
+            }
+            snprintf(rank, sizeof rank, "%.*s", (int)(colon - val), val);
+            herd_slow *s = &cfg->slow[cfg->nslow];
+            if (parse_size(rank, &s->rank) || parse_double(colon + 1, &s->factor)) {
+                fprintf(stderr, "herd: --slow: expected RANK:FACTOR (e.g. 3:10), got '%s'\n", val);
+                exit(2);
+            }
+            cfg->nslow++;
+            break;
+        }
+        case OPT_FLAG:
+            break;
+        }
+    }
+}
+
+/* ---- herd train ------------------------------------------------------ */
+
+static herd_train_config tcfg;
+static bool t_json, t_no_progress, t_nesterov, t_resume;
+static const char *t_checkpoint;
+
+static const opt train_opts[] = {
+    {"data", OPT_STR, &tcfg.data, "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)"},
+    {"model", OPT_STR, &tcfg.model, "linear, mlp, lenet, cnn or resnet20 (default lenet)"},
+    {"algo", OPT_STR, &tcfg.algo, "synchronization algorithm (default sgd; see 'herd algos')"},
+    {"workers", OPT_SIZE, &tcfg.workers, "number of workers (default 1)"},
+    {"epochs", OPT_SIZE, &tcfg.epochs, "passes over the training set (default 5)"},
+    {"batch", OPT_SIZE, &tcfg.batch, "batch size per worker (default 64)"},
+    {"lr", OPT_FLOAT, &tcfg.optim.lr, "learning rate (default 0.05)"},
+    {"momentum", OPT_FLOAT, &tcfg.optim.momentum, "momentum (default 0.9)"},
+    {"nesterov", OPT_FLAG, &t_nesterov, "Nesterov momentum"},
+    {"weight-decay", OPT_FLOAT, &tcfg.optim.weight_decay, "L2 weight decay (default 5e-4)"},
+    {"schedule", OPT_SCHED, &tcfg.optim.schedule, "learning-rate schedule: const, step, cosine (default cosine)"},
+    {"warmup", OPT_DOUBLE, &tcfg.optim.warmup_epochs, "linear warm-up epochs (default 0)"},
+    {"step-epochs", OPT_DOUBLE, &tcfg.optim.step_epochs, "step schedule: epochs between decays (default 30)"},
+    {"step-gamma", OPT_FLOAT, &tcfg.optim.step_gamma, "step schedule: decay factor (default 0.1)"},
+    {"seed", OPT_U64, &tcfg.seed, "random seed (default 1)"},
+    {"threads", OPT_SIZE, &tcfg.threads, "compute threads per worker (default 1)"},
+    {"slow", OPT_SLOW, &tcfg, "make worker RANK's compute FACTOR times slower (repeatable)"},
+    {"log", OPT_STR, &tcfg.log_path, "append JSON Lines records (per epoch/eval/event) to FILE"},
+    {"json", OPT_FLAG, &t_json, "print a JSON summary as the last line of stdout"},
+    {"no-progress", OPT_FLAG, &t_no_progress, "no progress bar"},
+    {"quiet", OPT_FLAG, &tcfg.quiet, "print nothing on stderr but errors"},
+    {"train-limit", OPT_SIZE, &tcfg.train_limit, "use only the first N training examples"},
+    {"test-limit", OPT_SIZE, &tcfg.test_limit, "use only the first N test examples"},
+    {"eval-every", OPT_SIZE, &tcfg.eval_every, "evaluate every N epochs (default 1)"},
+    {"max-steps", OPT_SIZE, &tcfg.max_steps, "stop after N steps per worker"},
+    {"checkpoint", OPT_STR, &t_checkpoint, "checkpoint directory"},
+    {"resume", OPT_FLAG, &t_resume, "resume from the checkpoint directory"},
+    {NULL, 0, NULL, NULL},
+};
+
+static void train_usage(void)
+{
+    fprintf(stderr, "usage: herd train [flags]\n\nTrains a model data-parallel and prints its test accuracy.\n\n");
+    print_opts(train_opts);
+}
+
+static int cmd_train(int argc, char **argv)
+{
+    herd_train_config_defaults(&tcfg);
+    parse_opts("train", train_opts, argc, argv, 2, train_usage);
+    tcfg.optim.nesterov = t_nesterov;
+    tcfg.progress = !t_no_progress;
+    if (t_checkpoint || t_resume) {
+        fprintf(stderr, "herd: --checkpoint and --resume are not supported by this version of herd yet\n");
+        return 2;
+    }
+    if (tcfg.eval_every == 0) {
+        fprintf(stderr, "herd: --eval-every must be at least 1\n");
+        return 2;
+    }
+    herd_train_result res;
+    herd_err err = {0};
+    herd_status st = herd_train(&tcfg, &res, &err);
+    if (st < 0) {
+        fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
+        return 1;
+    }
+    if (!tcfg.quiet)
+        fprintf(stderr, "%s on %zu worker(s): test accuracy %.4f, loss %.4f, %.1f s, %.0f img/s\n", res.algo,
+                res.workers, res.test_acc, res.test_loss, res.wall_s, res.train_img_per_s);
+    if (t_json) {
+        herd_train_result_json(&res, stdout);
+        fputc('\n', stdout);
+    }
+    return 0;
+}
+
+/* ---- herd bench ------------------------------------------------------ */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *b_model = "lenet", *b_shape = "1x28x28:10";
+static size_t b_batch = 64, b_steps = 200, b_warmup = 20, b_threads = 1, b_size = 1024, b_reps = 10;
+static bool b_json;
+
+static const opt bench_train_opts[] = {
+    {"model", OPT_STR, &b_model, "model (default lenet)"},
+    {"shape", OPT_STR, &b_shape, "input shape and classes CxHxW:K (default 1x28x28:10)"},
+    {"batch", OPT_SIZE, &b_batch, "batch size (default 64)"},
+    {"steps", OPT_SIZE, &b_steps, "timed steps (default 200)"},
+    {"warmup", OPT_SIZE, &b_warmup, "untimed warm-up steps (default 20)"},
+    {"threads", OPT_SIZE, &b_threads, "compute threads (default 1)"},
+    {"json", OPT_FLAG, &b_json, "print a JSON line"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const opt bench_gemm_opts[] = {
+    {"size", OPT_SIZE, &b_size, "square matrix size (default 1024)"},
+    {"reps", OPT_SIZE, &b_reps, "timed repetitions (default 10)"},
+    {"threads", OPT_SIZE, &b_threads, "compute threads (default 1)"},
+    {"json", OPT_FLAG, &b_json, "print a JSON line"},
+    {NULL, 0, NULL, NULL},
+};
+
+static void bench_usage(void)
+{
+    fprintf(stderr, "usage: herd bench train [flags]   training-step throughput of one worker\n"
+                    "       herd bench gemm [flags]    single-precision GEMM rate\n\ntrain flags:\n");
+    print_opts(bench_train_opts);
+    fprintf(stderr, "gemm flags:\n");
+    print_opts(bench_gemm_opts);
+}
+
+static int bench_train(int argc, char **argv)
+{
+    parse_opts("bench", bench_train_opts, argc, argv, 3, bench_usage);
+    herd_err err = {0};
+    herd_dataset d = {0};
+    herd_model *m = NULL;
+    if (b_batch == 0 || b_steps == 0 || b_threads == 0) {
+        fprintf(stderr, "herd: bench train: --batch, --steps and --threads must be at least 1\n");
+        return 2;
+    }
+    herd_status st = herd_data_synthetic(b_shape, 4 * b_batch, 1, &d, &err);
+    if (st == HERD_OK)
+        st = herd_model_create(b_model, d.c, d.h, d.w, d.nclasses, b_batch, 1, &m, &err);
+    if (st < 0) {
+        fprintf(stderr, "herd: %s\n", err.msg);
+        herd_dataset_free(&d);
+        return 1;
+    }
+    herd_nn_set_threads((int)b_threads);
+    herd_optim_config oc = {.lr = 0.01f, .momentum = 0.9f};
+    herd_optim o;
+    int32_t *y = malloc(d.n * sizeof *y);
+    if (!y || herd_optim_init(&o, &oc, herd_model_nparams(m), &err) < 0) {
+        fprintf(stderr, "herd: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < d.n; i++)
+        y[i] = d.y[i];
+    size_t dim = herd_dataset_dim(&d);
+    double t0 = 0;
+    for (size_t s = 0; s < b_warmup + b_steps; s++) {
+        if (s == b_warmup)
+            t0 = now_s();
+        size_t at = (s % 4) * b_batch;
+        herd_model_forward(m, d.x + at * dim, b_batch, true);
+        herd_model_loss(m, y + at, b_batch, NULL);
+        herd_model_backward(m, b_batch, NULL, NULL);
+        herd_optim_step(&o, herd_model_params(m), herd_model_grads(m), 0, herd_model_nparams(m), oc.lr);
+    }
+    double dt = now_s() - t0;
+    double ips = (double)(b_steps * b_batch) / dt;
+    double gflops = herd_model_train_flops(m) * ips * 1e-9;
+    fprintf(stderr, "%s batch %zu: %.0f img/s, %.3f ms/step, %.1f GFLOP/s\n", b_model, b_batch, ips,
+            1e3 * dt / (double)b_steps, gflops);
+    if (b_json)
+        printf("{\"impl\":\"herd\",\"model\":\"%s\",\"batch\":%zu,\"steps\":%zu,\"threads\":%zu,"
+               "\"img_per_s\":%.3f,\"step_ms\":%.6f,\"gflops\":%.3f,\"train_mflop_per_img\":%.4f}\n",
+               b_model, b_batch, b_steps, b_threads, ips, 1e3 * dt / (double)b_steps, gflops,
+               herd_model_train_flops(m) * 1e-6);
+    free(y);
+    herd_optim_free(&o);
+    herd_model_free(m);
+    herd_dataset_free(&d);
+    return 0;
+}
+
+static int bench_gemm(int argc, char **argv)
+{
+    parse_opts("bench", bench_gemm_opts, argc, argv, 3, bench_usage);
+    size_t n = b_size;
+    if (n == 0 || n > 16384 || b_reps == 0) {
+        fprintf(stderr, "herd: bench gemm: --size must be in [1, 16384] and --reps at least 1\n");
+        return 2;
+    }
+    herd_nn_set_threads((int)b_threads);
+    float *a = malloc(n * n * sizeof(float)), *b = malloc(n * n * sizeof(float)), *c = malloc(n * n * sizeof(float));
+    if (!a || !b || !c) {
+        fprintf(stderr, "herd: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < n * n; i++)
+        a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
+    herd_nn_sgemm(n, n, n, a, b, c); /* JIT and caches warm */
+    double t0 = now_s();
+    for (size_t r = 0; r < b_reps; r++)
+        herd_nn_sgemm(n, n, n, a, b, c);
+    double dt = (now_s() - t0) / (double)b_reps;
+    double gflops = 2.0 * (double)n * (double)n * (double)n / dt * 1e-9;
+    fprintf(stderr, "sgemm %zux%zux%zu: %.3f ms, %.1f GFLOP/s\n", n, n, n, dt * 1e3, gflops);
+    if (b_json)
+        printf("{\"impl\":\"herd\",\"op\":\"sgemm\",\"size\":%zu,\"threads\":%zu,\"ms\":%.6f,\"gflops\":%.3f}\n", n,
+               b_threads, dt * 1e3, gflops);
+    free(a);
+    free(b);
+    free(c);
+    return 0;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+    if (argc < 3 || !strcmp(argv[2], "-h") || !strcmp(argv[2], "--help")) {
+        bench_usage();
+        return argc < 3 ? 2 : 0;
+    }
+    if (!strcmp(argv[2], "train"))
+        return bench_train(argc, argv);
+    if (!strcmp(argv[2], "gemm"))
+        return bench_gemm(argc, argv);
+    die_usage("bench", "unknown benchmark '%s'", argv[2]);
+}
+
+static int cmd_algos(void)
+{
+    for (size_t i = 0; herd_algos[i]; i++)
+        printf("%-16s %s\n", herd_algos[i]->name, herd_algos[i]->summary);
+    return 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "herd %s — data-parallel deep-learning training\n\n"
+            "usage: herd <command> [flags]\n\n"
+            "commands:\n"
+            "  train     train a model (herd train --help)\n"
+            "  bench     single-worker benchmarks (herd bench --help)\n"
+            "  algos     list the synchronization algorithms\n"
+            "  version   print the version\n",
+            HERD_VERSION);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage();
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "train"))
+        return cmd_train(argc, argv);
+    if (!strcmp(cmd, "bench"))
+        return cmd_bench(argc, argv);
+    if (!strcmp(cmd, "algos"))
+        return cmd_algos();
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("herd %s\n", HERD_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage();
+        return 0;
+    }
+    fprintf(stderr, "herd: unknown command '%s' (see 'herd --help')\n", cmd);
+    return 2;
+}

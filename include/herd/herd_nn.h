@@ -1,0 +1,76 @@
+/* herd_nn.h — models: layers, forward, loss, backward, on flat parameters.
+ *
+ * A model's weights live in ONE contiguous float array (herd_model_params) and
+ * its gradients in another of the same length (herd_model_grads); each layer
+ * owns a range [off, off+len) of both. Layers are laid out in forward order,
+ * so backward produces gradient ranges from the end of the array towards its
+ * start, and reports each range as soon as it is final (see herd_grad_ready_fn):
+ * that is what lets a synchronization algorithm start communicating while
+ * backward continues.
+ *
+ * Ownership: the model owns its parameters, gradients, activations and
+ * scratch. Threading: a model is used by one thread at a time; workers each
+ * own a model. Heavy compute goes through oneDNN (src/nn/kernels.c).
+ */
+#ifndef HERD_NN_H
+#define HERD_NN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "herd/herd_status.h"
+
+typedef struct herd_model herd_model;
+
+/* Called during backward when grads[off, off+len) are final for this step. */
+typedef herd_status (*herd_grad_ready_fn)(void *ctx, size_t off, size_t len);
+
+/* Names accepted by herd_model_create ("mlp", "lenet", "cnn", "resnet20", "linear"),
+ * NULL-terminated, for help texts. */
+extern const char *const herd_model_names[];
+
+/* Builds model `name` for inputs of shape (c, h, w) and `nclasses` outputs,
+ * able to run batches of up to max_batch examples. Parameters are initialised
+ * from `seed` (He-uniform weights, zero biases, BN gamma 1 / beta 0). */
+herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, size_t nclasses,
+                              size_t max_batch, uint64_t seed, herd_model **out, herd_err *err);
+void herd_model_free(herd_model *m);
+
+size_t herd_model_nparams(const herd_model *m);
+float *herd_model_params(herd_model *m);
+float *herd_model_grads(herd_model *m);
+/* Non-trainable state (batch-norm running statistics); may be empty. */
+size_t herd_model_nbuffers(const herd_model *m);
+float *herd_model_buffers(herd_model *m);
+const char *herd_model_name(const herd_model *m);
+size_t herd_model_max_batch(const herd_model *m);
+/* Floating-point operations of one training step (forward + backward) per example. */
+double herd_model_train_flops(const herd_model *m);
+
+/* Forward pass on x (batch examples, NCHW floats). train selects batch-norm
+ * behaviour (batch statistics and running-average update vs running stats). */
+void herd_model_forward(herd_model *m, const float *x, size_t batch, bool train);
+/* Mean softmax cross-entropy of the last forward's logits against labels y;
+ * counts correct top-1 predictions into *ncorrect (may be NULL). Also stores
+ * d(loss)/d(logits) for backward. */
+float herd_model_loss(herd_model *m, const int32_t *y, size_t batch, size_t *ncorrect);
+/* The last forward's logits: batch x nclasses, row-major. */
+const float *herd_model_logits(const herd_model *m);
+/* Backward pass of the last forward + loss. Overwrites the gradients and calls
+ * ready(ctx, off, len) per parameterised layer, last layer first (ready may be
+ * NULL). Stops and returns the first error ready returns. */
+herd_status herd_model_backward(herd_model *m, size_t batch, herd_grad_ready_fn ready, void *ctx);
+
+/* Evaluates on n examples in chunks of max_batch: mean loss and accuracy. */
+void herd_model_evaluate(herd_model *m, const float *x, const int32_t *y, size_t n, size_t dim,
+                         double *loss, double *acc);
+
+/* Intra-op threads for the calling thread's heavy kernels (oneDNN/OpenMP). */
+void herd_nn_set_threads(int nthreads);
+
+/* One single-precision GEMM through the fast path, for benchmarks:
+ * C(MxN) = A(MxK) B(KxN), row-major. */
+void herd_nn_sgemm(size_t M, size_t N, size_t K, const float *A, const float *B, float *C);
+
+#endif

@@ -1,0 +1,68 @@
+/* herd_run.h — a training run: configuration, workers, result.
+ *
+ * herd_train() loads the data, builds one model per worker, runs the worker
+ * loop on every worker (threads engine: one thread each) and evaluates. The
+ * worker loop calls the algorithm's hooks (herd_algo.h) around each step; the
+ * loop itself knows nothing of how workers synchronize.
+ *
+ * Ownership: the caller owns the config (read-only during the run) and the
+ * result. Logging goes to cfg->log_path (JSON Lines) and, for humans, stderr.
+ */
+#ifndef HERD_RUN_H
+#define HERD_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "herd/herd_optim.h"
+#include "herd/herd_status.h"
+
+enum { HERD_MAX_SLOW = 16 };
+
+typedef struct herd_slow {
+    size_t rank;
+    double factor; /* compute takes factor times as long (>= 1) */
+} herd_slow;
+
+typedef struct herd_train_config {
+    const char *data;   /* see herd_data_open; NULL: default */
+    const char *model;  /* herd_model_names */
+    const char *algo;   /* herd_algo_names */
+    size_t workers, epochs, batch; /* batch is per worker */
+    herd_optim_config optim;
+    uint64_t seed;
+    size_t threads;     /* intra-op threads per worker (default 1) */
+    size_t train_limit, test_limit; /* 0: whole set */
+    size_t eval_every;  /* evaluate every K epochs (default 1; the last always) */
+    herd_slow slow[HERD_MAX_SLOW];
+    size_t nslow;
+    const char *log_path;   /* JSON Lines, or NULL */
+    bool progress;          /* progress bar on stderr (when it is a terminal) */
+    bool quiet;             /* nothing on stderr but errors */
+    size_t max_steps;       /* stop after this many steps per worker (0: no limit); benchmarks */
+} herd_train_config;
+
+/* Fills cfg with the defaults `herd train` uses. */
+void herd_train_config_defaults(herd_train_config *cfg);
+
+typedef struct herd_train_result {
+    const char *algo, *engine, *model;
+    size_t workers, epochs;
+    double test_acc, test_loss, train_loss;
+    double wall_s;          /* whole run, data loading excluded */
+    double train_s;         /* time in training steps (evaluation excluded) */
+    double train_img_per_s; /* images trained per second, all workers */
+    uint64_t bytes_sent;    /* all workers */
+    size_t steps;           /* per worker */
+    size_t nparams;
+    double comm_wait_s;     /* mean over workers */
+} herd_train_result;
+
+herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err);
+
+/* Writes the result as one JSON object (no newline) to f. */
+void herd_train_result_json(const herd_train_result *res, FILE *f);
+
+#endif

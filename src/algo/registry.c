@@ -1,0 +1,16 @@
+#include <string.h>
+
+#include "algo/algos.h"
+
+const herd_algo_ops *const herd_algos[] = {
+    &herd__algo_sgd,
+    NULL,
+};
+
+const herd_algo_ops *herd_algo_find(const char *name)
+{
+    for (size_t i = 0; herd_algos[i]; i++)
+        if (!strcmp(herd_algos[i]->name, name))
+            return herd_algos[i];
+    return NULL;
+}

@@ -1,0 +1,61 @@
+/* kernels.h — the fast float kernels behind the layers (internal).
+ *
+ * Spatial activations use the "CNHW" layout: (C, N, H, W), i.e. each channel
+ * is one contiguous block of N*H*W floats. That makes a whole-batch
+ * convolution a single GEMM (W x im2col) whose output is already in layout,
+ * and batch norm / bias a contiguous per-channel loop. For C == 1, CNHW and
+ * NCHW coincide. Each kernel has a double-precision reference in ref.h, and
+ * tests/test_kernels.c checks one against the other.
+ */
+#ifndef HERD_NN_KERNELS_H
+#define HERD_NN_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Row-major C(MxN) = alpha * op(A) op(B) + beta * C; ta/tb are 'N' or 'T'.
+ * Goes to oneDNN's JIT sgemm. */
+void herd__sgemm(char ta, char tb, size_t M, size_t N, size_t K, float alpha, const float *A,
+                 size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
+
+/* col (C*R*R, N*Ho*Wo) from in (C,N,H,W); row = (c*R + i)*R + j. */
+void herd__im2col(const float *in, size_t C, size_t N, size_t H, size_t W, size_t R,
+                  size_t stride, size_t pad, float *col);
+/* din (C,N,H,W) += the scatter of col back to image positions. */
+void herd__col2im_add(const float *col, size_t C, size_t N, size_t H, size_t W, size_t R,
+                      size_t stride, size_t pad, float *din);
+
+/* Max pooling over nplanes planes of H x W, window k, stride s, no padding.
+ * idx records each output's source offset within its plane. */
+void herd__maxpool_forward(const float *in, float *out, uint32_t *idx, size_t nplanes, size_t H,
+                           size_t W, size_t k, size_t s);
+/* din = (accumulate ? din : 0) + scatter of dout through idx. */
+void herd__maxpool_backward(const float *dout, const uint32_t *idx, float *din, size_t nplanes,
+                            size_t H, size_t W, size_t k, size_t s, bool accumulate);
+
+/* Batch norm over C channels of `len` contiguous floats each (CNHW).
+ * Training: batch statistics, saves mean and inverse std for backward and
+ * updates running mean/var with `momentum` (unbiased variance, as PyTorch). */
+void herd__batchnorm_forward_train(const float *in, const float *gamma, const float *beta,
+                                   float *out, float *save_mean, float *save_invstd,
+                                   float *run_mean, float *run_var, size_t C, size_t len,
+                                   float eps, float momentum);
+void herd__batchnorm_forward_eval(const float *in, const float *gamma, const float *beta,
+                                  float *out, const float *run_mean, const float *run_var,
+                                  size_t C, size_t len, float eps);
+/* dgamma, dbeta overwritten; din overwritten or accumulated. */
+void herd__batchnorm_backward(const float *in, const float *gamma, const float *dout,
+                              const float *save_mean, const float *save_invstd, float *din,
+                              float *dgamma, float *dbeta, size_t C, size_t len, bool accumulate);
+
+/* Softmax cross-entropy, logits (N, K): returns mean loss, writes dlogits
+ * (may be NULL) and counts argmax hits. */
+float herd__softmax_xent(const float *logits, const int32_t *labels, float *dlogits, size_t N,
+                         size_t K, size_t *ncorrect);
+
+/* (C, N, HW) <-> (N, C*HW) */
+void herd__cnhw_to_nchw(const float *in, float *out, size_t C, size_t N, size_t HW);
+void herd__nchw_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW, bool accumulate);
+
+#endif

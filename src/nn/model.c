@@ -1,0 +1,845 @@
+/* Layers and models on flat parameters.
+ *
+ * A model is a list of layers in forward order; each layer names the layer(s)
+ * it reads (-1: the model input), so residual blocks are just an `add` layer
+ * reading two earlier ones. Every layer owns its output and output-gradient
+ * buffers (max_batch examples). Spatial tensors are CNHW (see kernels.h);
+ * `flatten`, `gavgpool` and `linear` produce flat (N, D) rows.
+ *
+ * Backward: a layer writes its input's gradient, overwriting it when it is
+ * that input's only reader and accumulating (after the model zeroed it) when
+ * there are several — the residual case.
+ */
+#include "herd/herd_nn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "herd/herd_rng.h"
+#include "nn/kernels.h"
+
+typedef struct herd_layer herd_layer;
+
+typedef struct herd_layer_ops {
+    const char *name;
+    void (*forward)(herd_layer *l, herd_model *m, size_t N, bool train);
+    void (*backward)(herd_layer *l, herd_model *m, size_t N);
+    void (*init)(herd_layer *l, herd_model *m, herd_rng *rng);
+} herd_layer_ops;
+
+struct herd_layer {
+    const herd_layer_ops *ops;
+    int in, in2;          /* layers read; -1 is the model input */
+    size_t c, h, w;       /* output shape of one example */
+    bool flat;            /* output rows (N, c*h*w) rather than CNHW */
+    bool relu;            /* fused ReLU on the output */
+    int nreaders;         /* layers that read this one's output */
+    size_t param_off, param_len;
+    size_t buf_off, buf_len;
+    double fwd_flops;     /* per example */
+    double bwd_flops;     /* per example */
+    float *out, *dout;    /* max_batch * c*h*w each, owned */
+};
+
+typedef struct conv_layer {
+    herd_layer base;
+    size_t cin, hin, win, k, stride, pad;
+    bool bias;
+    float *col; /* im2col kept from forward, or NULL: recomputed in backward */
+} conv_layer;
+
+typedef struct linear_layer {
+    herd_layer base;
+    size_t nin;
+} linear_layer;
+
+typedef struct pool_layer {
+    herd_layer base;
+    size_t hin, win, k, stride;
+    uint32_t *idx;
+} pool_layer;
+
+typedef struct bn_layer {
+    herd_layer base;
+    float *save_mean, *save_invstd;
+} bn_layer;
+
+struct herd_model {
+    char name[32];
+    size_t c, h, w, nclasses, max_batch;
+    herd_layer **layers;
+    size_t nlayers, cap;
+    float *params, *grads, *buffers;
+    size_t nparams, nbuffers;
+    const float *input;  /* CNHW view of the current batch */
+    float *input_copy;   /* used when C > 1 (NCHW -> CNHW) */
+    float *scratch;      /* im2col recomputation / dcol */
+    size_t scratch_len;
+    float *col_scratch;
+    size_t col_scratch_len;
+    herd_rng init_rng;
+};
+
+enum { COL_KEEP_MAX_BYTES = 16u << 20 };
+
+static size_t out_dim(const herd_layer *l) { return l->c * l->h * l->w; }
+
+static const float *in_out(const herd_model *m, int in) { return in < 0 ? m->input : m->layers[in]->out; }
+
+/* The gradient buffer of input `in`, or NULL for the model input. */
+static float *in_dout(const herd_model *m, int in) { return in < 0 ? NULL : m->layers[in]->dout; }
+
+static bool in_accumulates(const herd_model *m, int in) { return in >= 0 && m->layers[in]->nreaders > 1; }
+
+static void relu_forward(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+/* Masks dout by the fused ReLU's output before a layer's own backward. */
+static void relu_backward(const herd_layer *l, size_t N)
+{
+    if (!l->relu)
+        return;
+    size_t n = N * out_dim(l);
+    for (size_t i = 0; i < n; i++)
+        l->dout[i] = l->out[i] > 0.0f ? l->dout[i] : 0.0f;
+}
+
+static void fill_uniform(float *p, size_t n, float bound, herd_rng *rng)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (2.0f * herd_rng_uniform(rng) - 1.0f) * bound;
+}
+
+/* He-uniform for layers followed by ReLU, 1/sqrt(fan_in) otherwise. */
+static float init_bound(size_t fan_in, bool relu)
+{
+    return relu ? sqrtf(6.0f / (float)fan_in) : 1.0f / sqrtf((float)fan_in);
+}
+
+/* ---- convolution ---------------------------------------------------- */
+
+static size_t conv_rows(const conv_layer *cv) { return cv->cin * cv->k * cv->k; }
+
+static bool conv_is_pointwise(const conv_layer *cv) { return cv->k == 1 && cv->stride == 1 && cv->pad == 0; }
+
+static const float *conv_col(conv_layer *cv, herd_model *m, size_t N, float *into)
+{
+    const float *in = in_out(m, cv->base.in);
+    if (conv_is_pointwise(cv))
+        return in;
+    herd__im2col(in, cv->cin, N, cv->hin, cv->win, cv->k, cv->stride, cv->pad, into);
+    return into;
+}
+
+static void conv_forward(herd_layer *l, herd_model *m, size_t N, bool train)
+{
+    (void)train;
+    conv_layer *cv = (conv_layer *)l;
+    size_t rows = conv_rows(cv), cols = N * l->h * l->w;
+    const float *col = conv_col(cv, m, N, cv->col ? cv->col : m->col_scratch);
+    const float *W = m->params + l->param_off;
+    /* out (K, N*Ho*Wo) = W (K, C*R*R) @ col (C*R*R, N*Ho*Wo) */
+    herd__sgemm('N', 'N', l->c, cols, rows, 1.0f, W, rows, col, cols, 0.0f, l->out, cols);
+    if (cv->bias) {
+        const float *b = W + l->c * rows;
+        for (size_t k = 0; k < l->c; k++) {
+            float *o = l->out + k * cols;
+            for (size_t i = 0; i < cols; i++)
+                o[i] += b[k];
+        }
+    }
+    if (l->relu)
+        relu_forward(l->out, l->c * cols);
+}
+
+static void conv_backward(herd_layer *l, herd_model *m, size_t N)
+{
+    conv_layer *cv = (conv_layer *)l;
+    size_t rows = conv_rows(cv), cols = N * l->h * l->w;
+    relu_backward(l, N);
+    const float *col = cv->col ? cv->col : conv_col(cv, m, N, m->col_scratch);
+    const float *W = m->params + l->param_off;
+    float *dW = m->grads + l->param_off;
+    /* dW (K, CRR) = dout (K, cols) @ col^T */
+    herd__sgemm('N', 'T', l->c, rows, cols, 1.0f, l->dout, cols, col, cols, 0.0f, dW, rows);
+    if (cv->bias) {
+        float *db = dW + l->c * rows;
+        for (size_t k = 0; k < l->c; k++) {
+            const float *g = l->dout + k * cols;
+            float s = 0.0f;
+            for (size_t i = 0; i < cols; i++)
+                s += g[i];
+            db[k] = s;
+        }
+    }
+    float *din = in_dout(m, l->in);
+    if (!din)
+        return;
+    bool acc = in_accumulates(m, l->in);
+    if (conv_is_pointwise(cv)) {
+        herd__sgemm('T', 'N', rows, cols, l->c, 1.0f, W, rows, l->dout, cols, acc ? 1.0f : 0.0f,
+                    din, cols);
+        return;
+    }
+    /* dcol (CRR, cols) = W^T @ dout, then scattered back onto the image. */
+    herd__sgemm('T', 'N', rows, cols, l->c, 1.0f, W, rows, l->dout, cols, 0.0f, m->scratch, cols);
+    if (!acc)
+        memset(din, 0, N * cv->cin * cv->hin * cv->win * sizeof(float));
+    herd__col2im_add(m->scratch, cv->cin, N, cv->hin, cv->win, cv->k, cv->stride, cv->pad, din);
+}
+
+static void conv_init(herd_layer *l, herd_model *m, herd_rng *rng)
+{
+    conv_layer *cv = (conv_layer *)l;
+    size_t rows = conv_rows(cv);
+    float *W = m->params + l->param_off;
+    fill_uniform(W, l->c * rows, init_bound(rows, l->relu), rng);
+    if (cv->bias)
+        memset(W + l->c * rows, 0, l->c * sizeof(float));
+}
+
+static const herd_layer_ops conv_ops = {
+    .name = "conv", .forward = conv_forward, .backward = conv_backward, .init = conv_init};
+
+/* ---- fully connected ------------------------------------------------ */
+
+static void linear_forward(herd_layer *l, herd_model *m, size_t N, bool train)
+{
+    (void)train;
+    linear_layer *fc = (linear_layer *)l;
+    size_t I = fc->nin, O = l->c;
+    const float *in = in_out(m, l->in), *W = m->params + l->param_off, *b = W + O * I;
+    for (size_t n = 0; n < N; n++)
+        memcpy(l->out + n * O, b, O * sizeof(float));
+    /* out (N,O) = in (N,I) @ W^T (I,O) + b */
+    herd__sgemm('N', 'T', N, O, I, 1.0f, in, I, W, I, 1.0f, l->out, O);
+    if (l->relu)
+        relu_forward(l->out, N * O);
+}
+
+static void linear_backward(herd_layer *l, herd_model *m, size_t N)
+{
+    linear_layer *fc = (linear_layer *)l;
+    size_t I = fc->nin, O = l->c;
+    relu_backward(l, N);
+    const float *in = in_out(m, l->in), *W = m->params + l->param_off;
+    float *dW = m->grads + l->param_off, *db = dW + O * I;
+    /* dW (O,I) = dout^T (O,N) @ in (N,I) */
+    herd__sgemm('T', 'N', O, I, N, 1.0f, l->dout, O, in, I, 0.0f, dW, I);
+    memset(db, 0, O * sizeof(float));
+    for (size_t n = 0; n < N; n++) {
+        const float *g = l->dout + n * O;
+        for (size_t o = 0; o < O; o++)
+            db[o] += g[o];
+    }
+    float *din = in_dout(m, l->in);
+    if (din) /* din (N,I) = dout (N,O) @ W (O,I) */
+        herd__sgemm('N', 'N', N, I, O, 1.0f, l->dout, O, W, I,
+                    in_accumulates(m, l->in) ? 1.0f : 0.0f, din, I);
+}
+
+static void linear_init(herd_layer *l, herd_model *m, herd_rng *rng)
+{
+    linear_layer *fc = (linear_layer *)l;
+    float *W = m->params + l->param_off;
+    fill_uniform(W, l->c * fc->nin, init_bound(fc->nin, l->relu), rng);
+    memset(W + l->c * fc->nin, 0, l->c * sizeof(float));
+}
+
+static const herd_layer_ops linear_ops = {
+    .name = "linear", .forward = linear_forward, .backward = linear_backward, .init = linear_init};
+
+/* ---- max pooling ---------------------------------------------------- */
+
+static void pool_forward(herd_layer *l, herd_model *m, size_t N, bool train)
+{
+    (void)train;
+    pool_layer *p = (pool_layer *)l;
+    herd__maxpool_forward(in_out(m, l->in), l->out, p->idx, l->c * N, p->hin, p->win, p->k, p->stride);
+    if (l->relu)
+        relu_forward(l->out, N * out_dim(l));
+}
+
+static void pool_backward(herd_layer *l, herd_model *m, size_t N)
+{
+    pool_layer *p = (pool_layer *)l;
+    relu_backward(l, N);
+    float *din = in_dout(m, l->in);
+    if (din)
+        herd__maxpool_backward(l->dout, p->idx, din, l->c * N, p->hin, p->win, p->k, p->stride,
+                               in_accumulates(m, l->in));
+}
+
+static const herd_layer_ops pool_ops = {
+    .name = "maxpool", .forward = pool_forward, .backward = pool_backward};
+
+/* ---- batch normalization -------------------------------------------- */
+
+static const float bn_eps = 1e-5f, bn_momentum = 0.1f;
+
+static void bn_forward(herd_layer *l, herd_model *m, size_t N, bool train)
+{
+    bn_layer *bn = (bn_layer *)l;
+    size_t C = l->c, len = N * l->h * l->w;
+    const float *gamma = m->params + l->param_off, *beta = gamma + C;
+    float *run_mean = m->buffers + l->buf_off, *run_var = run_mean + C;
+    if (train)
+        herd__batchnorm_forward_train(in_out(m, l->in), gamma, beta, l->out, bn->save_mean,
+                                      bn->save_invstd, run_mean, run_var, C, len, bn_eps,
+                                      bn_momentum);
+    else
+        herd__batchnorm_forward_eval(in_out(m, l->in), gamma, beta, l->out, run_mean, run_var, C,
+                                     len, bn_eps);
+    if (l->relu)
+        relu_forward(l->out, C * len);
+}
+
+static void bn_backward(herd_layer *l, herd_model *m, size_t N)
+{
+    bn_layer *bn = (bn_layer *)l;
+    size_t C = l->c, len = N * l->h * l->w;
+    relu_backward(l, N);
+    const float *gamma = m->params + l->param_off;
+    float *dgamma = m->grads + l->param_off, *dbeta = dgamma + C;
+    herd__batchnorm_backward(in_out(m, l->in), gamma, l->dout, bn->save_mean, bn->save_invstd,
+                             in_dout(m, l->in), dgamma, dbeta, C, len, in_accumulates(m, l->in));
+}
+
+static void bn_init(herd_layer *l, herd_model *m, herd_rng *rng)
+{
+    (void)rng;
+    size_t C = l->c;
+    float *gamma = m->params + l->param_off, *run = m->buffers + l->buf_off;
+    for (size_t c = 0; c < C; c++) {
+        gamma[c] = 1.0f, gamma[C + c] = 0.0f;
+        run[c] = 0.0f, run[C + c] = 1.0f;
+    }
+}
+
+static const herd_layer_ops bn_ops = {
+    .name = "batchnorm", .forward = bn_forward, .backward = bn_backward, .init = bn_init};
+
+/* ---- residual add --------------------------------------------------- */
+
+static void add_forward(herd_layer *l, herd_model *m, size_t N, bool train)
+{
+    (void)train;
+    const float *a = in_out(m, l->in), *b = in_out(m, l->in2);
+    size_t n = N * out_dim(l);
+    for (size_t i = 0; i < n; i++)
+        l->out[i] = a[i] + b[i];
+    if (l->relu)
+        relu_forward(l->out, n);
+}
+
+static void add_backward(herd_layer *l, herd_model *m, size_t N)
+{
+    relu_backward(l, N);
+    size_t n = N * out_dim(l);
+    int ins[2] = {l->in, l->in2};
+    for (int k = 0; k < 2; k++) {
+        float *din = in_dout(m, ins[k]);
+        if (!din)
+            continue;
+        if (in_accumulates(m, ins[k]))
+            for (size_t i = 0; i < n; i++)
+                din[i] += l->dout[i];
+        else
+            memcpy(din, l->dout, n * sizeof(float));
+    }
+}
+
+static const herd_layer_ops add_ops = {.name = "add", .forward = add_forward, .backward = add_backward};
+
+/* ---- layout changes: flatten and global average pooling -------------- */
+
+static void flatten_forward(herd_layer *l, herd_model *m, size_t N, bool train)
+{
+    (void)train;
+    const herd_layer *src = l->in < 0 ? NULL : m->layers[l->in];
+    size_t C = src ? src->c : m->c, HW = out_dim(l) / C;
+    herd__cnhw_to_nchw(in_out(m, l->in), l->out, C, N, HW);
+}
+
+static void flatten_backward(herd_layer *l, herd_model *m, size_t N)
+{
+    float *din = in_dout(m, l->in);
+    if (!din)
+        return;
+    size_t C = m->layers[l->in]->c, HW = out_dim(l) / C;
+    herd__nchw_to_cnhw(l->dout, din, C, N, HW, in_accumulates(m, l->in));
+}
+
+static const herd_layer_ops flatten_ops = {
+    .name = "flatten", .forward = flatten_forward, .backward = flatten_backward};
+
+static void gavg_forward(herd_layer *l, herd_model *m, size_t N, bool train)
+{
+    (void)train;
+    const herd_layer *src = m->layers[l->in];
+    size_t C = l->c, HW = src->h * src->w;
+    const float *in = in_out(m, l->in);
+    for (size_t c = 0; c < C; c++)
+        for (size_t n = 0; n < N; n++) {
+            const float *p = in + (c * N + n) * HW;
+            float s = 0.0f;
+            for (size_t i = 0; i < HW; i++)
+                s += p[i];
+            l->out[n * C + c] = s / (float)HW;
+        }
+}
+
+static void gavg_backward(herd_layer *l, herd_model *m, size_t N)
+{
+    const herd_layer *src = m->layers[l->in];
+    size_t C = l->c, HW = src->h * src->w;
+    float *din = in_dout(m, l->in);
+    bool acc = in_accumulates(m, l->in);
+    if (!din)
+        return;
+    for (size_t c = 0; c < C; c++)
+        for (size_t n = 0; n < N; n++) {
+            float g = l->dout[n * C + c] / (float)HW, *p = din + (c * N + n) * HW;
+            for (size_t i = 0; i < HW; i++)
+                p[i] = acc ? p[i] + g : g;
+        }
+}
+
+static const herd_layer_ops gavg_ops = {
+    .name = "gavgpool", .forward = gavg_forward, .backward = gavg_backward};
+
+/* ---- building ------------------------------------------------------- */
+
+/* The builder records an error instead of failing each call, so model
+ * definitions read as straight-line code; herd_model_create checks it once. */
+typedef struct builder {
+    herd_model *m;
+    herd_status st;
+    herd_err *err;
+} builder;
+
+static void shape_of(const builder *b, int in, size_t *c, size_t *h, size_t *w, bool *flat)
+{
+    if (in < 0) {
+        *c = b->m->c, *h = b->m->h, *w = b->m->w, *flat = false;
+    } else {
+        const herd_layer *l = b->m->layers[in];
+        *c = l->c, *h = l->h, *w = l->w, *flat = l->flat;
+    }
+}
+
+static int push(builder *b, herd_layer *l, const herd_layer_ops *ops, int in, int in2, size_t c,
+                size_t h, size_t w, bool flat, bool relu, size_t nparams, size_t nbuf)
+{
+    herd_model *m = b->m;
+    if (!l) {
+        b->st = herd_err_set(b->err, HERD_ENOMEM, "out of memory building model %s", m->name);
+        return -1;
+    }
+    if (m->nlayers == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 16;
+        herd_layer **nl = realloc(m->layers, cap * sizeof *nl);
+        if (!nl) {
+            free(l);
+            b->st = herd_err_set(b->err, HERD_ENOMEM, "out of memory building model %s", m->name);
+            return -1;
+        }
+        m->layers = nl, m->cap = cap;
+    }
+    l->ops = ops, l->in = in, l->in2 = in2;
+    l->c = c, l->h = h, l->w = w, l->flat = flat, l->relu = relu;
+    l->param_off = m->nparams, l->param_len = nparams;
+    l->buf_off = m->nbuffers, l->buf_len = nbuf;
+    m->nparams += nparams, m->nbuffers += nbuf;
+    if (in >= 0)
+        m->layers[in]->nreaders++;
+    if (in2 >= 0)
+        m->layers[in2]->nreaders++;
+    m->layers[m->nlayers] = l;
+    return (int)m->nlayers++;
+}
+
+static bool ok(builder *b, int in) { return b->st == HERD_OK && in >= -1; }
+
+static int conv(builder *b, int in, size_t cout, size_t k, size_t stride, size_t pad, bool bias, bool relu)
+{
+    if (!ok(b, in))
+        return -2;
+    size_t c, h, w;
+    bool flat;
+    shape_of(b, in, &c, &h, &w, &flat);
+    if (flat || h + 2 * pad < k || w + 2 * pad < k) {
+        b->st = herd_err_set(b->err, HERD_EINVAL,
+                             "model %s: a %zux%zu convolution does not fit its %zux%zux%zu input",
+                             b->m->name, k, k, c, h, w);
+        return -2;
+    }
+    conv_layer *cv = calloc(1, sizeof *cv);
+    size_t ho = (h + 2 * pad - k) / stride + 1, wo = (w + 2 * pad - k) / stride + 1;
+    int id = push(b, &cv->base, &conv_ops, in, -1, cout, ho, wo, false, relu,
+                  cout * c * k * k + (bias ? cout : 0), 0);
+    if (id < 0)
+        return -2;
+    cv->cin = c, cv->hin = h, cv->win = w, cv->k = k, cv->stride = stride, cv->pad = pad, cv->bias = bias;
+    double macs = (double)cout * (double)(c * k * k) * (double)(ho * wo);
+    cv->base.fwd_flops = 2 * macs;
+    cv->base.bwd_flops = 2 * macs * (in < 0 ? 1 : 2);
+    return id;
+}
+
+static int flatten(builder *b, int in)
+{
+    if (!ok(b, in))
+        return -2;
+    size_t c, h, w;
+    bool flat;
+    shape_of(b, in, &c, &h, &w, &flat);
+    if (flat)
+        return in;
+    herd_layer *l = calloc(1, sizeof *l);
+    return push(b, l, &flatten_ops, in, -1, c * h * w, 1, 1, true, false, 0, 0);
+}
+
+static int linear(builder *b, int in, size_t nout, bool relu)
+{
+    in = flatten(b, in);
+    if (!ok(b, in))
+        return -2;
+    size_t c, h, w;
+    bool flat;
+    shape_of(b, in, &c, &h, &w, &flat);
+    size_t nin = c * h * w;
+    linear_layer *fc = calloc(1, sizeof *fc);
+    int id = push(b, &fc->base, &linear_ops, in, -1, nout, 1, 1, true, relu, nout * nin + nout, 0);
+    if (id < 0)
+        return -2;
+    fc->nin = nin;
+    fc->base.fwd_flops = 2.0 * (double)nin * (double)nout;
+    fc->base.bwd_flops = fc->base.fwd_flops * (in < 0 ? 1 : 2);
+    return id;
+}
+
+static int maxpool(builder *b, int in, size_t k, size_t stride)
+{
+    if (!ok(b, in))
+        return -2;
+    size_t c, h, w;
+    bool flat;
+    shape_of(b, in, &c, &h, &w, &flat);
+    if (flat || h < k || w < k) {
+        b->st = herd_err_set(b->err, HERD_EINVAL, "model %s: a %zux%zu pooling does not fit its %zux%zux%zu input",
+                             b->m->name, k, k, c, h, w);
+        return -2;
+    }
+    pool_layer *p = calloc(1, sizeof *p);
+    int id = push(b, &p->base, &pool_ops, in, -1, c, (h - k) / stride + 1, (w - k) / stride + 1,
+                  false, false, 0, 0);
+    if (id < 0)
+        return -2;
+    p->hin = h, p->win = w, p->k = k, p->stride = stride;
+    return id;
+}
+
+static int batchnorm(builder *b, int in, bool relu)
+{
+    if (!ok(b, in))
+        return -2;
+    size_t c, h, w;
+    bool flat;
+    shape_of(b, in, &c, &h, &w, &flat);
+    bn_layer *bn = calloc(1, sizeof *bn);
+    return push(b, &bn->base, &bn_ops, in, -1, c, h, w, flat, relu, 2 * c, 2 * c);
+}
+
+static int add(builder *b, int x, int y, bool relu)
+{
+    if (!ok(b, x) || !ok(b, y))
+        return -2;
+    size_t c, h, w;
+    bool flat;
+    shape_of(b, x, &c, &h, &w, &flat);
+    herd_layer *l = calloc(1, sizeof *l);
+    return push(b, l, &add_ops, x, y, c, h, w, flat, relu, 0, 0);
+}
+
+static int gavgpool(builder *b, int in)
+{
+    if (!ok(b, in))
+        return -2;
+    size_t c, h, w;
+    bool flat;
+    shape_of(b, in, &c, &h, &w, &flat);
+    herd_layer *l = calloc(1, sizeof *l);
+    return push(b, l, &gavg_ops, in, -1, c, 1, 1, true, false, 0, 0);
+}
+
+/* ---- the models ----------------------------------------------------- */
+
+static void build_linear(builder *b, size_t k) { linear(b, -1, k, false); }
+
+static void build_mlp(builder *b, size_t k)
+{
+    int x = linear(b, -1, 1024, true);
+    x = linear(b, x, 1024, true);
+    linear(b, x, k, false);
+}
+
+static void build_lenet(builder *b, size_t k)
+{
+    int x = conv(b, -1, 6, 5, 1, 2, true, true);
+    x = maxpool(b, x, 2, 2);
+    x = conv(b, x, 16, 5, 1, 0, true, true);
+    x = maxpool(b, x, 2, 2);
+    x = linear(b, x, 120, true);
+    x = linear(b, x, 84, true);
+    linear(b, x, k, false);
+}
+
+static void build_cnn(builder *b, size_t k)
+{
+    int x = conv(b, -1, 32, 5, 1, 2, true, true);
+    x = maxpool(b, x, 2, 2);
+    x = conv(b, x, 64, 5, 1, 2, true, true);
+    x = maxpool(b, x, 2, 2);
+    x = linear(b, x, 1024, true);
+    linear(b, x, k, false);
+}
+
+/* CIFAR ResNet basic block; a 1x1 projection when the shape changes. */
+static int basic_block(builder *b, int in, size_t cout, size_t stride)
+{
+    size_t c, h, w;
+    bool flat;
+    if (!ok(b, in))
+        return -2;
+    shape_of(b, in, &c, &h, &w, &flat);
+    int x = conv(b, in, cout, 3, stride, 1, false, false);
+    x = batchnorm(b, x, true);
+    x = conv(b, x, cout, 3, 1, 1, false, false);
+    x = batchnorm(b, x, false);
+    int sc = in;
+    if (stride != 1 || c != cout)
+        sc = batchnorm(b, conv(b, in, cout, 1, stride, 0, false, false), false);
+    return add(b, x, sc, true);
+}
+
+static void build_resnet20(builder *b, size_t k)
+{
+    int x = conv(b, -1, 16, 3, 1, 1, false, false);
+    x = batchnorm(b, x, true);
+    static const size_t widths[3] = {16, 32, 64};
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < 3; i++)
+            x = basic_block(b, x, widths[s], (s > 0 && i == 0) ? 2 : 1);
+    x = gavgpool(b, x);
+    linear(b, x, k, false);
+}
+
+typedef struct model_def {
+    const char *name;
+    void (*build)(builder *b, size_t nclasses);
+} model_def;
+
+static const model_def model_defs[] = {
+    {"linear", build_linear}, {"mlp", build_mlp},           {"lenet", build_lenet},
+    {"cnn", build_cnn},       {"resnet20", build_resnet20},
+};
+
+const char *const herd_model_names[] = {"linear", "mlp", "lenet", "cnn", "resnet20", NULL};
+
+/* Allocates every buffer once the graph is known. */
+static herd_status model_alloc(herd_model *m, herd_err *err)
+{
+    size_t B = m->max_batch, scratch = 0, col_scratch = 0;
+    m->params = calloc(m->nparams ? m->nparams : 1, sizeof(float));
+    m->grads = calloc(m->nparams ? m->nparams : 1, sizeof(float));
+    m->buffers = calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
+    if (!m->params || !m->grads || !m->buffers)
+        goto oom;
+    if (m->c > 1) {
+        m->input_copy = malloc(B * m->c * m->h * m->w * sizeof(float));
+        if (!m->input_copy)
+            goto oom;
+    }
+    for (size_t i = 0; i < m->nlayers; i++) {
+        herd_layer *l = m->layers[i];
+        size_t n = B * out_dim(l);
+        l->out = malloc(n * sizeof(float));
+        l->dout = calloc(n, sizeof(float));
+        if (!l->out || !l->dout)
+            goto oom;
+        if (l->ops == &conv_ops) {
+            conv_layer *cv = (conv_layer *)l;
+            size_t col = conv_rows(cv) * B * l->h * l->w;
+            if (col > scratch)
+                scratch = col;
+            if (!conv_is_pointwise(cv)) {
+                if (col * sizeof(float) <= COL_KEEP_MAX_BYTES) {
+                    cv->col = malloc(col * sizeof(float));
+                    if (!cv->col)
+                        goto oom;
+                } else if (col > col_scratch) {
+                    col_scratch = col;
+                }
+            }
+        } else if (l->ops == &pool_ops) {
+            pool_layer *p = (pool_layer *)l;
+            p->idx = malloc(n * sizeof(uint32_t));
+            if (!p->idx)
+                goto oom;
+        } else if (l->ops == &bn_ops) {
+            bn_layer *bn = (bn_layer *)l;
+            bn->save_mean = malloc(2 * l->c * sizeof(float));
+            if (!bn->save_mean)
+                goto oom;
+            bn->save_invstd = bn->save_mean + l->c;
+        }
+    }
+    m->scratch_len = scratch, m->col_scratch_len = col_scratch;
+    if (scratch && !(m->scratch = malloc(scratch * sizeof(float))))
+        goto oom;
+    if (col_scratch && !(m->col_scratch = malloc(col_scratch * sizeof(float))))
+        goto oom;
+    return HERD_OK;
+oom:
+    return herd_err_set(err, HERD_ENOMEM, "out of memory allocating model %s for batch %zu", m->name, B);
+}
+
+herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, size_t nclasses,
+                              size_t max_batch, uint64_t seed, herd_model **out, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    *out = NULL;
+    if (!name || !c || !h || !w || nclasses < 2 || !max_batch)
+        return herd_err_set(err, HERD_EINVAL, "model: invalid shape %zux%zux%zu, %zu classes, batch %zu",
+                            c, h, w, nclasses, max_batch);
+    const model_def *def = NULL;
+    for (size_t i = 0; i < sizeof model_defs / sizeof model_defs[0]; i++)
+        if (!strcmp(model_defs[i].name, name))
+            def = &model_defs[i];
+    if (!def)
+        return herd_err_set(err, HERD_EINVAL,
+                            "unknown model '%s' (choose one of: linear, mlp, lenet, cnn, resnet20)", name);
+    herd_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->c = c, m->h = h, m->w = w, m->nclasses = nclasses, m->max_batch = max_batch;
+    builder b = {m, HERD_OK, err};
+    def->build(&b, nclasses);
+    HERD_TRY(b.st);
+    HERD_TRY(model_alloc(m, err));
+    herd_rng_seed(&m->init_rng, seed, 0x1a1e5);
+    for (size_t i = 0; i < m->nlayers; i++)
+        if (m->layers[i]->ops->init)
+            m->layers[i]->ops->init(m->layers[i], m, &m->init_rng);
+    *out = m;
+    m = NULL;
+out:
+    herd_model_free(m);
+    return st;
+}
+
+void herd_model_free(herd_model *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->nlayers; i++) {
+        herd_layer *l = m->layers[i];
+        free(l->out);
+        free(l->dout);
+        if (l->ops == &conv_ops)
+            free(((conv_layer *)l)->col);
+        else if (l->ops == &pool_ops)
+            free(((pool_layer *)l)->idx);
+        else if (l->ops == &bn_ops)
+            free(((bn_layer *)l)->save_mean);
+        free(l);
+    }
+    free(m->layers);
+    free(m->params);
+    free(m->grads);
+    free(m->buffers);
+    free(m->input_copy);
+    free(m->scratch);
+    free(m->col_scratch);
+    free(m);
+}
+
+size_t herd_model_nparams(const herd_model *m) { return m->nparams; }
+float *herd_model_params(herd_model *m) { return m->params; }
+float *herd_model_grads(herd_model *m) { return m->grads; }
+size_t herd_model_nbuffers(const herd_model *m) { return m->nbuffers; }
+float *herd_model_buffers(herd_model *m) { return m->buffers; }
+const char *herd_model_name(const herd_model *m) { return m->name; }
+size_t herd_model_max_batch(const herd_model *m) { return m->max_batch; }
+
+double herd_model_train_flops(const herd_model *m)
+{
+    double f = 0;
+    for (size_t i = 0; i < m->nlayers; i++)
+        f += m->layers[i]->fwd_flops + m->layers[i]->bwd_flops;
+    return f;
+}
+
+void herd_model_forward(herd_model *m, const float *x, size_t batch, bool train)
+{
+    HERD_ASSERT(batch > 0 && batch <= m->max_batch);
+    if (m->c == 1) {
+        m->input = x;
+    } else {
+        /* NCHW as loaded -> CNHW: transpose through the same helper, read as (N, C, HW). */
+        size_t HW = m->h * m->w;
+        for (size_t n = 0; n < batch; n++)
+            for (size_t c = 0; c < m->c; c++)
+                memcpy(m->input_copy + (c * batch + n) * HW, x + (n * m->c + c) * HW, HW * sizeof(float));
+        m->input = m->input_copy;
+    }
+    for (size_t i = 0; i < m->nlayers; i++)
+        m->layers[i]->ops->forward(m->layers[i], m, batch, train);
+}
+
+const float *herd_model_logits(const herd_model *m) { return m->layers[m->nlayers - 1]->out; }
+
+float herd_model_loss(herd_model *m, const int32_t *y, size_t batch, size_t *ncorrect)
+{
+    herd_layer *last = m->layers[m->nlayers - 1];
+    return herd__softmax_xent(last->out, y, last->dout, batch, m->nclasses, ncorrect);
+}
+
+herd_status herd_model_backward(herd_model *m, size_t batch, herd_grad_ready_fn ready, void *ctx)
+{
+    for (size_t i = 0; i + 1 < m->nlayers; i++)
+        if (m->layers[i]->nreaders > 1)
+            memset(m->layers[i]->dout, 0, batch * out_dim(m->layers[i]) * sizeof(float));
+    for (size_t i = m->nlayers; i-- > 0;) {
+        herd_layer *l = m->layers[i];
+        l->ops->backward(l, m, batch);
+        if (ready && l->param_len) {
+            herd_status st = ready(ctx, l->param_off, l->param_len);
+            if (st < 0)
+                return st;
+        }
+    }
+    return HERD_OK;
+}
+
+void herd_model_evaluate(herd_model *m, const float *x, const int32_t *y, size_t n, size_t dim,
+                         double *loss, double *acc)
+{
+    double total = 0;
+    size_t hits = 0;
+    for (size_t i = 0; i < n; i += m->max_batch) {
+        size_t b = n - i < m->max_batch ? n - i : m->max_batch, h = 0;
+        herd_model_forward(m, x + i * dim, b, false);
+        total += (double)herd__softmax_xent(herd_model_logits(m), y + i, NULL, b, m->nclasses, &h) * (double)b;
+        hits += h;
+    }
+    *loss = n ? total / (double)n : 0.0;
+    *acc = n ? (double)hits / (double)n : 0.0;
+}

@@ -1,0 +1,28 @@
+/* log.h — JSON Lines run log shared by the workers of one run (internal).
+ * Each record is one line written under a mutex, flushed at once so a crash
+ * loses nothing already logged. A NULL log accepts and drops records. */
+#ifndef HERD_RUN_LOG_H
+#define HERD_RUN_LOG_H
+
+#include <pthread.h>
+#include <stdio.h>
+
+#include "herd/herd_status.h"
+
+typedef struct herd_log {
+    FILE *f;
+    pthread_mutex_t mu;
+    double t0; /* run start, monotonic seconds */
+} herd_log;
+
+/* Opens path for appending (records of earlier runs are kept). */
+herd_status herd__log_open(herd_log *log, const char *path, double t0, herd_err *err);
+void herd__log_close(herd_log *log);
+/* Writes {"t":..., "event":event, <fields>} where fields is a printf format
+ * producing the rest of the object's members, e.g. "\"epoch\":%zu". */
+void herd__log_record(herd_log *log, const char *event, const char *fields, ...)
+    __attribute__((format(printf, 3, 4)));
+
+double herd__now(void);
+
+#endif

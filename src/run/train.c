@@ -1,0 +1,409 @@
+/* The training run and the worker loop.
+ *
+ * One herd_run holds what the workers share (config, data, log, the abort
+ * flag); each worker owns its model, optimizer, loader and algorithm state.
+ * On the threads engine every worker is a thread of this process.
+ */
+#include "herd/herd_run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "herd/herd_algo.h"
+#include "herd/herd_data.h"
+#include "herd/herd_nn.h"
+#include "run/log.h"
+
+typedef struct herd_run {
+    const herd_train_config *cfg;
+    const herd_algo_ops *algo_ops;
+    herd_dataset train, test;
+    int32_t *test_y;
+    herd_log log;
+    double t0;
+    atomic_int abort; /* set by the first worker that fails */
+    bool tty;
+} herd_run;
+
+typedef struct worker_ctx {
+    herd_run *run;
+    herd_worker w;
+    herd_algo algo;
+    herd_loader loader;
+    float *x;
+    int32_t *y;
+    double slow_factor;
+    /* results */
+    herd_status st;
+    double train_s, train_loss, test_acc, test_loss;
+    size_t images;
+} worker_ctx;
+
+void herd_train_config_defaults(herd_train_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->model = "lenet";
+    cfg->algo = "sgd";
+    cfg->workers = 1;
+    cfg->epochs = 5;
+    cfg->batch = 64;
+    cfg->optim = (herd_optim_config){
+        .lr = 0.05f,
+        .momentum = 0.9f,
+        .weight_decay = 5e-4f,
+        .schedule = HERD_SCHED_COSINE,
+        .step_epochs = 30,
+        .step_gamma = 0.1f,
+    };
+    cfg->seed = 1;
+    cfg->threads = 1;
+    cfg->eval_every = 1;
+    cfg->progress = true;
+}
+
+static herd_status check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err)
+{
+    if (!cfg->algo || !(*algo = herd_algo_find(cfg->algo))) {
+        char names[512] = "";
+        for (size_t i = 0; herd_algos[i]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     herd_algos[i]->name);
+        return herd_err_set(err, HERD_EINVAL, "unknown algorithm '%s' (choose one of: %s)",
+                            cfg->algo ? cfg->algo : "", names);
+    }
+    if (cfg->workers < 1 || cfg->workers > 4096)
+        return herd_err_set(err, HERD_EINVAL, "--workers must be in [1, 4096], got %zu", cfg->workers);
+    if ((*algo)->min_workers && cfg->workers < (*algo)->min_workers)
+        return herd_err_set(err, HERD_EINVAL, "--algo %s needs at least %zu workers, got %zu",
+                            cfg->algo, (*algo)->min_workers, cfg->workers);
+    if ((*algo)->max_workers && cfg->workers > (*algo)->max_workers)
+        return herd_err_set(err, HERD_EINVAL,
+                            "--algo %s runs on at most %zu worker(s), got --workers %zu%s", cfg->algo,
+                            (*algo)->max_workers, cfg->workers,
+                            !strcmp(cfg->algo, "sgd") ? " (sgd is the single-worker baseline)" : "");
+    if (cfg->epochs < 1 || cfg->epochs > 100000)
+        return herd_err_set(err, HERD_EINVAL, "--epochs must be in [1, 100000], got %zu", cfg->epochs);
+    if (cfg->batch < 1 || cfg->batch > 65536)
+        return herd_err_set(err, HERD_EINVAL, "--batch must be in [1, 65536], got %zu", cfg->batch);
+    if (!(cfg->optim.lr > 0.0f) || !isfinite(cfg->optim.lr) || cfg->optim.lr > 100.0f)
+        return herd_err_set(err, HERD_EINVAL, "--lr must be in (0, 100], got %g", (double)cfg->optim.lr);
+    if (!(cfg->optim.momentum >= 0.0f && cfg->optim.momentum < 1.0f))
+        return herd_err_set(err, HERD_EINVAL, "--momentum must be in [0, 1), got %g", (double)cfg->optim.momentum);
+    if (!(cfg->optim.weight_decay >= 0.0f && cfg->optim.weight_decay < 1.0f))
+        return herd_err_set(err, HERD_EINVAL, "--weight-decay must be in [0, 1), got %g",
+                            (double)cfg->optim.weight_decay);
+    if (cfg->optim.nesterov && cfg->optim.momentum == 0.0f)
+        return herd_err_set(err, HERD_EINVAL, "--nesterov needs --momentum > 0");
+    if (!(cfg->optim.warmup_epochs >= 0 && cfg->optim.warmup_epochs <= (double)cfg->epochs))
+        return herd_err_set(err, HERD_EINVAL, "--warmup must be in [0, epochs], got %g", cfg->optim.warmup_epochs);
+    if (cfg->threads < 1 || cfg->threads > 256)
+        return herd_err_set(err, HERD_EINVAL, "--threads must be in [1, 256], got %zu", cfg->threads);
+    for (size_t i = 0; i < cfg->nslow; i++) {
+        if (cfg->slow[i].rank >= cfg->workers)
+            return herd_err_set(err, HERD_EINVAL, "--slow %zu:%g names worker %zu, but there are %zu workers",
+                                cfg->slow[i].rank, cfg->slow[i].factor, cfg->slow[i].rank, cfg->workers);
+        if (!(cfg->slow[i].factor >= 1.0 && cfg->slow[i].factor <= 1e6))
+            return herd_err_set(err, HERD_EINVAL, "--slow factor must be in [1, 1e6], got %g", cfg->slow[i].factor);
+    }
+    return HERD_OK;
+}
+
+static void sleep_s(double s)
+{
+    if (s <= 0)
+        return;
+    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static herd_status on_grad_ready(void *p, size_t off, size_t len)
+{
+    worker_ctx *c = p;
+    return c->algo.ops->grad_ready(&c->algo, &c->w, off, len);
+}
+
+#define CALL_HOOK(c, hook)                                               \
+    do {                                                                 \
+        if ((c)->algo.ops->hook)                                         \
+            HERD_TRY((c)->algo.ops->hook(&(c)->algo, &(c)->w));          \
+    } while (0)
+
+static void progress(worker_ctx *c, size_t step_in_epoch, double loss, double t_epoch)
+{
+    herd_run *r = c->run;
+    if (!r->tty || !r->cfg->progress || r->cfg->quiet)
+        return;
+    size_t n = c->w.steps_per_epoch, width = 30, done = n ? step_in_epoch * width / n : width;
+    char bar[64];
+    for (size_t i = 0; i < width; i++)
+        bar[i] = i < done ? '#' : '.';
+    bar[width] = 0;
+    double ips = t_epoch > 0 ? (double)(step_in_epoch * r->cfg->batch * r->cfg->workers) / t_epoch : 0;
+    fprintf(stderr, "\repoch %zu/%zu [%s] %3zu%%  loss %.4f  %.0f img/s ", c->w.epoch + 1,
+            r->cfg->epochs, bar, n ? 100 * step_in_epoch / n : 100, loss, ips);
+    fflush(stderr);
+}
+
+/* Evaluation on worker 0's model; logs and reports. */
+static void evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
+{
+    herd_run *r = c->run;
+    herd_model_evaluate(c->w.model, r->test.x, r->test_y, r->test.n, herd_dataset_dim(&r->test),
+                        &c->test_loss, &c->test_acc);
+    herd__log_record(&r->log, "eval",
+                     "\"worker\":%zu,\"epoch\":%zu,\"step\":%zu,\"train_loss\":%.6f,"
+                     "\"test_loss\":%.6f,\"test_acc\":%.6f,\"epoch_s\":%.6f,\"lr\":%.6g",
+                     c->w.rank, c->w.epoch + 1, c->w.step, epoch_loss, c->test_loss, c->test_acc,
+                     t_epoch, (double)c->w.lr);
+    if (!r->cfg->quiet) {
+        if (r->tty && r->cfg->progress)
+            fputc('\r', stderr);
+        fprintf(stderr, "epoch %zu/%zu  train_loss %.4f  test_loss %.4f  test_acc %.4f  %.1fs%s\n",
+                c->w.epoch + 1, r->cfg->epochs, epoch_loss, c->test_loss, c->test_acc, t_epoch,
+                r->tty && r->cfg->progress ? "                    " : "");
+    }
+}
+
+static herd_status worker_loop(worker_ctx *c)
+{
+    herd_status st = HERD_OK;
+    herd_run *r = c->run;
+    const herd_train_config *cfg = r->cfg;
+    herd_worker *w = &c->w;
+    herd_nn_set_threads((int)cfg->threads);
+    CALL_HOOK(c, init);
+    for (w->epoch = 0; w->epoch < cfg->epochs; w->epoch++) {
+        herd_loader_start_epoch(&c->loader, w->epoch);
+        double t_epoch0 = herd__now(), loss_sum = 0;
+        size_t nloss = 0, k = 0;
+        double last_progress = 0;
+        while (herd_loader_next(&c->loader, c->x, c->y)) {
+            if (atomic_load(&r->abort))
+                return HERD_EREMOTE;
+            if (cfg->max_steps && w->step >= cfg->max_steps)
+                break;
+            double t0 = herd__now();
+            w->lr = herd_optim_lr(&cfg->optim, (double)w->epoch + (double)k / (double)w->steps_per_epoch,
+                                  (double)cfg->epochs);
+            CALL_HOOK(c, before_step);
+            herd_model_forward(w->model, c->x, cfg->batch, true);
+            float loss = herd_model_loss(w->model, c->y, cfg->batch, NULL);
+            if (!isfinite(loss))
+                return herd_err_set(&w->err, HERD_ENONFINITE,
+                                    "worker %zu: the loss is %s at epoch %zu, step %zu (learning rate %g may be too high)",
+                                    w->rank, isnan(loss) ? "NaN" : "infinite", w->epoch + 1, k + 1, (double)w->lr);
+            HERD_TRY(herd_model_backward(w->model, cfg->batch, c->algo.ops->grad_ready ? on_grad_ready : NULL, c));
+            CALL_HOOK(c, after_backward);
+            if (c->algo.ops->step)
+                HERD_TRY(c->algo.ops->step(&c->algo, w));
+            else
+                herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
+            CALL_HOOK(c, after_step);
+            if (c->slow_factor > 1.0)
+                sleep_s((herd__now() - t0) * (c->slow_factor - 1.0));
+            w->step++, k++;
+            c->images += cfg->batch;
+            loss_sum += loss, nloss++;
+            if (w->rank == 0 && herd__now() - last_progress > 0.2) {
+                last_progress = herd__now();
+                progress(c, k, loss_sum / (double)nloss, last_progress - t_epoch0);
+            }
+        }
+        CALL_HOOK(c, end_epoch);
+        double t_epoch = herd__now() - t_epoch0;
+        c->train_s += t_epoch;
+        c->train_loss = nloss ? loss_sum / (double)nloss : 0.0;
+        herd__log_record(&r->log, "epoch", "\"worker\":%zu,\"epoch\":%zu,\"steps\":%zu,\"train_loss\":%.6f,\"epoch_s\":%.6f,\"bytes_sent\":%llu,\"comm_wait_s\":%.6f",
+                         w->rank, w->epoch + 1, k, c->train_loss, t_epoch,
+                         (unsigned long long)w->bytes_sent, w->comm_wait_s);
+        bool last = w->epoch + 1 == cfg->epochs || (cfg->max_steps && w->step >= cfg->max_steps);
+        if (w->rank == 0 && (last || (w->epoch + 1) % cfg->eval_every == 0))
+            evaluate(c, c->train_loss, t_epoch);
+        if (last)
+            break;
+    }
+out:
+    return st;
+}
+
+static void *worker_thread(void *p)
+{
+    worker_ctx *c = p;
+    c->st = worker_loop(c);
+    if (c->st < 0)
+        atomic_store(&c->run->abort, 1);
+    return NULL;
+}
+
+static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    const herd_train_config *cfg = r->cfg;
+    c->run = r;
+    herd_worker *w = &c->w;
+    w->rank = rank, w->nworkers = cfg->workers, w->cfg = cfg;
+    HERD_TRY(herd_model_create(cfg->model, r->train.c, r->train.h, r->train.w, r->train.nclasses,
+                               cfg->batch, cfg->seed, &w->model, err));
+    w->params = herd_model_params(w->model);
+    w->grads = herd_model_grads(w->model);
+    w->nparams = herd_model_nparams(w->model);
+    HERD_TRY(herd_optim_init(&w->optim, &cfg->optim, w->nparams, err));
+    HERD_TRY(herd_loader_init(&c->loader, &r->train, cfg->batch, rank, cfg->workers, cfg->seed, true, err));
+    w->steps_per_epoch = herd_loader_steps(&c->loader);
+    if (w->steps_per_epoch == 0) {
+        st = herd_err_set(err, HERD_EINVAL,
+                          "the training set (%zu examples) is smaller than one global batch (%zu workers x batch %zu)",
+                          r->train.n, cfg->workers, cfg->batch);
+        goto out;
+    }
+    c->x = malloc(cfg->batch * herd_dataset_dim(&r->train) * sizeof(float));
+    c->y = malloc(cfg->batch * sizeof(int32_t));
+    if (!c->x || !c->y) {
+        st = herd_err_set(err, HERD_ENOMEM, "out of memory for a batch");
+        goto out;
+    }
+    c->algo.ops = r->algo_ops;
+    c->slow_factor = 1.0;
+    for (size_t i = 0; i < cfg->nslow; i++)
+        if (cfg->slow[i].rank == rank)
+            c->slow_factor = cfg->slow[i].factor;
+out:
+    return st;
+}
+
+static void worker_teardown(worker_ctx *c)
+{
+    if (c->algo.ops && c->algo.ops->free)
+        c->algo.ops->free(&c->algo, &c->w);
+    herd_model_free(c->w.model);
+    herd_optim_free(&c->w.optim);
+    herd_loader_free(&c->loader);
+    free(c->x);
+    free(c->y);
+}
+
+herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    herd_run r = {.cfg = cfg};
+    worker_ctx *workers = NULL;
+    pthread_t *threads = NULL;
+    size_t nstarted = 0;
+    bool log_open = false;
+    memset(res, 0, sizeof *res);
+    HERD_TRY(check_config(cfg, &r.algo_ops, err));
+    HERD_TRY(herd_data_open(cfg->data, cfg->seed, &r.train, &r.test, err));
+    herd_dataset_truncate(&r.train, cfg->train_limit);
+    herd_dataset_truncate(&r.test, cfg->test_limit);
+    r.test_y = malloc((r.test.n ? r.test.n : 1) * sizeof(int32_t));
+    if (!r.test_y) {
+        st = herd_err_set(err, HERD_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < r.test.n; i++)
+        r.test_y[i] = r.test.y[i];
+    r.t0 = herd__now();
+    r.tty = isatty(2);
+    HERD_TRY(herd__log_open(&r.log, cfg->log_path, r.t0, err));
+    log_open = true;
+    workers = calloc(cfg->workers, sizeof *workers);
+    threads = calloc(cfg->workers, sizeof *threads);
+    if (!workers || !threads) {
+        st = herd_err_set(err, HERD_ENOMEM, "out of memory for %zu workers", cfg->workers);
+        goto out;
+    }
+    for (size_t i = 0; i < cfg->workers; i++)
+        HERD_TRY(worker_setup(&workers[i], &r, i, err));
+    herd__log_record(&r.log, "start",
+                     "\"algo\":\"%s\",\"engine\":\"threads\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
+                     "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu",
+                     cfg->algo, cfg->model, cfg->workers, cfg->epochs, cfg->batch, (double)cfg->optim.lr,
+                     (double)cfg->optim.momentum, (unsigned long long)cfg->seed, workers[0].w.nparams,
+                     r.train.n, r.test.n);
+    double t_start = herd__now();
+    if (cfg->workers == 1) {
+        worker_thread(&workers[0]);
+    } else {
+        for (; nstarted < cfg->workers; nstarted++) {
+            int e = pthread_create(&threads[nstarted], NULL, worker_thread, &workers[nstarted]);
+            if (e) {
+                atomic_store(&r.abort, 1);
+                st = herd_err_set(err, HERD_ENOMEM, "cannot start worker thread %zu: %s", nstarted, strerror(e));
+                break;
+            }
+        }
+        for (size_t i = 0; i < nstarted; i++)
+            pthread_join(threads[i], NULL);
+        if (st < 0)
+            goto out;
+    }
+    double wall = herd__now() - t_start;
+    /* Report the first real failure (not the EREMOTE of workers told to stop). */
+    for (size_t i = 0; i < cfg->workers; i++)
+        if (workers[i].st < 0 && workers[i].st != HERD_EREMOTE) {
+            st = workers[i].st;
+            if (err)
+                *err = workers[i].w.err;
+            if (err && !err->msg[0])
+                herd_err_set(err, st, "worker %zu failed: %s", i, herd_strerror(st));
+            herd__log_record(&r.log, "error", "\"worker\":%zu,\"status\":\"%s\"", i, herd_err_name(st));
+            goto out;
+        }
+    worker_ctx *w0 = &workers[0];
+    size_t images = 0;
+    double train_s = 0, wait = 0;
+    for (size_t i = 0; i < cfg->workers; i++) {
+        images += workers[i].images;
+        res->bytes_sent += workers[i].w.bytes_sent;
+        wait += workers[i].w.comm_wait_s;
+        if (workers[i].train_s > train_s)
+            train_s = workers[i].train_s;
+    }
+    res->algo = r.algo_ops->name;
+    res->engine = "threads";
+    res->model = cfg->model;
+    res->workers = cfg->workers;
+    res->epochs = w0->w.epoch + (w0->w.epoch < cfg->epochs ? 1 : 0);
+    res->test_acc = w0->test_acc;
+    res->test_loss = w0->test_loss;
+    res->train_loss = w0->train_loss;
+    res->wall_s = wall;
+    res->train_s = train_s;
+    res->train_img_per_s = train_s > 0 ? (double)images / train_s : 0;
+    res->steps = w0->w.step;
+    res->nparams = w0->w.nparams;
+    res->comm_wait_s = wait / (double)cfg->workers;
+    herd__log_record(&r.log, "end", "\"test_acc\":%.6f,\"test_loss\":%.6f,\"wall_s\":%.6f,\"train_img_per_s\":%.3f",
+                     res->test_acc, res->test_loss, res->wall_s, res->train_img_per_s);
+out:
+    if (workers)
+        for (size_t i = 0; i < cfg->workers; i++)
+            worker_teardown(&workers[i]);
+    free(workers);
+    free(threads);
+    if (log_open)
+        herd__log_close(&r.log);
+    free(r.test_y);
+    herd_dataset_free(&r.train);
+    herd_dataset_free(&r.test);
+    return st;
+}
+
+void herd_train_result_json(const herd_train_result *res, FILE *f)
+{
+    fprintf(f,
+            "{\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
+            "\"steps\":%zu,\"test_acc\":%.6f,\"test_loss\":%.6f,\"train_loss\":%.6f,\"wall_s\":%.6f,"
+            "\"train_s\":%.6f,\"train_img_per_s\":%.3f,\"bytes_sent\":%llu,\"comm_wait_s\":%.6f,"
+            "\"nparams\":%zu}",
+            res->algo, res->engine, res->model, res->workers, res->epochs, res->steps, res->test_acc,
+            res->test_loss, res->train_loss, res->wall_s, res->train_s, res->train_img_per_s,
+            (unsigned long long)res->bytes_sent, res->comm_wait_s, res->nparams);
+}
