@@ -4,7 +4,7 @@
 #   make bench           side-by-side benchmarks (bench/README.md)
 CC      ?= cc
 BUILD   ?= build
-OPT     ?= -O2 -march=native
+OPT     ?= -O3 -march=native
 CFLAGS  ?= $(OPT) -g
 WARN    := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes -Wmissing-prototypes -Wvla
 ifeq ($(WERROR),1)

@@ -45,17 +45,23 @@ static void valid_range(size_t i, size_t stride, size_t pad, size_t H, size_t Ho
 void herd__im2col(const float *in, size_t C, size_t N, size_t H, size_t W, size_t R,
                   size_t stride, size_t pad, float *col)
 {
+    herd__im2col_chunk(in, C, N, 0, N, H, W, R, stride, pad, col);
+}
+
+void herd__im2col_chunk(const float *in, size_t C, size_t N, size_t n0, size_t nb, size_t H,
+                        size_t W, size_t R, size_t stride, size_t pad, float *col)
+{
     size_t Ho = (H + 2 * pad - R) / stride + 1, Wo = (W + 2 * pad - R) / stride + 1;
     size_t plane_o = Ho * Wo;
     for (size_t c = 0; c < C; c++)
         for (size_t i = 0; i < R; i++)
             for (size_t j = 0; j < R; j++) {
-                float *row = col + ((c * R + i) * R + j) * N * plane_o;
+                float *row = col + ((c * R + i) * R + j) * nb * plane_o;
                 size_t ylo, yhi, xlo, xhi;
                 valid_range(i, stride, pad, H, Ho, &ylo, &yhi);
                 valid_range(j, stride, pad, W, Wo, &xlo, &xhi);
-                for (size_t n = 0; n < N; n++) {
-                    const float *img = in + (c * N + n) * H * W;
+                for (size_t n = 0; n < nb; n++) {
+                    const float *img = in + (c * N + n0 + n) * H * W;
                     float *dst = row + n * plane_o;
                     memset(dst, 0, ylo * Wo * sizeof(float));
                     for (size_t y = ylo; y < yhi; y++) {
@@ -64,7 +70,9 @@ void herd__im2col(const float *in, size_t C, size_t N, size_t H, size_t W, size_
                         for (size_t x = 0; x < xlo; x++)
                             d[x] = 0.0f;
                         if (stride == 1) {
-                            memcpy(d + xlo, src + (xlo + j - pad), (xhi - xlo) * sizeof(float));
+                            const float *sp = src + (xlo + j - pad);
+                            for (size_t x = 0; x < xhi - xlo; x++)
+                                d[xlo + x] = sp[x];
                         } else {
                             for (size_t x = xlo; x < xhi; x++)
                                 d[x] = src[x * stride + j - pad];
@@ -80,23 +88,36 @@ void herd__im2col(const float *in, size_t C, size_t N, size_t H, size_t W, size_
 void herd__col2im_add(const float *col, size_t C, size_t N, size_t H, size_t W, size_t R,
                       size_t stride, size_t pad, float *din)
 {
+    herd__col2im_add_chunk(col, C, N, 0, N, H, W, R, stride, pad, din);
+}
+
+void herd__col2im_add_chunk(const float *col, size_t C, size_t N, size_t n0, size_t nb, size_t H,
+                            size_t W, size_t R, size_t stride, size_t pad, float *din)
+{
     size_t Ho = (H + 2 * pad - R) / stride + 1, Wo = (W + 2 * pad - R) / stride + 1;
     size_t plane_o = Ho * Wo;
     for (size_t c = 0; c < C; c++)
         for (size_t i = 0; i < R; i++)
             for (size_t j = 0; j < R; j++) {
-                const float *row = col + ((c * R + i) * R + j) * N * plane_o;
+                const float *row = col + ((c * R + i) * R + j) * nb * plane_o;
                 size_t ylo, yhi, xlo, xhi;
                 valid_range(i, stride, pad, H, Ho, &ylo, &yhi);
                 valid_range(j, stride, pad, W, Wo, &xlo, &xhi);
-                for (size_t n = 0; n < N; n++) {
-                    float *img = din + (c * N + n) * H * W;
+                for (size_t n = 0; n < nb; n++) {
+                    float *img = din + (c * N + n0 + n) * H * W;
                     const float *srcp = row + n * plane_o;
                     for (size_t y = ylo; y < yhi; y++) {
                         float *d = img + (y * stride + i - pad) * W;
                         const float *s = srcp + y * Wo;
-                        for (size_t x = xlo; x < xhi; x++)
-                            d[x * stride + j - pad] += s[x];
+                        if (stride == 1) {
+                            float *dp = d + (xlo + j - pad);
+                            const float *sp = s + xlo;
+                            for (size_t x = 0; x < xhi - xlo; x++)
+                                dp[x] += sp[x];
+                        } else {
+                            for (size_t x = xlo; x < xhi; x++)
+                                d[x * stride + j - pad] += s[x];
+                        }
                     }
                 }
             }
@@ -106,6 +127,30 @@ void herd__maxpool_forward(const float *in, float *out, uint32_t *idx, size_t np
                            size_t W, size_t k, size_t s)
 {
     size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
+    if (k == 2 && s == 2) {
+        for (size_t p = 0; p < nplanes; p++) {
+            const float *img = in + p * H * W;
+            float *o = out + p * Ho * Wo;
+            uint32_t *ix = idx + p * Ho * Wo;
+            for (size_t y = 0; y < Ho; y++) {
+                const float *r0 = img + 2 * y * W, *r1 = r0 + W;
+                for (size_t x = 0; x < Wo; x++) {
+                    /* same tie order as the general loop: first maximum wins */
+                    uint32_t at = (uint32_t)(2 * y * W + 2 * x);
+                    float m = r0[2 * x];
+                    if (r0[2 * x + 1] > m)
+                        m = r0[2 * x + 1], at = (uint32_t)(2 * y * W + 2 * x + 1);
+                    if (r1[2 * x] > m)
+                        m = r1[2 * x], at = (uint32_t)((2 * y + 1) * W + 2 * x);
+                    if (r1[2 * x + 1] > m)
+                        m = r1[2 * x + 1], at = (uint32_t)((2 * y + 1) * W + 2 * x + 1);
+                    o[y * Wo + x] = m;
+                    ix[y * Wo + x] = at;
+                }
+            }
+        }
+        return;
+    }
     for (size_t p = 0; p < nplanes; p++) {
         const float *img = in + p * H * W;
         float *o = out + p * Ho * Wo;

@@ -22,9 +22,16 @@ void herd__sgemm(char ta, char tb, size_t M, size_t N, size_t K, float alpha, co
 /* col (C*R*R, N*Ho*Wo) from in (C,N,H,W); row = (c*R + i)*R + j. */
 void herd__im2col(const float *in, size_t C, size_t N, size_t H, size_t W, size_t R,
                   size_t stride, size_t pad, float *col);
+/* The same for images [n0, n0+nb) of a batch of N: col is (C*R*R, nb*Ho*Wo). */
+void herd__im2col_chunk(const float *in, size_t C, size_t N, size_t n0, size_t nb, size_t H,
+                        size_t W, size_t R, size_t stride, size_t pad, float *col);
 /* din (C,N,H,W) += the scatter of col back to image positions. */
 void herd__col2im_add(const float *col, size_t C, size_t N, size_t H, size_t W, size_t R,
                       size_t stride, size_t pad, float *din);
+
+/* The same for images [n0, n0+nb) of a batch of N. */
+void herd__col2im_add_chunk(const float *col, size_t C, size_t N, size_t n0, size_t nb, size_t H,
+                            size_t W, size_t R, size_t stride, size_t pad, float *din);
 
 /* Max pooling over nplanes planes of H x W, window k, stride s, no padding.
  * idx records each output's source offset within its plane. */

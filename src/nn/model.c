@@ -47,7 +47,6 @@ typedef struct conv_layer {
     herd_layer base;
     size_t cin, hin, win, k, stride, pad;
     bool bias;
-    float *col; /* im2col kept from forward, or NULL: recomputed in backward */
 } conv_layer;
 
 typedef struct linear_layer {
@@ -75,14 +74,9 @@ struct herd_model {
     size_t nparams, nbuffers;
     const float *input;  /* CNHW view of the current batch */
     float *input_copy;   /* used when C > 1 (NCHW -> CNHW) */
-    float *scratch;      /* im2col recomputation / dcol */
-    size_t scratch_len;
-    float *col_scratch;
-    size_t col_scratch_len;
+    float *scratch, *scratch2; /* one chunk's im2col and its gradient */
     herd_rng init_rng;
 };
-
-enum { COL_KEEP_MAX_BYTES = 16u << 20 };
 
 static size_t out_dim(const herd_layer *l) { return l->c * l->h * l->w; }
 
@@ -105,8 +99,40 @@ static void relu_backward(const herd_layer *l, size_t N)
     if (!l->relu)
         return;
     size_t n = N * out_dim(l);
+    float *restrict d = l->dout;
+    const float *restrict o = l->out;
     for (size_t i = 0; i < n; i++)
-        l->dout[i] = l->out[i] > 0.0f ? l->dout[i] : 0.0f;
+        d[i] = o[i] > 0.0f ? d[i] : 0.0f;
+}
+
+/* Sum of n floats with 16 partial sums: vectorizes, and the order is fixed
+ * so results stay bit-reproducible. */
+static float sum16(const float *x, size_t n)
+{
+    float acc[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++)
+            acc[k] += x[i + k];
+    float s = 0.0f;
+    for (; i < n; i++)
+        s += x[i];
+    for (int k = 0; k < 16; k++)
+        s += acc[k];
+    return s;
+}
+
+/* out[i] = relu?(out[i] + b) over one contiguous channel. */
+static void bias_act(float *restrict o, size_t n, float b, bool relu)
+{
+    if (relu)
+        for (size_t i = 0; i < n; i++) {
+            float v = o[i] + b;
+            o[i] = v > 0.0f ? v : 0.0f;
+        }
+    else
+        for (size_t i = 0; i < n; i++)
+            o[i] += b;
 }
 
 static void fill_uniform(float *p, size_t n, float bound, herd_rng *rng)
@@ -127,70 +153,78 @@ static size_t conv_rows(const conv_layer *cv) { return cv->cin * cv->k * cv->k; 
 
 static bool conv_is_pointwise(const conv_layer *cv) { return cv->k == 1 && cv->stride == 1 && cv->pad == 0; }
 
-static const float *conv_col(conv_layer *cv, herd_model *m, size_t N, float *into)
+/* The batch is convolved a few images at a time, so that a chunk's im2col
+ * matrix (and its gradient) stays in the L2 cache between being written and
+ * being read by the GEMM. The chunk size depends only on the shapes, so
+ * results stay bit-reproducible. */
+enum { CONV_CHUNK_BYTES = 256u << 10 };
+
+static size_t conv_chunk(const conv_layer *cv, size_t N)
 {
-    const float *in = in_out(m, cv->base.in);
-    if (conv_is_pointwise(cv))
-        return in;
-    herd__im2col(in, cv->cin, N, cv->hin, cv->win, cv->k, cv->stride, cv->pad, into);
-    return into;
+    size_t per_image = conv_rows(cv) * cv->base.h * cv->base.w * sizeof(float);
+    size_t nb = CONV_CHUNK_BYTES / (per_image ? per_image : 1);
+    return nb < 1 ? 1 : nb > N ? N : nb;
 }
 
 static void conv_forward(herd_layer *l, herd_model *m, size_t N, bool train)
 {
     (void)train;
     conv_layer *cv = (conv_layer *)l;
-    size_t rows = conv_rows(cv), cols = N * l->h * l->w;
-    const float *col = conv_col(cv, m, N, cv->col ? cv->col : m->col_scratch);
-    const float *W = m->params + l->param_off;
-    /* out (K, N*Ho*Wo) = W (K, C*R*R) @ col (C*R*R, N*Ho*Wo) */
-    herd__sgemm('N', 'N', l->c, cols, rows, 1.0f, W, rows, col, cols, 0.0f, l->out, cols);
-    if (cv->bias) {
-        const float *b = W + l->c * rows;
-        for (size_t k = 0; k < l->c; k++) {
-            float *o = l->out + k * cols;
-            for (size_t i = 0; i < cols; i++)
-                o[i] += b[k];
+    size_t rows = conv_rows(cv), hwo = l->h * l->w, cols = N * hwo, nb = conv_chunk(cv, N);
+    const float *in = in_out(m, l->in), *W = m->params + l->param_off;
+    for (size_t n0 = 0; n0 < N; n0 += nb) {
+        size_t b = N - n0 < nb ? N - n0 : nb;
+        const float *col = in + n0 * hwo; /* pointwise: the input is its own im2col */
+        size_t ldcol = cols;
+        if (!conv_is_pointwise(cv)) {
+            herd__im2col_chunk(in, cv->cin, N, n0, b, cv->hin, cv->win, cv->k, cv->stride, cv->pad, m->scratch);
+            col = m->scratch, ldcol = b * hwo;
         }
+        /* out[:, chunk] (K, b*Ho*Wo) = W (K, C*R*R) @ col (C*R*R, b*Ho*Wo) */
+        herd__sgemm('N', 'N', l->c, b * hwo, rows, 1.0f, W, rows, col, ldcol, 0.0f, l->out + n0 * hwo, cols);
     }
-    if (l->relu)
-        relu_forward(l->out, l->c * cols);
+    const float *bias = W + l->c * rows;
+    if (cv->bias || l->relu)
+        for (size_t k = 0; k < l->c; k++)
+            bias_act(l->out + k * cols, cols, cv->bias ? bias[k] : 0.0f, l->relu);
 }
 
 static void conv_backward(herd_layer *l, herd_model *m, size_t N)
 {
     conv_layer *cv = (conv_layer *)l;
-    size_t rows = conv_rows(cv), cols = N * l->h * l->w;
+    size_t rows = conv_rows(cv), hwo = l->h * l->w, cols = N * hwo, nb = conv_chunk(cv, N);
     relu_backward(l, N);
-    const float *col = cv->col ? cv->col : conv_col(cv, m, N, m->col_scratch);
-    const float *W = m->params + l->param_off;
+    const float *in = in_out(m, l->in), *W = m->params + l->param_off;
     float *dW = m->grads + l->param_off;
-    /* dW (K, CRR) = dout (K, cols) @ col^T */
-    herd__sgemm('N', 'T', l->c, rows, cols, 1.0f, l->dout, cols, col, cols, 0.0f, dW, rows);
-    if (cv->bias) {
-        float *db = dW + l->c * rows;
-        for (size_t k = 0; k < l->c; k++) {
-            const float *g = l->dout + k * cols;
-            float s = 0.0f;
-            for (size_t i = 0; i < cols; i++)
-                s += g[i];
-            db[k] = s;
-        }
-    }
+    if (cv->bias)
+        for (size_t k = 0; k < l->c; k++)
+            dW[l->c * rows + k] = sum16(l->dout + k * cols, cols);
     float *din = in_dout(m, l->in);
-    if (!din)
-        return;
     bool acc = in_accumulates(m, l->in);
-    if (conv_is_pointwise(cv)) {
-        herd__sgemm('T', 'N', rows, cols, l->c, 1.0f, W, rows, l->dout, cols, acc ? 1.0f : 0.0f,
-                    din, cols);
-        return;
-    }
-    /* dcol (CRR, cols) = W^T @ dout, then scattered back onto the image. */
-    herd__sgemm('T', 'N', rows, cols, l->c, 1.0f, W, rows, l->dout, cols, 0.0f, m->scratch, cols);
-    if (!acc)
+    if (din && !acc && !conv_is_pointwise(cv))
         memset(din, 0, N * cv->cin * cv->hin * cv->win * sizeof(float));
-    herd__col2im_add(m->scratch, cv->cin, N, cv->hin, cv->win, cv->k, cv->stride, cv->pad, din);
+    for (size_t n0 = 0; n0 < N; n0 += nb) {
+        size_t b = N - n0 < nb ? N - n0 : nb;
+        const float *g = l->dout + n0 * hwo; /* dout[:, chunk], leading dimension cols */
+        const float *col = in + n0 * hwo;
+        size_t ldcol = cols;
+        if (!conv_is_pointwise(cv)) {
+            herd__im2col_chunk(in, cv->cin, N, n0, b, cv->hin, cv->win, cv->k, cv->stride, cv->pad, m->scratch);
+            col = m->scratch, ldcol = b * hwo;
+        }
+        /* dW (K, CRR) += dout[:, chunk] @ col^T */
+        herd__sgemm('N', 'T', l->c, rows, b * hwo, 1.0f, g, cols, col, ldcol, n0 ? 1.0f : 0.0f, dW, rows);
+        if (!din)
+            continue;
+        if (conv_is_pointwise(cv)) {
+            herd__sgemm('T', 'N', rows, b * hwo, l->c, 1.0f, W, rows, g, cols, acc ? 1.0f : 0.0f,
+                        din + n0 * hwo, cols);
+            continue;
+        }
+        /* dcol (CRR, b*Ho*Wo) = W^T @ dout[:, chunk], scattered back onto the images */
+        herd__sgemm('T', 'N', rows, b * hwo, l->c, 1.0f, W, rows, g, cols, 0.0f, m->scratch2, b * hwo);
+        herd__col2im_add_chunk(m->scratch2, cv->cin, N, n0, b, cv->hin, cv->win, cv->k, cv->stride, cv->pad, din);
+    }
 }
 
 static void conv_init(herd_layer *l, herd_model *m, herd_rng *rng)
@@ -655,7 +689,7 @@ const char *const herd_model_names[] = {"linear", "mlp", "lenet", "cnn", "resnet
 /* Allocates every buffer once the graph is known. */
 static herd_status model_alloc(herd_model *m, herd_err *err)
 {
-    size_t B = m->max_batch, scratch = 0, col_scratch = 0;
+    size_t B = m->max_batch, scratch = 0;
     m->params = calloc(m->nparams ? m->nparams : 1, sizeof(float));
     m->grads = calloc(m->nparams ? m->nparams : 1, sizeof(float));
     m->buffers = calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
@@ -675,18 +709,9 @@ static herd_status model_alloc(herd_model *m, herd_err *err)
             goto oom;
         if (l->ops == &conv_ops) {
             conv_layer *cv = (conv_layer *)l;
-            size_t col = conv_rows(cv) * B * l->h * l->w;
+            size_t col = conv_rows(cv) * conv_chunk(cv, B) * l->h * l->w;
             if (col > scratch)
                 scratch = col;
-            if (!conv_is_pointwise(cv)) {
-                if (col * sizeof(float) <= COL_KEEP_MAX_BYTES) {
-                    cv->col = malloc(col * sizeof(float));
-                    if (!cv->col)
-                        goto oom;
-                } else if (col > col_scratch) {
-                    col_scratch = col;
-                }
-            }
         } else if (l->ops == &pool_ops) {
             pool_layer *p = (pool_layer *)l;
             p->idx = malloc(n * sizeof(uint32_t));
@@ -700,10 +725,8 @@ static herd_status model_alloc(herd_model *m, herd_err *err)
             bn->save_invstd = bn->save_mean + l->c;
         }
     }
-    m->scratch_len = scratch, m->col_scratch_len = col_scratch;
-    if (scratch && !(m->scratch = malloc(scratch * sizeof(float))))
-        goto oom;
-    if (col_scratch && !(m->col_scratch = malloc(col_scratch * sizeof(float))))
+    if (scratch && (!(m->scratch = malloc(scratch * sizeof(float))) ||
+                    !(m->scratch2 = malloc(scratch * sizeof(float)))))
         goto oom;
     return HERD_OK;
 oom:
@@ -753,9 +776,7 @@ void herd_model_free(herd_model *m)
         herd_layer *l = m->layers[i];
         free(l->out);
         free(l->dout);
-        if (l->ops == &conv_ops)
-            free(((conv_layer *)l)->col);
-        else if (l->ops == &pool_ops)
+        if (l->ops == &pool_ops)
             free(((pool_layer *)l)->idx);
         else if (l->ops == &bn_ops)
             free(((bn_layer *)l)->save_mean);
@@ -767,7 +788,7 @@ void herd_model_free(herd_model *m)
     free(m->buffers);
     free(m->input_copy);
     free(m->scratch);
-    free(m->col_scratch);
+    free(m->scratch2);
     free(m);
 }
 
