@@ -1,5 +1,154 @@
+/* The herd command line, run as a user runs it: exit codes, messages, and an
+ * end-to-end training run on a slice of Fashion-MNIST. */
 #include "harness.h"
 
+#include <fcntl.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+typedef struct cmd_out {
+    int code;
+    char out[16384], err[16384];
+} cmd_out;
+
+static void read_all(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < cap && (r = read(fd, buf + n, cap - 1 - n)) > 0)
+        n += (size_t)r;
+    buf[n] = 0;
+}
+
+/* Runs $HERD_BIN with args (NULL-terminated), capturing stdout and stderr. */
+static void run(cmd_out *o, const char *const *args)
+{
+    const char *bin = getenv("HERD_BIN");
+    if (!bin)
+        bin = "build/herd";
+    char *argv[64];
+    size_t n = 0;
+    argv[n++] = (char *)bin;
+    for (; args[n - 1] && n < 63; n++)
+        argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
+    char of[512], ef[512];
+    snprintf(of, sizeof of, "%s/out", herd_test_tmpdir());
+    snprintf(ef, sizeof ef, "%s/err", herd_test_tmpdir());
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        int fo = open(of, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(ef, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fo, 1), dup2(fe, 2);
+        execv(bin, argv);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    o->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int fd = open(of, O_RDONLY);
+    read_all(fd, o->out, sizeof o->out);
+    close(fd);
+    fd = open(ef, O_RDONLY);
+    read_all(fd, o->err, sizeof o->err);
+    close(fd);
+}
+
+#define RUN(o, ...) run((o), (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_usage_errors(void)
+{
+    cmd_out o;
+    RUN(&o, "train", "--bogus");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "unknown flag '--bogus'");
+    RUN(&o, "train", "--epochs", "-5");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "--epochs: expected a non-negative integer, got '-5'");
+    RUN(&o, "train", "--lr", "fast");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "--lr: expected a number");
+    RUN(&o, "train", "--epochs");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "needs a value");
+    RUN(&o, "train", "--slow", "3");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "RANK:FACTOR");
+    RUN(&o, "frobnicate");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "unknown command 'frobnicate'");
+    RUN(&o, "train", "--model", "vgg99", "--data", "synthetic:1x8x8:4");
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, "unknown model 'vgg99'");
+    RUN(&o, "train", "--help");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.err, "--workers");
+}
+
+static void test_missing_and_corrupt_data(void)
+{
+    cmd_out o;
+    RUN(&o, "train", "--data", "/nonexistent/fmnist");
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, "/nonexistent/fmnist");
+    /* a data directory whose training images are cut short */
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/data", herd_test_tmpdir());
+    mkdir(dir, 0700);
+    const char *names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "wb");
+        ASSERT_TRUE(f != NULL);
+        bool images = i % 2 == 0;
+        unsigned char hdr[16] = {0, 0, 8, images ? 3 : 1, 0, 0, 0, 100, 0, 0, 0, 28, 0, 0, 0, 28};
+        fwrite(hdr, 1, images ? 16 : 8, f);
+        for (int k = 0; k < (images ? 50 * 784 : 100); k++) /* images: only 50 of 100 */
+            fputc(k % 10, f);
+        fclose(f);
+    }
+    RUN(&o, "train", "--data", dir);
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, "train-images-idx3-ubyte");
+    ASSERT_TRUE(strstr(o.err, "Segmentation") == NULL);
+}
+
+/* The main job on a slice of the real data: progress lines on stderr, the
+ * JSON summary as the last line of stdout, and a model that learned. */
+static void test_train_fashion_slice(void)
+{
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) != 0)
+        herd_test_fail(__FILE__, __LINE__, "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    cmd_out o;
+    char log[512];
+    snprintf(log, sizeof log, "%s/log.jsonl", herd_test_tmpdir());
+    RUN(&o, "train", "--model", "lenet", "--epochs", "2", "--train-limit", "4096", "--test-limit", "1000",
+        "--json", "--log", log);
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    ASSERT_STR_CONTAINS(o.err, "epoch 2/2");
+    char *last = strrchr(o.out, '{');
+    ASSERT_TRUE(last != NULL);
+    ASSERT_STR_CONTAINS(last, "\"algo\":\"sgd\"");
+    ASSERT_STR_CONTAINS(last, "\"engine\":\"threads\"");
+    ASSERT_STR_CONTAINS(last, "\"workers\":1");
+    ASSERT_STR_CONTAINS(last, "\"epochs\":2");
+    ASSERT_STR_CONTAINS(last, "\"bytes_sent\":0");
+    const char *acc = strstr(last, "\"test_acc\":");
+    ASSERT_TRUE(acc != NULL);
+    double a = atof(acc + strlen("\"test_acc\":"));
+    ASSERT_TRUE(a > 0.7 && a <= 1.0);
+    ASSERT_TRUE(strstr(last, "\"wall_s\":") && strstr(last, "\"train_img_per_s\":") && strstr(last, "\"test_loss\":"));
+    ASSERT_TRUE(access(log, R_OK) == 0);
+}
+
 const herd_test herd_tests_cli[] = {
+    {"cli_usage_errors", test_usage_errors, 60},
+    {"cli_missing_and_corrupt_data", test_missing_and_corrupt_data, 60},
+    {"cli_train_fashion_slice", test_train_fashion_slice, 120},
     HERD_TEST_END,
 };

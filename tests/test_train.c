@@ -1,5 +1,129 @@
+/* End-to-end runs of herd_train() on small synthetic data: it learns, it is
+ * deterministic, bad configurations and divergence are reported. */
 #include "harness.h"
+#include "herd/herd_run.h"
+
+static herd_train_config small(const char *model)
+{
+    herd_train_config c;
+    herd_train_config_defaults(&c);
+    c.data = "synthetic:1x12x12:4";
+    c.model = model;
+    c.epochs = 2;
+    c.batch = 32;
+    c.train_limit = 2048;
+    c.test_limit = 512;
+    c.quiet = true;
+    c.progress = false;
+    return c;
+}
+
+static void test_learns(void)
+{
+    herd_train_config c = small("linear");
+    herd_train_result r;
+    herd_err err = {0};
+    herd_status st = herd_train(&c, &r, &err);
+    if (st != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "herd_train: %s", err.msg);
+    ASSERT_TRUE(r.test_acc > 0.9);
+    ASSERT_EQ_INT(r.epochs, 2);
+    ASSERT_EQ_INT(r.steps, 2 * (2048 / 32));
+    ASSERT_TRUE(r.train_img_per_s > 0);
+    ASSERT_TRUE(strcmp(r.algo, "sgd") == 0 && strcmp(r.engine, "threads") == 0);
+}
+
+/* Same seed, same everything: bit-identical results. */
+static void test_deterministic(void)
+{
+    herd_train_config c = small("lenet");
+    herd_train_result a, b;
+    ASSERT_OK(herd_train(&c, &a, NULL));
+    ASSERT_OK(herd_train(&c, &b, NULL));
+    ASSERT_TRUE(a.test_loss == b.test_loss);
+    ASSERT_TRUE(a.train_loss == b.train_loss);
+    c.seed = 2;
+    ASSERT_OK(herd_train(&c, &b, NULL));
+    ASSERT_TRUE(a.test_loss != b.test_loss);
+}
+
+static void expect_error(herd_train_config *c, herd_status want, const char *msg)
+{
+    herd_train_result r;
+    herd_err err = {0};
+    ASSERT_EQ_INT(herd_train(c, &r, &err), want);
+    ASSERT_STR_CONTAINS(err.msg, msg);
+}
+
+static void test_config_errors(void)
+{
+    herd_train_config c = small("linear");
+    c.workers = 2;
+    expect_error(&c, HERD_EINVAL, "sgd is the single-worker baseline");
+    c = small("linear"), c.algo = "gossip9";
+    expect_error(&c, HERD_EINVAL, "unknown algorithm 'gossip9'");
+    c = small("nosuch");
+    expect_error(&c, HERD_EINVAL, "unknown model 'nosuch'");
+    c = small("linear"), c.optim.lr = 0;
+    expect_error(&c, HERD_EINVAL, "--lr");
+    c = small("linear"), c.epochs = 0;
+    expect_error(&c, HERD_EINVAL, "--epochs");
+    c = small("linear"), c.nslow = 1, c.slow[0] = (herd_slow){3, 2.0};
+    expect_error(&c, HERD_EINVAL, "names worker 3");
+    c = small("linear"), c.batch = 4096;
+    expect_error(&c, HERD_EINVAL, "smaller than one global batch");
+    c = small("linear"), c.data = "synthetic:0x1:3";
+    herd_train_result r;
+    ASSERT_TRUE(herd_train(&c, &r, NULL) < 0);
+}
+
+/* A learning rate far too high makes the loss blow up: the run stops with a
+ * message that names the problem, instead of training on NaNs. */
+static void test_nonfinite_loss(void)
+{
+    herd_train_config c = small("mlp");
+    c.optim.lr = 100.0f;
+    c.optim.schedule = HERD_SCHED_CONST;
+    expect_error(&c, HERD_ENONFINITE, "learning rate 100 may be too high");
+}
+
+static void test_log_records(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/run.jsonl", herd_test_tmpdir());
+    herd_train_config c = small("linear");
+    c.log_path = path;
+    herd_train_result r;
+    ASSERT_OK(herd_train(&c, &r, NULL));
+    FILE *f = fopen(path, "r");
+    ASSERT_TRUE(f != NULL);
+    char line[4096];
+    int start = 0, epoch = 0, eval = 0, end = 0, n = 0;
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        size_t len = strlen(line);
+        ASSERT_TRUE(len > 2 && line[0] == '{' && line[len - 2] == '}' && line[len - 1] == '\n');
+        start += strstr(line, "\"event\":\"start\"") != NULL;
+        epoch += strstr(line, "\"event\":\"epoch\"") != NULL;
+        eval += strstr(line, "\"event\":\"eval\"") != NULL;
+        end += strstr(line, "\"event\":\"end\"") != NULL;
+    }
+    fclose(f);
+    ASSERT_EQ_INT(start, 1);
+    ASSERT_EQ_INT(epoch, 2);
+    ASSERT_EQ_INT(eval, 2);
+    ASSERT_EQ_INT(end, 1);
+    ASSERT_EQ_INT(n, 6);
+    /* a log path that cannot be opened is an error, not a silent loss */
+    c.log_path = "/nonexistent-dir/run.jsonl";
+    expect_error(&c, HERD_EIO, "/nonexistent-dir/run.jsonl");
+}
 
 const herd_test herd_tests_train[] = {
+    {"train_learns", test_learns, 60},
+    {"train_deterministic", test_deterministic, 120},
+    {"train_config_errors", test_config_errors, 60},
+    {"train_nonfinite_loss", test_nonfinite_loss, 60},
+    {"train_log_records", test_log_records, 60},
     HERD_TEST_END,
 };
