@@ -42,6 +42,43 @@ static void valid_range(size_t i, size_t stride, size_t pad, size_t H, size_t Ho
     *hi = h;
 }
 
+/* Row copies and adds of n floats. The common row lengths of the models get
+ * their own constant-length loops, which the compiler turns into a few
+ * vector moves instead of a generic loop with a remainder. */
+#define HERD__ROW_CASES(X) X(7) X(8) X(10) X(12) X(14) X(16) X(24) X(28) X(32)
+
+static inline void copy_row(float *restrict d, const float *restrict s, size_t n)
+{
+    switch (n) {
+#define HERD__COPY_CASE(k)              \
+    case k:                             \
+        for (size_t x = 0; x < k; x++)  \
+            d[x] = s[x];                \
+        return;
+        HERD__ROW_CASES(HERD__COPY_CASE)
+#undef HERD__COPY_CASE
+    default:
+        for (size_t x = 0; x < n; x++)
+            d[x] = s[x];
+    }
+}
+
+static inline void add_row(float *restrict d, const float *restrict s, size_t n)
+{
+    switch (n) {
+#define HERD__ADD_CASE(k)               \
+    case k:                             \
+        for (size_t x = 0; x < k; x++)  \
+            d[x] += s[x];               \
+        return;
+        HERD__ROW_CASES(HERD__ADD_CASE)
+#undef HERD__ADD_CASE
+    default:
+        for (size_t x = 0; x < n; x++)
+            d[x] += s[x];
+    }
+}
+
 void herd__im2col(const float *in, size_t C, size_t N, size_t H, size_t W, size_t R,
                   size_t stride, size_t pad, float *col)
 {
@@ -70,9 +107,7 @@ void herd__im2col_chunk(const float *in, size_t C, size_t N, size_t n0, size_t n
                         for (size_t x = 0; x < xlo; x++)
                             d[x] = 0.0f;
                         if (stride == 1) {
-                            const float *sp = src + (xlo + j - pad);
-                            for (size_t x = 0; x < xhi - xlo; x++)
-                                d[xlo + x] = sp[x];
+                            copy_row(d + xlo, src + (xlo + j - pad), xhi - xlo);
                         } else {
                             for (size_t x = xlo; x < xhi; x++)
                                 d[x] = src[x * stride + j - pad];
@@ -110,10 +145,7 @@ void herd__col2im_add_chunk(const float *col, size_t C, size_t N, size_t n0, siz
                         float *d = img + (y * stride + i - pad) * W;
                         const float *s = srcp + y * Wo;
                         if (stride == 1) {
-                            float *dp = d + (xlo + j - pad);
-                            const float *sp = s + xlo;
-                            for (size_t x = 0; x < xhi - xlo; x++)
-                                dp[x] += sp[x];
+                            add_row(d + (xlo + j - pad), s + xlo, xhi - xlo);
                         } else {
                             for (size_t x = xlo; x < xhi; x++)
                                 d[x * stride + j - pad] += s[x];
