@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "herd/herd_comm.h"
 #include "herd/herd_nn.h"
 #include "herd/herd_optim.h"
 #include "herd/herd_run.h"
@@ -42,8 +43,9 @@ typedef struct herd_worker {
     size_t epoch;
     size_t steps_per_epoch;
     const herd_train_config *cfg;
-    uint64_t bytes_sent;
-    double comm_wait_s;    /* time blocked in communication */
+    herd_comm *comm;       /* this worker's endpoint; rank/size as above */
+    uint64_t bytes_sent;   /* bytes sent by the algorithm (beyond comm's own count) */
+    double comm_wait_s;    /* time blocked in communication (beyond comm's own count) */
     herd_err err;          /* detail for a failing hook */
 } herd_worker;
 

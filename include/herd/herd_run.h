@@ -26,6 +26,17 @@ typedef struct herd_slow {
     double factor; /* compute takes factor times as long (>= 1) */
 } herd_slow;
 
+/* Options of the synchronous allreduce family (ALGORITHMS.md, seed 002). */
+typedef struct herd_allreduce_config {
+    size_t bucket_bytes;   /* lazy allreduce: fuse gradients into buckets of this size (0: one per layer) */
+    bool overlap;          /* start a bucket's allreduce while backward goes on */
+    int comm_dtype;        /* herd_dtype on the wire: HERD_F32, HERD_F16, HERD_BF16 */
+    double csc_ratio;      /* coarse-grained sparse: fraction of chunks sent per step (0 or 1: dense) */
+    size_t csc_chunk_bytes;/* chunk size for csc_ratio (default 32 KiB) */
+    bool native;           /* the engine's own allreduce (MPI_Allreduce) instead of herd's ring */
+    size_t segment_bytes;  /* ring pipeline segment (0: default) */
+} herd_allreduce_config;
+
 typedef struct herd_train_config {
     const char *data;   /* see herd_data_open; NULL: default */
     const char *model;  /* herd_model_names */
@@ -42,6 +53,8 @@ typedef struct herd_train_config {
     bool progress;          /* progress bar on stderr (when it is a terminal) */
     bool quiet;             /* nothing on stderr but errors */
     size_t max_steps;       /* stop after this many steps per worker (0: no limit); benchmarks */
+    double comm_timeout_s;  /* a worker blocked in communication longer fails (default 60) */
+    herd_allreduce_config allreduce;
 } herd_train_config;
 
 /* Fills cfg with the defaults `herd train` uses. */

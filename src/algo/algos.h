@@ -5,5 +5,6 @@
 #include "herd/herd_algo.h"
 
 extern const herd_algo_ops herd__algo_sgd;
+extern const herd_algo_ops herd__algo_allreduce;
 
 #endif

@@ -4,6 +4,7 @@
 
 const herd_algo_ops *const herd_algos[] = {
     &herd__algo_sgd,
+    &herd__algo_allreduce,
     NULL,
 };
 

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "herd/herd_algo.h"
+#include "herd/herd_comm.h"
 #include "herd/herd_data.h"
 #include "herd/herd_nn.h"
 #include "herd/herd_run.h"
@@ -160,8 +161,8 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
 /* ---- herd train ------------------------------------------------------ */
 
 static herd_train_config tcfg;
-static bool t_json, t_no_progress, t_nesterov, t_resume;
-static const char *t_checkpoint;
+static bool t_json, t_no_progress, t_nesterov, t_resume, t_no_overlap;
+static const char *t_checkpoint, *t_comm_dtype = "fp32", *t_allreduce = "ring";
 
 static const opt train_opts[] = {
     {"data", OPT_STR, &tcfg.data, "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)"},
@@ -189,6 +190,14 @@ static const opt train_opts[] = {
     {"test-limit", OPT_SIZE, &tcfg.test_limit, "use only the first N test examples"},
     {"eval-every", OPT_SIZE, &tcfg.eval_every, "evaluate every N epochs (default 1)"},
     {"max-steps", OPT_SIZE, &tcfg.max_steps, "stop after N steps per worker"},
+    {"timeout", OPT_DOUBLE, &tcfg.comm_timeout_s, "seconds a worker may wait for another before failing (default 60)"},
+    {"bucket-bytes", OPT_SIZE, &tcfg.allreduce.bucket_bytes, "allreduce: fuse gradients into buckets of N bytes (default 4194304; 0: per layer)"},
+    {"no-overlap", OPT_FLAG, &t_no_overlap, "allreduce: reduce buckets only after backward"},
+    {"comm-dtype", OPT_STR, &t_comm_dtype, "allreduce: fp32, fp16 or bf16 on the wire (default fp32)"},
+    {"csc-ratio", OPT_DOUBLE, &tcfg.allreduce.csc_ratio, "allreduce: send only this fraction of gradient chunks per step"},
+    {"csc-chunk-bytes", OPT_SIZE, &tcfg.allreduce.csc_chunk_bytes, "allreduce: chunk size for --csc-ratio (default 32768)"},
+    {"allreduce", OPT_STR, &t_allreduce, "allreduce: ring (herd's) or native (the engine's) (default ring)"},
+    {"segment-bytes", OPT_SIZE, &tcfg.allreduce.segment_bytes, "allreduce: ring pipeline segment (default 1 MiB)"},
     {"checkpoint", OPT_STR, &t_checkpoint, "checkpoint directory"},
     {"resume", OPT_FLAG, &t_resume, "resume from the checkpoint directory"},
     {NULL, 0, NULL, NULL},
@@ -206,6 +215,18 @@ static int cmd_train(int argc, char **argv)
     parse_opts("train", train_opts, argc, argv, 2, train_usage);
     tcfg.optim.nesterov = t_nesterov;
     tcfg.progress = !t_no_progress;
+    tcfg.allreduce.overlap = !t_no_overlap;
+    if (!strcmp(t_comm_dtype, "fp32"))
+        tcfg.allreduce.comm_dtype = HERD_F32;
+    else if (!strcmp(t_comm_dtype, "fp16"))
+        tcfg.allreduce.comm_dtype = HERD_F16;
+    else if (!strcmp(t_comm_dtype, "bf16"))
+        tcfg.allreduce.comm_dtype = HERD_BF16;
+    else
+        die_usage("train", "--comm-dtype must be fp32, fp16 or bf16, got '%s'", t_comm_dtype);
+    if (strcmp(t_allreduce, "ring") && strcmp(t_allreduce, "native"))
+        die_usage("train", "--allreduce must be ring or native, got '%s'", t_allreduce);
+    tcfg.allreduce.native = !strcmp(t_allreduce, "native");
     if (t_checkpoint || t_resume) {
         fprintf(stderr, "herd: --checkpoint and --resume are not supported by this version of herd yet\n");
         return 2;

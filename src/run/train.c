@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "herd/herd_algo.h"
+#include "herd/herd_comm.h"
 #include "herd/herd_data.h"
 #include "herd/herd_nn.h"
 #include "run/log.h"
@@ -26,6 +27,7 @@ typedef struct herd_run {
     herd_dataset train, test;
     int32_t *test_y;
     herd_log log;
+    herd_threads_world *world;
     double t0;
     atomic_int abort; /* set by the first worker that fails */
     bool tty;
@@ -65,6 +67,13 @@ void herd_train_config_defaults(herd_train_config *cfg)
     cfg->threads = 1;
     cfg->eval_every = 1;
     cfg->progress = true;
+    cfg->comm_timeout_s = 60;
+    cfg->allreduce = (herd_allreduce_config){
+        .bucket_bytes = 4u << 20,
+        .overlap = true,
+        .comm_dtype = HERD_F32,
+        .csc_chunk_bytes = 32u << 10,
+    };
 }
 
 static herd_status check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err)
@@ -104,6 +113,15 @@ static herd_status check_config(const herd_train_config *cfg, const herd_algo_op
         return herd_err_set(err, HERD_EINVAL, "--warmup must be in [0, epochs], got %g", cfg->optim.warmup_epochs);
     if (cfg->threads < 1 || cfg->threads > 256)
         return herd_err_set(err, HERD_EINVAL, "--threads must be in [1, 256], got %zu", cfg->threads);
+    if (!(cfg->comm_timeout_s > 0 && cfg->comm_timeout_s <= 86400))
+        return herd_err_set(err, HERD_EINVAL, "--timeout must be in (0, 86400] seconds, got %g", cfg->comm_timeout_s);
+    const herd_allreduce_config *ar = &cfg->allreduce;
+    if (!(ar->csc_ratio >= 0.0 && ar->csc_ratio <= 1.0))
+        return herd_err_set(err, HERD_EINVAL, "--csc-ratio must be in [0, 1], got %g", ar->csc_ratio);
+    if (ar->csc_ratio > 0.0 && ar->csc_ratio < 1.0 && ar->csc_chunk_bytes < sizeof(float))
+        return herd_err_set(err, HERD_EINVAL, "--csc-chunk-bytes must be at least 4, got %zu", ar->csc_chunk_bytes);
+    if (ar->comm_dtype != HERD_F32 && ar->comm_dtype != HERD_F16 && ar->comm_dtype != HERD_BF16)
+        return herd_err_set(err, HERD_EINVAL, "unknown wire type %d", ar->comm_dtype);
     for (size_t i = 0; i < cfg->nslow; i++) {
         if (cfg->slow[i].rank >= cfg->workers)
             return herd_err_set(err, HERD_EINVAL, "--slow %zu:%g names worker %zu, but there are %zu workers",
@@ -222,7 +240,7 @@ static herd_status worker_loop(worker_ctx *c)
         c->train_loss = nloss ? loss_sum / (double)nloss : 0.0;
         herd__log_record(&r->log, "epoch", "\"worker\":%zu,\"epoch\":%zu,\"steps\":%zu,\"train_loss\":%.6f,\"epoch_s\":%.6f,\"bytes_sent\":%llu,\"comm_wait_s\":%.6f",
                          w->rank, w->epoch + 1, k, c->train_loss, t_epoch,
-                         (unsigned long long)w->bytes_sent, w->comm_wait_s);
+                         (unsigned long long)(w->bytes_sent + w->comm->bytes_sent), w->comm_wait_s + w->comm->wait_s);
         bool last = w->epoch + 1 == cfg->epochs || (cfg->max_steps && w->step >= cfg->max_steps);
         if (w->rank == 0 && (last || (w->epoch + 1) % cfg->eval_every == 0))
             evaluate(c, c->train_loss, t_epoch);
@@ -237,8 +255,14 @@ static void *worker_thread(void *p)
 {
     worker_ctx *c = p;
     c->st = worker_loop(c);
-    if (c->st < 0)
+    if (c->st < 0) {
+        if (!c->w.err.msg[0] && c->w.comm && c->w.comm->err.msg[0])
+            c->w.err = c->w.comm->err;
         atomic_store(&c->run->abort, 1);
+        /* wake the workers blocked waiting for this one */
+        if (c->st != HERD_EREMOTE)
+            herd_threads_world_fail(c->run->world, c->w.rank);
+    }
     return NULL;
 }
 
@@ -269,6 +293,8 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for a batch");
         goto out;
     }
+    HERD_TRY(herd_comm_threads_create(r->world, rank, &w->comm, err));
+    w->comm->timeout_s = cfg->comm_timeout_s;
     c->algo.ops = r->algo_ops;
     c->slow_factor = 1.0;
     for (size_t i = 0; i < cfg->nslow; i++)
@@ -282,6 +308,7 @@ static void worker_teardown(worker_ctx *c)
 {
     if (c->algo.ops && c->algo.ops->free)
         c->algo.ops->free(&c->algo, &c->w);
+    herd_comm_free(c->w.comm);
     herd_model_free(c->w.model);
     herd_optim_free(&c->w.optim);
     herd_loader_free(&c->loader);
@@ -313,6 +340,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     r.tty = isatty(2);
     HERD_TRY(herd__log_open(&r.log, cfg->log_path, r.t0, err));
     log_open = true;
+    HERD_TRY(herd_threads_world_create(cfg->workers, &r.world, err));
     workers = calloc(cfg->workers, sizeof *workers);
     threads = calloc(cfg->workers, sizeof *threads);
     if (!workers || !threads) {
@@ -361,8 +389,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     double train_s = 0, wait = 0;
     for (size_t i = 0; i < cfg->workers; i++) {
         images += workers[i].images;
-        res->bytes_sent += workers[i].w.bytes_sent;
-        wait += workers[i].w.comm_wait_s;
+        res->bytes_sent += workers[i].w.bytes_sent + workers[i].w.comm->bytes_sent;
+        wait += workers[i].w.comm_wait_s + workers[i].w.comm->wait_s;
         if (workers[i].train_s > train_s)
             train_s = workers[i].train_s;
     }
@@ -388,6 +416,7 @@ out:
             worker_teardown(&workers[i]);
     free(workers);
     free(threads);
+    herd_threads_world_free(r.world);
     if (log_open)
         herd__log_close(&r.log);
     free(r.test_y);

@@ -1,0 +1,128 @@
+/* herd_comm.h — the transport every engine provides, and the collectives
+ * built once on top of it.
+ *
+ * A herd_comm is one worker's endpoint: rank, size, non-blocking tagged
+ * send/receive, barrier, and one-sided windows (expose a flat buffer; others
+ * lock / get / put / accumulate / unlock it without the owner's help).
+ * Engines fill a herd_comm_ops table (src/comm/threads.c, src/comm/mpi.c);
+ * callers use only the herd_comm_* wrappers below, which check arguments,
+ * count bytes and time spent waiting, and enforce timeouts. Nothing here
+ * knows what a layer or a model is.
+ *
+ * Threading: a herd_comm belongs to one worker thread; it may not be used by
+ * two threads at once. Every wait takes a timeout: a peer that stops
+ * answering yields HERD_ETIMEOUT with a message naming the peer, never a hang.
+ * Ownership: a request is owned by the caller from isend/irecv until
+ * herd_comm_wait (or a successful herd_comm_test) frees it; the buffer must
+ * stay valid until then.
+ */
+#ifndef HERD_COMM_H
+#define HERD_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "herd/herd_status.h"
+
+typedef struct herd_comm herd_comm;
+typedef struct herd_req herd_req; /* engine-defined */
+typedef struct herd_win herd_win; /* engine-defined; starts with a herd_win_base */
+
+typedef struct herd_comm_ops {
+    const char *name;
+    herd_status (*isend)(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req);
+    herd_status (*irecv)(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req);
+    /* Waits until req completes or the deadline (monotonic seconds) passes;
+     * frees req when it completes. */
+    herd_status (*wait)(herd_comm *c, herd_req *req, double deadline);
+    /* Sets *done; frees req when done. */
+    herd_status (*test)(herd_comm *c, herd_req *req, bool *done);
+    /* Abandons a request that will not be waited for (after a failure). */
+    void (*cancel)(herd_comm *c, herd_req *req);
+    herd_status (*barrier)(herd_comm *c, double deadline);
+    /* Collective: every rank exposes `bytes` bytes at base (may differ per rank). */
+    herd_status (*win_create)(herd_comm *c, void *base, size_t bytes, herd_win **win);
+    herd_status (*win_lock)(herd_comm *c, herd_win *w, size_t target, bool exclusive, double deadline);
+    herd_status (*win_unlock)(herd_comm *c, herd_win *w, size_t target);
+    herd_status (*win_get)(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);
+    herd_status (*win_put)(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);
+    /* target[offset..] += src[0..count) as floats. */
+    herd_status (*win_accumulate)(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
+                                  size_t count);
+    /* Collective. */
+    herd_status (*win_free)(herd_comm *c, herd_win *w);
+    /* Optional: the engine's own float-sum allreduce (MPI_Allreduce); NULL if none. */
+    herd_status (*allreduce_native)(herd_comm *c, float *buf, size_t count, double deadline);
+    void (*free)(herd_comm *c);
+} herd_comm_ops;
+
+struct herd_comm {
+    const herd_comm_ops *ops;
+    size_t rank, size;
+    double timeout_s;     /* for every wait; default 60 */
+    uint64_t bytes_sent, bytes_recv;
+    double wait_s;        /* time spent blocked in wait/barrier/lock */
+    herd_err err;         /* detail of the last failure */
+};
+
+/* The wrappers: argument checks, byte counts, timeouts. */
+herd_status herd_comm_isend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req);
+herd_status herd_comm_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req);
+herd_status herd_comm_wait(herd_comm *c, herd_req *req);
+herd_status herd_comm_test(herd_comm *c, herd_req *req, bool *done);
+void herd_comm_cancel(herd_comm *c, herd_req *req);
+herd_status herd_comm_send(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes);
+herd_status herd_comm_recv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes);
+herd_status herd_comm_barrier(herd_comm *c);
+herd_status herd_comm_win_create(herd_comm *c, void *base, size_t bytes, herd_win **win);
+herd_status herd_comm_win_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive);
+herd_status herd_comm_win_unlock(herd_comm *c, herd_win *w, size_t target);
+herd_status herd_comm_win_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);
+herd_status herd_comm_win_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);
+herd_status herd_comm_win_accumulate(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
+                                     size_t count);
+herd_status herd_comm_win_free(herd_comm *c, herd_win *w);
+void herd_comm_free(herd_comm *c);
+/* The detail of the last failure on c. */
+const char *herd_comm_last_error(const herd_comm *c);
+
+/* ---- the threads engine ------------------------------------------------ */
+
+/* What the workers of one process share. Create it once, then one endpoint
+ * per worker thread; free the world after every endpoint is freed. */
+typedef struct herd_threads_world herd_threads_world;
+herd_status herd_threads_world_create(size_t nworkers, herd_threads_world **out, herd_err *err);
+void herd_threads_world_free(herd_threads_world *w);
+/* Marks the world failed (a worker died): every pending and future wait of
+ * every endpoint returns HERD_EREMOTE naming `rank`. */
+void herd_threads_world_fail(herd_threads_world *w, size_t rank);
+herd_status herd_comm_threads_create(herd_threads_world *w, size_t rank, herd_comm **out, herd_err *err);
+
+/* ---- collectives, built on the transport -------------------------------- */
+
+typedef enum herd_dtype { HERD_F32, HERD_F16, HERD_BF16 } herd_dtype;
+
+typedef struct herd_allreduce_opts {
+    size_t segment_bytes; /* pipeline segment; 0: default (1 MiB) */
+    herd_dtype wire;      /* what travels on the wire; sums are done in fp32 */
+    bool native;          /* use the engine's own allreduce if it has one */
+} herd_allreduce_opts;
+
+/* In place: buf = sum over ranks of buf (count floats; same count on every
+ * rank). Ring algorithm: reduce-scatter then all-gather over `size` chunks,
+ * each chunk pipelined in segments; each rank sends 2(n-1)/n of the buffer. */
+herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *opts);
+/* buf on every rank = buf on root. */
+herd_status herd_broadcast(herd_comm *c, void *buf, size_t bytes, size_t root);
+/* out (size * bytes) = concatenation of every rank's `in` (bytes each). */
+herd_status herd_allgather(herd_comm *c, const void *in, void *out, size_t bytes);
+
+/* fp32 <-> fp16 / bf16 conversion (round to nearest even; fp16 saturates to
+ * +-Inf past 65504, which the caller's overflow check sees). */
+void herd_f32_to_f16(const float *in, uint16_t *out, size_t n);
+void herd_f16_to_f32(const uint16_t *in, float *out, size_t n);
+void herd_f32_to_bf16(const float *in, uint16_t *out, size_t n);
+void herd_bf16_to_f32(const uint16_t *in, float *out, size_t n);
+
+#endif

@@ -1,0 +1,269 @@
+/* allreduce: synchronous data-parallel SGD (ALGORITHMS.md, seeds 000/002).
+ *
+ * Every step the gradients are summed over the workers by allreduce and
+ * divided by n; every worker then takes the same optimizer step, so replicas
+ * stay bit-identical (the ring gives every rank the same floats).
+ * GradientFlow's communication options:
+ *   - lazy allreduce: ranges reported by backward are fused into buckets of
+ *     at least bucket_bytes, one allreduce per bucket (0: one per layer);
+ *   - overlap: a bucket is reduced as soon as backward has produced it, from
+ *     the grad_ready hook, while earlier layers are still to be computed;
+ *     without it every bucket is reduced after backward;
+ *   - fp16/bf16 on the wire, with a dynamic loss scale: gradients are
+ *     multiplied by scale/n before conversion; a bucket that overflows (any
+ *     non-finite sum, seen identically by all ranks) is redone in fp32 and the
+ *     scale halves; after 1000 clean steps it doubles;
+ *   - coarse-grained sparse communication (csc_ratio < 1): the gradient plus
+ *     the residual of earlier steps is cut into fixed chunks; the chunk norms
+ *     are summed over workers (a small allreduce) so every worker picks the
+ *     same top chunks; only those are reduced; the rest stays in the residual
+ *     and is sent later (error feedback), so no gradient mass is lost.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/algos.h"
+
+typedef struct ar_state {
+    size_t lo, hi;       /* the bucket being filled: [lo, hi) */
+    float loss_scale;
+    size_t clean_steps;
+    /* csc */
+    float *residual;     /* nparams */
+    float *norms;        /* nchunks */
+    size_t *order;       /* nchunks */
+    float *packed;       /* selected chunks, contiguous */
+    size_t chunk, nchunks;
+    bool csc;
+} ar_state;
+
+static herd_allreduce_opts wire_opts(const herd_worker *w, int dtype)
+{
+    return (herd_allreduce_opts){
+        .segment_bytes = w->cfg->allreduce.segment_bytes,
+        .wire = (herd_dtype)dtype,
+        .native = w->cfg->allreduce.native,
+    };
+}
+
+static bool all_finite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return false;
+    return true;
+}
+
+static void scale(float *x, size_t n, float s)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] *= s;
+}
+
+/* Averages buf[0, n) over the workers, in the configured wire type. */
+static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n)
+{
+    herd_status st;
+    float inv = 1.0f / (float)w->nworkers;
+    int dtype = w->cfg->allreduce.comm_dtype;
+    if (dtype == HERD_F32) {
+        herd_allreduce_opts o = wire_opts(w, HERD_F32);
+        if ((st = herd_allreduce(w->comm, buf, n, &o)) < 0)
+            return st;
+        scale(buf, n, inv);
+        return HERD_OK;
+    }
+    /* keep an fp32 copy in case the low-precision sum overflows */
+    float *copy = malloc((n ? n : 1) * sizeof(float));
+    if (!copy)
+        return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for an fp16 bucket");
+    memcpy(copy, buf, n * sizeof(float));
+    scale(buf, n, s->loss_scale * inv);
+    herd_allreduce_opts o = wire_opts(w, dtype);
+    st = herd_allreduce(w->comm, buf, n, &o);
+    if (st == HERD_OK && all_finite(buf, n)) {
+        scale(buf, n, 1.0f / s->loss_scale);
+    } else if (st == HERD_OK) {
+        /* overflow: every rank sees the same sums, so all take this branch */
+        s->loss_scale = s->loss_scale > 1.0f ? s->loss_scale / 2 : 1.0f;
+        s->clean_steps = 0;
+        memcpy(buf, copy, n * sizeof(float));
+        herd_allreduce_opts o32 = wire_opts(w, HERD_F32);
+        st = herd_allreduce(w->comm, buf, n, &o32);
+        if (st == HERD_OK)
+            scale(buf, n, inv);
+    }
+    free(copy);
+    return st;
+}
+
+static herd_status flush(ar_state *s, herd_worker *w)
+{
+    if (s->hi <= s->lo)
+        return HERD_OK;
+    herd_status st = reduce_mean(s, w, w->grads + s->lo, s->hi - s->lo);
+    s->hi = s->lo;
+    return st;
+}
+
+static herd_status ar_init(herd_algo *a, herd_worker *w)
+{
+    ar_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return herd_err_set(&w->err, HERD_ENOMEM, "out of memory");
+    a->state = s;
+    s->loss_scale = 1024.0f;
+    double r = w->cfg->allreduce.csc_ratio;
+    s->csc = r > 0.0 && r < 1.0;
+    if (s->csc) {
+        size_t cb = w->cfg->allreduce.csc_chunk_bytes ? w->cfg->allreduce.csc_chunk_bytes : 32768;
+        s->chunk = cb / sizeof(float) ? cb / sizeof(float) : 1;
+        s->nchunks = (w->nparams + s->chunk - 1) / s->chunk;
+        s->residual = calloc(w->nparams, sizeof(float));
+        s->norms = malloc(s->nchunks * sizeof(float));
+        s->order = malloc(s->nchunks * sizeof(size_t));
+        s->packed = malloc(s->nchunks * s->chunk * sizeof(float));
+        if (!s->residual || !s->norms || !s->order || !s->packed)
+            return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for sparse communication");
+    }
+    return HERD_OK;
+}
+
+static herd_status ar_before_step(herd_algo *a, herd_worker *w)
+{
+    ar_state *s = a->state;
+    s->lo = s->hi = w->nparams;
+    return HERD_OK;
+}
+
+static herd_status ar_grad_ready(herd_algo *a, herd_worker *w, size_t off, size_t len)
+{
+    ar_state *s = a->state;
+    if (s->csc)
+        return HERD_OK; /* chunks are chosen over the whole gradient */
+    /* ranges arrive from the end of the array towards its start */
+    HERD_ASSERT(off + len == s->lo);
+    s->lo = off;
+    if ((s->hi - s->lo) * sizeof(float) >= w->cfg->allreduce.bucket_bytes && w->cfg->allreduce.overlap)
+        return flush(s, w);
+    return HERD_OK;
+}
+
+static int cmp_chunk(const void *pa, const void *pb, void *ctx)
+{
+    const float *norms = ctx;
+    size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+    if (norms[a] != norms[b])
+        return norms[a] > norms[b] ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+static herd_status csc_step(ar_state *s, herd_worker *w)
+{
+    herd_status st;
+    size_t n = w->nparams;
+    float *g = w->grads;
+    for (size_t i = 0; i < n; i++)
+        g[i] += s->residual[i];
+    for (size_t c = 0; c < s->nchunks; c++) {
+        size_t lo = c * s->chunk, hi = lo + s->chunk < n ? lo + s->chunk : n;
+        double l2 = 0;
+        for (size_t i = lo; i < hi; i++)
+            l2 += (double)g[i] * g[i];
+        s->norms[c] = (float)l2;
+        s->order[c] = c;
+    }
+    /* the same norms on every worker, hence the same choice */
+    herd_allreduce_opts o = wire_opts(w, HERD_F32);
+    if ((st = herd_allreduce(w->comm, s->norms, s->nchunks, &o)) < 0)
+        return st;
+    qsort_r(s->order, s->nchunks, sizeof(size_t), cmp_chunk, s->norms);
+    size_t k = (size_t)ceil(w->cfg->allreduce.csc_ratio * (double)s->nchunks);
+    if (k < 1)
+        k = 1;
+    /* chunks in index order within the selection, so the packing is canonical */
+    bool *sel = calloc(s->nchunks, sizeof(bool));
+    if (!sel)
+        return herd_err_set(&w->err, HERD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < k; i++)
+        sel[s->order[i]] = true;
+    size_t packed = 0;
+    for (size_t c = 0; c < s->nchunks; c++) {
+        size_t lo = c * s->chunk, hi = lo + s->chunk < n ? lo + s->chunk : n;
+        if (sel[c]) {
+            memcpy(s->packed + packed, g + lo, (hi - lo) * sizeof(float));
+            memset(s->residual + lo, 0, (hi - lo) * sizeof(float));
+            packed += hi - lo;
+        } else {
+            memcpy(s->residual + lo, g + lo, (hi - lo) * sizeof(float));
+        }
+    }
+    st = reduce_mean(s, w, s->packed, packed);
+    if (st == HERD_OK) {
+        packed = 0;
+        for (size_t c = 0; c < s->nchunks; c++) {
+            size_t lo = c * s->chunk, hi = lo + s->chunk < n ? lo + s->chunk : n;
+            if (sel[c]) {
+                memcpy(g + lo, s->packed + packed, (hi - lo) * sizeof(float));
+                packed += hi - lo;
+            } else {
+                memset(g + lo, 0, (hi - lo) * sizeof(float));
+            }
+        }
+    }
+    free(sel);
+    return st;
+}
+
+static herd_status ar_after_backward(herd_algo *a, herd_worker *w)
+{
+    ar_state *s = a->state;
+    herd_status st;
+    if (s->csc)
+        st = csc_step(s, w);
+    else if (w->cfg->allreduce.overlap)
+        st = flush(s, w);
+    else {
+        /* no overlap: the whole gradient, bucket by bucket, after backward */
+        size_t bucket = w->cfg->allreduce.bucket_bytes / sizeof(float);
+        if (bucket == 0)
+            bucket = w->nparams;
+        st = HERD_OK;
+        for (size_t hi = w->nparams; hi > 0 && st == HERD_OK;) {
+            size_t lo = hi > bucket ? hi - bucket : 0;
+            st = reduce_mean(s, w, w->grads + lo, hi - lo);
+            hi = lo;
+        }
+    }
+    if (st == HERD_OK && w->cfg->allreduce.comm_dtype != HERD_F32 && ++s->clean_steps >= 1000) {
+        s->loss_scale *= 2.0f;
+        s->clean_steps = 0;
+    }
+    return st;
+}
+
+static void ar_free(herd_algo *a, herd_worker *w)
+{
+    (void)w;
+    ar_state *s = a->state;
+    if (!s)
+        return;
+    free(s->residual);
+    free(s->norms);
+    free(s->order);
+    free(s->packed);
+    free(s);
+    a->state = NULL;
+}
+
+const herd_algo_ops herd__algo_allreduce = {
+    .name = "allreduce",
+    .summary = "synchronous SGD, gradients averaged by ring allreduce (buckets, overlap, fp16, sparse)",
+    .min_workers = 1,
+    .init = ar_init,
+    .before_step = ar_before_step,
+    .grad_ready = ar_grad_ready,
+    .after_backward = ar_after_backward,
+    .free = ar_free,
+};
