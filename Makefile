@@ -15,6 +15,15 @@ ALLCFLAGS = -std=c11 $(WARN) $(CFLAGS) $(SANFLAGS) -fopenmp -MMD -MP
 LDLIBS  := -ldnnl -lz -lm -lpthread
 LDFLAGS += -fopenmp $(SANFLAGS)
 
+# The mpi engine is compiled in when Open MPI's mpicc is found (NO_MPI=1 leaves it out).
+ifneq ($(NO_MPI),1)
+ifneq ($(shell command -v mpicc 2>/dev/null),)
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null) -DHERD_HAVE_MPI
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+endif
+endif
+LDLIBS  += $(MPI_LIBS)
+
 LIB_SRC  := $(sort $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/run/*.c src/algo/*.c src/comm/*.c))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
@@ -31,6 +40,8 @@ all: $(BUILD)/herd $(BUILD)/herd-tests
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -c $< -o $@
+
+$(BUILD)/src/comm/mpi.o: CPPFLAGS += $(MPI_CFLAGS)
 
 $(BUILD)/libherd.a: $(LIB_OBJ)
 	@rm -f $@

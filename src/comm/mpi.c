@@ -1,0 +1,313 @@
+/* The MPI engine: one worker per MPI rank (Open MPI or MPICH; SimGrid SMPI
+ * compiles it unchanged). The only file of herd that includes mpi.h; built
+ * only when the build finds mpicc (HERD_HAVE_MPI), otherwise
+ * herd_comm_mpi_create says the engine is not compiled in.
+ *
+ * Waits poll MPI_Test with a short sleep between polls so that a deadline can
+ * be enforced (MPI has no timed wait) without spinning a core; windows are
+ * passive-target RMA, which works without the target's participation.
+ */
+#include "comm/engines.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef HERD_HAVE_MPI
+
+bool herd_mpi_compiled(void) { return false; }
+bool herd_mpi_launched(void) { return false; }
+
+herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_err *err)
+{
+    (void)argc, (void)argv;
+    *out = NULL;
+    return herd_err_set(err, HERD_EUNSUPPORTED,
+                        "the mpi engine is not compiled into this herd (install libopenmpi-dev and rebuild)");
+}
+
+herd_status herd_mpi_finalize(void) { return HERD_OK; }
+
+#else
+
+#include <mpi.h>
+
+typedef struct mpi_comm {
+    herd_comm base;
+    MPI_Comm world;
+} mpi_comm;
+
+struct herd_req {
+    MPI_Request r;
+    size_t peer;
+    int tag;
+    bool recv;
+};
+
+struct herd_win {
+    MPI_Win win;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static herd_status mpi_fail(herd_comm *c, int rc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return herd_err_set(&c->err, HERD_EIO, "rank %zu: %s failed: %.*s", c->rank, what, len, msg);
+}
+
+#define MPI_TRY(c, call)                          \
+    do {                                          \
+        int herd__rc = (call);                    \
+        if (herd__rc != MPI_SUCCESS)              \
+            return mpi_fail((c), herd__rc, #call); \
+    } while (0)
+
+static MPI_Comm world_of(herd_comm *c) { return ((mpi_comm *)c)->world; }
+
+static herd_status m_start(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, bool recv, herd_req **req)
+{
+    if (bytes > (size_t)INT32_MAX)
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: message of %zu bytes is too large for MPI", c->rank, bytes);
+    herd_req *r = malloc(sizeof *r);
+    if (!r)
+        return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
+    r->peer = peer, r->tag = tag, r->recv = recv;
+    int rc = recv ? MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r)
+                  : MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r);
+    if (rc != MPI_SUCCESS) {
+        free(r);
+        return mpi_fail(c, rc, recv ? "MPI_Irecv" : "MPI_Isend");
+    }
+    *req = r;
+    return HERD_OK;
+}
+
+static herd_status m_isend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req)
+{
+    return m_start(c, peer, tag, (void *)buf, bytes, false, req);
+}
+
+static herd_status m_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req)
+{
+    return m_start(c, peer, tag, buf, bytes, true, req);
+}
+
+static herd_status m_test(herd_comm *c, herd_req *req, bool *done)
+{
+    int flag = 0;
+    MPI_TRY(c, MPI_Test(&req->r, &flag, MPI_STATUS_IGNORE));
+    *done = flag != 0;
+    if (flag)
+        free(req);
+    return HERD_OK;
+}
+
+/* Polls with a sleep that grows from 1 us to 1 ms: quick for fast peers,
+ * nearly idle for slow ones. */
+static void backoff(unsigned *spins)
+{
+    unsigned us = *spins < 10 ? 1u : *spins < 100 ? 50u : 1000u;
+    (*spins)++;
+    struct timespec ts = {0, (long)us * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
+{
+    unsigned spins = 0;
+    for (;;) {
+        bool done = false;
+        herd_req saved = *req;
+        herd_status st = m_test(c, req, &done);
+        if (st < 0 || done)
+            return st;
+        if (now_s() >= deadline)
+            return herd_err_set(&c->err, HERD_ETIMEOUT,
+                                "rank %zu: timed out after %g s waiting to %s rank %zu (tag %d)", c->rank,
+                                c->timeout_s, saved.recv ? "receive from" : "send to", saved.peer, saved.tag);
+        backoff(&spins);
+    }
+}
+
+static void m_cancel(herd_comm *c, herd_req *req)
+{
+    (void)c;
+    MPI_Cancel(&req->r);
+    MPI_Request_free(&req->r);
+    free(req);
+}
+
+static herd_status m_barrier(herd_comm *c, double deadline)
+{
+    MPI_Request r;
+    MPI_TRY(c, MPI_Ibarrier(world_of(c), &r));
+    unsigned spins = 0;
+    for (;;) {
+        int flag = 0;
+        MPI_TRY(c, MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
+        if (flag)
+            return HERD_OK;
+        if (now_s() >= deadline)
+            return herd_err_set(&c->err, HERD_ETIMEOUT,
+                                "rank %zu: timed out after %g s in a barrier (some rank never arrived)", c->rank,
+                                c->timeout_s);
+        backoff(&spins);
+    }
+}
+
+static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, herd_win **out)
+{
+    herd_win *w = malloc(sizeof *w);
+    if (!w)
+        return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
+    int rc = MPI_Win_create(base, (MPI_Aint)bytes, 1, MPI_INFO_NULL, world_of(c), &w->win);
+    if (rc != MPI_SUCCESS) {
+        free(w);
+        return mpi_fail(c, rc, "MPI_Win_create");
+    }
+    *out = w;
+    return HERD_OK;
+}
+
+static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive, double deadline)
+{
+    (void)deadline; /* MPI_Win_lock has no timed form */
+    MPI_TRY(c, MPI_Win_lock(exclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, (int)target, 0, w->win));
+    return HERD_OK;
+}
+
+static herd_status m_win_unlock(herd_comm *c, herd_win *w, size_t target)
+{
+    MPI_TRY(c, MPI_Win_unlock((int)target, w->win));
+    return HERD_OK;
+}
+
+static herd_status m_win_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes)
+{
+    MPI_TRY(c, MPI_Get(dst, (int)bytes, MPI_BYTE, (int)target, (MPI_Aint)offset, (int)bytes, MPI_BYTE, w->win));
+    return HERD_OK;
+}
+
+static herd_status m_win_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes)
+{
+    MPI_TRY(c, MPI_Put(src, (int)bytes, MPI_BYTE, (int)target, (MPI_Aint)offset, (int)bytes, MPI_BYTE, w->win));
+    return HERD_OK;
+}
+
+static herd_status m_win_accumulate(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
+                                    size_t count)
+{
+    MPI_TRY(c, MPI_Accumulate(src, (int)count, MPI_FLOAT, (int)target, (MPI_Aint)offset, (int)count, MPI_FLOAT,
+                              MPI_SUM, w->win));
+    return HERD_OK;
+}
+
+static herd_status m_win_free(herd_comm *c, herd_win *w)
+{
+    int rc = MPI_Win_free(&w->win);
+    free(w);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(c, rc, "MPI_Win_free");
+    return HERD_OK;
+}
+
+static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, double deadline)
+{
+    MPI_Request r;
+    if (count > (size_t)INT32_MAX)
+        return herd_err_set(&c->err, HERD_EINVAL, "allreduce of %zu floats is too large for MPI", count);
+    MPI_TRY(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c), &r));
+    unsigned spins = 0;
+    for (;;) {
+        int flag = 0;
+        MPI_TRY(c, MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
+        if (flag)
+            return HERD_OK;
+        if (now_s() >= deadline)
+            return herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s in MPI_Allreduce",
+                                c->rank, c->timeout_s);
+        backoff(&spins);
+    }
+}
+
+static void m_free(herd_comm *c)
+{
+    mpi_comm *m = (mpi_comm *)c;
+    MPI_Comm_free(&m->world);
+    free(m);
+}
+
+static const herd_comm_ops mpi_ops = {
+    .name = "mpi",
+    .isend = m_isend,
+    .irecv = m_irecv,
+    .wait = m_wait,
+    .test = m_test,
+    .cancel = m_cancel,
+    .barrier = m_barrier,
+    .win_create = m_win_create,
+    .win_lock = m_win_lock,
+    .win_unlock = m_win_unlock,
+    .win_get = m_win_get,
+    .win_put = m_win_put,
+    .win_accumulate = m_win_accumulate,
+    .win_free = m_win_free,
+    .allreduce_native = m_allreduce_native,
+    .free = m_free,
+};
+
+bool herd_mpi_compiled(void) { return true; }
+
+bool herd_mpi_launched(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS",
+                                       "SMPI_RANK_COUNT"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i]))
+            return true;
+    return false;
+}
+
+herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_err *err)
+{
+    int inited = 0, provided = 0;
+    *out = NULL;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return herd_err_set(err, HERD_EIO, "MPI_Init failed");
+    mpi_comm *m = calloc(1, sizeof *m);
+    if (!m)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    /* errors come back as codes, so herd can name the rank and stop cleanly */
+    MPI_Comm_dup(MPI_COMM_WORLD, &m->world);
+    MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
+    int rank, size;
+    MPI_Comm_rank(m->world, &rank);
+    MPI_Comm_size(m->world, &size);
+    m->base.ops = &mpi_ops;
+    m->base.rank = (size_t)rank;
+    m->base.size = (size_t)size;
+    m->base.timeout_s = 60;
+    *out = &m->base;
+    return HERD_OK;
+}
+
+herd_status herd_mpi_finalize(void)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized)
+        MPI_Finalize();
+    return HERD_OK;
+}
+
+#endif
