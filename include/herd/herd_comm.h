@@ -87,6 +87,10 @@ void herd_comm_free(herd_comm *c);
 /* The detail of the last failure on c. */
 const char *herd_comm_last_error(const herd_comm *c);
 
+/* Shuts down the engines that need it (MPI_Finalize) before the program
+ * exits; harmless when none was started. */
+void herd_comm_shutdown(void);
+
 /* ---- the threads engine ------------------------------------------------ */
 
 /* What the workers of one process share. Create it once, then one endpoint

@@ -41,6 +41,7 @@ typedef struct herd_train_config {
     const char *data;   /* see herd_data_open; NULL: default */
     const char *model;  /* herd_model_names */
     const char *algo;   /* herd_algo_names */
+    const char *engine; /* "threads", "mpi", or NULL: mpi when started by an MPI launcher */
     size_t workers, epochs, batch; /* batch is per worker */
     herd_optim_config optim;
     uint64_t seed;
@@ -62,6 +63,7 @@ void herd_train_config_defaults(herd_train_config *cfg);
 
 typedef struct herd_train_result {
     const char *algo, *engine, *model;
+    size_t rank;            /* this process's first worker (mpi: its rank; threads: 0) */
     size_t workers, epochs;
     double test_acc, test_loss, train_loss;
     double wall_s;          /* whole run, data loading excluded */
@@ -71,6 +73,7 @@ typedef struct herd_train_result {
     size_t steps;           /* per worker */
     size_t nparams;
     double comm_wait_s;     /* mean over workers */
+    /* test_acc/test_loss/train_loss are worker 0's, valid where rank == 0 */
 } herd_train_result;
 
 herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err);

@@ -168,7 +168,8 @@ static const opt train_opts[] = {
     {"data", OPT_STR, &tcfg.data, "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)"},
     {"model", OPT_STR, &tcfg.model, "linear, mlp, lenet, cnn or resnet20 (default lenet)"},
     {"algo", OPT_STR, &tcfg.algo, "synchronization algorithm (default sgd; see 'herd algos')"},
-    {"workers", OPT_SIZE, &tcfg.workers, "number of workers (default 1)"},
+    {"workers", OPT_SIZE, &tcfg.workers, "number of workers (default 1; on the mpi engine, the ranks)"},
+    {"engine", OPT_STR, &tcfg.engine, "threads or mpi (default: mpi when started by mpirun, else threads)"},
     {"epochs", OPT_SIZE, &tcfg.epochs, "passes over the training set (default 5)"},
     {"batch", OPT_SIZE, &tcfg.batch, "batch size per worker (default 64)"},
     {"lr", OPT_FLOAT, &tcfg.optim.lr, "learning rate (default 0.05)"},
@@ -238,10 +239,13 @@ static int cmd_train(int argc, char **argv)
     herd_train_result res;
     herd_err err = {0};
     herd_status st = herd_train(&tcfg, &res, &err);
+    herd_comm_shutdown();
     if (st < 0) {
         fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
         return 1;
     }
+    if (res.rank != 0)
+        return 0;
     if (!tcfg.quiet)
         fprintf(stderr, "%s on %zu worker(s): test accuracy %.4f, loss %.4f, %.1f s, %.0f img/s\n", res.algo,
                 res.workers, res.test_acc, res.test_loss, res.wall_s, res.train_img_per_s);

@@ -28,6 +28,8 @@ herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_
 
 herd_status herd_mpi_finalize(void) { return HERD_OK; }
 
+void herd_comm_shutdown(void) {}
+
 #else
 
 #include <mpi.h>
@@ -299,6 +301,8 @@ herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_
     *out = &m->base;
     return HERD_OK;
 }
+
+void herd_comm_shutdown(void) { herd_mpi_finalize(); }
 
 herd_status herd_mpi_finalize(void)
 {

@@ -19,6 +19,7 @@
 #include "herd/herd_comm.h"
 #include "herd/herd_data.h"
 #include "herd/herd_nn.h"
+#include "comm/engines.h"
 #include "run/log.h"
 
 typedef struct herd_run {
@@ -27,7 +28,10 @@ typedef struct herd_run {
     herd_dataset train, test;
     int32_t *test_y;
     herd_log log;
-    herd_threads_world *world;
+    herd_threads_world *world; /* threads engine */
+    herd_comm *mpi;            /* mpi engine: this process's endpoint */
+    const char *engine;
+    size_t first_rank, nlocal; /* the workers this process runs */
     double t0;
     atomic_int abort; /* set by the first worker that fails */
     bool tty;
@@ -260,7 +264,7 @@ static void *worker_thread(void *p)
             c->w.err = c->w.comm->err;
         atomic_store(&c->run->abort, 1);
         /* wake the workers blocked waiting for this one */
-        if (c->st != HERD_EREMOTE)
+        if (c->st != HERD_EREMOTE && c->run->world)
             herd_threads_world_fail(c->run->world, c->w.rank);
     }
     return NULL;
@@ -293,7 +297,10 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for a batch");
         goto out;
     }
-    HERD_TRY(herd_comm_threads_create(r->world, rank, &w->comm, err));
+    if (r->mpi)
+        w->comm = r->mpi;
+    else
+        HERD_TRY(herd_comm_threads_create(r->world, rank, &w->comm, err));
     w->comm->timeout_s = cfg->comm_timeout_s;
     c->algo.ops = r->algo_ops;
     c->slow_factor = 1.0;
@@ -308,7 +315,8 @@ static void worker_teardown(worker_ctx *c)
 {
     if (c->algo.ops && c->algo.ops->free)
         c->algo.ops->free(&c->algo, &c->w);
-    herd_comm_free(c->w.comm);
+    if (c->w.comm && c->w.comm != c->run->mpi)
+        herd_comm_free(c->w.comm);
     herd_model_free(c->w.model);
     herd_optim_free(&c->w.optim);
     herd_loader_free(&c->loader);
@@ -316,19 +324,89 @@ static void worker_teardown(worker_ctx *c)
     free(c->y);
 }
 
+/* Totals over every worker of the run, on every process. */
+typedef struct run_totals {
+    double images, bytes, wait, train_s_max;
+} run_totals;
+
+static herd_status gather_totals(herd_run *r, worker_ctx *workers, run_totals *t, herd_err *err)
+{
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < r->nlocal; i++) {
+        t->images += (double)workers[i].images;
+        t->bytes += (double)(workers[i].w.bytes_sent + workers[i].w.comm->bytes_sent);
+        t->wait += workers[i].w.comm_wait_s + workers[i].w.comm->wait_s;
+        if (workers[i].train_s > t->train_s_max)
+            t->train_s_max = workers[i].train_s;
+    }
+    if (!r->mpi || r->mpi->size == 1)
+        return HERD_OK;
+    run_totals *all = malloc(r->mpi->size * sizeof *all);
+    if (!all)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    herd_status st = herd_allgather(r->mpi, t, all, sizeof *t);
+    if (st == HERD_OK) {
+        memset(t, 0, sizeof *t);
+        for (size_t i = 0; i < r->mpi->size; i++) {
+            t->images += all[i].images, t->bytes += all[i].bytes, t->wait += all[i].wait;
+            if (all[i].train_s_max > t->train_s_max)
+                t->train_s_max = all[i].train_s_max;
+        }
+    } else {
+        herd_err_set(err, st, "%s", herd_comm_last_error(r->mpi));
+    }
+    free(all);
+    return st;
+}
+
+/* Picks the engine and, for mpi, this process's rank and the world size. */
+static herd_status choose_engine(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    const char *e = cfg->engine && *cfg->engine ? cfg->engine : herd_mpi_launched() ? "mpi" : "threads";
+    if (!strcmp(e, "threads")) {
+        r->engine = "threads", r->first_rank = 0, r->nlocal = cfg->workers;
+        return HERD_OK;
+    }
+    if (strcmp(e, "mpi"))
+        return herd_err_set(err, HERD_EINVAL, "unknown engine '%s' (choose threads or mpi)", e);
+    HERD_TRY(herd_comm_mpi_create(NULL, NULL, &r->mpi, err));
+    if (cfg->workers != 1 && cfg->workers != r->mpi->size) {
+        st = herd_err_set(err, HERD_EINVAL,
+                          "--workers %zu does not match the %zu MPI ranks (on the mpi engine each rank is one worker)",
+                          cfg->workers, r->mpi->size);
+        goto out;
+    }
+    r->engine = "mpi", r->first_rank = r->mpi->rank, r->nlocal = 1;
+    eff->workers = r->mpi->size;
+out:
+    return st;
+}
+
 herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err)
 {
     herd_status st = HERD_OK;
-    herd_run r = {.cfg = cfg};
+    herd_train_config eff = *cfg;
+    herd_run r = {.cfg = &eff};
     worker_ctx *workers = NULL;
     pthread_t *threads = NULL;
     size_t nstarted = 0;
     bool log_open = false;
+    char log_path[4096];
     memset(res, 0, sizeof *res);
-    HERD_TRY(check_config(cfg, &r.algo_ops, err));
-    HERD_TRY(herd_data_open(cfg->data, cfg->seed, &r.train, &r.test, err));
-    herd_dataset_truncate(&r.train, cfg->train_limit);
-    herd_dataset_truncate(&r.test, cfg->test_limit);
+    HERD_TRY(choose_engine(cfg, &r, &eff, err));
+    HERD_TRY(check_config(&eff, &r.algo_ops, err));
+    if (r.first_rank != 0) {
+        /* one log per process: rank 0 writes FILE, rank r FILE.rank<r> */
+        eff.quiet = true;
+        if (cfg->log_path) {
+            snprintf(log_path, sizeof log_path, "%s.rank%zu", cfg->log_path, r.first_rank);
+            eff.log_path = log_path;
+        }
+    }
+    HERD_TRY(herd_data_open(eff.data, eff.seed, &r.train, &r.test, err));
+    herd_dataset_truncate(&r.train, eff.train_limit);
+    herd_dataset_truncate(&r.test, eff.test_limit);
     r.test_y = malloc((r.test.n ? r.test.n : 1) * sizeof(int32_t));
     if (!r.test_y) {
         st = herd_err_set(err, HERD_ENOMEM, "out of memory");
@@ -338,31 +416,33 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
         r.test_y[i] = r.test.y[i];
     r.t0 = herd__now();
     r.tty = isatty(2);
-    HERD_TRY(herd__log_open(&r.log, cfg->log_path, r.t0, err));
+    HERD_TRY(herd__log_open(&r.log, eff.log_path, r.t0, err));
     log_open = true;
-    HERD_TRY(herd_threads_world_create(cfg->workers, &r.world, err));
-    workers = calloc(cfg->workers, sizeof *workers);
-    threads = calloc(cfg->workers, sizeof *threads);
+    if (!r.mpi)
+        HERD_TRY(herd_threads_world_create(eff.workers, &r.world, err));
+    workers = calloc(r.nlocal, sizeof *workers);
+    threads = calloc(r.nlocal, sizeof *threads);
     if (!workers || !threads) {
-        st = herd_err_set(err, HERD_ENOMEM, "out of memory for %zu workers", cfg->workers);
+        st = herd_err_set(err, HERD_ENOMEM, "out of memory for %zu workers", r.nlocal);
         goto out;
     }
-    for (size_t i = 0; i < cfg->workers; i++)
-        HERD_TRY(worker_setup(&workers[i], &r, i, err));
+    for (size_t i = 0; i < r.nlocal; i++)
+        HERD_TRY(worker_setup(&workers[i], &r, r.first_rank + i, err));
     herd__log_record(&r.log, "start",
-                     "\"algo\":\"%s\",\"engine\":\"threads\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
+                     "\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
                      "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu",
-                     cfg->algo, cfg->model, cfg->workers, cfg->epochs, cfg->batch, (double)cfg->optim.lr,
-                     (double)cfg->optim.momentum, (unsigned long long)cfg->seed, workers[0].w.nparams,
-                     r.train.n, r.test.n);
+                     eff.algo, r.engine, eff.model, eff.workers, eff.epochs, eff.batch, (double)eff.optim.lr,
+                     (double)eff.optim.momentum, (unsigned long long)eff.seed, workers[0].w.nparams, r.train.n,
+                     r.test.n);
     double t_start = herd__now();
-    if (cfg->workers == 1) {
+    if (r.nlocal == 1) {
         worker_thread(&workers[0]);
     } else {
-        for (; nstarted < cfg->workers; nstarted++) {
+        for (; nstarted < r.nlocal; nstarted++) {
             int e = pthread_create(&threads[nstarted], NULL, worker_thread, &workers[nstarted]);
             if (e) {
                 atomic_store(&r.abort, 1);
+                herd_threads_world_fail(r.world, nstarted);
                 st = herd_err_set(err, HERD_ENOMEM, "cannot start worker thread %zu: %s", nstarted, strerror(e));
                 break;
             }
@@ -374,49 +454,48 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     }
     double wall = herd__now() - t_start;
     /* Report the first real failure (not the EREMOTE of workers told to stop). */
-    for (size_t i = 0; i < cfg->workers; i++)
-        if (workers[i].st < 0 && workers[i].st != HERD_EREMOTE) {
-            st = workers[i].st;
-            if (err)
-                *err = workers[i].w.err;
-            if (err && !err->msg[0])
-                herd_err_set(err, st, "worker %zu failed: %s", i, herd_strerror(st));
-            herd__log_record(&r.log, "error", "\"worker\":%zu,\"status\":\"%s\"", i, herd_err_name(st));
-            goto out;
-        }
+    for (size_t pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < r.nlocal; i++)
+            if (workers[i].st < 0 && (pass == 1 || workers[i].st != HERD_EREMOTE)) {
+                st = workers[i].st;
+                if (err)
+                    *err = workers[i].w.err;
+                if (err && !err->msg[0])
+                    herd_err_set(err, st, "worker %zu failed: %s", r.first_rank + i, herd_strerror(st));
+                herd__log_record(&r.log, "error", "\"worker\":%zu,\"status\":\"%s\"", r.first_rank + i,
+                                 herd_err_name(st));
+                goto out;
+            }
+    run_totals t;
+    HERD_TRY(gather_totals(&r, workers, &t, err));
     worker_ctx *w0 = &workers[0];
-    size_t images = 0;
-    double train_s = 0, wait = 0;
-    for (size_t i = 0; i < cfg->workers; i++) {
-        images += workers[i].images;
-        res->bytes_sent += workers[i].w.bytes_sent + workers[i].w.comm->bytes_sent;
-        wait += workers[i].w.comm_wait_s + workers[i].w.comm->wait_s;
-        if (workers[i].train_s > train_s)
-            train_s = workers[i].train_s;
-    }
     res->algo = r.algo_ops->name;
-    res->engine = "threads";
+    res->engine = r.engine;
     res->model = cfg->model;
-    res->workers = cfg->workers;
-    res->epochs = w0->w.epoch + (w0->w.epoch < cfg->epochs ? 1 : 0);
+    res->rank = r.first_rank;
+    res->workers = eff.workers;
+    res->epochs = w0->w.epoch + (w0->w.epoch < eff.epochs ? 1 : 0);
     res->test_acc = w0->test_acc;
     res->test_loss = w0->test_loss;
     res->train_loss = w0->train_loss;
     res->wall_s = wall;
-    res->train_s = train_s;
-    res->train_img_per_s = train_s > 0 ? (double)images / train_s : 0;
+    res->train_s = t.train_s_max;
+    res->train_img_per_s = t.train_s_max > 0 ? t.images / t.train_s_max : 0;
+    res->bytes_sent = (uint64_t)t.bytes;
     res->steps = w0->w.step;
     res->nparams = w0->w.nparams;
-    res->comm_wait_s = wait / (double)cfg->workers;
+    res->comm_wait_s = t.wait / (double)eff.workers;
     herd__log_record(&r.log, "end", "\"test_acc\":%.6f,\"test_loss\":%.6f,\"wall_s\":%.6f,\"train_img_per_s\":%.3f",
                      res->test_acc, res->test_loss, res->wall_s, res->train_img_per_s);
 out:
     if (workers)
-        for (size_t i = 0; i < cfg->workers; i++)
+        for (size_t i = 0; i < r.nlocal; i++)
             worker_teardown(&workers[i]);
     free(workers);
     free(threads);
     herd_threads_world_free(r.world);
+    if (r.mpi)
+        herd_comm_free(r.mpi);
     if (log_open)
         herd__log_close(&r.log);
     free(r.test_y);
