@@ -1,6 +1,7 @@
 /* End-to-end runs of herd_train() on small synthetic data: it learns, it is
  * deterministic, bad configurations and divergence are reported. */
 #include "harness.h"
+#include "herd/herd_comm.h"
 #include "herd/herd_run.h"
 
 static herd_train_config small(const char *model)
@@ -119,7 +120,64 @@ static void test_log_records(void)
     expect_error(&c, HERD_EIO, "/nonexistent-dir/run.jsonl");
 }
 
+/* n workers with batch b on allreduce take the same steps as one worker with
+ * batch n*b (the loader gives them the same examples): equal up to the
+ * float rounding of summing in another order. */
+static void test_allreduce_equals_big_batch(void)
+{
+    herd_train_config one = small("mlp");
+    one.epochs = 1, one.batch = 32, one.max_steps = 30;
+    one.optim.schedule = HERD_SCHED_CONST;
+    herd_train_config four = one;
+    four.algo = "allreduce", four.workers = 4, four.batch = 8;
+    herd_train_result a, b;
+    herd_err err = {0};
+    ASSERT_OK(herd_train(&one, &a, &err));
+    if (herd_train(&four, &b, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "allreduce: %s", err.msg);
+    ASSERT_EQ_INT(b.steps, 30);
+    ASSERT_NEAR(b.test_loss, a.test_loss, 1e-4, 1e-3);
+    ASSERT_NEAR(b.test_acc, a.test_acc, 2.0 / 512, 0);
+    ASSERT_TRUE(b.replica_max_diff == 0.0); /* replicas bit-identical */
+    ASSERT_TRUE(b.bytes_sent > 0);
+}
+
+/* Each optimization keeps replicas bit-identical and still learns. */
+static void test_allreduce_options(void)
+{
+    static const struct {
+        size_t bucket;
+        bool overlap;
+        int dtype;
+        double csc;
+    } cases[] = {
+        {0, true, HERD_F32, 0},    /* a bucket per layer, reduced during backward */
+        {1 << 20, false, HERD_F32, 0},
+        {4096, true, HERD_F16, 0},
+        {4096, true, HERD_BF16, 0},
+        {1 << 20, true, HERD_F32, 0.25},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd_train_config c = small("linear");
+        c.algo = "allreduce", c.workers = 3, c.batch = 16;
+        c.allreduce.bucket_bytes = cases[i].bucket;
+        c.allreduce.overlap = cases[i].overlap;
+        c.allreduce.comm_dtype = cases[i].dtype;
+        c.allreduce.csc_ratio = cases[i].csc;
+        c.allreduce.csc_chunk_bytes = 256;
+        herd_train_result r;
+        herd_err err = {0};
+        if (herd_train(&c, &r, &err) != HERD_OK)
+            herd_test_fail(__FILE__, __LINE__, "case %zu: %s", i, err.msg);
+        if (!(r.test_acc > 0.85 && r.replica_max_diff == 0.0))
+            herd_test_fail(__FILE__, __LINE__, "case %zu: test_acc %.4f, replica diff %g", i, r.test_acc,
+                           r.replica_max_diff);
+    }
+}
+
 const herd_test herd_tests_train[] = {
+    {"train_allreduce_equals_big_batch", test_allreduce_equals_big_batch, 120},
+    {"train_allreduce_options", test_allreduce_options, 120},
     {"train_learns", test_learns, 60},
     {"train_deterministic", test_deterministic, 120},
     {"train_config_errors", test_config_errors, 60},

@@ -73,6 +73,7 @@ typedef struct herd_train_result {
     size_t steps;           /* per worker */
     size_t nparams;
     double comm_wait_s;     /* mean over workers */
+    double replica_max_diff;/* max |x_i - x_0| over this process's workers' parameters */
     /* test_acc/test_loss/train_loss are worker 0's, valid where rank == 0 */
 } herd_train_result;
 

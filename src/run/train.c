@@ -485,6 +485,13 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     res->steps = w0->w.step;
     res->nparams = w0->w.nparams;
     res->comm_wait_s = t.wait / (double)eff.workers;
+    /* how far the replicas of this process drifted apart (0 for synchronous algorithms) */
+    for (size_t i = 1; i < r.nlocal; i++)
+        for (size_t k = 0; k < w0->w.nparams; k++) {
+            double d = fabs((double)workers[i].w.params[k] - (double)w0->w.params[k]);
+            if (!(d <= res->replica_max_diff)) /* NaN counts as a difference */
+                res->replica_max_diff = d;
+        }
     herd__log_record(&r.log, "end", "\"test_acc\":%.6f,\"test_loss\":%.6f,\"wall_s\":%.6f,\"train_img_per_s\":%.3f",
                      res->test_acc, res->test_loss, res->wall_s, res->train_img_per_s);
 out:
