@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "herd/herd_comm.h"
 #include "herd/herd_optim.h"
 #include "herd/herd_status.h"
 
@@ -78,6 +79,29 @@ typedef struct herd_train_result {
 } herd_train_result;
 
 herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err);
+
+/* ---- herd bench allreduce ---- */
+enum { HERD_BENCH_MAX_ROWS = 64 };
+
+typedef struct herd_bench_allreduce_config {
+    const char *engine;           /* NULL: mpi when launched by MPI, else threads */
+    size_t workers;               /* threads engine */
+    size_t min_bytes, max_bytes;  /* sizes doubled from min to max */
+    size_t warmup, iters;
+    double timeout_s;
+    herd_allreduce_opts opts;
+} herd_bench_allreduce_config;
+
+typedef struct herd_bench_row {
+    size_t bytes;
+    double time_us, algbw_gbs, busbw_gbs;
+    size_t wrong;
+} herd_bench_row;
+
+/* Runs the allreduce benchmark; rows are filled on the process holding rank 0
+ * (*nrows is 0 elsewhere); *world is the number of ranks. */
+herd_status herd_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_bench_row *rows, size_t *nrows,
+                                 size_t *world, herd_err *err);
 
 /* Writes the result as one JSON object (no newline) to f. */
 void herd_train_result_json(const herd_train_result *res, FILE *f);

@@ -288,13 +288,94 @@ static const opt bench_gemm_opts[] = {
     {NULL, 0, NULL, NULL},
 };
 
+static herd_bench_allreduce_config bar = {.workers = 2, .min_bytes = 4096, .max_bytes = 64u << 20, .warmup = 2, .iters = 10, .timeout_s = 60};
+static const char *bar_dtype = "fp32", *bar_impl = "ring";
+
+static const opt bench_allreduce_opts[] = {
+    {"workers", OPT_SIZE, &bar.workers, "threads engine: number of workers (default 2)"},
+    {"engine", OPT_STR, &bar.engine, "threads or mpi (default: mpi when started by mpirun)"},
+    {"min-bytes", OPT_SIZE, &bar.min_bytes, "smallest message (default 4096)"},
+    {"max-bytes", OPT_SIZE, &bar.max_bytes, "largest message (default 64 MiB)"},
+    {"warmup", OPT_SIZE, &bar.warmup, "untimed iterations per size (default 2)"},
+    {"iters", OPT_SIZE, &bar.iters, "timed iterations per size (default 10)"},
+    {"comm-dtype", OPT_STR, &bar_dtype, "fp32, fp16 or bf16 on the wire"},
+    {"allreduce", OPT_STR, &bar_impl, "ring (herd's) or native (the engine's)"},
+    {"segment-bytes", OPT_SIZE, &bar.opts.segment_bytes, "ring pipeline segment (default 1 MiB)"},
+    {"json", OPT_FLAG, &b_json, "print one JSON line per size"},
+    {NULL, 0, NULL, NULL},
+};
+
 static void bench_usage(void)
 {
-    fprintf(stderr, "usage: herd bench train [flags]   training-step throughput of one worker\n"
-                    "       herd bench gemm [flags]    single-precision GEMM rate\n\ntrain flags:\n");
+    fprintf(stderr, "usage: herd bench train [flags]      training-step throughput of one worker\n"
+                    "       herd bench gemm [flags]       single-precision GEMM rate\n"
+                    "       herd bench allreduce [flags]  allreduce time, algbw, busbw (as nccl-tests)\n\ntrain flags:\n");
     print_opts(bench_train_opts);
     fprintf(stderr, "gemm flags:\n");
     print_opts(bench_gemm_opts);
+    fprintf(stderr, "allreduce flags:\n");
+    print_opts(bench_allreduce_opts);
+}
+
+/* Single-thread memcpy rate on a buffer of `bytes`, the threads engine's ceiling. */
+static double memcpy_gbs(size_t bytes)
+{
+    char *a = malloc(bytes), *b = malloc(bytes);
+    if (!a || !b) {
+        free(a), free(b);
+        return 0;
+    }
+    memset(a, 1, bytes), memset(b, 2, bytes);
+    double t0 = now_s();
+    int reps = 10;
+    for (int r = 0; r < reps; r++) {
+        memcpy(r % 2 ? a : b, r % 2 ? b : a, bytes);
+    }
+    double dt = (now_s() - t0) / reps;
+    free(a), free(b);
+    return (double)bytes / dt * 1e-9;
+}
+
+static int bench_allreduce(int argc, char **argv)
+{
+    parse_opts("bench", bench_allreduce_opts, argc, argv, 3, bench_usage);
+    if (!strcmp(bar_dtype, "fp16"))
+        bar.opts.wire = HERD_F16;
+    else if (!strcmp(bar_dtype, "bf16"))
+        bar.opts.wire = HERD_BF16;
+    else if (strcmp(bar_dtype, "fp32"))
+        die_usage("bench", "--comm-dtype must be fp32, fp16 or bf16, got '%s'", bar_dtype);
+    if (strcmp(bar_impl, "ring") && strcmp(bar_impl, "native"))
+        die_usage("bench", "--allreduce must be ring or native, got '%s'", bar_impl);
+    bar.opts.native = !strcmp(bar_impl, "native");
+    herd_bench_row rows[HERD_BENCH_MAX_ROWS];
+    size_t nrows = 0, world = 0;
+    herd_err err = {0};
+    herd_status st = herd_bench_allreduce(&bar, rows, &nrows, &world, &err);
+    herd_comm_shutdown();
+    if (st < 0) {
+        fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
+        return 1;
+    }
+    if (nrows == 0)
+        return 0; /* not rank 0 */
+    double mgbs = memcpy_gbs(bar.max_bytes);
+    printf("# allreduce (%s, %s wire), %zu ranks; memcpy %.2f GB/s on %zu bytes\n", bar.opts.native ? "native" : "ring",
+           bar_dtype, world, mgbs, bar.max_bytes);
+    printf("# %12s %12s %12s %12s %12s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    for (size_t i = 0; i < nrows; i++) {
+        printf("  %12zu %12zu %12.1f %12.3f %12.3f %8zu\n", rows[i].bytes, rows[i].bytes / sizeof(float),
+               rows[i].time_us, rows[i].algbw_gbs, rows[i].busbw_gbs, rows[i].wrong);
+        if (b_json)
+            printf("{\"impl\":\"%s\",\"wire\":\"%s\",\"ranks\":%zu,\"bytes\":%zu,\"time_us\":%.3f,"
+                   "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%zu,\"memcpy_gbs\":%.4f}\n",
+                   bar.opts.native ? "native" : "ring", bar_dtype, world, rows[i].bytes, rows[i].time_us,
+                   rows[i].algbw_gbs, rows[i].busbw_gbs, rows[i].wrong, mgbs);
+    }
+    size_t wrong = 0;
+    for (size_t i = 0; i < nrows; i++)
+        wrong += rows[i].wrong;
+    return wrong ? 1 : 0;
 }
 
 static int bench_train(int argc, char **argv)
@@ -395,6 +476,8 @@ static int cmd_bench(int argc, char **argv)
         return bench_train(argc, argv);
     if (!strcmp(argv[2], "gemm"))
         return bench_gemm(argc, argv);
+    if (!strcmp(argv[2], "allreduce"))
+        return bench_allreduce(argc, argv);
     die_usage("bench", "unknown benchmark '%s'", argv[2]);
 }
 

@@ -1,0 +1,171 @@
+/* herd bench allreduce: the collective alone, measured as nccl-tests does.
+ * time is the mean over iterations of the slowest rank's time; algbw =
+ * bytes / time; busbw = algbw * 2(n-1)/n, the per-link rate a ring needs,
+ * comparable across world sizes. #wrong counts elements that differ from the
+ * closed form sum over ranks of (rank+1)*v(i) = n(n+1)/2 * v(i). */
+#include "herd/herd_run.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/engines.h"
+#include "herd/herd_comm.h"
+#include "run/log.h"
+
+typedef struct bench_ctx {
+    herd_comm *comm;
+    const herd_bench_allreduce_config *cfg;
+    herd_bench_row *rows; /* filled by rank 0 */
+    size_t nrows;
+    herd_status st;
+    herd_err err;
+} bench_ctx;
+
+static float value_at(size_t i) { return (float)(i % 13 + 1); }
+
+static herd_status bench_rank(bench_ctx *b)
+{
+    herd_status st = HERD_OK;
+    const herd_bench_allreduce_config *cfg = b->cfg;
+    herd_comm *c = b->comm;
+    size_t n = c->size, maxc = cfg->max_bytes / sizeof(float);
+    float *buf = malloc((maxc ? maxc : 1) * sizeof(float));
+    if (!buf)
+        return herd_err_set(&b->err, HERD_ENOMEM, "out of memory for %zu bytes", cfg->max_bytes);
+    herd_allreduce_opts opts = cfg->opts;
+    b->nrows = 0;
+    for (size_t bytes = cfg->min_bytes; bytes <= cfg->max_bytes; bytes *= 2) {
+        size_t count = bytes / sizeof(float);
+        double total = 0;
+        size_t wrong = 0;
+        for (size_t it = 0; it < cfg->warmup + cfg->iters; it++) {
+            for (size_t i = 0; i < count; i++)
+                buf[i] = (float)(c->rank + 1) * value_at(i);
+            HERD_TRY(herd_comm_barrier(c));
+            double t0 = herd__now();
+            HERD_TRY(herd_allreduce(c, buf, count, &opts));
+            double dt = herd__now() - t0;
+            /* the slowest rank's time: an allreduce is done when all are */
+            double all[1] = {dt};
+            double *every = malloc(n * sizeof(double));
+            if (!every) {
+                st = herd_err_set(&b->err, HERD_ENOMEM, "out of memory");
+                goto out;
+            }
+            st = herd_allgather(c, all, every, sizeof(double));
+            double mx = 0;
+            for (size_t r = 0; r < n && st == HERD_OK; r++)
+                mx = every[r] > mx ? every[r] : mx;
+            free(every);
+            HERD_TRY(st);
+            if (it < cfg->warmup)
+                continue;
+            total += mx;
+            float k = (float)(n * (n + 1) / 2);
+            for (size_t i = 0; i < count; i++) {
+                float want = k * value_at(i);
+                /* low-precision wires round; count only real errors */
+                float tol = opts.wire == HERD_F32 ? 0.0f : want * 0.01f;
+                if (!(buf[i] >= want - tol && buf[i] <= want + tol))
+                    wrong++;
+            }
+        }
+        if (c->rank == 0 && b->nrows < HERD_BENCH_MAX_ROWS) {
+            double t = total / (double)cfg->iters;
+            herd_bench_row *row = &b->rows[b->nrows++];
+            row->bytes = bytes;
+            row->time_us = t * 1e6;
+            row->algbw_gbs = t > 0 ? (double)bytes / t * 1e-9 : 0;
+            row->busbw_gbs = row->algbw_gbs * (n > 1 ? 2.0 * (double)(n - 1) / (double)n : 0.0);
+            row->wrong = wrong;
+        }
+        if (bytes == 0)
+            break;
+    }
+out:
+    if (st < 0 && !b->err.msg[0])
+        b->err = c->err;
+    free(buf);
+    return st;
+}
+
+static void *bench_thread(void *p)
+{
+    bench_ctx *b = p;
+    b->st = bench_rank(b);
+    return NULL;
+}
+
+herd_status herd_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_bench_row *rows, size_t *nrows,
+                                 size_t *world, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    herd_threads_world *tw = NULL;
+    bench_ctx *ctx = NULL;
+    pthread_t *th = NULL;
+    size_t nlocal = 0, started = 0;
+    herd_comm *mpi = NULL;
+    *nrows = 0;
+    if (cfg->min_bytes < sizeof(float) || cfg->max_bytes < cfg->min_bytes || cfg->iters == 0)
+        return herd_err_set(err, HERD_EINVAL, "bench allreduce: need 4 <= --min-bytes <= --max-bytes and --iters >= 1");
+    bool use_mpi = cfg->engine ? !strcmp(cfg->engine, "mpi") : herd_mpi_launched();
+    if (use_mpi) {
+        HERD_TRY(herd_comm_mpi_create(NULL, NULL, &mpi, err));
+        nlocal = 1;
+    } else {
+        if (cfg->workers < 1 || cfg->workers > 4096)
+            return herd_err_set(err, HERD_EINVAL, "--workers must be in [1, 4096], got %zu", cfg->workers);
+        HERD_TRY(herd_threads_world_create(cfg->workers, &tw, err));
+        nlocal = cfg->workers;
+    }
+    ctx = calloc(nlocal, sizeof *ctx);
+    th = calloc(nlocal, sizeof *th);
+    if (!ctx || !th) {
+        st = herd_err_set(err, HERD_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < nlocal; i++) {
+        ctx[i].cfg = cfg;
+        ctx[i].rows = rows;
+        if (mpi)
+            ctx[i].comm = mpi;
+        else
+            HERD_TRY(herd_comm_threads_create(tw, i, &ctx[i].comm, err));
+        ctx[i].comm->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
+    }
+    if (nlocal == 1) { /* MPI calls stay on the main thread */
+        bench_thread(&ctx[0]);
+        started = 0;
+        st = ctx[0].st;
+        if (st < 0 && err)
+            *err = ctx[0].err;
+    }
+    for (; nlocal > 1 && started < nlocal; started++)
+        if (pthread_create(&th[started], NULL, bench_thread, &ctx[started])) {
+            herd_threads_world_fail(tw, started);
+            st = herd_err_set(err, HERD_ENOMEM, "cannot start thread %zu", started);
+            break;
+        }
+    for (size_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    for (size_t i = 0; i < started && st == HERD_OK; i++)
+        if (ctx[i].st < 0) {
+            st = ctx[i].st;
+            if (err)
+                *err = ctx[i].err;
+        }
+    *world = mpi ? mpi->size : nlocal;
+    if (ctx && ctx[0].comm && ctx[0].comm->rank == 0)
+        *nrows = ctx[0].nrows;
+out:
+    for (size_t i = 0; ctx && i < nlocal; i++)
+        if (ctx[i].comm && ctx[i].comm != mpi)
+            herd_comm_free(ctx[i].comm);
+    if (mpi)
+        herd_comm_free(mpi);
+    herd_threads_world_free(tw);
+    free(ctx);
+    free(th);
+    return st;
+}
