@@ -149,7 +149,7 @@ herd_status herd_data_load_idx(const char *images_path, const char *labels_path,
             maxlab = out->y[i];
     }
     for (size_t i = 0; i < n * h * w; i++)
-        out->x[i] = (float)img[16 + i] * (1.0f / 255.0f);
+        out->x[i] = (float)img[16 + i] / 255.0f;
     out->n = n, out->c = 1, out->h = h, out->w = w;
     out->nclasses = maxlab + 1 > 10 ? maxlab + 1 : 10;
 out:
@@ -197,7 +197,7 @@ herd_status herd_data_load_cifar(const char *const *paths, size_t npaths, herd_d
             out->y[total + i] = rec[0];
             float *px = out->x + (total + i) * 3072;
             for (size_t k = 0; k < 3072; k++)
-                px[k] = (float)rec[1 + k] * (1.0f / 255.0f);
+                px[k] = (float)rec[1 + k] / 255.0f;
         }
         total += n;
         free(buf);
