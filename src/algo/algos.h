@@ -7,4 +7,7 @@
 extern const herd_algo_ops herd__algo_sgd;
 extern const herd_algo_ops herd__algo_allreduce;
 
+/* Monotonic seconds. */
+double herd__algo_now(void);
+
 #endif

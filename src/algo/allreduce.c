@@ -6,9 +6,12 @@
  * GradientFlow's communication options:
  *   - lazy allreduce: ranges reported by backward are fused into buckets of
  *     at least bucket_bytes, one allreduce per bucket (0: one per layer);
- *   - overlap: a bucket is reduced as soon as backward has produced it, from
- *     the grad_ready hook, while earlier layers are still to be computed;
- *     without it every bucket is reduced after backward;
+ *   - overlap: a bucket is handed to this worker's communication thread as
+ *     soon as backward has produced it, and reduced while backward goes on
+ *     with earlier layers; after_backward waits for the last one. Engines
+ *     that cannot be driven from a second thread (SimGrid) reduce each bucket
+ *     from the grad_ready hook instead. Without overlap every bucket is
+ *     reduced after backward;
  *   - fp16/bf16 on the wire, with a dynamic loss scale: gradients are
  *     multiplied by scale/n before conversion; a bucket that overflows (any
  *     non-finite sum, seen identically by all ranks) is redone in fp32 and the
@@ -20,13 +23,29 @@
  *     and is sent later (error feedback), so no gradient mass is lost.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo/algos.h"
 
+enum { MAX_PENDING = 256 };
+
+/* The communication thread's queue of buckets. */
+typedef struct ar_queue {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t lo[MAX_PENDING], hi[MAX_PENDING];
+    size_t head, tail;   /* buckets [head, tail) are waiting or in flight */
+    bool busy, stop, started;
+    herd_status st;      /* first failure of the thread */
+} ar_queue;
+
 typedef struct ar_state {
     size_t lo, hi;       /* the bucket being filled: [lo, hi) */
+    ar_queue q;
+    herd_worker *w;
     float loss_scale;
     size_t clean_steps;
     /* csc */
@@ -98,12 +117,70 @@ static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n
     return st;
 }
 
+static void *comm_thread(void *p)
+{
+    ar_state *s = p;
+    ar_queue *q = &s->q;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->stop && q->head == q->tail)
+            pthread_cond_wait(&q->cv, &q->mu);
+        if (q->stop)
+            break;
+        size_t lo = q->lo[q->head % MAX_PENDING], hi = q->hi[q->head % MAX_PENDING];
+        bool skip = q->st < 0;
+        q->busy = true;
+        pthread_mutex_unlock(&q->mu);
+        herd_status st = skip ? HERD_OK : reduce_mean(s, s->w, s->w->grads + lo, hi - lo);
+        pthread_mutex_lock(&q->mu);
+        if (st < 0 && q->st == HERD_OK)
+            q->st = st;
+        q->head++;
+        q->busy = false;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* Reduces the filled bucket: on the communication thread when there is one. */
 static herd_status flush(ar_state *s, herd_worker *w)
 {
     if (s->hi <= s->lo)
         return HERD_OK;
-    herd_status st = reduce_mean(s, w, w->grads + s->lo, s->hi - s->lo);
+    herd_status st = HERD_OK;
+    if (s->q.started) {
+        ar_queue *q = &s->q;
+        pthread_mutex_lock(&q->mu);
+        HERD_ASSERT(q->tail - q->head < MAX_PENDING);
+        q->lo[q->tail % MAX_PENDING] = s->lo;
+        q->hi[q->tail % MAX_PENDING] = s->hi;
+        q->tail++;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+    } else {
+        st = reduce_mean(s, w, w->grads + s->lo, s->hi - s->lo);
+    }
     s->hi = s->lo;
+    return st;
+}
+
+/* Waits until the communication thread has reduced every bucket. */
+static herd_status drain(ar_state *s, herd_worker *w)
+{
+    if (!s->q.started)
+        return HERD_OK;
+    ar_queue *q = &s->q;
+    double t0 = herd__algo_now();
+    pthread_mutex_lock(&q->mu);
+    while (q->head != q->tail)
+        pthread_cond_wait(&q->cv, &q->mu);
+    herd_status st = q->st;
+    q->st = HERD_OK;
+    pthread_mutex_unlock(&q->mu);
+    w->comm_wait_s += herd__algo_now() - t0;
+    if (st < 0 && !w->err.msg[0])
+        w->err = w->comm->err;
     return st;
 }
 
@@ -113,7 +190,18 @@ static herd_status ar_init(herd_algo *a, herd_worker *w)
     if (!s)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory");
     a->state = s;
+    s->w = w;
     s->loss_scale = 1024.0f;
+    if (w->cfg->allreduce.overlap && w->comm->any_thread && w->nworkers > 1) {
+        pthread_mutex_init(&s->q.mu, NULL);
+        pthread_cond_init(&s->q.cv, NULL);
+        if (pthread_create(&s->q.thread, NULL, comm_thread, s) != 0) {
+            pthread_mutex_destroy(&s->q.mu);
+            pthread_cond_destroy(&s->q.cv);
+            return herd_err_set(&w->err, HERD_ENOMEM, "cannot start the communication thread");
+        }
+        s->q.started = true;
+    }
     double r = w->cfg->allreduce.csc_ratio;
     s->csc = r > 0.0 && r < 1.0;
     if (s->csc) {
@@ -222,8 +310,12 @@ static herd_status ar_after_backward(herd_algo *a, herd_worker *w)
     herd_status st;
     if (s->csc)
         st = csc_step(s, w);
-    else if (w->cfg->allreduce.overlap)
+    else if (w->cfg->allreduce.overlap) {
         st = flush(s, w);
+        herd_status st2 = drain(s, w);
+        if (st == HERD_OK)
+            st = st2;
+    }
     else {
         /* no overlap: the whole gradient, bucket by bucket, after backward */
         size_t bucket = w->cfg->allreduce.bucket_bytes / sizeof(float);
@@ -249,6 +341,15 @@ static void ar_free(herd_algo *a, herd_worker *w)
     ar_state *s = a->state;
     if (!s)
         return;
+    if (s->q.started) {
+        pthread_mutex_lock(&s->q.mu);
+        s->q.stop = true;
+        pthread_cond_broadcast(&s->q.cv);
+        pthread_mutex_unlock(&s->q.mu);
+        pthread_join(s->q.thread, NULL);
+        pthread_mutex_destroy(&s->q.mu);
+        pthread_cond_destroy(&s->q.cv);
+    }
     free(s->residual);
     free(s->norms);
     free(s->order);

@@ -283,8 +283,12 @@ herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_
     int inited = 0, provided = 0;
     *out = NULL;
     MPI_Initialized(&inited);
-    if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    /* SERIALIZED lets the allreduce overlap thread make the calls while the
+     * compute thread makes none; where the library gives less, no overlap. */
+    if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return herd_err_set(err, HERD_EIO, "MPI_Init failed");
+    if (inited)
+        MPI_Query_thread(&provided);
     mpi_comm *m = calloc(1, sizeof *m);
     if (!m)
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
@@ -298,6 +302,7 @@ herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_
     m->base.rank = (size_t)rank;
     m->base.size = (size_t)size;
     m->base.timeout_s = 60;
+    m->base.any_thread = provided >= MPI_THREAD_SERIALIZED;
     *out = &m->base;
     return HERD_OK;
 }
