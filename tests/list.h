@@ -8,4 +8,5 @@
     X(nn)                   \
     X(optim)                \
     X(train)                \
+    X(collectives)         \
     X(cli)
