@@ -9,6 +9,7 @@
  */
 #include "comm/engines.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -112,13 +113,17 @@ static herd_status m_test(herd_comm *c, herd_req *req, bool *done)
     return HERD_OK;
 }
 
-/* Polls with a sleep that grows from 1 us to 1 ms: quick for fast peers,
- * nearly idle for slow ones. */
+/* Between polls: yield the core for the first few thousand (a transfer in
+ * flight completes within microseconds), then sleep 50 us, then 1 ms, so a
+ * rank waiting for a slow peer stays nearly idle. */
 static void backoff(unsigned *spins)
 {
-    unsigned us = *spins < 10 ? 1u : *spins < 100 ? 50u : 1000u;
-    (*spins)++;
-    struct timespec ts = {0, (long)us * 1000L};
+    unsigned n = (*spins)++;
+    if (n < 4000) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, n < 20000 ? 50000L : 1000000L};
     nanosleep(&ts, NULL);
 }
 
