@@ -143,11 +143,19 @@ static herd_status ring_step(herd_comm *c, float *buf, size_t count, size_t si, 
         size_t ro = k * seg, rn = ro < rlen ? (rlen - ro < seg ? rlen - ro : seg) : 0;
         size_t so = k * seg, sn = so < slen ? (slen - so < seg ? slen - so : seg) : 0;
         herd_status st = HERD_OK;
+        /* fp32 travels straight from buf, and is copied straight into it
+         * when nothing is to be added; other wires go through sbuf/rbuf */
+        float *dst = buf + rlo + ro;
+        void *into = (wire == HERD_F32 && !reduce) ? (void *)dst : rbuf;
         if (k < nseg_r)
-            st = herd_comm_irecv(c, left, TAG_ALLREDUCE, rbuf, rn * es, &rr);
+            st = herd_comm_irecv(c, left, TAG_ALLREDUCE, into, rn * es, &rr);
         if (st == HERD_OK && k < nseg_s) {
-            to_wire(wire, buf + slo + so, sbuf, sn);
-            st = herd_comm_isend(c, right, TAG_ALLREDUCE, sbuf, sn * es, &sr);
+            const void *from = buf + slo + so;
+            if (wire != HERD_F32) {
+                to_wire(wire, buf + slo + so, sbuf, sn);
+                from = sbuf;
+            }
+            st = herd_comm_isend(c, right, TAG_ALLREDUCE, from, sn * es, &sr);
         }
         if (st == HERD_OK && sr)
             st = herd_comm_wait(c, sr), sr = NULL;
@@ -157,14 +165,17 @@ static herd_status ring_step(herd_comm *c, float *buf, size_t count, size_t si, 
         herd_comm_cancel(c, rr);
         if (st < 0)
             return st;
-        if (k < nseg_r) {
-            float *dst = buf + rlo + ro;
-            from_wire(wire, rbuf, tmp, rn);
+        if (k < nseg_r && into == rbuf) {
+            const float *add = rbuf;
+            if (wire != HERD_F32) {
+                from_wire(wire, rbuf, tmp, rn);
+                add = tmp;
+            }
             if (reduce)
                 for (size_t i = 0; i < rn; i++)
-                    dst[i] += tmp[i];
+                    dst[i] += add[i];
             else
-                memcpy(dst, tmp, rn * sizeof(float));
+                memcpy(dst, add, rn * sizeof(float));
         }
     }
     return HERD_OK;
