@@ -113,23 +113,23 @@ static herd_status m_test(herd_comm *c, herd_req *req, bool *done)
     return HERD_OK;
 }
 
-/* Between polls: yield the core for the first few thousand (a transfer in
- * flight completes within microseconds), then sleep 50 us, then 1 ms, so a
- * rank waiting for a slow peer stays nearly idle. */
-static void backoff(unsigned *spins)
+/* Between polls: yield the core for the first 20 ms of a wait (a transfer
+ * in flight completes within that), then sleep 50 us, and 1 ms after the
+ * first second, so a rank waiting for a slow peer stays nearly idle. */
+static void backoff(double t_start)
 {
-    unsigned n = (*spins)++;
-    if (n < 4000) {
+    double waited = now_s() - t_start;
+    if (waited < 0.02) {
         sched_yield();
         return;
     }
-    struct timespec ts = {0, n < 20000 ? 50000L : 1000000L};
+    struct timespec ts = {0, waited < 1.0 ? 50000L : 1000000L};
     nanosleep(&ts, NULL);
 }
 
 static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
 {
-    unsigned spins = 0;
+    double t_start = now_s();
     for (;;) {
         bool done = false;
         herd_req saved = *req;
@@ -140,7 +140,7 @@ static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
             return herd_err_set(&c->err, HERD_ETIMEOUT,
                                 "rank %zu: timed out after %g s waiting to %s rank %zu (tag %d)", c->rank,
                                 c->timeout_s, saved.recv ? "receive from" : "send to", saved.peer, saved.tag);
-        backoff(&spins);
+        backoff(t_start);
     }
 }
 
@@ -156,7 +156,7 @@ static herd_status m_barrier(herd_comm *c, double deadline)
 {
     MPI_Request r;
     MPI_TRY(c, MPI_Ibarrier(world_of(c), &r));
-    unsigned spins = 0;
+    double t_start = now_s();
     for (;;) {
         int flag = 0;
         MPI_TRY(c, MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
@@ -166,7 +166,7 @@ static herd_status m_barrier(herd_comm *c, double deadline)
             return herd_err_set(&c->err, HERD_ETIMEOUT,
                                 "rank %zu: timed out after %g s in a barrier (some rank never arrived)", c->rank,
                                 c->timeout_s);
-        backoff(&spins);
+        backoff(t_start);
     }
 }
 
@@ -232,7 +232,7 @@ static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, do
     if (count > (size_t)INT32_MAX)
         return herd_err_set(&c->err, HERD_EINVAL, "allreduce of %zu floats is too large for MPI", count);
     MPI_TRY(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c), &r));
-    unsigned spins = 0;
+    double t_start = now_s();
     for (;;) {
         int flag = 0;
         MPI_TRY(c, MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
@@ -241,7 +241,7 @@ static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, do
         if (now_s() >= deadline)
             return herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s in MPI_Allreduce",
                                 c->rank, c->timeout_s);
-        backoff(&spins);
+        backoff(t_start);
     }
 }
 
