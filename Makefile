@@ -34,7 +34,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TEST_JOBS ?= 2
 TEST_TIMEOUT_SCALE ?= 1
 
-.PHONY: all test asan bench clean
+.PHONY: all test asan bench clean test-mpi
 all: $(BUILD)/herd $(BUILD)/herd-tests
 
 $(BUILD)/%.o: %.c
@@ -56,6 +56,15 @@ $(BUILD)/herd-tests: $(TEST_OBJ) $(BUILD)/libherd.a
 # The CLI tests run the herd binary: tell them where it is.
 test: $(BUILD)/herd $(BUILD)/herd-tests
 	HERD_BIN=$(abspath $(BUILD)/herd) $(BUILD)/herd-tests -j $(TEST_JOBS) -t $(TEST_TIMEOUT_SCALE) $(TESTS)
+
+# The mpi engine under Open MPI's mpirun, for several world sizes (needs mpicc at build time).
+MPIRUN ?= mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root)
+$(BUILD)/mpi-checks: $(BUILD)/tests/mpi/mpi_checks.o $(BUILD)/libherd.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+test-mpi: $(BUILD)/mpi-checks
+	@test -n "$(MPI_LIBS)" || { echo "test-mpi: herd was built without MPI (no mpicc)"; exit 1; }
+	@fail=0; for n in 1 2 3 4 5 8; do timeout 120 $(MPIRUN) -np $$n $(BUILD)/mpi-checks || fail=1; done; exit $$fail
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1" SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test TEST_TIMEOUT_SCALE=4

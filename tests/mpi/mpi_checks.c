@@ -1,0 +1,115 @@
+/* Checks of the mpi engine, run under mpirun by `make test-mpi` (one process
+ * per rank, so they cannot live in the forking test runner). Each rank runs
+ * the same checks; rank 0 prints `N passed, N failed` for the whole world.
+ * The same closed forms as tests/test_collectives.c: rank r contributes
+ * (r+1)*v(i) with integer-valued v, so sums are exact in fp32. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/engines.h"
+#include "herd/herd_comm.h"
+
+static float v(size_t i) { return (float)(i % 17) - 8.0f; }
+
+static int check_allreduce(herd_comm *c, size_t count, herd_allreduce_opts o, const char *what)
+{
+    size_t n = c->size;
+    float *buf = malloc((count ? count : 1) * sizeof(float));
+    for (size_t i = 0; i < count; i++)
+        buf[i] = (float)(c->rank + 1) * v(i);
+    herd_status st = herd_allreduce(c, buf, count, &o);
+    int bad = st != HERD_OK;
+    float k = (float)(n * (n + 1) / 2);
+    for (size_t i = 0; i < count && !bad; i++) {
+        double tol = o.wire == HERD_F32 ? 0 : fabs(k * v(i)) * 2e-2 * (double)n;
+        bad = !(fabs(buf[i] - k * v(i)) <= tol);
+    }
+    /* every rank holds the same bits: compare against rank 0's via allgather of a checksum */
+    unsigned long long sum = 0;
+    for (size_t i = 0; i < count; i++) {
+        unsigned u;
+        memcpy(&u, &buf[i], 4);
+        sum = sum * 31 + u;
+    }
+    unsigned long long *all = malloc(n * sizeof *all);
+    if (herd_allgather(c, &sum, all, sizeof sum) != HERD_OK)
+        bad = 1;
+    for (size_t r = 0; r < n && !bad; r++)
+        bad = all[r] != all[0];
+    if (bad)
+        fprintf(stderr, "rank %zu: FAIL %s count=%zu: %s\n", c->rank, what, count,
+                st ? herd_comm_last_error(c) : "wrong values");
+    free(all);
+    free(buf);
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    herd_comm *c;
+    herd_err err = {0};
+    if (herd_comm_mpi_create(&argc, &argv, &c, &err) != HERD_OK) {
+        fprintf(stderr, "mpi_checks: %s\n", err.msg);
+        return 2;
+    }
+    c->timeout_s = 30;
+    size_t n = c->size, counts[] = {0, 1, n > 1 ? n - 1 : 1, n, n + 1, 1000, 100003};
+    int failed = 0, total = 0;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        herd_allreduce_opts ring = {.segment_bytes = 256}, big = {0}, native = {.native = true},
+                            f16 = {.wire = HERD_F16}, bf16 = {.wire = HERD_BF16};
+        failed += check_allreduce(c, counts[i], ring, "ring, 256-byte segments"), total++;
+        failed += check_allreduce(c, counts[i], big, "ring, default segments"), total++;
+        failed += check_allreduce(c, counts[i], native, "native"), total++;
+        failed += check_allreduce(c, counts[i], f16, "fp16 wire"), total++;
+        failed += check_allreduce(c, counts[i], bf16, "bf16 wire"), total++;
+    }
+    /* broadcast from every root */
+    for (size_t root = 0; root < n; root++) {
+        int x[3] = {0, 0, 0};
+        if (c->rank == root)
+            x[0] = (int)root + 7, x[1] = 11, x[2] = -3;
+        herd_status st = herd_broadcast(c, x, sizeof x, root);
+        int bad = st != HERD_OK || x[0] != (int)root + 7 || x[1] != 11 || x[2] != -3;
+        if (bad)
+            fprintf(stderr, "rank %zu: FAIL broadcast from %zu\n", c->rank, root);
+        failed += bad, total++;
+    }
+    /* one-sided: every rank adds rank+1 into rank 0's window under an exclusive
+     * lock. (Open MPI 4.1's one-sided components refuse a window on a world
+     * of one rank, MPI_ERR_WIN, so there is nothing to check there.) */
+    float cell[4] = {0, 0, 0, 0};
+    if (n == 1)
+        goto totals;
+    herd_win *w = NULL;
+    int bad = herd_comm_win_create(c, cell, sizeof cell, &w) != HERD_OK;
+    if (bad)
+        fprintf(stderr, "rank %zu: %s\n", c->rank, herd_comm_last_error(c));
+    float add[4] = {(float)(c->rank + 1), 1, 0, 0};
+    for (int rep = 0; rep < 10 && !bad; rep++)
+        bad = herd_comm_win_lock(c, w, 0, true) != HERD_OK || herd_comm_win_accumulate(c, w, 0, 0, add, 4) != HERD_OK ||
+              herd_comm_win_unlock(c, w, 0) != HERD_OK;
+    bad |= herd_comm_barrier(c) != HERD_OK;
+    if (!bad && c->rank == 0)
+        bad = cell[0] != 10.0f * (float)(n * (n + 1) / 2) || cell[1] != 10.0f * (float)n;
+    if (w)
+        bad |= herd_comm_win_free(c, w) != HERD_OK;
+    if (bad)
+        fprintf(stderr, "rank %zu: FAIL window accumulate\n", c->rank);
+    failed += bad, total++;
+totals:;
+    /* the world's totals */
+    int mine[2] = {failed, total}, *all = malloc(n * sizeof mine);
+    herd_allgather(c, mine, all, sizeof mine);
+    int f = 0, t = 0;
+    for (size_t r = 0; r < n; r++)
+        f += all[2 * r], t += all[2 * r + 1];
+    if (c->rank == 0)
+        printf("mpi engine, %zu ranks (checks counted once per rank): %d passed, %d failed\n", n, t - f, f);
+    free(all);
+    herd_comm_free(c);
+    herd_comm_shutdown();
+    return f ? 1 : 0;
+}
