@@ -3,6 +3,7 @@
  * fp32, and every rank must end with the same bits. */
 #include "harness.h"
 #include "herd/herd_comm.h"
+#include "herd/herd_rng.h"
 
 #include <pthread.h>
 
@@ -88,6 +89,18 @@ static void test_fp16_conversion(void)
         herd_f32_to_f16(&f, &back, 1);
         if (back != in)
             herd_test_fail(__FILE__, __LINE__, "half 0x%04x -> %g -> 0x%04x", h, (double)f, back);
+        /* the portable conversions agree bit for bit */
+        ASSERT_TRUE(herd__f16_to_f32_portable(in) == f);
+        ASSERT_EQ_INT(herd__f32_to_f16_portable(f), in);
+    }
+    /* and on values that need rounding */
+    herd_rng r;
+    herd_rng_seed(&r, 3, 0);
+    for (int i = 0; i < 100000; i++) {
+        float f = herd_rng_normal(&r) * (float)(1 << (i % 40)) * 1e-6f;
+        uint16_t fast;
+        herd_f32_to_f16(&f, &fast, 1);
+        ASSERT_EQ_INT(fast, herd__f32_to_f16_portable(f));
     }
     float x[6] = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f, 65520.0f, 1e-8f, -2.0f};
     uint16_t h[6];

@@ -129,5 +129,8 @@ void herd_f32_to_f16(const float *in, uint16_t *out, size_t n);
 void herd_f16_to_f32(const uint16_t *in, float *out, size_t n);
 void herd_f32_to_bf16(const float *in, uint16_t *out, size_t n);
 void herd_bf16_to_f32(const uint16_t *in, float *out, size_t n);
+/* The portable scalar conversions (the above may use the CPU's instructions). */
+uint16_t herd__f32_to_f16_portable(float f);
+float herd__f16_to_f32_portable(uint16_t h);
 
 #endif
