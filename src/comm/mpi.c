@@ -152,22 +152,27 @@ static void m_cancel(herd_comm *c, herd_req *req)
     free(req);
 }
 
+/* Polls a nonblocking collective until it completes or the deadline passes. */
+static herd_status poll_collective(herd_comm *c, MPI_Request *r, double deadline, const char *what)
+{
+    double t_start = now_s();
+    for (;;) {
+        int flag = 0;
+        MPI_TRY(c, MPI_Test(r, &flag, MPI_STATUS_IGNORE));
+        if (flag)
+            return HERD_OK;
+        if (now_s() >= deadline)
+            return herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s in %s", c->rank,
+                                c->timeout_s, what);
+        backoff(t_start);
+    }
+}
+
 static herd_status m_barrier(herd_comm *c, double deadline)
 {
     MPI_Request r;
     MPI_TRY(c, MPI_Ibarrier(world_of(c), &r));
-    double t_start = now_s();
-    for (;;) {
-        int flag = 0;
-        MPI_TRY(c, MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
-        if (flag)
-            return HERD_OK;
-        if (now_s() >= deadline)
-            return herd_err_set(&c->err, HERD_ETIMEOUT,
-                                "rank %zu: timed out after %g s in a barrier (some rank never arrived)", c->rank,
-                                c->timeout_s);
-        backoff(t_start);
-    }
+    return poll_collective(c, &r, deadline, "a barrier (some rank never arrived)");
 }
 
 static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, herd_win **out)
@@ -232,17 +237,7 @@ static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, do
     if (count > (size_t)INT32_MAX)
         return herd_err_set(&c->err, HERD_EINVAL, "allreduce of %zu floats is too large for MPI", count);
     MPI_TRY(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c), &r));
-    double t_start = now_s();
-    for (;;) {
-        int flag = 0;
-        MPI_TRY(c, MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
-        if (flag)
-            return HERD_OK;
-        if (now_s() >= deadline)
-            return herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s in MPI_Allreduce",
-                                c->rank, c->timeout_s);
-        backoff(t_start);
-    }
+    return poll_collective(c, &r, deadline, "MPI_Allreduce");
 }
 
 static void m_free(herd_comm *c)
