@@ -9,6 +9,10 @@
 
 enum { TAG_ALLREDUCE = 0x7a11, TAG_ALLGATHER = 0x7a12, TAG_BCAST = 0x7a13 };
 
+/* Ring segments in flight each way: enough to pipeline, few enough that an
+ * engine buffering eagerly does not hold a whole chunk of copies. */
+enum { RING_WINDOW = 4 };
+
 /* ---- conversions ---------------------------------------------------- */
 
 static uint32_t bits_of(float f)
@@ -156,58 +160,74 @@ static void chunk_range(size_t count, size_t n, size_t i, size_t *lo, size_t *hi
     *hi = *lo + q + (i < r);
 }
 
-/* One ring step: send chunk `si` to the right, receive chunk `ri` from the
- * left, segment by segment; reduce adds what arrives, otherwise copies. */
+/* Scratch of one allreduce: whole-chunk wire buffers and request lists. */
+typedef struct ring_scratch {
+    void *sbuf, *rbuf;   /* max chunk, in wire elements */
+    float *tmp;          /* one segment */
+    herd_req **sreq, **rreq;
+} ring_scratch;
+
+/* One ring step: send chunk `si` to the right and receive chunk `ri` from
+ * the left, in segments that are all posted at once; each arriving segment
+ * is added (reduce) or copied while the later ones are still in flight. */
 static herd_status ring_step(herd_comm *c, float *buf, size_t count, size_t si, size_t ri, bool reduce,
-                             herd_dtype wire, size_t seg, void *sbuf, void *rbuf, float *tmp)
+                             herd_dtype wire, size_t seg, ring_scratch *x)
 {
     size_t n = c->size, right = (c->rank + 1) % n, left = (c->rank + n - 1) % n, es = wire_size(wire);
     size_t slo, shi, rlo, rhi;
     chunk_range(count, n, si, &slo, &shi);
     chunk_range(count, n, ri, &rlo, &rhi);
     size_t slen = shi - slo, rlen = rhi - rlo, nseg_s = (slen + seg - 1) / seg, nseg_r = (rlen + seg - 1) / seg;
-    size_t nseg = nseg_s > nseg_r ? nseg_s : nseg_r;
-    for (size_t k = 0; k < nseg; k++) {
-        herd_req *rr = NULL, *sr = NULL;
-        size_t ro = k * seg, rn = ro < rlen ? (rlen - ro < seg ? rlen - ro : seg) : 0;
-        size_t so = k * seg, sn = so < slen ? (slen - so < seg ? slen - so : seg) : 0;
-        herd_status st = HERD_OK;
-        /* fp32 travels straight from buf, and is copied straight into it
-         * when nothing is to be added; other wires go through sbuf/rbuf */
-        float *dst = buf + rlo + ro;
-        void *into = (wire == HERD_F32 && !reduce) ? (void *)dst : rbuf;
-        if (k < nseg_r)
-            st = herd_comm_irecv(c, left, TAG_ALLREDUCE, into, rn * es, &rr);
-        if (st == HERD_OK && k < nseg_s) {
-            const void *from = buf + slo + so;
-            if (wire != HERD_F32) {
-                to_wire(wire, buf + slo + so, sbuf, sn);
-                from = sbuf;
-            }
-            st = herd_comm_isend(c, right, TAG_ALLREDUCE, from, sn * es, &sr);
+    /* fp32 travels straight from buf, and lands straight in it when nothing
+     * is to be added; other wires go through the scratch buffers */
+    bool direct_recv = wire == HERD_F32 && !reduce;
+    unsigned char *rbase = direct_recv ? (unsigned char *)(buf + rlo) : x->rbuf;
+    const unsigned char *sbase = (const unsigned char *)(buf + slo);
+    if (wire != HERD_F32) {
+        to_wire(wire, buf + slo, x->sbuf, slen);
+        sbase = x->sbuf;
+    }
+    herd_status st = HERD_OK;
+    size_t posted_r = 0, posted_s = 0, done_r = 0, done_s = 0, nseg = nseg_r > nseg_s ? nseg_r : nseg_s;
+    for (size_t k = 0; k < nseg && st == HERD_OK; k++) {
+        /* keep RING_WINDOW segments in flight each way */
+        for (; posted_r < nseg_r && posted_r < k + RING_WINDOW && st == HERD_OK; posted_r++) {
+            size_t o = posted_r * seg, m = rlen - o < seg ? rlen - o : seg;
+            st = herd_comm_irecv(c, left, TAG_ALLREDUCE, rbase + o * es, m * es, &x->rreq[posted_r]);
         }
-        if (st == HERD_OK && sr)
-            st = herd_comm_wait(c, sr), sr = NULL;
-        if (st == HERD_OK && rr)
-            st = herd_comm_wait(c, rr), rr = NULL;
-        herd_comm_cancel(c, sr);
-        herd_comm_cancel(c, rr);
-        if (st < 0)
-            return st;
-        if (k < nseg_r && into == rbuf) {
-            const float *add = rbuf;
-            if (wire != HERD_F32) {
-                from_wire(wire, rbuf, tmp, rn);
-                add = tmp;
+        for (; posted_s < nseg_s && posted_s < k + RING_WINDOW && st == HERD_OK; posted_s++) {
+            size_t o = posted_s * seg, m = slen - o < seg ? slen - o : seg;
+            st = herd_comm_isend(c, right, TAG_ALLREDUCE, sbase + o * es, m * es, &x->sreq[posted_s]);
+        }
+        if (st == HERD_OK && k < nseg_r) {
+            st = herd_comm_wait(c, x->rreq[k]);
+            done_r = k + 1;
+            if (st == HERD_OK && !direct_recv) {
+                size_t o = k * seg, m = rlen - o < seg ? rlen - o : seg;
+                const float *add = (const float *)x->rbuf + o;
+                if (wire != HERD_F32) {
+                    from_wire(wire, (const unsigned char *)x->rbuf + o * es, x->tmp, m);
+                    add = x->tmp;
+                }
+                float *dst = buf + rlo + o;
+                if (reduce)
+                    for (size_t i = 0; i < m; i++)
+                        dst[i] += add[i];
+                else
+                    memcpy(dst, add, m * sizeof(float));
             }
-            if (reduce)
-                for (size_t i = 0; i < rn; i++)
-                    dst[i] += add[i];
-            else
-                memcpy(dst, add, rn * sizeof(float));
+        }
+        if (st == HERD_OK && k < nseg_s) {
+            st = herd_comm_wait(c, x->sreq[k]);
+            done_s = k + 1;
         }
     }
-    return HERD_OK;
+    /* after a failure, abandon what is still outstanding (a failed wait freed its own) */
+    for (size_t k = done_r; k < posted_r; k++)
+        herd_comm_cancel(c, x->rreq[k]);
+    for (size_t k = done_s; k < posted_s; k++)
+        herd_comm_cancel(c, x->sreq[k]);
+    return st;
 }
 
 herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *opts)
@@ -227,17 +247,23 @@ herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_al
     size_t es = wire_size(o.wire), seg = (o.segment_bytes ? o.segment_bytes : (1u << 20)) / es;
     if (seg == 0)
         seg = 1;
-    void *sbuf = malloc(seg * es), *rbuf = malloc(seg * es);
-    float *tmp = malloc(seg * sizeof(float));
+    size_t maxchunk = count / n + 1, maxseg = (maxchunk + seg - 1) / seg;
+    ring_scratch x = {
+        .sbuf = malloc(maxchunk * es),
+        .rbuf = malloc(maxchunk * es),
+        .tmp = malloc(seg * sizeof(float)),
+        .sreq = malloc(maxseg * sizeof(herd_req *)),
+        .rreq = malloc(maxseg * sizeof(herd_req *)),
+    };
     herd_status st = HERD_OK;
-    if (!sbuf || !rbuf || !tmp) {
+    if (!x.sbuf || !x.rbuf || !x.tmp || !x.sreq || !x.rreq) {
         st = herd_err_set(&c->err, HERD_ENOMEM, "allreduce: out of memory");
         goto out;
     }
     size_t r = c->rank;
     /* reduce-scatter: after n-1 steps rank r holds the sum of chunk r+1 */
     for (size_t s = 0; s + 1 < n && st == HERD_OK; s++)
-        st = ring_step(c, buf, count, (r + n - s) % n, (r + n - s - 1) % n, true, o.wire, seg, sbuf, rbuf, tmp);
+        st = ring_step(c, buf, count, (r + n - s) % n, (r + n - s - 1) % n, true, o.wire, seg, &x);
     if (st < 0)
         goto out;
     if (o.wire != HERD_F32) {
@@ -246,17 +272,19 @@ herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_al
         chunk_range(count, n, (r + 1) % n, &lo, &hi);
         for (size_t k = lo; k < hi; k += seg) {
             size_t m = hi - k < seg ? hi - k : seg;
-            to_wire(o.wire, buf + k, sbuf, m);
-            from_wire(o.wire, sbuf, buf + k, m);
+            to_wire(o.wire, buf + k, x.sbuf, m);
+            from_wire(o.wire, x.sbuf, buf + k, m);
         }
     }
     /* all-gather: pass the reduced chunks around the ring */
     for (size_t s = 0; s + 1 < n && st == HERD_OK; s++)
-        st = ring_step(c, buf, count, (r + 1 + n - s) % n, (r + n - s) % n, false, o.wire, seg, sbuf, rbuf, tmp);
+        st = ring_step(c, buf, count, (r + 1 + n - s) % n, (r + n - s) % n, false, o.wire, seg, &x);
 out:
-    free(sbuf);
-    free(rbuf);
-    free(tmp);
+    free(x.sbuf);
+    free(x.rbuf);
+    free(x.tmp);
+    free(x.sreq);
+    free(x.rreq);
     return st;
 }
 
