@@ -1,8 +1,9 @@
 /* The threads engine: every worker is a thread of one process.
  *
- * Point-to-point messages are copied into the receiver's mailbox (a FIFO
- * per destination, matched by source and tag) and copied out by the
- * receive; waiting blocks on a condition variable with a deadline, so 16
+ * Point-to-point: when the matching receive is already posted, a send copies
+ * straight into the receiver's buffer (one copy); otherwise the message is
+ * copied into the receiver's mailbox (a FIFO per destination, matched by
+ * source and tag) and copied out by the receive. Waiting blocks on a condition variable with a deadline, so 16
  * workers on 2 cores never spin. Windows hand every rank the others' base
  * pointers; a reader-writer lock per target makes lock/unlock. A failed
  * world wakes every waiter, which then returns HERD_EREMOTE.
@@ -25,10 +26,13 @@ typedef struct msg {
     unsigned char data[];
 } msg;
 
+typedef struct herd_req herd_req;
+
 typedef struct mailbox {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    msg *head, *tail;
+    msg *head, *tail;   /* arrived, not yet received */
+    herd_req *posted;   /* receives waiting for a message, oldest first */
 } mailbox;
 
 typedef struct win_slot {
@@ -57,9 +61,12 @@ typedef struct thr_comm {
 
 struct herd_req {
     bool recv;
+    bool done;          /* a sender filled buf (under the mailbox lock) */
+    herd_status st;
     size_t peer, len;
     int tag;
     void *buf;
+    herd_req *next;     /* in the mailbox's posted list */
 };
 
 struct herd_win {
@@ -170,16 +177,56 @@ static herd_status t_isend(herd_comm *c, size_t peer, int tag, const void *buf, 
 {
     herd_threads_world *w = world_of(c);
     herd_req *r = malloc(sizeof *r);
+    if (!r)
+        return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
+    *r = (herd_req){.recv = false, .peer = peer, .tag = tag};
+    mailbox *b = &w->box[peer];
+    pthread_mutex_lock(&b->mu);
+    /* a posted receive from this rank with this tag takes the data directly
+     * (none can be posted while an older message of ours waits: it would
+     * have taken that one) */
+    for (herd_req **pp = &b->posted; *pp; pp = &(*pp)->next) {
+        herd_req *rr = *pp;
+        if (rr->peer != c->rank || rr->tag != tag)
+            continue;
+        *pp = rr->next;
+        if (rr->len != bytes)
+            rr->st = HERD_EINVAL;
+        else if (bytes)
+            memcpy(rr->buf, buf, bytes);
+        rr->done = true;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        *req = r;
+        return HERD_OK;
+    }
+    pthread_mutex_unlock(&b->mu);
     msg *m = malloc(sizeof *m + bytes);
-    if (!r || !m) {
-        free(r), free(m);
+    if (!m) {
+        free(r);
         return herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a %zu-byte message", c->rank, bytes);
     }
     m->next = NULL, m->src = c->rank, m->len = bytes, m->tag = tag;
     if (bytes)
         memcpy(m->data, buf, bytes);
-    mailbox *b = &w->box[peer];
     pthread_mutex_lock(&b->mu);
+    /* a receive may have been posted while we copied: hand it over */
+    for (herd_req **pp = &b->posted; *pp; pp = &(*pp)->next) {
+        herd_req *rr = *pp;
+        if (rr->peer != c->rank || rr->tag != tag)
+            continue;
+        *pp = rr->next;
+        if (rr->len != bytes)
+            rr->st = HERD_EINVAL;
+        else if (bytes)
+            memcpy(rr->buf, m->data, bytes);
+        rr->done = true;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        free(m);
+        *req = r;
+        return HERD_OK;
+    }
     if (b->tail)
         b->tail->next = m;
     else
@@ -187,10 +234,11 @@ static herd_status t_isend(herd_comm *c, size_t peer, int tag, const void *buf, 
     b->tail = m;
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
-    *r = (herd_req){.recv = false, .peer = peer, .tag = tag};
     *req = r;
     return HERD_OK;
 }
+
+static int take(herd_comm *c, mailbox *b, herd_req *req, herd_status *st);
 
 static herd_status t_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req)
 {
@@ -198,8 +246,36 @@ static herd_status t_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_t
     if (!r)
         return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
     *r = (herd_req){.recv = true, .peer = peer, .tag = tag, .buf = buf, .len = bytes};
+    mailbox *b = &world_of(c)->box[c->rank];
+    pthread_mutex_lock(&b->mu);
+    herd_status st = HERD_OK;
+    if (take(c, b, r, &st)) {
+        r->done = true, r->st = st;
+    } else { /* post it, after any older posted receive */
+        herd_req **pp = &b->posted;
+        while (*pp)
+            pp = &(*pp)->next;
+        *pp = r;
+    }
+    pthread_mutex_unlock(&b->mu);
     *req = r;
     return HERD_OK;
+}
+
+/* With the mailbox locked: removes a posted receive that is still waiting. */
+static void unpost(mailbox *b, herd_req *req)
+{
+    for (herd_req **pp = &b->posted; *pp; pp = &(*pp)->next)
+        if (*pp == req) {
+            *pp = req->next;
+            return;
+        }
+}
+
+static herd_status size_mismatch(herd_comm *c, herd_req *req)
+{
+    return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: a message from rank %zu (tag %d) is not %zu bytes long",
+                        c->rank, req->peer, req->tag, req->len);
 }
 
 /* With the mailbox locked: takes the first message from req's peer and tag. */
@@ -233,10 +309,17 @@ static herd_status t_test(herd_comm *c, herd_req *req, bool *done)
     if (req->recv) {
         mailbox *b = &world_of(c)->box[c->rank];
         pthread_mutex_lock(&b->mu);
-        *done = take(c, b, req, &st);
-        pthread_mutex_unlock(&b->mu);
-        if (!*done && atomic_load(&world_of(c)->failed))
+        *done = req->done;
+        if (!*done && atomic_load(&world_of(c)->failed)) {
+            unpost(b, req);
+            pthread_mutex_unlock(&b->mu);
+            free(req);
+            *done = true;
             return remote_failure(c);
+        }
+        pthread_mutex_unlock(&b->mu);
+        if (*done && req->st < 0)
+            st = size_mismatch(c, req);
     }
     if (*done)
         free(req);
@@ -254,14 +337,14 @@ static herd_status t_wait(herd_comm *c, herd_req *req, double deadline)
     mailbox *b = &w->box[c->rank];
     struct timespec abs = to_abs(deadline, CLOCK_MONOTONIC);
     pthread_mutex_lock(&b->mu);
-    for (;;) {
-        if (take(c, b, req, &st))
-            break;
+    while (!req->done) {
         if (atomic_load(&w->failed)) {
+            unpost(b, req);
             st = remote_failure(c);
             break;
         }
-        if (pthread_cond_timedwait(&b->cv, &b->mu, &abs) == ETIMEDOUT && !take(c, b, req, &st)) {
+        if (pthread_cond_timedwait(&b->cv, &b->mu, &abs) == ETIMEDOUT && !req->done) {
+            unpost(b, req);
             st = herd_err_set(&c->err, HERD_ETIMEOUT,
                               "rank %zu: timed out after %g s waiting for a message from rank %zu (tag %d)", c->rank,
                               c->timeout_s, req->peer, req->tag);
@@ -269,13 +352,20 @@ static herd_status t_wait(herd_comm *c, herd_req *req, double deadline)
         }
     }
     pthread_mutex_unlock(&b->mu);
+    if (st == HERD_OK && req->st < 0)
+        st = size_mismatch(c, req);
     free(req);
     return st;
 }
 
 static void t_cancel(herd_comm *c, herd_req *req)
 {
-    (void)c;
+    if (req->recv) {
+        mailbox *b = &world_of(c)->box[c->rank];
+        pthread_mutex_lock(&b->mu);
+        unpost(b, req);
+        pthread_mutex_unlock(&b->mu);
+    }
     free(req);
 }
 
