@@ -28,6 +28,9 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=20, help="untimed warm-up steps (default 20)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=1,
+                   help="DistributedDataParallel processes, gloo on 127.0.0.1 (default 1: plain)")
+    p.add_argument("--port", type=int, default=29533, help="--workers > 1: rendezvous port")
     p.add_argument("--gemm", type=int, default=0, metavar="N",
                    help="instead of training, time an NxN float32 torch.mm and print its GFLOP/s")
     p.add_argument("--reps", type=int, default=10, help="--gemm: timed repetitions (default 10)")
@@ -144,8 +147,10 @@ def gemm(n, reps):
     return 0
 
 
-def train(a):
+def train(a, rank=0):
     model = build(a.model)
+    if a.workers > 1:
+        model = nn.parallel.DistributedDataParallel(model)
     model.train()
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -164,25 +169,49 @@ def train(a):
 
     for i in range(a.warmup):
         step(i)
+    if a.workers > 1:
+        torch.distributed.barrier()
     t0 = time.perf_counter()
     for i in range(a.steps):
         loss = step(i)
     dt = time.perf_counter() - t0
+    if a.workers > 1:  # the run takes as long as its slowest worker
+        t = torch.tensor([dt])
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        dt = t.item()
+        if rank != 0:
+            return 0
     if not torch.isfinite(loss).item():
         sys.stderr.write("torch_train.py: loss became non-finite\n")
         return 1
 
-    ips = a.steps * a.batch / dt
+    ips = a.steps * a.batch * a.workers / dt
     sys.stderr.write("pytorch %s batch %d: %.0f img/s, %.3f ms/step (torch %s, %d thread(s))\n"
                      % (a.model, a.batch, ips, 1e3 * dt / a.steps, torch.__version__,
                         torch.get_num_threads()))
-    print(json.dumps({"impl": "pytorch", "model": a.model, "batch": a.batch, "steps": a.steps,
+    print(json.dumps({"impl": "pytorch" if a.workers == 1 else "pytorch-ddp", "workers": a.workers,
+                      "model": a.model, "batch": a.batch, "steps": a.steps,
                       "threads": torch.get_num_threads(), "img_per_s": round(ips, 3),
                       "step_ms": round(1e3 * dt / a.steps, 6), "torch": torch.__version__}))
     return 0
 
 
+def ddp_worker(rank, a):
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    torch.distributed.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % a.port,
+                                         rank=rank, world_size=a.workers)
+    rc = train(a, rank)
+    torch.distributed.destroy_process_group()
+    if rc:
+        sys.exit(rc)
+
+
 def main():
+    if a.workers > 1 and a.gemm == 0:
+        import torch.multiprocessing as mp
+        mp.spawn(ddp_worker, args=(a,), nprocs=a.workers)
+        return 0
     torch.set_num_threads(a.threads)
     try:
         torch.set_num_interop_threads(a.threads)
