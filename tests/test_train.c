@@ -175,7 +175,22 @@ static void test_allreduce_options(void)
     }
 }
 
+/* A worker that stops answering (here: far slower than --timeout) makes the
+ * others fail within the timeout, with a message naming it: never a hang. */
+static void test_stalled_worker_named(void)
+{
+    herd_train_config c = small("linear");
+    c.algo = "allreduce", c.workers = 2, c.batch = 16;
+    c.comm_timeout_s = 0.3;
+    c.nslow = 1, c.slow[0] = (herd_slow){1, 20000.0}; /* ~0.1 ms of compute becomes ~2 s */
+    herd_train_result r;
+    herd_err err = {0};
+    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_ETIMEOUT);
+    ASSERT_STR_CONTAINS(err.msg, "from rank 1");
+}
+
 const herd_test herd_tests_train[] = {
+    {"train_stalled_worker_named", test_stalled_worker_named, 60},
     {"train_allreduce_equals_big_batch", test_allreduce_equals_big_batch, 120},
     {"train_allreduce_options", test_allreduce_options, 120},
     {"train_learns", test_learns, 60},

@@ -136,13 +136,16 @@ static herd_status check_config(const herd_train_config *cfg, const herd_algo_op
     return HERD_OK;
 }
 
-static void sleep_s(double s)
+/* A straggler's extra time: slept in slices of at most 50 ms, so a run
+ * that another worker has already failed does not wait it out. */
+static void straggle(const herd_run *r, double s)
 {
-    if (s <= 0)
-        return;
-    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    double end = herd__now() + s;
+    for (double left = s; left > 0 && !atomic_load(&r->abort); left = end - herd__now()) {
+        double d = left < 0.05 ? left : 0.05;
+        struct timespec ts = {(time_t)d, (long)((d - floor(d)) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static herd_status on_grad_ready(void *p, size_t off, size_t len)
@@ -211,10 +214,10 @@ static herd_status worker_loop(worker_ctx *c)
                 return HERD_EREMOTE;
             if (cfg->max_steps && w->step >= cfg->max_steps)
                 break;
-            double t0 = herd__now();
             w->lr = herd_optim_lr(&cfg->optim, (double)w->epoch + (double)k / (double)w->steps_per_epoch,
                                   (double)cfg->epochs);
             CALL_HOOK(c, before_step);
+            double t_compute = herd__now();
             herd_model_forward(w->model, c->x, cfg->batch, true);
             float loss = herd_model_loss(w->model, c->y, cfg->batch, NULL);
             if (!isfinite(loss))
@@ -222,6 +225,8 @@ static herd_status worker_loop(worker_ctx *c)
                                     "worker %zu: the loss is %s at epoch %zu, step %zu (learning rate %g may be too high)",
                                     w->rank, isnan(loss) ? "NaN" : "infinite", w->epoch + 1, k + 1, (double)w->lr);
             HERD_TRY(herd_model_backward(w->model, cfg->batch, c->algo.ops->grad_ready ? on_grad_ready : NULL, c));
+            /* --slow scales this worker's compute (forward and backward), not its waiting */
+            t_compute = herd__now() - t_compute;
             CALL_HOOK(c, after_backward);
             if (c->algo.ops->step)
                 HERD_TRY(c->algo.ops->step(&c->algo, w));
@@ -229,7 +234,7 @@ static herd_status worker_loop(worker_ctx *c)
                 herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
             CALL_HOOK(c, after_step);
             if (c->slow_factor > 1.0)
-                sleep_s((herd__now() - t0) * (c->slow_factor - 1.0));
+                straggle(r, t_compute * (c->slow_factor - 1.0));
             w->step++, k++;
             c->images += cfg->batch;
             loss_sum += loss, nloss++;
