@@ -173,6 +173,26 @@ static herd_status remote_failure(herd_comm *c)
                         atomic_load(&world_of(c)->failed_rank));
 }
 
+/* With b locked: gives the data to the oldest receive posted for (src, tag),
+ * if there is one, and wakes its waiter. */
+static bool hand_over(mailbox *b, size_t src, int tag, const void *data, size_t bytes)
+{
+    for (herd_req **pp = &b->posted; *pp; pp = &(*pp)->next) {
+        herd_req *rr = *pp;
+        if (rr->peer != src || rr->tag != tag)
+            continue;
+        *pp = rr->next;
+        if (rr->len != bytes)
+            rr->st = HERD_EINVAL;
+        else if (bytes)
+            memcpy(rr->buf, data, bytes);
+        rr->done = true;
+        pthread_cond_broadcast(&b->cv);
+        return true;
+    }
+    return false;
+}
+
 static herd_status t_isend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req)
 {
     herd_threads_world *w = world_of(c);
@@ -181,29 +201,19 @@ static herd_status t_isend(herd_comm *c, size_t peer, int tag, const void *buf, 
         return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
     *r = (herd_req){.recv = false, .peer = peer, .tag = tag};
     mailbox *b = &w->box[peer];
-    pthread_mutex_lock(&b->mu);
+    *req = r;
     /* a posted receive from this rank with this tag takes the data directly
      * (none can be posted while an older message of ours waits: it would
      * have taken that one) */
-    for (herd_req **pp = &b->posted; *pp; pp = &(*pp)->next) {
-        herd_req *rr = *pp;
-        if (rr->peer != c->rank || rr->tag != tag)
-            continue;
-        *pp = rr->next;
-        if (rr->len != bytes)
-            rr->st = HERD_EINVAL;
-        else if (bytes)
-            memcpy(rr->buf, buf, bytes);
-        rr->done = true;
-        pthread_cond_broadcast(&b->cv);
-        pthread_mutex_unlock(&b->mu);
-        *req = r;
-        return HERD_OK;
-    }
+    pthread_mutex_lock(&b->mu);
+    bool handed = hand_over(b, c->rank, tag, buf, bytes);
     pthread_mutex_unlock(&b->mu);
+    if (handed)
+        return HERD_OK;
     msg *m = malloc(sizeof *m + bytes);
     if (!m) {
         free(r);
+        *req = NULL;
         return herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a %zu-byte message", c->rank, bytes);
     }
     m->next = NULL, m->src = c->rank, m->len = bytes, m->tag = tag;
@@ -211,20 +221,9 @@ static herd_status t_isend(herd_comm *c, size_t peer, int tag, const void *buf, 
         memcpy(m->data, buf, bytes);
     pthread_mutex_lock(&b->mu);
     /* a receive may have been posted while we copied: hand it over */
-    for (herd_req **pp = &b->posted; *pp; pp = &(*pp)->next) {
-        herd_req *rr = *pp;
-        if (rr->peer != c->rank || rr->tag != tag)
-            continue;
-        *pp = rr->next;
-        if (rr->len != bytes)
-            rr->st = HERD_EINVAL;
-        else if (bytes)
-            memcpy(rr->buf, m->data, bytes);
-        rr->done = true;
-        pthread_cond_broadcast(&b->cv);
+    if (hand_over(b, c->rank, tag, m->data, bytes)) {
         pthread_mutex_unlock(&b->mu);
         free(m);
-        *req = r;
         return HERD_OK;
     }
     if (b->tail)
@@ -234,7 +233,6 @@ static herd_status t_isend(herd_comm *c, size_t peer, int tag, const void *buf, 
     b->tail = m;
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
-    *req = r;
     return HERD_OK;
 }
 
