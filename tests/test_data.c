@@ -6,6 +6,7 @@
 #include "herd/herd_rng.h"
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 static void put32(unsigned char *p, uint32_t v)
@@ -133,6 +134,20 @@ static void test_idx_corrupt(void)
     herd_err err = {0};
     ASSERT_EQ_INT(herd_data_load_idx("/nonexistent/images", "/nonexistent/labels", &d, &err), HERD_ENOTFOUND);
     ASSERT_STR_CONTAINS(err.msg, "/nonexistent/images");
+    /* a directory where a file should be */
+    char pl[512];
+    path_in_tmp(pl, sizeof pl, "bad-labels");
+    ASSERT_EQ_INT(herd_data_load_idx(herd_test_tmpdir(), pl, &d, &err), HERD_EIO);
+    ASSERT_STR_CONTAINS(err.msg, herd_test_tmpdir());
+    /* a label above 9 widens nclasses */
+    lab[8 + 3] = 41;
+    write_bytes(pl, lab, nl, true);
+    path_in_tmp(p, sizeof p, "good-images");
+    write_bytes(p, img, ni, false);
+    ASSERT_OK(herd_data_load_idx(p, pl, &d, &err));
+    ASSERT_EQ_INT(d.nclasses, 42);
+    ASSERT_EQ_INT(d.y[3], 41);
+    herd_dataset_free(&d);
     free(m), free(img), free(lab), free(img12), free(lab12);
 }
 
@@ -248,7 +263,7 @@ static void test_synthetic(void)
         }
         hits += best == b.y[i];
     }
-    ASSERT_TRUE(hits > 250); /* chance is 1/7 */
+    ASSERT_TRUE(hits > 400); /* chance is 1/7; measured 455 */
     herd_dataset_free(&a), herd_dataset_free(&b);
     ASSERT_OK(herd_data_synthetic("100:3", 10, 1, &a, &err));
     ASSERT_TRUE(a.c == 1 && a.h == 1 && a.w == 100);
@@ -350,6 +365,193 @@ static void test_fashion_mnist(void)
     herd_dataset_free(&tr), herd_dataset_free(&te);
 }
 
+static void make_dir(char *out, size_t cap, const char *name)
+{
+    path_in_tmp(out, cap, name);
+    ASSERT_TRUE(mkdir(out, 0700) == 0);
+}
+
+/* A directory of IDX files, some gzip and some plain, is found and opened;
+ * a test label above 9 widens nclasses on both sets. */
+static void test_open_idx_dir(void)
+{
+    char dir[512], p[1024];
+    make_dir(dir, sizeof dir, "mnist");
+    unsigned char *img, *lab, *timg, *tlab;
+    size_t ni = make_idx(&img, &lab, 20, 4, 3), nti = make_idx(&timg, &tlab, 5, 4, 3);
+    tlab[8 + 2] = 12;
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte", dir);
+    write_bytes(p, img, ni, false);
+    herd_dataset tr, te;
+    herd_err err = {0};
+    ASSERT_EQ_INT(herd_data_open(dir, 1, &tr, &te, &err), HERD_ENOTFOUND); /* labels and test set missing */
+    ASSERT_STR_CONTAINS(err.msg, "lacks");
+    ASSERT_STR_CONTAINS(err.msg, dir);
+    snprintf(p, sizeof p, "%s/train-labels-idx1-ubyte.gz", dir);
+    write_bytes(p, lab, 8 + 20, true);
+    snprintf(p, sizeof p, "%s/t10k-images-idx3-ubyte.gz", dir);
+    write_bytes(p, timg, nti, true);
+    snprintf(p, sizeof p, "%s/t10k-labels-idx1-ubyte", dir);
+    write_bytes(p, tlab, 8 + 5, false);
+    if (herd_data_open(dir, 1, &tr, &te, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    ASSERT_TRUE(tr.n == 20 && te.n == 5 && tr.c == 1 && tr.h == 4 && tr.w == 3);
+    ASSERT_EQ_INT(tr.nclasses, 13);
+    ASSERT_EQ_INT(te.nclasses, 13);
+    ASSERT_EQ_INT(te.y[2], 12);
+    /* standardized with the train statistics, which the test recomputes */
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < 20 * 12; i++)
+        s += img[16 + i] / 255.0, s2 += (img[16 + i] / 255.0) * (img[16 + i] / 255.0);
+    double m = s / 240, sd = sqrt(s2 / 240 - m * m);
+    for (size_t i = 0; i < 20 * 12; i++)
+        ASSERT_NEAR(tr.x[i], (img[16 + i] / 255.0 - m) / sd, 1e-5, 0);
+    for (size_t i = 0; i < 5 * 12; i++)
+        ASSERT_NEAR(te.x[i], (timg[16 + i] / 255.0 - m) / sd, 1e-5, 0);
+    herd_dataset_free(&tr), herd_dataset_free(&te);
+    free(img), free(lab), free(timg), free(tlab);
+}
+
+/* CIFAR-10 directory: whichever data_batch_N.bin exist, plus test_batch.bin;
+ * each of the three channels standardized on its own. */
+static void test_open_cifar_dir(void)
+{
+    char dir[512], p[1024];
+    make_dir(dir, sizeof dir, "cifar");
+    enum { R = 3073 };
+    static unsigned char recs[7 * R]; /* 3 in batch 1, 2 in batch 4, 2 in test */
+    for (int i = 0; i < 7; i++) {
+        unsigned char *r = recs + i * R;
+        r[0] = (unsigned char)(i % 10);
+        for (int ch = 0; ch < 3; ch++) /* channel ch spans a different range */
+            for (int k = 0; k < 1024; k++)
+                r[1 + ch * 1024 + k] = (unsigned char)(ch * 80 + (k * (ch + 1) + i * 13) % (40 + 50 * ch));
+    }
+    herd_dataset tr, te;
+    herd_err err = {0};
+    snprintf(p, sizeof p, "%s/test_batch.bin", dir);
+    write_bytes(p, recs + 5 * R, 2 * R, false);
+    ASSERT_EQ_INT(herd_data_open(dir, 1, &tr, &te, &err), HERD_ENOTFOUND); /* no training batch */
+    ASSERT_STR_CONTAINS(err.msg, "no data found");
+    snprintf(p, sizeof p, "%s/data_batch_1.bin", dir);
+    write_bytes(p, recs, 3 * R, false);
+    snprintf(p, sizeof p, "%s/data_batch_4.bin", dir);
+    write_bytes(p, recs + 3 * R, 2 * R, false);
+    if (herd_data_open(dir, 1, &tr, &te, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    ASSERT_TRUE(tr.n == 5 && te.n == 2 && tr.c == 3 && tr.h == 32 && tr.w == 32 && tr.nclasses == 10);
+    for (int ch = 0; ch < 3; ch++) {
+        double s = 0, s2 = 0, ts = 0, ts2 = 0;
+        for (int i = 0; i < 5; i++)
+            for (int k = 0; k < 1024; k++) {
+                double raw = recs[i * R + 1 + ch * 1024 + k] / 255.0, v = tr.x[i * 3072 + ch * 1024 + k];
+                s += raw, s2 += raw * raw, ts += v, ts2 += v * v;
+            }
+        double m = s / 5120, sd = sqrt(s2 / 5120 - m * m);
+        ASSERT_NEAR(ts / 5120, 0.0, 1e-5, 0);
+        ASSERT_NEAR(ts2 / 5120, 1.0, 1e-4, 0);
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 1024; k += 31)
+                ASSERT_NEAR(te.x[i * 3072 + ch * 1024 + k], (recs[(5 + i) * R + 1 + ch * 1024 + k] / 255.0 - m) / sd,
+                            1e-5, 0);
+    }
+    for (int i = 0; i < 5; i++)
+        ASSERT_EQ_INT(tr.y[i], i);
+    herd_dataset_free(&tr), herd_dataset_free(&te);
+}
+
+/* "synthetic:..." gives 60000/10000 examples with different noise but the
+ * same class prototypes: class means of the train set classify the test set. */
+static void test_open_synthetic(void)
+{
+    herd_dataset tr, te, tr2, te2;
+    herd_err err = {0};
+    ASSERT_OK(herd_data_open("synthetic:1x4x4:10", 3, &tr, &te, &err));
+    ASSERT_TRUE(tr.n == 60000 && te.n == 10000 && tr.c == 1 && tr.h == 4 && tr.w == 4 && tr.nclasses == 10);
+    ASSERT_OK(herd_data_open("synthetic:1x4x4:10", 3, &tr2, &te2, &err));
+    ASSERT_TRUE(memcmp(tr.x, tr2.x, 60000 * 16 * sizeof(float)) == 0);
+    ASSERT_TRUE(memcmp(te.x, te2.x, 10000 * 16 * sizeof(float)) == 0);
+    ASSERT_TRUE(memcmp(tr.x, te.x, 10000 * 16 * sizeof(float)) != 0);
+    double mean[10][16] = {{0}}, cnt[10] = {0};
+    size_t per[10] = {0};
+    for (size_t i = 0; i < tr.n; i++) {
+        cnt[tr.y[i]]++;
+        for (int k = 0; k < 16; k++)
+            mean[tr.y[i]][k] += tr.x[i * 16 + k];
+    }
+    size_t hits = 0;
+    for (size_t i = 0; i < te.n; i++) {
+        per[te.y[i]]++;
+        int best = 0;
+        double bd = 1e300;
+        for (int c = 0; c < 10; c++) {
+            double dd = 0;
+            for (int k = 0; k < 16; k++) {
+                double v = te.x[i * 16 + k] - mean[c][k] / cnt[c];
+                dd += v * v;
+            }
+            if (dd < bd)
+                bd = dd, best = c;
+        }
+        hits += best == te.y[i];
+    }
+    ASSERT_TRUE(hits > 8000); /* chance is 1000 */
+    for (int c = 0; c < 10; c++) /* labels uniform */
+        ASSERT_TRUE(per[c] > 850 && per[c] < 1150);
+    herd_dataset_free(&tr), herd_dataset_free(&te), herd_dataset_free(&tr2), herd_dataset_free(&te2);
+}
+
+/* Plain order across workers and steps, copy for evaluation, truncation. */
+static void test_loader_plain_copy_truncate(void)
+{
+    herd_dataset d;
+    ASSERT_OK(herd_data_synthetic("2:3", 25, 1, &d, NULL));
+    for (size_t i = 0; i < d.n; i++)
+        d.x[2 * i] = (float)i, d.x[2 * i + 1] = -(float)i, d.y[i] = (uint8_t)(i % 3);
+    herd_loader l[2];
+    for (size_t r = 0; r < 2; r++)
+        ASSERT_OK(herd_loader_init(&l[r], &d, 3, r, 2, 9, false, NULL));
+    ASSERT_EQ_INT(herd_loader_steps(&l[0]), 4); /* 25 / 6: one example dropped */
+    for (size_t epoch = 0; epoch < 2; epoch++)
+        for (size_t r = 0; r < 2; r++) {
+            herd_loader_start_epoch(&l[r], epoch);
+            float x[6];
+            int32_t y[3];
+            for (size_t s = 0; s < 4; s++) {
+                ASSERT_TRUE(herd_loader_next(&l[r], x, y));
+                for (size_t i = 0; i < 3; i++) {
+                    size_t want = s * 6 + r * 3 + i;
+                    ASSERT_TRUE(x[2 * i] == (float)want && x[2 * i + 1] == -(float)want);
+                    ASSERT_EQ_INT(y[i], want % 3);
+                }
+            }
+            ASSERT_TRUE(!herd_loader_next(&l[r], x, y));
+        }
+    herd_loader big;
+    ASSERT_OK(herd_loader_init(&big, &d, 13, 0, 2, 9, true, NULL));
+    ASSERT_EQ_INT(herd_loader_steps(&big), 0);
+    ASSERT_TRUE(!herd_loader_next(&big, NULL, NULL));
+    herd_loader_free(&big);
+    float x[8];
+    int32_t y[4];
+    herd_dataset_copy(&d, 21, 4, x, y);
+    for (int i = 0; i < 4; i++) {
+        ASSERT_TRUE(x[2 * i] == (float)(21 + i));
+        ASSERT_EQ_INT(y[i], (21 + i) % 3);
+    }
+    herd_dataset_copy(&d, 25, 0, NULL, NULL);
+    herd_dataset_truncate(&d, 0);
+    ASSERT_EQ_INT(d.n, 25);
+    herd_dataset_truncate(&d, 40);
+    ASSERT_EQ_INT(d.n, 25);
+    herd_dataset_truncate(&d, 7);
+    ASSERT_EQ_INT(d.n, 7);
+    ASSERT_TRUE(d.x[2 * 6] == 6.0f);
+    for (size_t r = 0; r < 2; r++)
+        herd_loader_free(&l[r]);
+    herd_dataset_free(&d);
+}
+
 const herd_test herd_tests_data[] = {
     {"data_idx_roundtrip", test_idx_roundtrip, 20},
     {"data_idx_corrupt", test_idx_corrupt, 20},
@@ -358,6 +560,10 @@ const herd_test herd_tests_data[] = {
     {"data_synthetic", test_synthetic, 20},
     {"data_loader_sharding", test_loader_sharding, 20},
     {"data_open_errors", test_open_errors, 20},
+    {"data_open_idx_dir", test_open_idx_dir, 20},
+    {"data_open_cifar_dir", test_open_cifar_dir, 20},
+    {"data_open_synthetic", test_open_synthetic, 30},
+    {"data_loader_plain_copy_truncate", test_loader_plain_copy_truncate, 20},
     {"data_fashion_mnist", test_fashion_mnist, 60},
     HERD_TEST_END,
 };

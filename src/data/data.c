@@ -263,7 +263,11 @@ herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed, herd_
     memset(out, 0, sizeof *out);
     HERD_TRY(parse_spec(spec, &c, &h, &w, &k, err));
     size_t dim = c * h * w;
-    if (n == 0 || (double)n * (double)dim * sizeof(float) > 8.0 * (1u << 30)) {
+    if (n == 0) {
+        st = herd_err_set(err, HERD_EINVAL, "synthetic data '%s': asked for 0 examples", spec);
+        goto out;
+    }
+    if ((double)n * (double)dim * sizeof(float) > 8.0 * (1u << 30)) {
         st = herd_err_set(err, HERD_EINVAL, "synthetic data '%s': %zu examples would exceed 8 GiB", spec, n);
         goto out;
     }
@@ -464,6 +468,8 @@ bool herd_loader_next(herd_loader *l, float *x, int32_t *y)
 
 void herd_dataset_copy(const herd_dataset *d, size_t first, size_t count, float *x, int32_t *y)
 {
+    if (count == 0) /* x and y may be NULL then; memcpy must not see them */
+        return;
     size_t dim = herd_dataset_dim(d);
     memcpy(x, d->x + first * dim, count * dim * sizeof(float));
     for (size_t i = 0; i < count; i++)
