@@ -9,4 +9,5 @@
     X(optim)                \
     X(train)                \
     X(collectives)         \
+    X(comm)                \
     X(cli)

@@ -1,17 +1,18 @@
 /* Collectives built once on the transport (herd_comm_* only), so they run on
  * every engine: ring allreduce, ring allgather, broadcast; fp16/bf16 wires. */
-#include "herd/herd_comm.h"
+#include "comm/comm_internal.h"
 
-#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+/* Tags below 32768, the smallest MPI_TAG_UB MPI allows. */
 enum { TAG_ALLREDUCE = 0x7a11, TAG_ALLGATHER = 0x7a12, TAG_BCAST = 0x7a13 };
 
-/* Ring segments in flight each way: enough to pipeline, few enough that an
+/* Segments in flight each way: enough to pipeline, few enough that an
  * engine buffering eagerly does not hold a whole chunk of copies. */
-enum { RING_WINDOW = 4 };
+enum { RING_WINDOW = 4, BCAST_WINDOW = 4 };
+#define DEFAULT_SEGMENT ((size_t)1 << 20)
 
 /* ---- conversions ---------------------------------------------------- */
 
@@ -63,8 +64,8 @@ static float f16_to_f32(uint16_t h)
         float v = (float)m * (1.0f / 16777216.0f); /* m * 2^-24 */
         return sign ? -v : v;
     }
-    if (e == 31)
-        return float_of(sign | 0x7f800000u | (m << 13));
+    if (e == 31) /* Inf, or NaN made quiet with its payload (as vcvtph2ps does) */
+        return float_of(sign | 0x7f800000u | (m ? 0x400000u : 0) | (m << 13));
     return float_of(sign | ((e - 15 + 127) << 23) | (m << 13));
 }
 
@@ -152,7 +153,8 @@ static void from_wire(herd_dtype t, const void *in, float *out, size_t n)
         herd_bf16_to_f32(in, out, n);
 }
 
-/* Elements [lo, hi) of chunk i of count split over n ranks. */
+/* Elements [lo, hi) of chunk i of count split over n ranks: the first
+ * count % n chunks have one element more. */
 static void chunk_range(size_t count, size_t n, size_t i, size_t *lo, size_t *hi)
 {
     size_t q = count / n, r = count % n;
@@ -160,18 +162,23 @@ static void chunk_range(size_t count, size_t n, size_t i, size_t *lo, size_t *hi
     *hi = *lo + q + (i < r);
 }
 
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
 /* Scratch of one allreduce: whole-chunk wire buffers and request lists. */
 typedef struct ring_scratch {
-    void *sbuf, *rbuf;   /* max chunk, in wire elements */
-    float *tmp;          /* one segment */
+    void *sbuf, *rbuf; /* the largest chunk, in wire elements (16-bit wires) */
+    float *rf32;       /* the largest chunk, fp32 (fp32 wire, reduce steps) */
+    float *tmp;        /* one segment, converted back to fp32 */
     herd_req **sreq, **rreq;
 } ring_scratch;
 
 /* One ring step: send chunk `si` to the right and receive chunk `ri` from
- * the left, in segments that are all posted at once; each arriving segment
- * is added (reduce) or copied while the later ones are still in flight. */
+ * the left, in segments, RING_WINDOW of them in flight each way (receives
+ * posted before sends). Each arriving segment is added into buf (reduce) or
+ * copied into it while the later ones are still in flight. With a 16-bit
+ * wire, `send_ready` says x->sbuf already holds chunk si in wire format. */
 static herd_status ring_step(herd_comm *c, float *buf, size_t count, size_t si, size_t ri, bool reduce,
-                             herd_dtype wire, size_t seg, ring_scratch *x)
+                             bool send_ready, herd_dtype wire, size_t seg, ring_scratch *x)
 {
     size_t n = c->size, right = (c->rank + 1) % n, left = (c->rank + n - 1) % n, es = wire_size(wire);
     size_t slo, shi, rlo, rhi;
@@ -179,50 +186,48 @@ static herd_status ring_step(herd_comm *c, float *buf, size_t count, size_t si, 
     chunk_range(count, n, ri, &rlo, &rhi);
     size_t slen = shi - slo, rlen = rhi - rlo, nseg_s = (slen + seg - 1) / seg, nseg_r = (rlen + seg - 1) / seg;
     /* fp32 travels straight from buf, and lands straight in it when nothing
-     * is to be added; other wires go through the scratch buffers */
-    bool direct_recv = wire == HERD_F32 && !reduce;
-    unsigned char *rbase = direct_recv ? (unsigned char *)(buf + rlo) : x->rbuf;
+     * is to be added; 16-bit wires go through the scratch buffers */
     const unsigned char *sbase = (const unsigned char *)(buf + slo);
+    unsigned char *rbase = (unsigned char *)(buf + rlo);
     if (wire != HERD_F32) {
-        to_wire(wire, buf + slo, x->sbuf, slen);
+        if (!send_ready)
+            to_wire(wire, buf + slo, x->sbuf, slen);
         sbase = x->sbuf;
+        rbase = x->rbuf;
+    } else if (reduce) {
+        rbase = (unsigned char *)x->rf32;
     }
     herd_status st = HERD_OK;
     size_t posted_r = 0, posted_s = 0, done_r = 0, done_s = 0, nseg = nseg_r > nseg_s ? nseg_r : nseg_s;
     for (size_t k = 0; k < nseg && st == HERD_OK; k++) {
-        /* keep RING_WINDOW segments in flight each way */
         for (; posted_r < nseg_r && posted_r < k + RING_WINDOW && st == HERD_OK; posted_r++) {
-            size_t o = posted_r * seg, m = rlen - o < seg ? rlen - o : seg;
+            size_t o = posted_r * seg, m = min_size(rlen - o, seg);
             st = herd_comm_irecv(c, left, TAG_ALLREDUCE, rbase + o * es, m * es, &x->rreq[posted_r]);
         }
         for (; posted_s < nseg_s && posted_s < k + RING_WINDOW && st == HERD_OK; posted_s++) {
-            size_t o = posted_s * seg, m = slen - o < seg ? slen - o : seg;
+            size_t o = posted_s * seg, m = min_size(slen - o, seg);
             st = herd_comm_isend(c, right, TAG_ALLREDUCE, sbase + o * es, m * es, &x->sreq[posted_s]);
         }
         if (st == HERD_OK && k < nseg_r) {
             st = herd_comm_wait(c, x->rreq[k]);
             done_r = k + 1;
-            if (st == HERD_OK && !direct_recv) {
-                size_t o = k * seg, m = rlen - o < seg ? rlen - o : seg;
-                const float *add = (const float *)x->rbuf + o;
-                if (wire != HERD_F32) {
-                    from_wire(wire, (const unsigned char *)x->rbuf + o * es, x->tmp, m);
-                    add = x->tmp;
-                }
-                float *dst = buf + rlo + o;
-                if (reduce)
-                    for (size_t i = 0; i < m; i++)
-                        dst[i] += add[i];
-                else
-                    memcpy(dst, add, m * sizeof(float));
-            }
+            size_t o = k * seg, m = min_size(rlen - o, seg);
+            float *dst = buf + rlo + o;
+            const float *got = x->tmp;
+            if (st == HERD_OK && wire != HERD_F32)
+                from_wire(wire, (const unsigned char *)x->rbuf + o * es, reduce ? x->tmp : dst, m);
+            else if (reduce)
+                got = x->rf32 + o;
+            if (st == HERD_OK && reduce)
+                for (size_t i = 0; i < m; i++)
+                    dst[i] += got[i];
         }
         if (st == HERD_OK && k < nseg_s) {
             st = herd_comm_wait(c, x->sreq[k]);
             done_s = k + 1;
         }
     }
-    /* after a failure, abandon what is still outstanding (a failed wait freed its own) */
+    /* after a failure, abandon what is still outstanding (a failed wait ended its own) */
     for (size_t k = done_r; k < posted_r; k++)
         herd_comm_cancel(c, x->rreq[k]);
     for (size_t k = done_s; k < posted_s; k++)
@@ -230,70 +235,92 @@ static herd_status ring_step(herd_comm *c, float *buf, size_t count, size_t si, 
     return st;
 }
 
-herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *opts)
+static herd_status ring_allreduce(herd_comm *c, float *buf, size_t count, herd_dtype wire, size_t segment_bytes)
 {
-    herd_allreduce_opts o = opts ? *opts : (herd_allreduce_opts){0};
-    size_t n = c->size;
-    if (count == 0 || n == 1)
-        return HERD_OK;
-    if (!buf)
-        return herd_err_set(&c->err, HERD_EINVAL, "allreduce: NULL buffer for %zu floats", count);
-    if (o.native && c->ops->allreduce_native && o.wire == HERD_F32) {
-        double t = c->timeout_s > 0 ? c->timeout_s : 60;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return c->ops->allreduce_native(c, buf, count, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec + t);
-    }
-    size_t es = wire_size(o.wire), seg = (o.segment_bytes ? o.segment_bytes : (1u << 20)) / es;
+    size_t n = c->size, r = c->rank, es = wire_size(wire);
+    size_t seg = (segment_bytes ? segment_bytes : DEFAULT_SEGMENT) / es;
     if (seg == 0)
         seg = 1;
     size_t maxchunk = count / n + 1, maxseg = (maxchunk + seg - 1) / seg;
+    bool half = wire != HERD_F32;
     ring_scratch x = {
-        .sbuf = malloc(maxchunk * es),
-        .rbuf = malloc(maxchunk * es),
-        .tmp = malloc(seg * sizeof(float)),
+        .sbuf = half ? malloc(maxchunk * es) : NULL,
+        .rbuf = half ? malloc(maxchunk * es) : NULL,
+        .rf32 = half ? NULL : malloc(maxchunk * sizeof(float)),
+        .tmp = half ? malloc(min_size(seg, maxchunk) * sizeof(float)) : NULL,
         .sreq = malloc(maxseg * sizeof(herd_req *)),
         .rreq = malloc(maxseg * sizeof(herd_req *)),
     };
     herd_status st = HERD_OK;
-    if (!x.sbuf || !x.rbuf || !x.tmp || !x.sreq || !x.rreq) {
-        st = herd_err_set(&c->err, HERD_ENOMEM, "allreduce: out of memory");
+    if ((half ? !x.sbuf || !x.rbuf || !x.tmp : !x.rf32) || !x.sreq || !x.rreq) {
+        st = herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: allreduce: out of memory for %zu floats", r, count);
         goto out;
     }
-    size_t r = c->rank;
-    /* reduce-scatter: after n-1 steps rank r holds the sum of chunk r+1 */
+    /* reduce-scatter: after step s, rank r holds the sum of s+2 ranks' parts
+     * of chunk r-s-1; after n-1 steps, all of chunk r+1 */
     for (size_t s = 0; s + 1 < n && st == HERD_OK; s++)
-        st = ring_step(c, buf, count, (r + n - s) % n, (r + n - s - 1) % n, true, o.wire, seg, &x);
+        st = ring_step(c, buf, count, (r + n - s) % n, (r + n - s - 1) % n, true, false, wire, seg, &x);
     if (st < 0)
         goto out;
-    if (o.wire != HERD_F32) {
-        /* the owner rounds its chunk exactly as the others will receive it */
+    if (half) {
+        /* the owner rounds its chunk once, exactly as the others will
+         * receive it, and keeps the wire form to send */
         size_t lo, hi;
         chunk_range(count, n, (r + 1) % n, &lo, &hi);
-        for (size_t k = lo; k < hi; k += seg) {
-            size_t m = hi - k < seg ? hi - k : seg;
-            to_wire(o.wire, buf + k, x.sbuf, m);
-            from_wire(o.wire, x.sbuf, buf + k, m);
-        }
+        to_wire(wire, buf + lo, x.sbuf, hi - lo);
+        from_wire(wire, x.sbuf, buf + lo, hi - lo);
     }
-    /* all-gather: pass the reduced chunks around the ring */
-    for (size_t s = 0; s + 1 < n && st == HERD_OK; s++)
-        st = ring_step(c, buf, count, (r + 1 + n - s) % n, (r + n - s) % n, false, o.wire, seg, &x);
+    /* all-gather: the reduced chunks go round the ring and are copied, never
+     * re-summed, so every rank ends with the owner's bits. With a 16-bit
+     * wire, what arrives in one step is forwarded as is in the next. */
+    for (size_t s = 0; s + 1 < n && st == HERD_OK; s++) {
+        st = ring_step(c, buf, count, (r + 1 + n - s) % n, (r + n - s) % n, false, half, wire, seg, &x);
+        void *t = x.sbuf;
+        x.sbuf = x.rbuf, x.rbuf = t;
+    }
 out:
     free(x.sbuf);
     free(x.rbuf);
+    free(x.rf32);
     free(x.tmp);
     free(x.sreq);
     free(x.rreq);
     return st;
 }
 
+herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *opts)
+{
+    herd_allreduce_opts o = opts ? *opts : (herd_allreduce_opts){0};
+    if (o.wire != HERD_F32 && o.wire != HERD_F16 && o.wire != HERD_BF16)
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allreduce: opts->wire %d is not a herd_dtype", c->rank,
+                            (int)o.wire);
+    if (count && !buf)
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allreduce: buf is NULL for %zu floats", c->rank, count);
+    if (count > SIZE_MAX / sizeof(float))
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allreduce: count %zu is too large", c->rank, count);
+    if (count == 0 || c->size == 1)
+        return HERD_OK;
+    /* the engine's own allreduce sums fp32 on its wire: it serves fp32 only */
+    if (o.native && o.wire == HERD_F32 && c->ops->allreduce_native)
+        return c->ops->allreduce_native(c, buf, count, herd__comm_deadline(c));
+    return ring_allreduce(c, buf, count, o.wire, o.segment_bytes);
+}
+
+/* ---- allgather (ring) and broadcast (binomial tree) ----------------- */
+
 herd_status herd_allgather(herd_comm *c, const void *in, void *out, size_t bytes)
 {
     size_t n = c->size, r = c->rank, right = (r + 1) % n, left = (r + n - 1) % n;
+    if (bytes && (!in || !out))
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allgather: %s is NULL for %zu bytes", c->rank,
+                            in ? "out" : "in", bytes);
+    if (bytes > SIZE_MAX / n)
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allgather: %zu ranks x %zu bytes is too large", c->rank,
+                            n, bytes);
     unsigned char *o = out;
     if (bytes)
-        memcpy(o + r * bytes, in, bytes);
+        memmove(o + r * bytes, in, bytes); /* in may already be there */
+    /* step s: pass on the block received in step s-1 (first our own) */
     for (size_t s = 0; s + 1 < n; s++) {
         size_t si = (r + n - s) % n, ri = (r + n - s - 1) % n;
         herd_req *rr = NULL, *sr = NULL;
@@ -301,28 +328,76 @@ herd_status herd_allgather(herd_comm *c, const void *in, void *out, size_t bytes
         if (st == HERD_OK)
             st = herd_comm_isend(c, right, TAG_ALLGATHER, o + si * bytes, bytes, &sr);
         if (st == HERD_OK)
-            st = herd_comm_wait(c, sr), sr = NULL;
-        if (st == HERD_OK)
             st = herd_comm_wait(c, rr), rr = NULL;
+        if (st == HERD_OK)
+            st = herd_comm_wait(c, sr), sr = NULL;
+        herd_comm_cancel(c, rr); /* after a failure, what is left */
         herd_comm_cancel(c, sr);
-        herd_comm_cancel(c, rr);
         if (st < 0)
             return st;
     }
     return HERD_OK;
 }
 
+/* Binomial tree on ranks relative to the root (v = rank - root mod n):
+ * v's parent is v without its lowest set bit, its children v + 2^k for
+ * 2^k below that bit (the root: below n). A buffer travels in segments, so
+ * a large one streams down the tree instead of waiting at every level. */
+herd_status herd__broadcast_seg(herd_comm *c, void *buf, size_t bytes, size_t root, size_t segment_bytes)
+{
+    size_t n = c->size;
+    if (root >= n)
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: broadcast: root %zu is not a rank (size %zu)", c->rank,
+                            root, n);
+    if (bytes && !buf)
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: broadcast: buf is NULL for %zu bytes", c->rank, bytes);
+    if (n == 1 || bytes == 0)
+        return HERD_OK;
+    size_t v = (c->rank + n - root) % n, low = v & (~v + 1), top = 1;
+    while (top < n)
+        top <<= 1;
+    size_t child[8 * sizeof(size_t)], nchild = 0, parent = (v - low + root) % n;
+    for (size_t m = (v ? low : top) >> 1; m >= 1; m >>= 1) /* farthest (largest subtree) first */
+        if (v + m < n)
+            child[nchild++] = (v + m + root) % n;
+    size_t seg = segment_bytes ? segment_bytes : DEFAULT_SEGMENT, nseg = (bytes + seg - 1) / seg;
+    herd_req *rreq[BCAST_WINDOW] = {0}, *sreq[BCAST_WINDOW][8 * sizeof(size_t)] = {{0}};
+    unsigned char *p = buf;
+    herd_status st = HERD_OK;
+    for (size_t k = 0; k < nseg && st == HERD_OK && v; k++) /* the first receives */
+        if (k < BCAST_WINDOW)
+            st = herd_comm_irecv(c, parent, TAG_BCAST, p + k * seg, min_size(bytes - k * seg, seg), &rreq[k]);
+    for (size_t k = 0; k < nseg && st == HERD_OK; k++) {
+        size_t slot = k % BCAST_WINDOW, m = min_size(bytes - k * seg, seg);
+        if (v) { /* segment k arrives; its slot takes segment k + BCAST_WINDOW */
+            st = herd_comm_wait(c, rreq[slot]);
+            rreq[slot] = NULL;
+            size_t next = k + BCAST_WINDOW;
+            if (st == HERD_OK && next < nseg)
+                st = herd_comm_irecv(c, parent, TAG_BCAST, p + next * seg, min_size(bytes - next * seg, seg),
+                                     &rreq[slot]);
+        }
+        for (size_t j = 0; j < nchild && st == HERD_OK; j++) {
+            if (sreq[slot][j]) /* segment k - BCAST_WINDOW has left */
+                st = herd_comm_wait(c, sreq[slot][j]);
+            sreq[slot][j] = NULL;
+            if (st == HERD_OK)
+                st = herd_comm_isend(c, child[j], TAG_BCAST, p + k * seg, m, &sreq[slot][j]);
+        }
+    }
+    for (size_t i = 0; i < BCAST_WINDOW; i++) {
+        for (size_t j = 0; j < nchild; j++) {
+            herd_status st2 = st == HERD_OK && sreq[i][j] ? herd_comm_wait(c, sreq[i][j]) : HERD_OK;
+            if (st != HERD_OK)
+                herd_comm_cancel(c, sreq[i][j]);
+            st = st == HERD_OK ? st2 : st;
+        }
+        herd_comm_cancel(c, rreq[i]); /* only left after a failure */
+    }
+    return st;
+}
+
 herd_status herd_broadcast(herd_comm *c, void *buf, size_t bytes, size_t root)
 {
-    if (root >= c->size)
-        return herd_err_set(&c->err, HERD_EINVAL, "broadcast: root %zu is not a rank (size %zu)", root, c->size);
-    if (c->rank != root)
-        return herd_comm_recv(c, root, TAG_BCAST, buf, bytes);
-    for (size_t p = 0; p < c->size; p++)
-        if (p != root) {
-            herd_status st = herd_comm_send(c, p, TAG_BCAST, buf, bytes);
-            if (st < 0)
-                return st;
-        }
-    return HERD_OK;
+    return herd__broadcast_seg(c, buf, bytes, root, 0);
 }

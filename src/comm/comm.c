@@ -1,32 +1,68 @@
-/* The herd_comm_* wrappers: argument checks, byte counts, timeouts. */
-#include "herd/herd_comm.h"
+/* The herd_comm_* wrappers: every caller goes through them, whatever the
+ * engine. They check arguments (naming the bad one in c->err), count bytes
+ * (posted sends and receives, window traffic), time the waits into
+ * c->wait_s and turn c->timeout_s into the engines' deadlines.
+ * herd_comm_wait always ends the request, also when it fails (timeout,
+ * failed peer); so does a herd_comm_test that fails. For that, an engine's
+ * wait frees the request only when it returns HERD_OK, its test only when
+ * it sets *done, and the wrappers cancel (free) the rest. */
+#include "comm/comm_internal.h"
 
-#include <stdlib.h>
+#include <stdint.h>
 #include <time.h>
 
-static double now_s(void)
+double herd__now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double deadline(const herd_comm *c) { return now_s() + (c->timeout_s > 0 ? c->timeout_s : 60); }
+double herd__comm_timeout(const herd_comm *c) { return c->timeout_s > 0 ? c->timeout_s : 60; }
 
-static herd_status check_peer(herd_comm *c, size_t peer, const void *buf, size_t bytes, const char *fn)
+double herd__comm_deadline(const herd_comm *c) { return herd__now_s() + herd__comm_timeout(c); }
+
+static herd_status check_rank(herd_comm *c, size_t rank, const char *fn, const char *arg)
 {
-    if (peer >= c->size)
-        return herd_err_set(&c->err, HERD_EINVAL, "%s: peer %zu is not a rank (size %zu)", fn, peer, c->size);
+    if (rank >= c->size)
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: %s: %s %zu is not a rank (size %zu)", c->rank, fn, arg,
+                            rank, c->size);
+    return HERD_OK;
+}
+
+static herd_status check_buf(herd_comm *c, const void *buf, size_t bytes, const char *fn, const char *arg)
+{
     if (bytes && !buf)
-        return herd_err_set(&c->err, HERD_EINVAL, "%s: NULL buffer for %zu bytes", fn, bytes);
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: %s: %s is NULL for %zu bytes", c->rank, fn, arg, bytes);
+    return HERD_OK;
+}
+
+static herd_status check_ptr(herd_comm *c, const void *p, const char *fn, const char *arg)
+{
+    if (!p)
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: %s: %s is NULL", c->rank, fn, arg);
+    return HERD_OK;
+}
+
+/* The checks shared by isend and irecv. */
+static herd_status check_p2p(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req,
+                             const char *fn)
+{
+    herd_status st;
+    if ((st = check_rank(c, peer, fn, "peer")) < 0 || (st = check_buf(c, buf, bytes, fn, "buf")) < 0 ||
+        (st = check_ptr(c, req, fn, "req")) < 0)
+        return st;
+    if (tag < 0) /* MPI tags are non-negative */
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: %s: tag %d is negative", c->rank, fn, tag);
     return HERD_OK;
 }
 
 herd_status herd_comm_isend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req)
 {
-    herd_status st = check_peer(c, peer, buf, bytes, "isend");
+    herd_status st = check_p2p(c, peer, tag, buf, bytes, req, "isend");
     if (st < 0)
         return st;
+    *req = NULL;
     st = c->ops->isend(c, peer, tag, buf, bytes, req);
     if (st == HERD_OK)
         c->bytes_sent += bytes;
@@ -35,9 +71,10 @@ herd_status herd_comm_isend(herd_comm *c, size_t peer, int tag, const void *buf,
 
 herd_status herd_comm_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req)
 {
-    herd_status st = check_peer(c, peer, buf, bytes, "irecv");
+    herd_status st = check_p2p(c, peer, tag, buf, bytes, req, "irecv");
     if (st < 0)
         return st;
+    *req = NULL;
     st = c->ops->irecv(c, peer, tag, buf, bytes, req);
     if (st == HERD_OK)
         c->bytes_recv += bytes;
@@ -46,13 +83,30 @@ herd_status herd_comm_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_
 
 herd_status herd_comm_wait(herd_comm *c, herd_req *req)
 {
-    double t0 = now_s();
-    herd_status st = c->ops->wait(c, req, t0 + (c->timeout_s > 0 ? c->timeout_s : 60));
-    c->wait_s += now_s() - t0;
+    herd_status st = check_ptr(c, req, "wait", "req");
+    if (st < 0)
+        return st;
+    double t0 = herd__now_s();
+    st = c->ops->wait(c, req, t0 + herd__comm_timeout(c));
+    if (st < 0) /* an engine frees only completed requests: the caller's is gone either way */
+        c->ops->cancel(c, req);
+    c->wait_s += herd__now_s() - t0;
     return st;
 }
 
-herd_status herd_comm_test(herd_comm *c, herd_req *req, bool *done) { return c->ops->test(c, req, done); }
+herd_status herd_comm_test(herd_comm *c, herd_req *req, bool *done)
+{
+    herd_status st;
+    if ((st = check_ptr(c, req, "test", "req")) < 0 || (st = check_ptr(c, done, "test", "done")) < 0)
+        return st;
+    *done = false;
+    st = c->ops->test(c, req, done);
+    if (st < 0 && !*done) { /* a failed test ends the request too */
+        c->ops->cancel(c, req);
+        *done = true;
+    }
+    return st;
+}
 
 void herd_comm_cancel(herd_comm *c, herd_req *req)
 {
@@ -76,40 +130,53 @@ herd_status herd_comm_recv(herd_comm *c, size_t peer, int tag, void *buf, size_t
 
 herd_status herd_comm_barrier(herd_comm *c)
 {
-    double t0 = now_s();
-    herd_status st = c->ops->barrier(c, deadline(c));
-    c->wait_s += now_s() - t0;
+    double t0 = herd__now_s();
+    herd_status st = c->ops->barrier(c, t0 + herd__comm_timeout(c));
+    c->wait_s += herd__now_s() - t0;
     return st;
 }
 
 herd_status herd_comm_win_create(herd_comm *c, void *base, size_t bytes, herd_win **win)
 {
-    if (bytes && !base)
-        return herd_err_set(&c->err, HERD_EINVAL, "win_create: NULL base for %zu bytes", bytes);
-    return c->ops->win_create(c, base, bytes, win);
+    herd_status st;
+    if ((st = check_buf(c, base, bytes, "win_create", "base")) < 0 ||
+        (st = check_ptr(c, win, "win_create", "win")) < 0)
+        return st;
+    *win = NULL;
+    double t0 = herd__now_s();
+    st = c->ops->win_create(c, base, bytes, win);
+    c->wait_s += herd__now_s() - t0;
+    return st;
+}
+
+/* The checks shared by every window call that names a target. */
+static herd_status check_win(herd_comm *c, const herd_win *w, size_t target, const char *fn)
+{
+    herd_status st = check_ptr(c, w, fn, "win");
+    return st < 0 ? st : check_rank(c, target, fn, "target");
 }
 
 herd_status herd_comm_win_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive)
 {
-    herd_status st = check_peer(c, target, NULL, 0, "win_lock");
+    herd_status st = check_win(c, w, target, "win_lock");
     if (st < 0)
         return st;
-    double t0 = now_s();
-    st = c->ops->win_lock(c, w, target, exclusive, deadline(c));
-    c->wait_s += now_s() - t0;
+    double t0 = herd__now_s();
+    st = c->ops->win_lock(c, w, target, exclusive, t0 + herd__comm_timeout(c));
+    c->wait_s += herd__now_s() - t0;
     return st;
 }
 
 herd_status herd_comm_win_unlock(herd_comm *c, herd_win *w, size_t target)
 {
-    herd_status st = check_peer(c, target, NULL, 0, "win_unlock");
+    herd_status st = check_win(c, w, target, "win_unlock");
     return st < 0 ? st : c->ops->win_unlock(c, w, target);
 }
 
 herd_status herd_comm_win_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes)
 {
-    herd_status st = check_peer(c, target, dst, bytes, "win_get");
-    if (st < 0)
+    herd_status st;
+    if ((st = check_win(c, w, target, "win_get")) < 0 || (st = check_buf(c, dst, bytes, "win_get", "dst")) < 0)
         return st;
     st = c->ops->win_get(c, w, target, offset, dst, bytes);
     if (st == HERD_OK)
@@ -119,8 +186,8 @@ herd_status herd_comm_win_get(herd_comm *c, herd_win *w, size_t target, size_t o
 
 herd_status herd_comm_win_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes)
 {
-    herd_status st = check_peer(c, target, src, bytes, "win_put");
-    if (st < 0)
+    herd_status st;
+    if ((st = check_win(c, w, target, "win_put")) < 0 || (st = check_buf(c, src, bytes, "win_put", "src")) < 0)
         return st;
     st = c->ops->win_put(c, w, target, offset, src, bytes);
     if (st == HERD_OK)
@@ -131,8 +198,12 @@ herd_status herd_comm_win_put(herd_comm *c, herd_win *w, size_t target, size_t o
 herd_status herd_comm_win_accumulate(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
                                      size_t count)
 {
-    herd_status st = check_peer(c, target, src, count * sizeof(float), "win_accumulate");
+    herd_status st = check_win(c, w, target, "win_accumulate");
     if (st < 0)
+        return st;
+    if (count > SIZE_MAX / sizeof(float))
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: win_accumulate: count %zu is too large", c->rank, count);
+    if ((st = check_buf(c, src, count * sizeof(float), "win_accumulate", "src")) < 0)
         return st;
     st = c->ops->win_accumulate(c, w, target, offset, src, count);
     if (st == HERD_OK)
@@ -140,7 +211,15 @@ herd_status herd_comm_win_accumulate(herd_comm *c, herd_win *w, size_t target, s
     return st;
 }
 
-herd_status herd_comm_win_free(herd_comm *c, herd_win *w) { return w ? c->ops->win_free(c, w) : HERD_OK; }
+herd_status herd_comm_win_free(herd_comm *c, herd_win *w)
+{
+    if (!w)
+        return HERD_OK;
+    double t0 = herd__now_s();
+    herd_status st = c->ops->win_free(c, w);
+    c->wait_s += herd__now_s() - t0;
+    return st;
+}
 
 void herd_comm_free(herd_comm *c)
 {

@@ -1,24 +1,41 @@
-/* The threads engine: every worker is a thread of one process.
+/* The threads engine: every worker is a thread of one process, and a
+ * herd_threads_world is what they share. Nothing here is global, so any
+ * number of worlds may live in one process.
  *
- * Point-to-point: when the matching receive is already posted, a send copies
- * straight into the receiver's buffer (one copy); otherwise the message is
- * copied into the receiver's mailbox (a FIFO per destination, matched by
- * source and tag) and copied out by the receive. Waiting blocks on a condition variable with a deadline, so 16
- * workers on 2 cores never spin. Windows hand every rank the others' base
- * pointers; a reader-writer lock per target makes lock/unlock. A failed
- * world wakes every waiter, which then returns HERD_EREMOTE.
+ * Point-to-point: each rank has a mailbox (a mutex, a condition variable, the
+ * messages that arrived before their receive, and the receives posted before
+ * their message). A send whose receive is already posted claims it and copies
+ * straight into the receiver's buffer, outside the lock (one copy); otherwise
+ * it copies the message into the mailbox (eager) and the receive copies it
+ * out. Matching is by (source, tag), first in first out. Sends therefore
+ * complete at once; receives block on the condition variable with a deadline
+ * on CLOCK_MONOTONIC, so 16 workers on 2 cores never spin.
+ *
+ * Windows: win_create is a rendezvous (a barrier) after which every rank has
+ * every other rank's base pointer; get/put are memcpy. Each target of each
+ * window has a reader-writer lock made of the window's mutex and condition
+ * variable (writers first), so that a lock wait has a deadline and wakes on a
+ * failure. Accesses need the caller to hold a lock on the target, as MPI does;
+ * accumulate under a shared lock adds element by element atomically (as
+ * MPI_Accumulate does), under an exclusive one plainly.
+ *
+ * Failure: herd_threads_world_fail wakes every waiter (receives, barrier,
+ * window locks); each then returns HERD_EREMOTE naming the failed rank.
+ *
+ * Lock order: world->mu before a window's mu; a mailbox's mu alone.
  */
-#include "herd/herd_comm.h"
+#include "comm/comm_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum { MAX_WINDOWS = 64 };
-
+/* A message that arrived before its receive. */
 typedef struct msg {
     struct msg *next;
     size_t src, len;
@@ -26,74 +43,85 @@ typedef struct msg {
     unsigned char data[];
 } msg;
 
-typedef struct herd_req herd_req;
+enum req_state {
+    REQ_POSTED,  /* in the mailbox's posted list, waiting for a sender */
+    REQ_CLAIMED, /* a sender took it off the list and is copying into buf */
+    REQ_DONE,
+};
+
+struct herd_req {
+    bool recv;
+    int state;       /* receives: enum req_state, under the mailbox lock */
+    bool bad_len;    /* the message had `got` bytes, not `len` */
+    size_t peer, len, got;
+    int tag;
+    void *buf;
+    herd_req *next;  /* in the posted list */
+};
 
 typedef struct mailbox {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    msg *head, *tail;   /* arrived, not yet received */
-    herd_req *posted;   /* receives waiting for a message, oldest first */
+    pthread_cond_t cv;              /* the owner waits here for its receives */
+    msg *head, *tail;               /* arrived, not yet received, oldest first */
+    herd_req *posted, *posted_tail; /* receives without a message, oldest first */
 } mailbox;
 
+typedef struct win_target {
+    size_t readers, writers_waiting;
+    bool writer;
+} win_target;
+
+/* What all ranks share of one window. */
 typedef struct win_slot {
-    void **base;
-    size_t *bytes;
-    pthread_rwlock_t *locks;
-    size_t arrived, freed;
+    struct win_slot *next; /* in the world's list */
+    uint64_t seq;          /* this window is every rank's seq-th */
+    void **base;           /* per rank */
+    size_t *bytes;         /* per rank */
+    pthread_mutex_t mu;    /* the per-target locks */
+    pthread_cond_t cv;
+    win_target *t;         /* per target */
+    size_t freed;          /* ranks that have freed it (under world->mu) */
 } win_slot;
+
+enum { HELD_NONE, HELD_SHARED, HELD_EXCLUSIVE };
+
+/* One rank's handle on a window. */
+struct herd_win {
+    win_slot *slot;
+    unsigned char *held; /* per target: HELD_* */
+};
 
 struct herd_threads_world {
     size_t n;
     mailbox *box;
-    pthread_mutex_t mu; /* barrier and window rendezvous */
+    pthread_mutex_t mu; /* barrier, and the window list */
     pthread_cond_t cv;
     size_t bar_count, bar_gen;
-    atomic_int failed;
-    atomic_size_t failed_rank;
-    win_slot *wins[MAX_WINDOWS];
+    win_slot *wins;
+    atomic_size_t failed; /* 0, or 1 + the failed rank */
 };
 
 typedef struct thr_comm {
     herd_comm base;
     herd_threads_world *world;
-    size_t nwins; /* windows created so far: the next one's id */
+    uint64_t nwins; /* windows created so far: the next one's seq */
 } thr_comm;
 
-struct herd_req {
-    bool recv;
-    bool done;          /* a sender filled buf (under the mailbox lock) */
-    herd_status st;
-    size_t peer, len;
-    int tag;
-    void *buf;
-    herd_req *next;     /* in the mailbox's posted list */
-};
+static herd_threads_world *world_of(herd_comm *c) { return ((thr_comm *)c)->world; }
 
-struct herd_win {
-    win_slot *slot;
-    size_t id;
-};
-
-static double now_s(void)
+/* A monotonic deadline as the absolute time pthread_cond_timedwait wants. */
+static struct timespec abs_time(double deadline)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static struct timespec to_abs(double deadline, clockid_t clk)
-{
-    double rel = deadline - now_s();
-    if (rel < 0)
-        rel = 0;
-    struct timespec now;
-    clock_gettime(clk, &now);
-    double t = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec + rel;
-    struct timespec ts = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
+    if (deadline > 1e15)
+        deadline = 1e15;
+    double s = deadline < 0 ? 0 : deadline;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    if (ts.tv_nsec >= 1000000000L)
+        ts.tv_nsec = 999999999L;
     return ts;
 }
 
-static void init_cond(pthread_cond_t *cv)
+static void cond_init(pthread_cond_t *cv)
 {
     pthread_condattr_t a;
     pthread_condattr_init(&a);
@@ -102,11 +130,28 @@ static void init_cond(pthread_cond_t *cv)
     pthread_condattr_destroy(&a);
 }
 
+/* The failed rank, or SIZE_MAX while the world is healthy. */
+static size_t failed_rank(herd_threads_world *w)
+{
+    size_t f = atomic_load(&w->failed);
+    return f ? f - 1 : SIZE_MAX;
+}
+
+static herd_status remote_failure(herd_comm *c, const char *what)
+{
+    return herd_err_set(&c->err, HERD_EREMOTE, "rank %zu: worker %zu failed (while %s)", c->rank,
+                        failed_rank(world_of(c)), what);
+}
+
+/* ---- the world ----------------------------------------------------- */
+
 herd_status herd_threads_world_create(size_t n, herd_threads_world **out, herd_err *err)
 {
+    if (!out)
+        return herd_err_set(err, HERD_EINVAL, "threads engine: out is NULL");
     *out = NULL;
     if (n == 0)
-        return herd_err_set(err, HERD_EINVAL, "threads engine: at least one worker");
+        return herd_err_set(err, HERD_EINVAL, "threads engine: nworkers is 0 (need at least one worker)");
     herd_threads_world *w = calloc(1, sizeof *w);
     if (w)
         w->box = calloc(n, sizeof *w->box);
@@ -117,12 +162,23 @@ herd_status herd_threads_world_create(size_t n, herd_threads_world **out, herd_e
     w->n = n;
     for (size_t i = 0; i < n; i++) {
         pthread_mutex_init(&w->box[i].mu, NULL);
-        init_cond(&w->box[i].cv);
+        cond_init(&w->box[i].cv);
     }
     pthread_mutex_init(&w->mu, NULL);
-    init_cond(&w->cv);
+    cond_init(&w->cv);
+    atomic_init(&w->failed, 0);
     *out = w;
     return HERD_OK;
+}
+
+static void slot_destroy(win_slot *s)
+{
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->base);
+    free(s->bytes);
+    free(s->t);
+    free(s);
 }
 
 void herd_threads_world_free(herd_threads_world *w)
@@ -138,12 +194,11 @@ void herd_threads_world_free(herd_threads_world *w)
         pthread_mutex_destroy(&w->box[i].mu);
         pthread_cond_destroy(&w->box[i].cv);
     }
-    for (size_t i = 0; i < MAX_WINDOWS; i++)
-        if (w->wins[i]) {
-            for (size_t t = 0; t < w->n; t++)
-                pthread_rwlock_destroy(&w->wins[i]->locks[t]);
-            free(w->wins[i]->base), free(w->wins[i]->bytes), free(w->wins[i]->locks), free(w->wins[i]);
-        }
+    for (win_slot *s = w->wins; s;) { /* windows some rank never freed */
+        win_slot *next = s->next;
+        slot_destroy(s);
+        s = next;
+    }
     free(w->box);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
@@ -152,9 +207,11 @@ void herd_threads_world_free(herd_threads_world *w)
 
 void herd_threads_world_fail(herd_threads_world *w, size_t rank)
 {
-    if (!w || atomic_exchange(&w->failed, 1))
-        return;
-    atomic_store(&w->failed_rank, rank);
+    size_t healthy = 0;
+    if (!w || !atomic_compare_exchange_strong(&w->failed, &healthy, rank + 1))
+        return; /* the first failure is the one reported */
+    /* Each waiter checks `failed` under the lock it waits with, so taking
+     * that lock before broadcasting means none can miss the wake-up. */
     for (size_t i = 0; i < w->n; i++) {
         pthread_mutex_lock(&w->box[i].mu);
         pthread_cond_broadcast(&w->box[i].cv);
@@ -162,126 +219,54 @@ void herd_threads_world_fail(herd_threads_world *w, size_t rank)
     }
     pthread_mutex_lock(&w->mu);
     pthread_cond_broadcast(&w->cv);
+    for (win_slot *s = w->wins; s; s = s->next) {
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
     pthread_mutex_unlock(&w->mu);
 }
 
-static herd_threads_world *world_of(herd_comm *c) { return ((thr_comm *)c)->world; }
+/* ---- point-to-point ------------------------------------------------ */
 
-static herd_status remote_failure(herd_comm *c)
+/* With b locked: takes `which` off the posted list if it is there, or
+ * (which == NULL) the oldest receive posted for (src, tag); returns it or NULL. */
+static herd_req *unlink_posted(mailbox *b, const herd_req *which, size_t src, int tag)
 {
-    return herd_err_set(&c->err, HERD_EREMOTE, "rank %zu: worker %zu failed", c->rank,
-                        atomic_load(&world_of(c)->failed_rank));
-}
-
-/* With b locked: gives the data to the oldest receive posted for (src, tag),
- * if there is one, and wakes its waiter. */
-static bool hand_over(mailbox *b, size_t src, int tag, const void *data, size_t bytes)
-{
-    for (herd_req **pp = &b->posted; *pp; pp = &(*pp)->next) {
-        herd_req *rr = *pp;
-        if (rr->peer != src || rr->tag != tag)
+    herd_req *prev = NULL;
+    for (herd_req *r = b->posted; r; prev = r, r = r->next) {
+        if (which ? r != which : r->peer != src || r->tag != tag)
             continue;
-        *pp = rr->next;
-        if (rr->len != bytes)
-            rr->st = HERD_EINVAL;
-        else if (bytes)
-            memcpy(rr->buf, data, bytes);
-        rr->done = true;
-        pthread_cond_broadcast(&b->cv);
-        return true;
+        if (prev)
+            prev->next = r->next;
+        else
+            b->posted = r->next;
+        if (b->posted_tail == r)
+            b->posted_tail = prev;
+        return r;
     }
-    return false;
+    return NULL;
 }
 
-static herd_status t_isend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req)
+/* With b locked: claims the oldest receive posted for (src, tag), if any. */
+static herd_req *claim_posted(mailbox *b, size_t src, int tag)
 {
-    herd_threads_world *w = world_of(c);
-    herd_req *r = malloc(sizeof *r);
-    if (!r)
-        return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
-    *r = (herd_req){.recv = false, .peer = peer, .tag = tag};
-    mailbox *b = &w->box[peer];
-    *req = r;
-    /* a posted receive from this rank with this tag takes the data directly
-     * (none can be posted while an older message of ours waits: it would
-     * have taken that one) */
-    pthread_mutex_lock(&b->mu);
-    bool handed = hand_over(b, c->rank, tag, buf, bytes);
-    pthread_mutex_unlock(&b->mu);
-    if (handed)
-        return HERD_OK;
-    msg *m = malloc(sizeof *m + bytes);
-    if (!m) {
-        free(r);
-        *req = NULL;
-        return herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a %zu-byte message", c->rank, bytes);
-    }
-    m->next = NULL, m->src = c->rank, m->len = bytes, m->tag = tag;
-    if (bytes)
-        memcpy(m->data, buf, bytes);
-    pthread_mutex_lock(&b->mu);
-    /* a receive may have been posted while we copied: hand it over */
-    if (hand_over(b, c->rank, tag, m->data, bytes)) {
-        pthread_mutex_unlock(&b->mu);
-        free(m);
-        return HERD_OK;
-    }
-    if (b->tail)
-        b->tail->next = m;
-    else
-        b->head = m;
-    b->tail = m;
-    pthread_cond_broadcast(&b->cv);
-    pthread_mutex_unlock(&b->mu);
-    return HERD_OK;
+    herd_req *r = unlink_posted(b, NULL, src, tag);
+    if (r)
+        r->state = REQ_CLAIMED;
+    return r;
 }
 
-static int take(herd_comm *c, mailbox *b, herd_req *req, herd_status *st);
+/* With b locked: removes a receive that may still be posted. */
+static void unpost(mailbox *b, herd_req *req) { unlink_posted(b, req, 0, 0); }
 
-static herd_status t_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req)
-{
-    herd_req *r = malloc(sizeof *r);
-    if (!r)
-        return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
-    *r = (herd_req){.recv = true, .peer = peer, .tag = tag, .buf = buf, .len = bytes};
-    mailbox *b = &world_of(c)->box[c->rank];
-    pthread_mutex_lock(&b->mu);
-    herd_status st = HERD_OK;
-    if (take(c, b, r, &st)) {
-        r->done = true, r->st = st;
-    } else { /* post it, after any older posted receive */
-        herd_req **pp = &b->posted;
-        while (*pp)
-            pp = &(*pp)->next;
-        *pp = r;
-    }
-    pthread_mutex_unlock(&b->mu);
-    *req = r;
-    return HERD_OK;
-}
-
-/* With the mailbox locked: removes a posted receive that is still waiting. */
-static void unpost(mailbox *b, herd_req *req)
-{
-    for (herd_req **pp = &b->posted; *pp; pp = &(*pp)->next)
-        if (*pp == req) {
-            *pp = req->next;
-            return;
-        }
-}
-
-static herd_status size_mismatch(herd_comm *c, herd_req *req)
-{
-    return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: a message from rank %zu (tag %d) is not %zu bytes long",
-                        c->rank, req->peer, req->tag, req->len);
-}
-
-/* With the mailbox locked: takes the first message from req's peer and tag. */
-static int take(herd_comm *c, mailbox *b, herd_req *req, herd_status *st)
+/* With b locked: takes the oldest arrived message from (src, tag) off the
+ * list, or returns NULL. */
+static msg *take_arrived(mailbox *b, size_t src, int tag)
 {
     msg *prev = NULL;
     for (msg *m = b->head; m; prev = m, m = m->next) {
-        if (m->src != req->peer || m->tag != req->tag)
+        if (m->src != src || m->tag != tag)
             continue;
         if (prev)
             prev->next = m->next;
@@ -289,69 +274,176 @@ static int take(herd_comm *c, mailbox *b, herd_req *req, herd_status *st)
             b->head = m->next;
         if (b->tail == m)
             b->tail = prev;
-        if (m->len != req->len)
-            *st = herd_err_set(&c->err, HERD_EINVAL, "rank %zu: expected %zu bytes from rank %zu (tag %d), got %zu",
-                               c->rank, req->len, req->peer, req->tag, m->len);
-        else if (m->len)
-            memcpy(req->buf, m->data, m->len);
-        free(m);
-        return 1;
+        return m;
     }
-    return 0;
+    return NULL;
 }
 
-static herd_status t_test(herd_comm *c, herd_req *req, bool *done)
+/* Copies a message into a receive that nobody else can touch now (claimed,
+ * or not yet posted); a length mismatch is reported by the receive. */
+static void fill(herd_req *r, const void *data, size_t bytes)
 {
-    herd_status st = HERD_OK;
-    *done = true;
-    if (req->recv) {
-        mailbox *b = &world_of(c)->box[c->rank];
-        pthread_mutex_lock(&b->mu);
-        *done = req->done;
-        if (!*done && atomic_load(&world_of(c)->failed)) {
-            unpost(b, req);
-            pthread_mutex_unlock(&b->mu);
-            free(req);
-            *done = true;
-            return remote_failure(c);
-        }
-        pthread_mutex_unlock(&b->mu);
-        if (*done && req->st < 0)
-            st = size_mismatch(c, req);
+    r->got = bytes;
+    r->bad_len = bytes != r->len;
+    if (!r->bad_len && bytes)
+        memcpy(r->buf, data, bytes);
+}
+
+/* Completes a claimed receive: fills it outside the lock, then wakes its owner. */
+static void deliver(mailbox *b, herd_req *r, const void *data, size_t bytes)
+{
+    fill(r, data, bytes);
+    pthread_mutex_lock(&b->mu);
+    r->state = REQ_DONE;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static herd_status t_isend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req)
+{
+    herd_req *r = malloc(sizeof *r);
+    if (!r)
+        return herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a send request", c->rank);
+    *r = (herd_req){.recv = false, .state = REQ_DONE, .peer = peer, .tag = tag};
+    mailbox *b = &world_of(c)->box[peer];
+    /* A receive posted for us with this tag takes the data directly. None can
+     * be posted while an older message of ours with this tag waits in the
+     * mailbox (it would have taken that one), so FIFO order holds. */
+    pthread_mutex_lock(&b->mu);
+    herd_req *rr = claim_posted(b, c->rank, tag);
+    pthread_mutex_unlock(&b->mu);
+    if (rr) {
+        deliver(b, rr, buf, bytes);
+        *req = r;
+        return HERD_OK;
     }
-    if (*done)
-        free(req);
-    return st;
+    msg *m = malloc(sizeof *m + bytes);
+    if (!m) {
+        free(r);
+        return herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a %zu-byte message to rank %zu",
+                            c->rank, bytes, peer);
+    }
+    *m = (msg){.src = c->rank, .len = bytes, .tag = tag};
+    if (bytes)
+        memcpy(m->data, buf, bytes);
+    pthread_mutex_lock(&b->mu);
+    rr = claim_posted(b, c->rank, tag); /* posted while we copied? */
+    if (!rr) {
+        if (b->tail)
+            b->tail->next = m;
+        else
+            b->head = m;
+        b->tail = m;
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (rr) {
+        deliver(b, rr, m->data, bytes);
+        free(m);
+    }
+    *req = r;
+    return HERD_OK;
+}
+
+static herd_status t_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req)
+{
+    herd_req *r = malloc(sizeof *r);
+    if (!r)
+        return herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a receive request", c->rank);
+    *r = (herd_req){.recv = true, .state = REQ_POSTED, .peer = peer, .tag = tag, .buf = buf, .len = bytes};
+    mailbox *b = &world_of(c)->box[c->rank];
+    pthread_mutex_lock(&b->mu);
+    msg *m = take_arrived(b, peer, tag);
+    if (!m) {
+        if (b->posted_tail)
+            b->posted_tail->next = r;
+        else
+            b->posted = r;
+        b->posted_tail = r;
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (m) { /* r is not visible to anyone else: copy without the lock */
+        fill(r, m->data, m->len);
+        r->state = REQ_DONE;
+        free(m);
+    }
+    *req = r;
+    return HERD_OK;
+}
+
+/* The outcome of a completed receive. */
+static herd_status finished(herd_comm *c, const herd_req *r)
+{
+    if (r->recv && r->bad_len)
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: expected %zu bytes from rank %zu (tag %d), got %zu",
+                            c->rank, r->len, r->peer, r->tag, r->got);
+    return HERD_OK;
 }
 
 static herd_status t_wait(herd_comm *c, herd_req *req, double deadline)
 {
-    herd_status st = HERD_OK;
-    if (!req->recv) {
+    if (!req->recv) { /* sends complete when posted */
         free(req);
         return HERD_OK;
     }
     herd_threads_world *w = world_of(c);
     mailbox *b = &w->box[c->rank];
-    struct timespec abs = to_abs(deadline, CLOCK_MONOTONIC);
+    struct timespec abs = abs_time(deadline);
+    herd_status st = HERD_OK;
     pthread_mutex_lock(&b->mu);
-    while (!req->done) {
+    while (req->state != REQ_DONE) {
+        if (req->state == REQ_CLAIMED) { /* a sender is copying: done soon, whatever else happens */
+            pthread_cond_wait(&b->cv, &b->mu);
+            continue;
+        }
         if (atomic_load(&w->failed)) {
-            unpost(b, req);
-            st = remote_failure(c);
+            char what[96];
+            snprintf(what, sizeof what, "waiting for a message from rank %zu (tag %d)", req->peer, req->tag);
+            st = remote_failure(c, what);
             break;
         }
-        if (pthread_cond_timedwait(&b->cv, &b->mu, &abs) == ETIMEDOUT && !req->done) {
-            unpost(b, req);
+        if (herd__now_s() >= deadline) {
             st = herd_err_set(&c->err, HERD_ETIMEOUT,
                               "rank %zu: timed out after %g s waiting for a message from rank %zu (tag %d)", c->rank,
-                              c->timeout_s, req->peer, req->tag);
+                              herd__comm_timeout(c), req->peer, req->tag);
             break;
         }
+        pthread_cond_timedwait(&b->cv, &b->mu, &abs);
+    }
+    if (st < 0) { /* not completed: no sender may claim it any more */
+        unpost(b, req);
+        req->state = REQ_DONE;
     }
     pthread_mutex_unlock(&b->mu);
-    if (st == HERD_OK && req->st < 0)
-        st = size_mismatch(c, req);
+    if (st == HERD_OK)
+        st = finished(c, req);
+    if (st == HERD_OK) /* on failure the wrapper cancels (frees) it */
+        free(req);
+    return st;
+}
+
+static herd_status t_test(herd_comm *c, herd_req *req, bool *done)
+{
+    herd_status st = HERD_OK;
+    if (req->recv) {
+        herd_threads_world *w = world_of(c);
+        mailbox *b = &w->box[c->rank];
+        pthread_mutex_lock(&b->mu);
+        int state = req->state;
+        if (state == REQ_POSTED && atomic_load(&w->failed)) {
+            unpost(b, req);
+            state = REQ_DONE;
+            char what[96];
+            snprintf(what, sizeof what, "testing a receive from rank %zu (tag %d)", req->peer, req->tag);
+            st = remote_failure(c, what);
+        }
+        pthread_mutex_unlock(&b->mu);
+        *done = state == REQ_DONE;
+        if (!*done)
+            return HERD_OK;
+    }
+    *done = true;
+    if (st == HERD_OK)
+        st = finished(c, req);
     free(req);
     return st;
 }
@@ -361,127 +453,205 @@ static void t_cancel(herd_comm *c, herd_req *req)
     if (req->recv) {
         mailbox *b = &world_of(c)->box[c->rank];
         pthread_mutex_lock(&b->mu);
-        unpost(b, req);
+        if (req->state == REQ_POSTED)
+            unpost(b, req);
+        while (req->state == REQ_CLAIMED) /* never free a buffer a sender is filling */
+            pthread_cond_wait(&b->cv, &b->mu);
         pthread_mutex_unlock(&b->mu);
     }
     free(req);
 }
 
-static herd_status t_barrier(herd_comm *c, double deadline)
+/* ---- barrier ----------------------------------------------------------- */
+
+/* With w->mu locked. A rank that gives up (timeout, failure) withdraws, so
+ * the count stays right for the others. */
+static herd_status barrier_locked(herd_comm *c, double deadline, const char *what)
 {
     herd_threads_world *w = world_of(c);
-    herd_status st = HERD_OK;
-    struct timespec abs = to_abs(deadline, CLOCK_MONOTONIC);
-    pthread_mutex_lock(&w->mu);
+    if (atomic_load(&w->failed))
+        return remote_failure(c, what);
     size_t gen = w->bar_gen;
     if (++w->bar_count == w->n) {
         w->bar_count = 0;
         w->bar_gen++;
         pthread_cond_broadcast(&w->cv);
-    } else {
-        while (gen == w->bar_gen) {
-            if (atomic_load(&w->failed)) {
-                st = remote_failure(c);
-                break;
-            }
-            if (pthread_cond_timedwait(&w->cv, &w->mu, &abs) == ETIMEDOUT && gen == w->bar_gen) {
-                st = herd_err_set(&c->err, HERD_ETIMEOUT,
-                                  "rank %zu: timed out after %g s in a barrier (%zu of %zu ranks arrived)", c->rank,
-                                  c->timeout_s, w->bar_count, w->n);
-                break;
-            }
-        }
+        return HERD_OK;
     }
+    struct timespec abs = abs_time(deadline);
+    while (gen == w->bar_gen) {
+        if (atomic_load(&w->failed)) {
+            w->bar_count--;
+            return remote_failure(c, what);
+        }
+        if (herd__now_s() >= deadline) {
+            size_t arrived = w->bar_count;
+            w->bar_count--;
+            return herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s %s (%zu of %zu ranks arrived)",
+                                c->rank, herd__comm_timeout(c), what, arrived, w->n);
+        }
+        pthread_cond_timedwait(&w->cv, &w->mu, &abs);
+    }
+    return HERD_OK;
+}
+
+static herd_status t_barrier(herd_comm *c, double deadline)
+{
+    herd_threads_world *w = world_of(c);
+    pthread_mutex_lock(&w->mu);
+    herd_status st = barrier_locked(c, deadline, "in a barrier");
     pthread_mutex_unlock(&w->mu);
     return st;
+}
+
+/* ---- windows ---------------------------------------------------------- */
+
+/* With w->mu locked: the slot of the seq-th window, created on first use. */
+static win_slot *slot_get(herd_threads_world *w, uint64_t seq)
+{
+    for (win_slot *s = w->wins; s; s = s->next)
+        if (s->seq == seq)
+            return s;
+    win_slot *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->base = calloc(w->n, sizeof *s->base);
+    s->bytes = calloc(w->n, sizeof *s->bytes);
+    s->t = calloc(w->n, sizeof *s->t);
+    if (!s->base || !s->bytes || !s->t) {
+        free(s->base), free(s->bytes), free(s->t), free(s);
+        return NULL;
+    }
+    s->seq = seq;
+    pthread_mutex_init(&s->mu, NULL);
+    cond_init(&s->cv);
+    s->next = w->wins;
+    w->wins = s;
+    return s;
 }
 
 static herd_status t_win_create(herd_comm *c, void *base, size_t bytes, herd_win **out)
 {
     thr_comm *tc = (thr_comm *)c;
     herd_threads_world *w = tc->world;
-    size_t id = tc->nwins++;
-    if (id >= MAX_WINDOWS)
-        return herd_err_set(&c->err, HERD_EINVAL, "threads engine: at most %d windows", MAX_WINDOWS);
+    uint64_t seq = tc->nwins++; /* collective calls come in the same order on every rank */
     herd_win *hw = malloc(sizeof *hw);
-    if (!hw)
-        return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
-    pthread_mutex_lock(&w->mu);
-    win_slot *s = w->wins[id];
-    if (!s) {
-        s = calloc(1, sizeof *s);
-        if (s) {
-            s->base = calloc(w->n, sizeof *s->base);
-            s->bytes = calloc(w->n, sizeof *s->bytes);
-            s->locks = calloc(w->n, sizeof *s->locks);
-        }
-        if (!s || !s->base || !s->bytes || !s->locks) {
-            if (s)
-                free(s->base), free(s->bytes), free(s->locks);
-            free(s);
-            pthread_mutex_unlock(&w->mu);
-            free(hw);
-            return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
-        }
-        for (size_t t = 0; t < w->n; t++)
-            pthread_rwlock_init(&s->locks[t], NULL);
-        w->wins[id] = s;
+    unsigned char *held = calloc(w->n, 1);
+    if (!hw || !held) {
+        free(hw), free(held);
+        return herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a window", c->rank);
     }
-    s->base[c->rank] = base;
-    s->bytes[c->rank] = bytes;
-    s->arrived++;
+    pthread_mutex_lock(&w->mu);
+    win_slot *s = slot_get(w, seq);
+    herd_status st = HERD_OK;
+    if (s) {
+        s->base[c->rank] = base;
+        s->bytes[c->rank] = bytes;
+        /* after the rendezvous every rank's base is known */
+        st = barrier_locked(c, herd__comm_deadline(c), "creating a window");
+    } else {
+        st = herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a window", c->rank);
+    }
     pthread_mutex_unlock(&w->mu);
-    hw->slot = s, hw->id = id;
-    herd_status st = t_barrier(c, now_s() + c->timeout_s); /* everyone's base is known after it */
-    if (st < 0) {
-        free(hw);
+    if (st < 0) { /* the slot stays until the world is freed */
+        free(hw), free(held);
         return st;
     }
+    *hw = (herd_win){.slot = s, .held = held};
     *out = hw;
     return HERD_OK;
 }
 
 static herd_status t_win_lock(herd_comm *c, herd_win *hw, size_t target, bool exclusive, double deadline)
 {
-    struct timespec abs = to_abs(deadline, CLOCK_REALTIME);
-    pthread_rwlock_t *l = &hw->slot->locks[target];
-    int e = exclusive ? pthread_rwlock_timedwrlock(l, &abs) : pthread_rwlock_timedrdlock(l, &abs);
-    if (e == ETIMEDOUT)
-        return herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s locking rank %zu's window",
-                            c->rank, c->timeout_s, target);
-    if (e)
-        return herd_err_set(&c->err, HERD_EINTERNAL, "rank %zu: window lock failed: %s", c->rank, strerror(e));
-    return HERD_OK;
+    herd_threads_world *w = world_of(c);
+    if (hw->held[target])
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: win_lock: already holds a lock on rank %zu's window",
+                            c->rank, target);
+    win_slot *s = hw->slot;
+    win_target *t = &s->t[target];
+    struct timespec abs = abs_time(deadline);
+    herd_status st = HERD_OK;
+    pthread_mutex_lock(&s->mu);
+    if (exclusive)
+        t->writers_waiting++;
+    for (;;) {
+        if (atomic_load(&w->failed)) { /* also when the lock is free: the run is over */
+            char what[64];
+            snprintf(what, sizeof what, "locking rank %zu's window", target);
+            st = remote_failure(c, what);
+            break;
+        }
+        /* writers first: a waiting writer holds new readers back */
+        if (exclusive ? !t->writer && t->readers == 0 : !t->writer && t->writers_waiting == 0)
+            break;
+        if (herd__now_s() >= deadline) {
+            st = herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s locking rank %zu's window",
+                              c->rank, herd__comm_timeout(c), target);
+            break;
+        }
+        pthread_cond_timedwait(&s->cv, &s->mu, &abs);
+    }
+    if (exclusive && --t->writers_waiting == 0 && st < 0)
+        pthread_cond_broadcast(&s->cv); /* readers we held back */
+    if (st == HERD_OK) {
+        if (exclusive)
+            t->writer = true;
+        else
+            t->readers++;
+        hw->held[target] = exclusive ? HELD_EXCLUSIVE : HELD_SHARED;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+static void release(win_slot *s, size_t target, int held)
+{
+    pthread_mutex_lock(&s->mu);
+    if (held == HELD_EXCLUSIVE)
+        s->t[target].writer = false;
+    else
+        s->t[target].readers--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static herd_status t_win_unlock(herd_comm *c, herd_win *hw, size_t target)
 {
-    (void)c;
-    pthread_rwlock_unlock(&hw->slot->locks[target]);
+    if (!hw->held[target])
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: win_unlock: holds no lock on rank %zu's window", c->rank,
+                            target);
+    release(hw->slot, target, hw->held[target]);
+    hw->held[target] = HELD_NONE;
     return HERD_OK;
 }
 
-static herd_status check_range(herd_comm *c, herd_win *hw, size_t target, size_t offset, size_t bytes)
+/* An access must hold a lock on the target and stay inside its buffer. */
+static herd_status check_access(herd_comm *c, herd_win *hw, size_t target, size_t offset, size_t bytes,
+                                const char *fn)
 {
+    if (!hw->held[target])
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: %s: rank %zu's window is not locked (call win_lock)",
+                            c->rank, fn, target);
     size_t have = hw->slot->bytes[target];
     if (offset > have || bytes > have - offset)
         return herd_err_set(&c->err, HERD_EINVAL,
-                            "rank %zu: access [%zu, %zu) past the end of rank %zu's %zu-byte window", c->rank, offset,
-                            offset + bytes, target, have);
+                            "rank %zu: %s: offset %zu + %zu bytes is past the end of rank %zu's %zu-byte window",
+                            c->rank, fn, offset, bytes, target, have);
     return HERD_OK;
 }
 
 static herd_status t_win_get(herd_comm *c, herd_win *hw, size_t target, size_t offset, void *dst, size_t bytes)
 {
-    herd_status st = check_range(c, hw, target, offset, bytes);
+    herd_status st = check_access(c, hw, target, offset, bytes, "win_get");
     if (st == HERD_OK && bytes)
-        memcpy(dst, (char *)hw->slot->base[target] + offset, bytes);
+        memcpy(dst, (const char *)hw->slot->base[target] + offset, bytes);
     return st;
 }
 
 static herd_status t_win_put(herd_comm *c, herd_win *hw, size_t target, size_t offset, const void *src, size_t bytes)
 {
-    herd_status st = check_range(c, hw, target, offset, bytes);
+    herd_status st = check_access(c, hw, target, offset, bytes, "win_put");
     if (st == HERD_OK && bytes)
         memcpy((char *)hw->slot->base[target] + offset, src, bytes);
     return st;
@@ -490,18 +660,55 @@ static herd_status t_win_put(herd_comm *c, herd_win *hw, size_t target, size_t o
 static herd_status t_win_accumulate(herd_comm *c, herd_win *hw, size_t target, size_t offset, const float *src,
                                     size_t count)
 {
-    herd_status st = check_range(c, hw, target, offset, count * sizeof(float));
-    if (st < 0)
+    herd_status st = check_access(c, hw, target, offset, count * sizeof(float), "win_accumulate");
+    if (st < 0 || count == 0)
         return st;
-    float *dst = (float *)(void *)((char *)hw->slot->base[target] + offset);
-    for (size_t i = 0; i < count; i++)
-        dst[i] += src[i];
+    char *dst = (char *)hw->slot->base[target] + offset;
+    if ((uintptr_t)dst % _Alignof(float))
+        return herd_err_set(&c->err, HERD_EINVAL,
+                            "rank %zu: win_accumulate: offset %zu of rank %zu's window is not float-aligned", c->rank,
+                            offset, target);
+    if (hw->held[target] == HELD_EXCLUSIVE) {
+        float *d = (float *)(void *)dst;
+        for (size_t i = 0; i < count; i++)
+            d[i] += src[i];
+        return HERD_OK;
+    }
+    /* shared lock: other ranks may add to the same elements at once */
+    uint32_t *d = (uint32_t *)(void *)dst;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t old = __atomic_load_n(&d[i], __ATOMIC_RELAXED), sum;
+        do {
+            float f;
+            memcpy(&f, &old, sizeof f);
+            f += src[i];
+            memcpy(&sum, &f, sizeof sum);
+        } while (!__atomic_compare_exchange_n(&d[i], &old, sum, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    }
     return HERD_OK;
 }
 
 static herd_status t_win_free(herd_comm *c, herd_win *hw)
 {
-    herd_status st = t_barrier(c, now_s() + c->timeout_s); /* nobody still uses it */
+    herd_threads_world *w = world_of(c);
+    win_slot *s = hw->slot;
+    for (size_t t = 0; t < w->n; t++) /* locks still held are released */
+        if (hw->held[t])
+            release(s, t, hw->held[t]);
+    pthread_mutex_lock(&w->mu);
+    /* after the rendezvous nobody uses the window any more; the last rank
+     * out frees it (after a failed one, the world's free does) */
+    herd_status st = barrier_locked(c, herd__comm_deadline(c), "freeing a window");
+    if (st == HERD_OK && ++s->freed == w->n) {
+        for (win_slot **pp = &w->wins; *pp; pp = &(*pp)->next)
+            if (*pp == s) {
+                *pp = s->next;
+                break;
+            }
+        slot_destroy(s);
+    }
+    pthread_mutex_unlock(&w->mu);
+    free(hw->held);
     free(hw);
     return st;
 }
@@ -523,17 +730,23 @@ static const herd_comm_ops threads_ops = {
     .win_put = t_win_put,
     .win_accumulate = t_win_accumulate,
     .win_free = t_win_free,
+    .allreduce_native = NULL,
     .free = t_free,
 };
 
 herd_status herd_comm_threads_create(herd_threads_world *w, size_t rank, herd_comm **out, herd_err *err)
 {
+    if (!out)
+        return herd_err_set(err, HERD_EINVAL, "threads engine: out is NULL");
     *out = NULL;
-    if (!w || rank >= w->n)
-        return herd_err_set(err, HERD_EINVAL, "threads engine: rank %zu of %zu", rank, w ? w->n : 0);
+    if (!w)
+        return herd_err_set(err, HERD_EINVAL, "threads engine: world is NULL");
+    if (rank >= w->n)
+        return herd_err_set(err, HERD_EINVAL, "threads engine: rank %zu is not a rank of a %zu-worker world", rank,
+                            w->n);
     thr_comm *c = calloc(1, sizeof *c);
     if (!c)
-        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+        return herd_err_set(err, HERD_ENOMEM, "threads engine: out of memory for rank %zu", rank);
     c->world = w;
     c->base.ops = &threads_ops;
     c->base.rank = rank;

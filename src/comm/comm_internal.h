@@ -1,0 +1,21 @@
+/* comm_internal.h — helpers shared by the comm files (wrappers, threads
+ * engine, collectives) and test hooks; internal to herd. Reentrant, no state. */
+#ifndef HERD_COMM_INTERNAL_H
+#define HERD_COMM_INTERNAL_H
+
+#include <stddef.h>
+
+#include "herd/herd_comm.h"
+
+/* Monotonic clock, in seconds. */
+double herd__now_s(void);
+/* c's wait limit in seconds (c->timeout_s, or 60 when unset). */
+double herd__comm_timeout(const herd_comm *c);
+/* now + herd__comm_timeout(c): the deadline of a wait starting now. */
+double herd__comm_deadline(const herd_comm *c);
+
+/* herd_broadcast with an explicit pipeline segment (bytes, 0: the default),
+ * so tests can force many segments on small buffers. */
+herd_status herd__broadcast_seg(herd_comm *c, void *buf, size_t bytes, size_t root, size_t segment_bytes);
+
+#endif
