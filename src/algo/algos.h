@@ -7,7 +7,4 @@
 extern const herd_algo_ops herd__algo_sgd;
 extern const herd_algo_ops herd__algo_allreduce;
 
-/* Monotonic seconds. */
-double herd__algo_now(void);
-
 #endif

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "algo/algos.h"
+#include "core/clock.h"
 
 enum { MAX_PENDING = 256 };
 
@@ -171,14 +172,14 @@ static herd_status drain(ar_state *s, herd_worker *w)
     if (!s->q.started)
         return HERD_OK;
     ar_queue *q = &s->q;
-    double t0 = herd__algo_now();
+    double t0 = herd__now();
     pthread_mutex_lock(&q->mu);
     while (q->head != q->tail)
         pthread_cond_wait(&q->cv, &q->mu);
     herd_status st = q->st;
     q->st = HERD_OK;
     pthread_mutex_unlock(&q->mu);
-    w->comm_wait_s += herd__algo_now() - t0;
+    w->comm_wait_s += herd__now() - t0;
     if (st < 0 && !w->err.msg[0])
         w->err = w->comm->err;
     return st;

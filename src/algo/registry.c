@@ -1,5 +1,4 @@
 #include <string.h>
-#include <time.h>
 
 #include "algo/algos.h"
 
@@ -15,11 +14,4 @@ const herd_algo_ops *herd_algo_find(const char *name)
         if (!strcmp(herd_algos[i]->name, name))
             return herd_algos[i];
     return NULL;
-}
-
-double herd__algo_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

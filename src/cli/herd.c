@@ -11,6 +11,7 @@
 #include "herd/herd_comm.h"
 #include "herd/herd_data.h"
 #include "herd/herd_nn.h"
+#include "core/clock.h"
 #include "herd/herd_run.h"
 
 #define HERD_VERSION "0.1.0"
@@ -258,13 +259,6 @@ static int cmd_train(int argc, char **argv)
 
 /* ---- herd bench ------------------------------------------------------ */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static const char *b_model = "lenet", *b_shape = "1x28x28:10";
 static size_t b_batch = 64, b_steps = 200, b_warmup = 20, b_threads = 1, b_size = 1024, b_reps = 10;
 static bool b_json;
@@ -326,12 +320,12 @@ static double memcpy_gbs(size_t bytes)
         return 0;
     }
     memset(a, 1, bytes), memset(b, 2, bytes);
-    double t0 = now_s();
+    double t0 = herd__now();
     int reps = 10;
     for (int r = 0; r < reps; r++) {
         memcpy(r % 2 ? a : b, r % 2 ? b : a, bytes);
     }
-    double dt = (now_s() - t0) / reps;
+    double dt = (herd__now() - t0) / reps;
     free(a), free(b);
     return (double)bytes / dt * 1e-9;
 }
@@ -410,14 +404,14 @@ static int bench_train(int argc, char **argv)
     double t0 = 0;
     for (size_t s = 0; s < b_warmup + b_steps; s++) {
         if (s == b_warmup)
-            t0 = now_s();
+            t0 = herd__now();
         size_t at = (s % 4) * b_batch;
         herd_model_forward(m, d.x + at * dim, b_batch, true);
         herd_model_loss(m, y + at, b_batch, NULL);
         herd_model_backward(m, b_batch, NULL, NULL);
         herd_optim_step(&o, herd_model_params(m), herd_model_grads(m), 0, herd_model_nparams(m), oc.lr);
     }
-    double dt = now_s() - t0;
+    double dt = herd__now() - t0;
     double ips = (double)(b_steps * b_batch) / dt;
     double gflops = herd_model_train_flops(m) * ips * 1e-9;
     fprintf(stderr, "%s batch %zu: %.0f img/s, %.3f ms/step, %.1f GFLOP/s\n", b_model, b_batch, ips,
@@ -451,10 +445,10 @@ static int bench_gemm(int argc, char **argv)
     for (size_t i = 0; i < n * n; i++)
         a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
     herd_nn_sgemm(n, n, n, a, b, c); /* JIT and caches warm */
-    double t0 = now_s();
+    double t0 = herd__now();
     for (size_t r = 0; r < b_reps; r++)
         herd_nn_sgemm(n, n, n, a, b, c);
-    double dt = (now_s() - t0) / (double)b_reps;
+    double dt = (herd__now() - t0) / (double)b_reps;
     double gflops = 2.0 * (double)n * (double)n * (double)n / dt * 1e-9;
     fprintf(stderr, "sgemm %zux%zux%zu: %.3f ms, %.1f GFLOP/s\n", n, n, n, dt * 1e3, gflops);
     if (b_json)

@@ -7,20 +7,14 @@
  * wait frees the request only when it returns HERD_OK, its test only when
  * it sets *done, and the wrappers cancel (free) the rest. */
 #include "comm/comm_internal.h"
+#include "core/clock.h"
 
 #include <stdint.h>
 #include <time.h>
 
-double herd__now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 double herd__comm_timeout(const herd_comm *c) { return c->timeout_s > 0 ? c->timeout_s : 60; }
 
-double herd__comm_deadline(const herd_comm *c) { return herd__now_s() + herd__comm_timeout(c); }
+double herd__comm_deadline(const herd_comm *c) { return herd__now() + herd__comm_timeout(c); }
 
 static herd_status check_rank(herd_comm *c, size_t rank, const char *fn, const char *arg)
 {
@@ -86,11 +80,11 @@ herd_status herd_comm_wait(herd_comm *c, herd_req *req)
     herd_status st = check_ptr(c, req, "wait", "req");
     if (st < 0)
         return st;
-    double t0 = herd__now_s();
+    double t0 = herd__now();
     st = c->ops->wait(c, req, t0 + herd__comm_timeout(c));
     if (st < 0) /* an engine frees only completed requests: the caller's is gone either way */
         c->ops->cancel(c, req);
-    c->wait_s += herd__now_s() - t0;
+    c->wait_s += herd__now() - t0;
     return st;
 }
 
@@ -130,9 +124,9 @@ herd_status herd_comm_recv(herd_comm *c, size_t peer, int tag, void *buf, size_t
 
 herd_status herd_comm_barrier(herd_comm *c)
 {
-    double t0 = herd__now_s();
+    double t0 = herd__now();
     herd_status st = c->ops->barrier(c, t0 + herd__comm_timeout(c));
-    c->wait_s += herd__now_s() - t0;
+    c->wait_s += herd__now() - t0;
     return st;
 }
 
@@ -143,9 +137,9 @@ herd_status herd_comm_win_create(herd_comm *c, void *base, size_t bytes, herd_wi
         (st = check_ptr(c, win, "win_create", "win")) < 0)
         return st;
     *win = NULL;
-    double t0 = herd__now_s();
+    double t0 = herd__now();
     st = c->ops->win_create(c, base, bytes, win);
-    c->wait_s += herd__now_s() - t0;
+    c->wait_s += herd__now() - t0;
     return st;
 }
 
@@ -161,9 +155,9 @@ herd_status herd_comm_win_lock(herd_comm *c, herd_win *w, size_t target, bool ex
     herd_status st = check_win(c, w, target, "win_lock");
     if (st < 0)
         return st;
-    double t0 = herd__now_s();
+    double t0 = herd__now();
     st = c->ops->win_lock(c, w, target, exclusive, t0 + herd__comm_timeout(c));
-    c->wait_s += herd__now_s() - t0;
+    c->wait_s += herd__now() - t0;
     return st;
 }
 
@@ -215,9 +209,9 @@ herd_status herd_comm_win_free(herd_comm *c, herd_win *w)
 {
     if (!w)
         return HERD_OK;
-    double t0 = herd__now_s();
+    double t0 = herd__now();
     herd_status st = c->ops->win_free(c, w);
-    c->wait_s += herd__now_s() - t0;
+    c->wait_s += herd__now() - t0;
     return st;
 }
 

@@ -7,8 +7,6 @@
 
 #include "herd/herd_comm.h"
 
-/* Monotonic clock, in seconds. */
-double herd__now_s(void);
 /* c's wait limit in seconds (c->timeout_s, or 60 when unset). */
 double herd__comm_timeout(const herd_comm *c);
 /* now + herd__comm_timeout(c): the deadline of a wait starting now. */

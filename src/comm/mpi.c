@@ -8,6 +8,7 @@
  * passive-target RMA, which works without the target's participation.
  */
 #include "comm/engines.h"
+#include "core/clock.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -50,13 +51,6 @@ struct herd_req {
 struct herd_win {
     MPI_Win win;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static herd_status mpi_fail(herd_comm *c, int rc, const char *what)
 {
@@ -118,7 +112,7 @@ static herd_status m_test(herd_comm *c, herd_req *req, bool *done)
  * first second, so a rank waiting for a slow peer stays nearly idle. */
 static void backoff(double t_start)
 {
-    double waited = now_s() - t_start;
+    double waited = herd__now() - t_start;
     if (waited < 0.02) {
         sched_yield();
         return;
@@ -129,14 +123,14 @@ static void backoff(double t_start)
 
 static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
 {
-    double t_start = now_s();
+    double t_start = herd__now();
     for (;;) {
         bool done = false;
         herd_req saved = *req;
         herd_status st = m_test(c, req, &done);
         if (st < 0 || done)
             return st;
-        if (now_s() >= deadline)
+        if (herd__now() >= deadline)
             return herd_err_set(&c->err, HERD_ETIMEOUT,
                                 "rank %zu: timed out after %g s waiting to %s rank %zu (tag %d)", c->rank,
                                 c->timeout_s, saved.recv ? "receive from" : "send to", saved.peer, saved.tag);
@@ -155,13 +149,13 @@ static void m_cancel(herd_comm *c, herd_req *req)
 /* Polls a nonblocking collective until it completes or the deadline passes. */
 static herd_status poll_collective(herd_comm *c, MPI_Request *r, double deadline, const char *what)
 {
-    double t_start = now_s();
+    double t_start = herd__now();
     for (;;) {
         int flag = 0;
         MPI_TRY(c, MPI_Test(r, &flag, MPI_STATUS_IGNORE));
         if (flag)
             return HERD_OK;
-        if (now_s() >= deadline)
+        if (herd__now() >= deadline)
             return herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s in %s", c->rank,
                                 c->timeout_s, what);
         backoff(t_start);

@@ -25,6 +25,7 @@
  * Lock order: world->mu before a window's mu; a mailbox's mu alone.
  */
 #include "comm/comm_internal.h"
+#include "core/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -401,7 +402,7 @@ static herd_status t_wait(herd_comm *c, herd_req *req, double deadline)
             st = remote_failure(c, what);
             break;
         }
-        if (herd__now_s() >= deadline) {
+        if (herd__now() >= deadline) {
             st = herd_err_set(&c->err, HERD_ETIMEOUT,
                               "rank %zu: timed out after %g s waiting for a message from rank %zu (tag %d)", c->rank,
                               herd__comm_timeout(c), req->peer, req->tag);
@@ -484,7 +485,7 @@ static herd_status barrier_locked(herd_comm *c, double deadline, const char *wha
             w->bar_count--;
             return remote_failure(c, what);
         }
-        if (herd__now_s() >= deadline) {
+        if (herd__now() >= deadline) {
             size_t arrived = w->bar_count;
             w->bar_count--;
             return herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s %s (%zu of %zu ranks arrived)",
@@ -585,7 +586,7 @@ static herd_status t_win_lock(herd_comm *c, herd_win *hw, size_t target, bool ex
         /* writers first: a waiting writer holds new readers back */
         if (exclusive ? !t->writer && t->readers == 0 : !t->writer && t->writers_waiting == 0)
             break;
-        if (herd__now_s() >= deadline) {
+        if (herd__now() >= deadline) {
             st = herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s locking rank %zu's window",
                               c->rank, herd__comm_timeout(c), target);
             break;

@@ -5,13 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-double herd__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 herd_status herd__log_open(herd_log *log, const char *path, double t0, herd_err *err)
 {
     log->f = NULL;

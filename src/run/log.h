@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "core/clock.h"
 #include "herd/herd_status.h"
 
 typedef struct herd_log {
@@ -22,7 +23,5 @@ void herd__log_close(herd_log *log);
  * producing the rest of the object's members, e.g. "\"epoch\":%zu". */
 void herd__log_record(herd_log *log, const char *event, const char *fields, ...)
     __attribute__((format(printf, 3, 4)));
-
-double herd__now(void);
 
 #endif
