@@ -12,9 +12,19 @@
  *                      every parameter with the worker's learning rate
  *   after_step         (e.g. gossip, elastic exchange)
  *
- * and end_epoch after the last step of each epoch. Algorithms never ask which
+ * and end_epoch after the last step of each epoch, finish after the worker's
+ * last step. Algorithms never ask which
  * engine they run on: they talk to other workers only through w->comm.
  * Per-worker state lives in the algorithm's own struct, allocated by init.
+ *
+ * Asynchronous algorithms (ops->async) do not make workers wait for one
+ * another every step. The worker loop then hands out the global batches of
+ * an epoch from a counter all workers share, so the fast workers take more
+ * of them and an epoch ends when the workers together have used the whole
+ * training set, however slow one of them is; and a worker lost to --fail
+ * leaves the others running (herd_worker_lost tells who is gone). Windows an
+ * algorithm creates are freed by its free hook, which runs after every
+ * worker of the process has stopped.
  */
 #ifndef HERD_ALGO_H
 #define HERD_ALGO_H
@@ -47,12 +57,18 @@ typedef struct herd_worker {
     uint64_t bytes_sent;   /* bytes sent by the algorithm (beyond comm's own count) */
     double comm_wait_s;    /* time blocked in communication (beyond comm's own count) */
     herd_err err;          /* detail for a failing hook */
+    const void *run;       /* the worker loop's own (for herd_worker_lost) */
 } herd_worker;
+
+/* Whether worker `rank` was lost (--fail) while the run went on. */
+bool herd_worker_lost(const herd_worker *w, size_t rank);
 
 typedef struct herd_algo_ops {
     const char *name;
     const char *summary;  /* one line for --help */
+    const char *family;   /* "sgd", "allreduce", "ps", "easgd", "gossip": which option groups apply */
     size_t min_workers, max_workers; /* 0: no bound */
+    bool async;           /* see above: shared batch counter, survives lost workers */
     herd_status (*init)(herd_algo *a, herd_worker *w);
     herd_status (*before_step)(herd_algo *a, herd_worker *w);
     herd_status (*grad_ready)(herd_algo *a, herd_worker *w, size_t off, size_t len);
@@ -60,6 +76,17 @@ typedef struct herd_algo_ops {
     herd_status (*step)(herd_algo *a, herd_worker *w);
     herd_status (*after_step)(herd_algo *a, herd_worker *w);
     herd_status (*end_epoch)(herd_algo *a, herd_worker *w);
+    /* After the worker's last step (collective only where !async). */
+    herd_status (*finish)(herd_algo *a, herd_worker *w);
+    /* The model users keep (a center, an average), on worker 0 before each
+     * evaluation: copies it into out (nparams floats) and sets *name (e.g.
+     * "center"); leaving *name NULL evaluates worker 0's own weights. May
+     * run on a thread other than the worker's, after the workers stopped. */
+    herd_status (*eval_params)(herd_algo *a, herd_worker *w, float *out, const char **name);
+    /* Appends the algorithm's own per-epoch figures to the worker's epoch
+     * log record, as `,"key":value` JSON members (at most cap bytes, NUL
+     * included); called after end_epoch. */
+    void (*log_epoch)(herd_algo *a, herd_worker *w, char *buf, size_t cap);
     void (*free)(herd_algo *a, herd_worker *w);
 } herd_algo_ops;
 

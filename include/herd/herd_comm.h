@@ -45,11 +45,14 @@ typedef struct herd_comm_ops {
     herd_status (*win_create)(herd_comm *c, void *base, size_t bytes, herd_win **win);
     herd_status (*win_lock)(herd_comm *c, herd_win *w, size_t target, bool exclusive, double deadline);
     herd_status (*win_unlock)(herd_comm *c, herd_win *w, size_t target);
+    /* Like MPI_Get: dst is valid after win_flush or win_unlock of target. */
     herd_status (*win_get)(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);
     herd_status (*win_put)(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);
     /* target[offset..] += src[0..count) as floats. */
     herd_status (*win_accumulate)(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
                                   size_t count);
+    /* Completes this rank's gets, puts and accumulates on target (the lock stays held). */
+    herd_status (*win_flush)(herd_comm *c, herd_win *w, size_t target);
     /* Collective. */
     herd_status (*win_free)(herd_comm *c, herd_win *w);
     /* Optional: the engine's own float-sum allreduce (MPI_Allreduce); NULL if none. */
@@ -83,6 +86,7 @@ herd_status herd_comm_win_get(herd_comm *c, herd_win *w, size_t target, size_t o
 herd_status herd_comm_win_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);
 herd_status herd_comm_win_accumulate(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
                                      size_t count);
+herd_status herd_comm_win_flush(herd_comm *c, herd_win *w, size_t target);
 herd_status herd_comm_win_free(herd_comm *c, herd_win *w);
 void herd_comm_free(herd_comm *c);
 /* The detail of the last failure on c. */
@@ -102,6 +106,9 @@ void herd_threads_world_free(herd_threads_world *w);
 /* Marks the world failed (a worker died): every pending and future wait of
  * every endpoint returns HERD_EREMOTE naming `rank`. */
 void herd_threads_world_fail(herd_threads_world *w, size_t rank);
+/* Declares that every worker thread has ended: from now on win_free needs no
+ * rendezvous, so one thread may free every rank's windows in turn. */
+void herd_threads_world_close(herd_threads_world *w);
 herd_status herd_comm_threads_create(herd_threads_world *w, size_t rank, herd_comm **out, herd_err *err);
 
 /* ---- collectives, built on the transport -------------------------------- */

@@ -90,6 +90,12 @@ void herd_loader_start_epoch(herd_loader *l, size_t epoch);
 /* Copies this worker's next batch: x gets batch*dim floats, y batch labels.
  * Returns false (copying nothing) when the epoch is over. */
 bool herd_loader_next(herd_loader *l, float *x, int32_t *y);
+/* Copies global batch `index` of the current epoch, the examples
+ * perm[index*B .. (index+1)*B), whichever worker asks: the batches
+ * asynchronous workers claim from a shared counter. Global step s of worker
+ * r is index s*nworkers + r. Returns false when index >= herd_loader_steps *
+ * nworkers. */
+bool herd_loader_batch(const herd_loader *l, size_t index, float *x, int32_t *y);
 
 /* Evaluation batches: copies examples [first, first+count) in order. */
 void herd_dataset_copy(const herd_dataset *d, size_t first, size_t count, float *x, int32_t *y);

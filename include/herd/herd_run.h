@@ -38,6 +38,33 @@ typedef struct herd_allreduce_config {
     size_t segment_bytes;  /* ring pipeline segment (0: default) */
 } herd_allreduce_config;
 
+/* Options of the parameter-server family (ALGORITHMS.md, seeds 000/001). */
+typedef struct herd_ps_config {
+    size_t shards;        /* ranks holding a slice of the global weights (default 1: rank 0) */
+    bool staleness_lr;    /* a gradient of staleness tau >= 1 is applied with lr / tau */
+    size_t softsync;      /* n-softsync: gradients averaged per update (default 1: fully asynchronous) */
+    long max_staleness;   /* SSP bound s: no worker starts step t before all finished t - s (-1: none) */
+} herd_ps_config;
+
+/* Options of the elastic averaging family (ALGORITHMS.md, seed 000). */
+typedef struct herd_elastic_config {
+    double alpha;   /* moving rate; 0: beta / n with beta = 0.9 */
+    size_t period;  /* local steps between exchanges with the center (default 1) */
+} herd_elastic_config;
+
+/* Options of the decentralized and push-sum families (seeds 003/004). */
+typedef struct herd_gossip_config {
+    const char *topology; /* ring, exp or random; NULL: the algorithm's default */
+    size_t max_delay;     /* osgp: steps a worker goes on without hearing from an in-neighbour */
+} herd_gossip_config;
+
+enum { HERD_MAX_FAIL = 16 };
+
+/* --fail RANK@STEP: worker RANK stops for good when it reaches STEP. */
+typedef struct herd_fail {
+    size_t rank, step;
+} herd_fail;
+
 typedef struct herd_train_config {
     const char *data;   /* see herd_data_open; NULL: default */
     const char *model;  /* herd_model_names */
@@ -57,6 +84,11 @@ typedef struct herd_train_config {
     size_t max_steps;       /* stop after this many steps per worker (0: no limit); benchmarks */
     double comm_timeout_s;  /* a worker blocked in communication longer fails (default 60) */
     herd_allreduce_config allreduce;
+    herd_ps_config ps;
+    herd_elastic_config elastic;
+    herd_gossip_config gossip;
+    herd_fail fail[HERD_MAX_FAIL];
+    size_t nfail;
 } herd_train_config;
 
 /* Fills cfg with the defaults `herd train` uses. */
@@ -75,7 +107,11 @@ typedef struct herd_train_result {
     size_t nparams;
     double comm_wait_s;     /* mean over workers */
     double replica_max_diff;/* max |x_i - x_0| over this process's workers' parameters */
-    /* test_acc/test_loss/train_loss are worker 0's, valid where rank == 0 */
+    const char *eval_model; /* what test_acc measures: "worker0", or the algorithm's ("center", "average") */
+    double worker0_acc;     /* worker 0's own model (equals test_acc when eval_model is "worker0") */
+    size_t nlost;           /* workers lost to --fail that the others survived */
+    size_t lost[HERD_MAX_FAIL];
+    /* test_acc/test_loss/train_loss are valid where rank == 0 */
 } herd_train_result;
 
 herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err);

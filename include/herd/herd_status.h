@@ -24,7 +24,8 @@
     X(ETIMEOUT, -7, "timed out")                                  \
     X(EREMOTE, -8, "a remote worker failed")                      \
     X(ENONFINITE, -9, "non-finite value (NaN or Inf)")            \
-    X(EINTERNAL, -10, "internal error")
+    X(EINTERNAL, -10, "internal error")                           \
+    X(EKILLED, -11, "a worker was stopped on purpose (--fail)")
 
 typedef enum herd_status {
 #define HERD__STATUS_ENUM(name, code, msg) HERD_##name = (code),

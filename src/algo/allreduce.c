@@ -362,6 +362,7 @@ static void ar_free(herd_algo *a, herd_worker *w)
 const herd_algo_ops herd__algo_allreduce = {
     .name = "allreduce",
     .summary = "synchronous SGD, gradients averaged by ring allreduce (buckets, overlap, fp16, sparse)",
+    .family = "allreduce",
     .min_workers = 1,
     .init = ar_init,
     .before_step = ar_before_step,

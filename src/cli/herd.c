@@ -16,7 +16,7 @@
 
 #define HERD_VERSION "0.1.0"
 
-typedef enum opt_kind { OPT_SIZE, OPT_U64, OPT_FLOAT, OPT_DOUBLE, OPT_STR, OPT_FLAG, OPT_SLOW, OPT_SCHED } opt_kind;
+typedef enum opt_kind { OPT_SIZE, OPT_U64, OPT_FLOAT, OPT_DOUBLE, OPT_STR, OPT_FLAG, OPT_SLOW, OPT_SCHED, OPT_FAIL } opt_kind;
 
 typedef struct opt {
     const char *name; /* without the leading "--" */
@@ -36,7 +36,7 @@ static _Noreturn void die_usage(const char *cmd, const char *fmt, const char *ar
 static void print_opts(const opt *opts)
 {
     for (const opt *o = opts; o->name; o++) {
-        static const char *const meta[] = {"N", "N", "X", "X", "S", "", "RANK:FACTOR", "NAME"};
+        static const char *const meta[] = {"N", "N", "X", "X", "S", "", "RANK:FACTOR", "NAME", "RANK@STEP"};
         char left[48];
         snprintf(left, sizeof left, "--%s %s", o->name, meta[o->kind]);
         fprintf(stderr, "  %-28s %s\n", left, o->help);
@@ -153,6 +153,21 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
             cfg->nslow++;
             break;
         }
+        case OPT_FAIL: {
+            herd_train_config *cfg = o->dest;
+            const char *at = strchr(val, '@');
+            char rank[32];
+            herd_fail *f = &cfg->fail[cfg->nfail];
+            if (!at || (size_t)(at - val) >= sizeof rank || cfg->nfail >= HERD_MAX_FAIL ||
+                (snprintf(rank, sizeof rank, "%.*s", (int)(at - val), val), parse_size(rank, &f->rank)) ||
+                parse_size(at + 1, &f->step)) {
+                fprintf(stderr, "herd: --fail: expected RANK@STEP (e.g. 2@100), at most %d times, got '%s'\n",
+                        HERD_MAX_FAIL, val);
+                exit(2);
+            }
+            cfg->nfail++;
+            break;
+        }
         case OPT_FLAG:
             break;
         }
@@ -164,6 +179,7 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
 static herd_train_config tcfg;
 static bool t_json, t_no_progress, t_nesterov, t_resume, t_no_overlap;
 static const char *t_checkpoint, *t_comm_dtype = "fp32", *t_allreduce = "ring";
+static size_t t_max_staleness = SIZE_MAX;
 
 static const opt train_opts[] = {
     {"data", OPT_STR, &tcfg.data, "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)"},
@@ -200,6 +216,15 @@ static const opt train_opts[] = {
     {"csc-chunk-bytes", OPT_SIZE, &tcfg.allreduce.csc_chunk_bytes, "allreduce: chunk size for --csc-ratio (default 32768)"},
     {"allreduce", OPT_STR, &t_allreduce, "allreduce: ring (herd's) or native (the engine's) (default ring)"},
     {"segment-bytes", OPT_SIZE, &tcfg.allreduce.segment_bytes, "allreduce: ring pipeline segment (default 1 MiB)"},
+    {"ps-shards", OPT_SIZE, &tcfg.ps.shards, "parameter server: spread the global weights over ranks 0..N-1 (default 1)"},
+    {"staleness-lr", OPT_FLAG, &tcfg.ps.staleness_lr, "parameter server: divide the learning rate by each gradient's staleness"},
+    {"softsync", OPT_SIZE, &tcfg.ps.softsync, "parameter server: average N gradients per update (n-softsync; default 1)"},
+    {"max-staleness", OPT_SIZE, &t_max_staleness, "parameter server: no worker runs more than N steps ahead of the slowest (SSP)"},
+    {"elastic-alpha", OPT_DOUBLE, &tcfg.elastic.alpha, "elastic averaging: moving rate (default 0.9/workers)"},
+    {"elastic-period", OPT_SIZE, &tcfg.elastic.period, "elastic averaging: local steps between exchanges (default 1)"},
+    {"topology", OPT_STR, &tcfg.gossip.topology, "gossip: ring, exp or random (default: the algorithm's)"},
+    {"max-delay", OPT_SIZE, &tcfg.gossip.max_delay, "osgp: steps a worker goes on without hearing from a neighbour (default 1)"},
+    {"fail", OPT_FAIL, &tcfg, "worker RANK stops for good at step STEP (fault injection; repeatable)"},
     {"checkpoint", OPT_STR, &t_checkpoint, "checkpoint directory"},
     {"resume", OPT_FLAG, &t_resume, "resume from the checkpoint directory"},
     {NULL, 0, NULL, NULL},
@@ -229,6 +254,11 @@ static int cmd_train(int argc, char **argv)
     if (strcmp(t_allreduce, "ring") && strcmp(t_allreduce, "native"))
         die_usage("train", "--allreduce must be ring or native, got '%s'", t_allreduce);
     tcfg.allreduce.native = !strcmp(t_allreduce, "native");
+    if (t_max_staleness != SIZE_MAX) {
+        if (t_max_staleness > 1000000)
+            die_usage("train", "--max-staleness must be at most 1000000, got %s", "a larger value");
+        tcfg.ps.max_staleness = (long)t_max_staleness;
+    }
     if (t_checkpoint || t_resume) {
         fprintf(stderr, "herd: --checkpoint and --resume are not supported by this version of herd yet\n");
         return 2;

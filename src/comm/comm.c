@@ -205,6 +205,12 @@ herd_status herd_comm_win_accumulate(herd_comm *c, herd_win *w, size_t target, s
     return st;
 }
 
+herd_status herd_comm_win_flush(herd_comm *c, herd_win *w, size_t target)
+{
+    herd_status st = check_win(c, w, target, "win_flush");
+    return st < 0 ? st : c->ops->win_flush(c, w, target);
+}
+
 herd_status herd_comm_win_free(herd_comm *c, herd_win *w)
 {
     if (!w)

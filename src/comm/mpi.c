@@ -216,6 +216,12 @@ static herd_status m_win_accumulate(herd_comm *c, herd_win *w, size_t target, si
     return HERD_OK;
 }
 
+static herd_status m_win_flush(herd_comm *c, herd_win *w, size_t target)
+{
+    MPI_TRY(c, MPI_Win_flush((int)target, w->win));
+    return HERD_OK;
+}
+
 static herd_status m_win_free(herd_comm *c, herd_win *w)
 {
     int rc = MPI_Win_free(&w->win);
@@ -255,6 +261,7 @@ static const herd_comm_ops mpi_ops = {
     .win_get = m_win_get,
     .win_put = m_win_put,
     .win_accumulate = m_win_accumulate,
+    .win_flush = m_win_flush,
     .win_free = m_win_free,
     .allreduce_native = m_allreduce_native,
     .free = m_free,

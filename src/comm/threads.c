@@ -12,12 +12,17 @@
  * on CLOCK_MONOTONIC, so 16 workers on 2 cores never spin.
  *
  * Windows: win_create is a rendezvous (a barrier) after which every rank has
- * every other rank's base pointer; get/put are memcpy. Each target of each
+ * every other rank's base pointer; get/put are memcpy, complete at once (flush
+ * has nothing to do). Each target of each
  * window has a reader-writer lock made of the window's mutex and condition
  * variable (writers first), so that a lock wait has a deadline and wakes on a
  * failure. Accesses need the caller to hold a lock on the target, as MPI does;
  * accumulate under a shared lock adds element by element atomically (as
- * MPI_Accumulate does), under an exclusive one plainly.
+ * MPI_Accumulate does), under an exclusive one plainly; a get under a shared
+ * lock reads with relaxed atomic loads, since shared-lock accumulates
+ * (Hogwild's lock-free updates) may be changing the same words.
+ * After herd_threads_world_close (every worker thread has ended) win_free
+ * skips its rendezvous, so one thread can free all ranks' windows.
  *
  * Failure: herd_threads_world_fail wakes every waiter (receives, barrier,
  * window locks); each then returns HERD_EREMOTE naming the failed rank.
@@ -100,6 +105,7 @@ struct herd_threads_world {
     size_t bar_count, bar_gen;
     win_slot *wins;
     atomic_size_t failed; /* 0, or 1 + the failed rank */
+    atomic_bool closed;   /* every worker thread has ended */
 };
 
 typedef struct thr_comm {
@@ -168,6 +174,7 @@ herd_status herd_threads_world_create(size_t n, herd_threads_world **out, herd_e
     pthread_mutex_init(&w->mu, NULL);
     cond_init(&w->cv);
     atomic_init(&w->failed, 0);
+    atomic_init(&w->closed, false);
     *out = w;
     return HERD_OK;
 }
@@ -204,6 +211,12 @@ void herd_threads_world_free(herd_threads_world *w)
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w);
+}
+
+void herd_threads_world_close(herd_threads_world *w)
+{
+    if (w)
+        atomic_store(&w->closed, true);
 }
 
 void herd_threads_world_fail(herd_threads_world *w, size_t rank)
@@ -645,9 +658,29 @@ static herd_status check_access(herd_comm *c, herd_win *hw, size_t target, size_
 static herd_status t_win_get(herd_comm *c, herd_win *hw, size_t target, size_t offset, void *dst, size_t bytes)
 {
     herd_status st = check_access(c, hw, target, offset, bytes, "win_get");
-    if (st == HERD_OK && bytes)
-        memcpy(dst, (const char *)hw->slot->base[target] + offset, bytes);
-    return st;
+    if (st < 0 || !bytes)
+        return st;
+    const char *src = (const char *)hw->slot->base[target] + offset;
+    if (hw->held[target] == HELD_EXCLUSIVE || ((uintptr_t)src | bytes) % sizeof(uint32_t)) {
+        memcpy(dst, src, bytes); /* unaligned bytes are never accumulated into */
+        return HERD_OK;
+    }
+    /* shared lock: a shared-lock accumulate may be adding to these words */
+    const uint32_t *s = (const uint32_t *)(const void *)src;
+    char *d = dst;
+    for (size_t i = 0; i < bytes / sizeof(uint32_t); i++) {
+        uint32_t v = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+        memcpy(d + i * sizeof v, &v, sizeof v);
+    }
+    return HERD_OK;
+}
+
+static herd_status t_win_flush(herd_comm *c, herd_win *hw, size_t target)
+{
+    if (!hw->held[target])
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: win_flush: holds no lock on rank %zu's window", c->rank,
+                            target);
+    return HERD_OK;
 }
 
 static herd_status t_win_put(herd_comm *c, herd_win *hw, size_t target, size_t offset, const void *src, size_t bytes)
@@ -699,7 +732,7 @@ static herd_status t_win_free(herd_comm *c, herd_win *hw)
     pthread_mutex_lock(&w->mu);
     /* after the rendezvous nobody uses the window any more; the last rank
      * out frees it (after a failed one, the world's free does) */
-    herd_status st = barrier_locked(c, herd__comm_deadline(c), "freeing a window");
+    herd_status st = atomic_load(&w->closed) ? HERD_OK : barrier_locked(c, herd__comm_deadline(c), "freeing a window");
     if (st == HERD_OK && ++s->freed == w->n) {
         for (win_slot **pp = &w->wins; *pp; pp = &(*pp)->next)
             if (*pp == s) {
@@ -730,6 +763,7 @@ static const herd_comm_ops threads_ops = {
     .win_get = t_win_get,
     .win_put = t_win_put,
     .win_accumulate = t_win_accumulate,
+    .win_flush = t_win_flush,
     .win_free = t_win_free,
     .allreduce_native = NULL,
     .free = t_free,

@@ -452,16 +452,23 @@ void herd_loader_start_epoch(herd_loader *l, size_t epoch)
     l->epoch = epoch;
 }
 
-bool herd_loader_next(herd_loader *l, float *x, int32_t *y)
+bool herd_loader_batch(const herd_loader *l, size_t index, float *x, int32_t *y)
 {
-    if (l->step >= herd_loader_steps(l))
+    if (index >= herd_loader_steps(l) * l->nworkers)
         return false;
     size_t dim = herd_dataset_dim(l->d);
-    const size_t *idx = l->perm + (l->step * l->nworkers + l->rank) * l->batch;
+    const size_t *idx = l->perm + index * l->batch;
     for (size_t i = 0; i < l->batch; i++) {
         memcpy(x + i * dim, l->d->x + idx[i] * dim, dim * sizeof(float));
         y[i] = l->d->y[idx[i]];
     }
+    return true;
+}
+
+bool herd_loader_next(herd_loader *l, float *x, int32_t *y)
+{
+    if (!herd_loader_batch(l, l->step * l->nworkers + l->rank, x, y))
+        return false;
     l->step++;
     return true;
 }

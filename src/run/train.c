@@ -34,6 +34,7 @@ typedef struct herd_run {
     size_t first_rank, nlocal; /* the workers this process runs */
     double t0;
     atomic_int abort; /* set by the first worker that fails */
+    atomic_bool *lost; /* per rank (threads engine): lost to --fail, the others went on */
     bool tty;
 } herd_run;
 
@@ -45,11 +46,23 @@ typedef struct worker_ctx {
     float *x;
     int32_t *y;
     double slow_factor;
+    size_t fail_step;     /* --fail: stop for good at this step (SIZE_MAX: never) */
+    bool lost;            /* stopped by --fail while the others go on */
+    herd_win *claim_win;  /* asynchronous algorithms: the shared batch counter */
+    uint64_t claim_buf;   /* the counter itself, on rank 0 */
+    float *eval_buf;      /* 2 x nparams, where the algorithm has eval_params */
     /* results */
     herd_status st;
-    double train_s, train_loss, test_acc, test_loss;
+    double train_s, train_loss, test_acc, test_loss, worker0_acc, last_epoch_s;
+    const char *eval_model;
     size_t images;
 } worker_ctx;
+
+bool herd_worker_lost(const herd_worker *w, size_t rank)
+{
+    const herd_run *r = w->run;
+    return r && r->lost && rank < w->nworkers && atomic_load(&r->lost[rank]);
+}
 
 void herd_train_config_defaults(herd_train_config *cfg)
 {
@@ -78,6 +91,45 @@ void herd_train_config_defaults(herd_train_config *cfg)
         .comm_dtype = HERD_F32,
         .csc_chunk_bytes = 32u << 10,
     };
+    cfg->ps = (herd_ps_config){.shards = 1, .softsync = 1, .max_staleness = -1};
+    cfg->elastic = (herd_elastic_config){.alpha = 0.0, .period = 1};
+    cfg->gossip = (herd_gossip_config){.topology = NULL, .max_delay = 1};
+}
+
+/* Options of one family given to an algorithm of another are a mistake the
+ * user wants to hear about, not silently ignored. */
+static herd_status check_family_options(const herd_train_config *cfg, const herd_algo_ops *algo, herd_err *err)
+{
+    const char *fam = algo->family ? algo->family : "";
+    const herd_ps_config *ps = &cfg->ps;
+    const char *flag = ps->staleness_lr ? "--staleness-lr" : ps->softsync != 1 ? "--softsync"
+                     : ps->max_staleness >= 0 ? "--max-staleness" : ps->shards != 1 ? "--ps-shards" : NULL;
+    if (flag && strcmp(fam, "ps"))
+        return herd_err_set(err, HERD_EINVAL, "%s applies to the parameter-server algorithms (asgd, amsgd, hogwild), not --algo %s",
+                            flag, algo->name);
+    if (ps->shards < 1 || ps->shards > cfg->workers)
+        return herd_err_set(err, HERD_EINVAL, "--ps-shards must be in [1, workers = %zu], got %zu", cfg->workers, ps->shards);
+    if (ps->softsync < 1 || ps->softsync > cfg->workers)
+        return herd_err_set(err, HERD_EINVAL, "--softsync must be in [1, workers = %zu], got %zu", cfg->workers, ps->softsync);
+    const herd_elastic_config *el = &cfg->elastic;
+    flag = el->alpha != 0.0 ? "--elastic-alpha" : el->period != 1 ? "--elastic-period" : NULL;
+    if (flag && strcmp(fam, "easgd"))
+        return herd_err_set(err, HERD_EINVAL, "%s applies to the elastic averaging algorithms (easgd, aeasgd, ameasgd, hogwild-easgd, eawild), not --algo %s",
+                            flag, algo->name);
+    if (!(el->alpha >= 0.0 && el->alpha < 1.0))
+        return herd_err_set(err, HERD_EINVAL, "--elastic-alpha must be in (0, 1), got %g", el->alpha);
+    if (el->period < 1 || el->period > 1000000)
+        return herd_err_set(err, HERD_EINVAL, "--elastic-period must be in [1, 1000000], got %zu", el->period);
+    const herd_gossip_config *go = &cfg->gossip;
+    flag = go->topology ? "--topology" : go->max_delay != 1 ? "--max-delay" : NULL;
+    if (flag && strcmp(fam, "gossip"))
+        return herd_err_set(err, HERD_EINVAL, "%s applies to the decentralized and push-sum algorithms (dpsgd, adpsgd, sgp, osgp), not --algo %s",
+                            flag, algo->name);
+    if (go->topology && strcmp(go->topology, "ring") && strcmp(go->topology, "exp") && strcmp(go->topology, "random"))
+        return herd_err_set(err, HERD_EINVAL, "--topology must be ring, exp or random, got '%s'", go->topology);
+    if (go->max_delay > 1000000)
+        return herd_err_set(err, HERD_EINVAL, "--max-delay must be at most 1000000, got %zu", go->max_delay);
+    return HERD_OK;
 }
 
 static herd_status check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err)
@@ -126,6 +178,13 @@ static herd_status check_config(const herd_train_config *cfg, const herd_algo_op
         return herd_err_set(err, HERD_EINVAL, "--csc-chunk-bytes must be at least 4, got %zu", ar->csc_chunk_bytes);
     if (ar->comm_dtype != HERD_F32 && ar->comm_dtype != HERD_F16 && ar->comm_dtype != HERD_BF16)
         return herd_err_set(err, HERD_EINVAL, "unknown wire type %d", ar->comm_dtype);
+    for (size_t i = 0; i < cfg->nfail; i++)
+        if (cfg->fail[i].rank >= cfg->workers)
+            return herd_err_set(err, HERD_EINVAL, "--fail %zu@%zu names worker %zu, but there are %zu workers",
+                                cfg->fail[i].rank, cfg->fail[i].step, cfg->fail[i].rank, cfg->workers);
+    herd_status st = check_family_options(cfg, *algo, err);
+    if (st < 0)
+        return st;
     for (size_t i = 0; i < cfg->nslow; i++) {
         if (cfg->slow[i].rank >= cfg->workers)
             return herd_err_set(err, HERD_EINVAL, "--slow %zu:%g names worker %zu, but there are %zu workers",
@@ -160,102 +219,286 @@ static herd_status on_grad_ready(void *p, size_t off, size_t len)
             HERD_TRY((c)->algo.ops->hook(&(c)->algo, &(c)->w));          \
     } while (0)
 
-static void progress(worker_ctx *c, size_t step_in_epoch, double loss, double t_epoch)
+/* frac: how much of the epoch the workers have done, in [0, 1). */
+static void progress(worker_ctx *c, double frac, double loss, double t_epoch)
 {
     herd_run *r = c->run;
     if (!r->tty || !r->cfg->progress || r->cfg->quiet)
         return;
-    size_t n = c->w.steps_per_epoch, width = 30, done = n ? step_in_epoch * width / n : width;
+    size_t width = 30, done = (size_t)(frac * (double)width);
     char bar[64];
     for (size_t i = 0; i < width; i++)
         bar[i] = i < done ? '#' : '.';
     bar[width] = 0;
-    double ips = t_epoch > 0 ? (double)(step_in_epoch * r->cfg->batch * r->cfg->workers) / t_epoch : 0;
-    fprintf(stderr, "\repoch %zu/%zu [%s] %3zu%%  loss %.4f  %.0f img/s ", c->w.epoch + 1,
-            r->cfg->epochs, bar, n ? 100 * step_in_epoch / n : 100, loss, ips);
+    double images = frac * (double)(c->w.steps_per_epoch * r->cfg->batch * r->cfg->workers);
+    double ips = t_epoch > 0 ? images / t_epoch : 0;
+    fprintf(stderr, "\repoch %zu/%zu [%s] %3d%%  loss %.4f  %.0f img/s ", c->w.epoch + 1, r->cfg->epochs, bar,
+            (int)(100 * frac), loss, ips);
     fflush(stderr);
 }
 
-/* Evaluation on worker 0's model; logs and reports. */
-static void evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
+/* Evaluation on worker 0: of the model the algorithm says users keep (a
+ * center, an average) and of worker 0's own; logs and reports. */
+static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
 {
+    herd_status st = HERD_OK;
     herd_run *r = c->run;
-    herd_model_evaluate(c->w.model, r->test.x, r->test_y, r->test.n, herd_dataset_dim(&r->test),
-                        &c->test_loss, &c->test_acc);
+    herd_worker *w = &c->w;
+    size_t dim = herd_dataset_dim(&r->test);
+    herd_model_evaluate(w->model, r->test.x, r->test_y, r->test.n, dim, &c->test_loss, &c->test_acc);
+    c->worker0_acc = c->test_acc;
+    c->eval_model = "worker0";
+    const char *name = NULL;
+    if (c->algo.ops->eval_params) {
+        /* evaluate the algorithm's model in w's model, then put w's weights back */
+        memcpy(c->eval_buf, w->params, w->nparams * sizeof(float));
+        st = c->algo.ops->eval_params(&c->algo, w, c->eval_buf + w->nparams, &name);
+        if (st == HERD_OK && name) {
+            memcpy(w->params, c->eval_buf + w->nparams, w->nparams * sizeof(float));
+            herd_model_evaluate(w->model, r->test.x, r->test_y, r->test.n, dim, &c->test_loss, &c->test_acc);
+            memcpy(w->params, c->eval_buf, w->nparams * sizeof(float));
+            c->eval_model = name;
+        }
+        if (st < 0)
+            return st;
+    }
     herd__log_record(&r->log, "eval",
                      "\"worker\":%zu,\"epoch\":%zu,\"step\":%zu,\"train_loss\":%.6f,"
-                     "\"test_loss\":%.6f,\"test_acc\":%.6f,\"epoch_s\":%.6f,\"lr\":%.6g",
-                     c->w.rank, c->w.epoch + 1, c->w.step, epoch_loss, c->test_loss, c->test_acc,
-                     t_epoch, (double)c->w.lr);
+                     "\"test_loss\":%.6f,\"test_acc\":%.6f,\"model\":\"%s\",\"worker0_acc\":%.6f,"
+                     "\"epoch_s\":%.6f,\"lr\":%.6g",
+                     w->rank, w->epoch + 1, w->step, epoch_loss, c->test_loss, c->test_acc, c->eval_model,
+                     c->worker0_acc, t_epoch, (double)w->lr);
     if (!r->cfg->quiet) {
+        char also[64] = "";
+        if (name)
+            snprintf(also, sizeof also, " (%s; worker 0: %.4f)", name, c->worker0_acc);
         if (r->tty && r->cfg->progress)
             fputc('\r', stderr);
-        fprintf(stderr, "epoch %zu/%zu  train_loss %.4f  test_loss %.4f  test_acc %.4f  %.1fs%s\n",
-                c->w.epoch + 1, r->cfg->epochs, epoch_loss, c->test_loss, c->test_acc, t_epoch,
+        fprintf(stderr, "epoch %zu/%zu  train_loss %.4f  test_loss %.4f  test_acc %.4f%s  %.1fs%s\n",
+                w->epoch + 1, r->cfg->epochs, epoch_loss, c->test_loss, c->test_acc, also, t_epoch,
                 r->tty && r->cfg->progress ? "                    " : "");
     }
+    return HERD_OK;
+}
+
+/* The per-epoch bookkeeping of one worker. */
+typedef struct epoch_stats {
+    double t0, loss_sum, last_progress;
+    size_t nloss, steps;
+} epoch_stats;
+
+static void epoch_begin(worker_ctx *c, epoch_stats *e, size_t epoch)
+{
+    herd_loader_start_epoch(&c->loader, epoch);
+    c->w.epoch = epoch;
+    *e = (epoch_stats){.t0 = herd__now()};
+}
+
+/* Ends the worker's current epoch: the algorithm's end_epoch, the epoch log
+ * record, and (worker 0, not the run's last epoch) an evaluation. */
+static herd_status epoch_end(worker_ctx *c, epoch_stats *e, bool last)
+{
+    herd_status st = HERD_OK;
+    herd_run *r = c->run;
+    herd_worker *w = &c->w;
+    CALL_HOOK(c, end_epoch);
+    double t_epoch = herd__now() - e->t0;
+    c->train_s += t_epoch;
+    c->last_epoch_s = t_epoch;
+    c->train_loss = e->nloss ? e->loss_sum / (double)e->nloss : 0.0;
+    char extra[1024] = "";
+    if (c->algo.ops->log_epoch)
+        c->algo.ops->log_epoch(&c->algo, w, extra, sizeof extra);
+    herd__log_record(&r->log, "epoch",
+                     "\"worker\":%zu,\"epoch\":%zu,\"steps\":%zu,\"train_loss\":%.6f,\"epoch_s\":%.6f,"
+                     "\"bytes_sent\":%llu,\"comm_wait_s\":%.6f%s",
+                     w->rank, w->epoch + 1, e->steps, c->train_loss, t_epoch,
+                     (unsigned long long)(w->bytes_sent + w->comm->bytes_sent), w->comm_wait_s + w->comm->wait_s,
+                     extra);
+    if (w->rank == 0 && !last && (w->epoch + 1) % r->cfg->eval_every == 0)
+        HERD_TRY(evaluate(c, c->train_loss, t_epoch));
+out:
+    return st;
+}
+
+/* --fail: this worker stops for good at this step. An asynchronous
+ * algorithm's run goes on without it; a synchronous one stops, naming it. */
+static herd_status injected_failure(worker_ctx *c)
+{
+    herd_run *r = c->run;
+    herd_worker *w = &c->w;
+    herd__log_record(&r->log, "fail", "\"worker\":%zu,\"step\":%zu", w->rank, w->step);
+    if (r->mpi) { /* a process that dies: what the others must survive or report */
+        fprintf(stderr, "herd: worker %zu stops at step %zu (--fail)\n", w->rank, w->step);
+        fflush(NULL);
+        _exit(1);
+    }
+    if (r->algo_ops->async) {
+        atomic_store(&r->lost[w->rank], true);
+        c->lost = true;
+        if (!r->cfg->quiet)
+            fprintf(stderr, "%sworker %zu stops at step %zu (--fail); the others go on\n",
+                    r->tty && r->cfg->progress ? "\r" : "", w->rank, w->step);
+        return HERD_OK;
+    }
+    return herd_err_set(&w->err, HERD_EKILLED, "worker %zu stopped at step %zu (--fail %zu@%zu)", w->rank, w->step,
+                        w->rank, w->step);
+}
+
+/* One step on the batch in c->x, c->y; pos is the run's progress in epochs
+ * (for the learning-rate schedule). */
+static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
+{
+    herd_status st = HERD_OK;
+    herd_run *r = c->run;
+    const herd_train_config *cfg = r->cfg;
+    herd_worker *w = &c->w;
+    w->lr = herd_optim_lr(&cfg->optim, pos, (double)cfg->epochs);
+    CALL_HOOK(c, before_step);
+    double t_compute = herd__now();
+    herd_model_forward(w->model, c->x, cfg->batch, true);
+    float loss = herd_model_loss(w->model, c->y, cfg->batch, NULL);
+    if (!isfinite(loss))
+        return herd_err_set(&w->err, HERD_ENONFINITE,
+                            "worker %zu: the loss is %s at epoch %zu, step %zu (learning rate %g may be too high)",
+                            w->rank, isnan(loss) ? "NaN" : "infinite", w->epoch + 1, e->steps + 1, (double)w->lr);
+    HERD_TRY(herd_model_backward(w->model, cfg->batch, c->algo.ops->grad_ready ? on_grad_ready : NULL, c));
+    /* --slow scales this worker's compute (forward and backward), not its waiting */
+    t_compute = herd__now() - t_compute;
+    CALL_HOOK(c, after_backward);
+    if (c->algo.ops->step)
+        HERD_TRY(c->algo.ops->step(&c->algo, w));
+    else
+        herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
+    CALL_HOOK(c, after_step);
+    if (c->slow_factor > 1.0)
+        straggle(r, t_compute * (c->slow_factor - 1.0));
+    w->step++, e->steps++;
+    c->images += cfg->batch;
+    e->loss_sum += loss, e->nloss++;
+    if (w->rank == 0 && herd__now() - e->last_progress > 0.2) {
+        e->last_progress = herd__now();
+        progress(c, pos - floor(pos), e->loss_sum / (double)e->nloss, e->last_progress - e->t0);
+    }
+out:
+    return st;
+}
+
+/* Whether the worker must stop before its next step. */
+static herd_status before_next(worker_ctx *c, bool *stop)
+{
+    herd_run *r = c->run;
+    *stop = false;
+    if (atomic_load(&r->abort))
+        return HERD_EREMOTE;
+    if (r->cfg->max_steps && c->w.step >= r->cfg->max_steps)
+        *stop = true;
+    else if (c->w.step == c->fail_step) {
+        *stop = true;
+        return injected_failure(c);
+    }
+    return HERD_OK;
+}
+
+/* Synchronous algorithms: every worker takes its own slice of every global
+ * step, epoch after epoch. */
+static herd_status loop_static(worker_ctx *c)
+{
+    herd_status st = HERD_OK;
+    const herd_train_config *cfg = c->run->cfg;
+    herd_worker *w = &c->w;
+    epoch_stats e;
+    for (size_t epoch = 0; epoch < cfg->epochs; epoch++) {
+        epoch_begin(c, &e, epoch);
+        bool stop = false;
+        while (!stop) {
+            HERD_TRY(before_next(c, &stop));
+            if (stop || !herd_loader_next(&c->loader, c->x, c->y))
+                break;
+            HERD_TRY(train_step(c, &e, (double)epoch + (double)e.steps / (double)w->steps_per_epoch));
+        }
+        if (c->lost)
+            break;
+        bool last = epoch + 1 == cfg->epochs || stop;
+        HERD_TRY(epoch_end(c, &e, last));
+        if (last)
+            break;
+    }
+out:
+    return st;
+}
+
+/* Claims the next global batch: a counter in a window on rank 0. */
+static herd_status claim_batch(worker_ctx *c, uint64_t *index)
+{
+    herd_status st = HERD_OK;
+    herd_comm *comm = c->w.comm;
+    uint64_t next;
+    HERD_TRY(herd_comm_win_lock(comm, c->claim_win, 0, true));
+    st = herd_comm_win_get(comm, c->claim_win, 0, 0, index, sizeof *index);
+    if (st == HERD_OK)
+        st = herd_comm_win_flush(comm, c->claim_win, 0);
+    next = *index + 1;
+    if (st == HERD_OK)
+        st = herd_comm_win_put(comm, c->claim_win, 0, 0, &next, sizeof next);
+    herd_status st2 = herd_comm_win_unlock(comm, c->claim_win, 0);
+    if (st == HERD_OK)
+        st = st2;
+out:
+    return st;
+}
+
+/* Asynchronous algorithms: workers claim global batches from one counter, so
+ * an epoch is the whole training set used once by all workers together. */
+static herd_status loop_claimed(worker_ctx *c)
+{
+    herd_status st = HERD_OK;
+    const herd_train_config *cfg = c->run->cfg;
+    herd_worker *w = &c->w;
+    uint64_t per_epoch = (uint64_t)w->steps_per_epoch * w->nworkers, total = per_epoch * cfg->epochs;
+    epoch_stats e;
+    bool started = false, stop = false;
+    for (;;) {
+        HERD_TRY(before_next(c, &stop));
+        if (stop)
+            break;
+        uint64_t b;
+        HERD_TRY(claim_batch(c, &b));
+        if (b >= total)
+            break;
+        size_t epoch = (size_t)(b / per_epoch), index = (size_t)(b % per_epoch);
+        if (!started || epoch != w->epoch) {
+            if (started)
+                HERD_TRY(epoch_end(c, &e, false));
+            epoch_begin(c, &e, epoch);
+            started = true;
+        }
+        herd_loader_batch(&c->loader, index, c->x, c->y);
+        HERD_TRY(train_step(c, &e, (double)epoch + (double)index / (double)per_epoch));
+    }
+    if (started && !c->lost)
+        HERD_TRY(epoch_end(c, &e, true));
+out:
+    return st;
 }
 
 static herd_status worker_loop(worker_ctx *c)
 {
     herd_status st = HERD_OK;
     herd_run *r = c->run;
-    const herd_train_config *cfg = r->cfg;
     herd_worker *w = &c->w;
-    herd_nn_set_threads((int)cfg->threads);
-    CALL_HOOK(c, init);
-    for (w->epoch = 0; w->epoch < cfg->epochs; w->epoch++) {
-        herd_loader_start_epoch(&c->loader, w->epoch);
-        double t_epoch0 = herd__now(), loss_sum = 0;
-        size_t nloss = 0, k = 0;
-        double last_progress = 0;
-        while (herd_loader_next(&c->loader, c->x, c->y)) {
-            if (atomic_load(&r->abort))
-                return HERD_EREMOTE;
-            if (cfg->max_steps && w->step >= cfg->max_steps)
-                break;
-            w->lr = herd_optim_lr(&cfg->optim, (double)w->epoch + (double)k / (double)w->steps_per_epoch,
-                                  (double)cfg->epochs);
-            CALL_HOOK(c, before_step);
-            double t_compute = herd__now();
-            herd_model_forward(w->model, c->x, cfg->batch, true);
-            float loss = herd_model_loss(w->model, c->y, cfg->batch, NULL);
-            if (!isfinite(loss))
-                return herd_err_set(&w->err, HERD_ENONFINITE,
-                                    "worker %zu: the loss is %s at epoch %zu, step %zu (learning rate %g may be too high)",
-                                    w->rank, isnan(loss) ? "NaN" : "infinite", w->epoch + 1, k + 1, (double)w->lr);
-            HERD_TRY(herd_model_backward(w->model, cfg->batch, c->algo.ops->grad_ready ? on_grad_ready : NULL, c));
-            /* --slow scales this worker's compute (forward and backward), not its waiting */
-            t_compute = herd__now() - t_compute;
-            CALL_HOOK(c, after_backward);
-            if (c->algo.ops->step)
-                HERD_TRY(c->algo.ops->step(&c->algo, w));
-            else
-                herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
-            CALL_HOOK(c, after_step);
-            if (c->slow_factor > 1.0)
-                straggle(r, t_compute * (c->slow_factor - 1.0));
-            w->step++, k++;
-            c->images += cfg->batch;
-            loss_sum += loss, nloss++;
-            if (w->rank == 0 && herd__now() - last_progress > 0.2) {
-                last_progress = herd__now();
-                progress(c, k, loss_sum / (double)nloss, last_progress - t_epoch0);
-            }
-        }
-        CALL_HOOK(c, end_epoch);
-        double t_epoch = herd__now() - t_epoch0;
-        c->train_s += t_epoch;
-        c->train_loss = nloss ? loss_sum / (double)nloss : 0.0;
-        herd__log_record(&r->log, "epoch", "\"worker\":%zu,\"epoch\":%zu,\"steps\":%zu,\"train_loss\":%.6f,\"epoch_s\":%.6f,\"bytes_sent\":%llu,\"comm_wait_s\":%.6f",
-                         w->rank, w->epoch + 1, k, c->train_loss, t_epoch,
-                         (unsigned long long)(w->bytes_sent + w->comm->bytes_sent), w->comm_wait_s + w->comm->wait_s);
-        bool last = w->epoch + 1 == cfg->epochs || (cfg->max_steps && w->step >= cfg->max_steps);
-        if (w->rank == 0 && (last || (w->epoch + 1) % cfg->eval_every == 0))
-            evaluate(c, c->train_loss, t_epoch);
-        if (last)
-            break;
+    herd_nn_set_threads((int)r->cfg->threads);
+    if (r->algo_ops->async) { /* collective, before the algorithm's own windows */
+        c->claim_buf = 0;
+        HERD_TRY(herd_comm_win_create(w->comm, &c->claim_buf, w->rank == 0 ? sizeof c->claim_buf : 0, &c->claim_win));
     }
+    CALL_HOOK(c, init);
+    HERD_TRY(r->algo_ops->async ? loop_claimed(c) : loop_static(c));
+    if (c->lost)
+        goto out;
+    CALL_HOOK(c, finish);
+    if (r->mpi && r->algo_ops->async) /* everyone done before the final evaluation */
+        HERD_TRY(herd_comm_barrier(w->comm));
 out:
     return st;
 }
@@ -281,7 +524,7 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
     const herd_train_config *cfg = r->cfg;
     c->run = r;
     herd_worker *w = &c->w;
-    w->rank = rank, w->nworkers = cfg->workers, w->cfg = cfg;
+    w->rank = rank, w->nworkers = cfg->workers, w->cfg = cfg, w->run = r;
     HERD_TRY(herd_model_create(cfg->model, r->train.c, r->train.h, r->train.w, r->train.nclasses,
                                cfg->batch, cfg->seed, &w->model, err));
     w->params = herd_model_params(w->model);
@@ -308,6 +551,14 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
         HERD_TRY(herd_comm_threads_create(r->world, rank, &w->comm, err));
     w->comm->timeout_s = cfg->comm_timeout_s;
     c->algo.ops = r->algo_ops;
+    if (c->algo.ops->eval_params && !(c->eval_buf = malloc(2 * w->nparams * sizeof(float)))) {
+        st = herd_err_set(err, HERD_ENOMEM, "out of memory for evaluation");
+        goto out;
+    }
+    c->fail_step = SIZE_MAX;
+    for (size_t i = 0; i < cfg->nfail; i++)
+        if (cfg->fail[i].rank == rank && cfg->fail[i].step < c->fail_step)
+            c->fail_step = cfg->fail[i].step;
     c->slow_factor = 1.0;
     for (size_t i = 0; i < cfg->nslow; i++)
         if (cfg->slow[i].rank == rank)
@@ -320,6 +571,9 @@ static void worker_teardown(worker_ctx *c)
 {
     if (c->algo.ops && c->algo.ops->free)
         c->algo.ops->free(&c->algo, &c->w);
+    if (c->claim_win)
+        herd_comm_win_free(c->w.comm, c->claim_win);
+    free(c->eval_buf);
     if (c->w.comm && c->w.comm != c->run->mpi)
         herd_comm_free(c->w.comm);
     herd_model_free(c->w.model);
@@ -427,7 +681,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
         HERD_TRY(herd_threads_world_create(eff.workers, &r.world, err));
     workers = calloc(r.nlocal, sizeof *workers);
     threads = calloc(r.nlocal, sizeof *threads);
-    if (!workers || !threads) {
+    r.lost = calloc(eff.workers, sizeof *r.lost);
+    if (!workers || !threads || !r.lost) {
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for %zu workers", r.nlocal);
         goto out;
     }
@@ -457,6 +712,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
         if (st < 0)
             goto out;
     }
+    herd_threads_world_close(r.world);
     double wall = herd__now() - t_start;
     /* Report the first real failure (not the EREMOTE of workers told to stop). */
     for (size_t pass = 0; pass < 2; pass++)
@@ -474,6 +730,22 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     run_totals t;
     HERD_TRY(gather_totals(&r, workers, &t, err));
     worker_ctx *w0 = &workers[0];
+    /* the final evaluation, once every worker has stopped */
+    if (r.first_rank == 0) {
+        st = evaluate(w0, w0->train_loss, w0->last_epoch_s);
+        if (st < 0) {
+            if (err)
+                *err = w0->w.err.msg[0] ? w0->w.err : w0->w.comm->err;
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < eff.workers && res->nlost < HERD_MAX_FAIL; i++)
+        if (atomic_load(&r.lost[i])) {
+            res->lost[res->nlost++] = i;
+            if (!eff.quiet)
+                fprintf(stderr, "worker %zu was lost at its step %zu; the others finished without it\n", i,
+                        workers[i - r.first_rank].w.step);
+        }
     res->algo = r.algo_ops->name;
     res->engine = r.engine;
     res->model = cfg->model;
@@ -481,6 +753,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     res->workers = eff.workers;
     res->epochs = w0->w.epoch + (w0->w.epoch < eff.epochs ? 1 : 0);
     res->test_acc = w0->test_acc;
+    res->worker0_acc = w0->worker0_acc;
+    res->eval_model = w0->eval_model ? w0->eval_model : "worker0";
     res->test_loss = w0->test_loss;
     res->train_loss = w0->train_loss;
     res->wall_s = wall;
@@ -497,14 +771,15 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
             if (!(d <= res->replica_max_diff)) /* NaN counts as a difference */
                 res->replica_max_diff = d;
         }
-    herd__log_record(&r.log, "end", "\"test_acc\":%.6f,\"test_loss\":%.6f,\"wall_s\":%.6f,\"train_img_per_s\":%.3f",
-                     res->test_acc, res->test_loss, res->wall_s, res->train_img_per_s);
+    herd__log_record(&r.log, "end", "\"test_acc\":%.6f,\"test_loss\":%.6f,\"wall_s\":%.6f,\"train_img_per_s\":%.3f,\"lost\":%zu",
+                     res->test_acc, res->test_loss, res->wall_s, res->train_img_per_s, res->nlost);
 out:
     if (workers)
         for (size_t i = 0; i < r.nlocal; i++)
             worker_teardown(&workers[i]);
     free(workers);
     free(threads);
+    free(r.lost);
     herd_threads_world_free(r.world);
     if (r.mpi)
         herd_comm_free(r.mpi);
@@ -522,8 +797,12 @@ void herd_train_result_json(const herd_train_result *res, FILE *f)
             "{\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
             "\"steps\":%zu,\"test_acc\":%.6f,\"test_loss\":%.6f,\"train_loss\":%.6f,\"wall_s\":%.6f,"
             "\"train_s\":%.6f,\"train_img_per_s\":%.3f,\"bytes_sent\":%llu,\"comm_wait_s\":%.6f,"
-            "\"nparams\":%zu}",
+            "\"nparams\":%zu,\"eval_model\":\"%s\",\"worker0_acc\":%.6f,\"lost\":[",
             res->algo, res->engine, res->model, res->workers, res->epochs, res->steps, res->test_acc,
             res->test_loss, res->train_loss, res->wall_s, res->train_s, res->train_img_per_s,
-            (unsigned long long)res->bytes_sent, res->comm_wait_s, res->nparams);
+            (unsigned long long)res->bytes_sent, res->comm_wait_s, res->nparams,
+            res->eval_model ? res->eval_model : "worker0", res->worker0_acc);
+    for (size_t i = 0; i < res->nlost; i++)
+        fprintf(f, "%s%zu", i ? "," : "", res->lost[i]);
+    fputs("]}", f);
 }
