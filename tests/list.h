@@ -10,4 +10,7 @@
     X(train)                \
     X(collectives)         \
     X(comm)                \
+    X(ps)                  \
+    X(easgd)               \
+    X(gossip)              \
     X(cli)

@@ -5,6 +5,18 @@
 const herd_algo_ops *const herd_algos[] = {
     &herd__algo_sgd,
     &herd__algo_allreduce,
+    &herd__algo_asgd,
+    &herd__algo_amsgd,
+    &herd__algo_hogwild,
+    &herd__algo_easgd,
+    &herd__algo_aeasgd,
+    &herd__algo_ameasgd,
+    &herd__algo_hogwild_easgd,
+    &herd__algo_eawild,
+    &herd__algo_dpsgd,
+    &herd__algo_adpsgd,
+    &herd__algo_sgp,
+    &herd__algo_osgp,
     NULL,
 };
 

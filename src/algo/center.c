@@ -1,0 +1,118 @@
+/* A sharded global vector in one-sided windows (see center.h). */
+#include "algo/center.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t header_bytes(void) { return HERD_CENTER_WORDS * sizeof(uint64_t); }
+
+static size_t slice(const herd_center *c, size_t k) { return c->lo[k + 1] - c->lo[k]; }
+
+static size_t slot_offset(const herd_center *c, size_t k, size_t slot)
+{
+    return header_bytes() + slot * slice(c, k) * sizeof(float);
+}
+
+herd_status herd_center_create(herd_center *c, herd_comm *comm, size_t n, size_t shards, size_t nslots,
+                               const float *init)
+{
+    memset(c, 0, sizeof *c);
+    c->comm = comm, c->n = n, c->shards = shards, c->nslots = nslots;
+    if (shards < 1 || shards > comm->size || nslots < 1)
+        return herd_err_set(&comm->err, HERD_EINVAL, "center: %zu shards over %zu ranks, %zu slots", shards,
+                            comm->size, nslots);
+    c->lo = malloc((shards + 1) * sizeof *c->lo);
+    if (!c->lo)
+        return herd_err_set(&comm->err, HERD_ENOMEM, "center: out of memory");
+    for (size_t k = 0; k <= shards; k++)
+        c->lo[k] = n * k / shards;
+    size_t bytes = 0;
+    if (comm->rank < shards) {
+        size_t k = comm->rank;
+        bytes = slot_offset(c, k, nslots);
+        c->mem = calloc(1, bytes);
+        if (!c->mem) {
+            /* still take part in the collective window creation, exposing nothing */
+            herd_err_set(&comm->err, HERD_ENOMEM, "center: out of memory for shard %zu (%zu bytes)", k, bytes);
+            bytes = 0;
+        } else {
+            memcpy((char *)c->mem + slot_offset(c, k, 0), init + c->lo[k], slice(c, k) * sizeof(float));
+        }
+    }
+    /* a window needs a valid base even where it exposes nothing */
+    static const char none;
+    herd_status st = herd_comm_win_create(comm, c->mem ? c->mem : (void *)&none, bytes, &c->win);
+    if (st == HERD_OK && comm->rank < shards && !c->mem)
+        st = HERD_ENOMEM;
+    if (st < 0) {
+        herd_err saved = comm->err;
+        herd_center_free(c);
+        comm->err = saved;
+    }
+    return st;
+}
+
+void herd_center_free(herd_center *c)
+{
+    if (c->win)
+        herd_comm_win_free(c->comm, c->win);
+    free(c->mem);
+    free(c->lo);
+    c->win = NULL, c->mem = NULL, c->lo = NULL;
+}
+
+void herd_center_range(const herd_center *c, size_t k, size_t *lo, size_t *hi)
+{
+    *lo = c->lo[k];
+    *hi = c->lo[k + 1];
+}
+
+herd_status herd_center_lock(herd_center *c, size_t k, bool exclusive)
+{
+    return herd_comm_win_lock(c->comm, c->win, k, exclusive);
+}
+
+herd_status herd_center_unlock(herd_center *c, size_t k) { return herd_comm_win_unlock(c->comm, c->win, k); }
+
+herd_status herd_center_flush(herd_center *c, size_t k) { return herd_comm_win_flush(c->comm, c->win, k); }
+
+herd_status herd_center_get(herd_center *c, size_t k, size_t slot, float *full_dst)
+{
+    return herd_comm_win_get(c->comm, c->win, k, slot_offset(c, k, slot), full_dst + c->lo[k],
+                             slice(c, k) * sizeof(float));
+}
+
+herd_status herd_center_put(herd_center *c, size_t k, size_t slot, const float *full_src)
+{
+    return herd_comm_win_put(c->comm, c->win, k, slot_offset(c, k, slot), full_src + c->lo[k],
+                             slice(c, k) * sizeof(float));
+}
+
+herd_status herd_center_accumulate(herd_center *c, size_t k, size_t slot, const float *full_src)
+{
+    return herd_comm_win_accumulate(c->comm, c->win, k, slot_offset(c, k, slot), full_src + c->lo[k], slice(c, k));
+}
+
+herd_status herd_center_get_word(herd_center *c, size_t k, size_t i, uint64_t *dst)
+{
+    return herd_comm_win_get(c->comm, c->win, k, i * sizeof(uint64_t), dst, sizeof *dst);
+}
+
+herd_status herd_center_put_word(herd_center *c, size_t k, size_t i, uint64_t v)
+{
+    return herd_comm_win_put(c->comm, c->win, k, i * sizeof(uint64_t), &v, sizeof v);
+}
+
+herd_status herd_center_read(herd_center *c, float *dst)
+{
+    for (size_t k = 0; k < c->shards; k++) {
+        herd_status st = herd_center_lock(c, k, false);
+        if (st < 0)
+            return st;
+        st = herd_center_get(c, k, 0, dst);
+        herd_status st2 = herd_center_unlock(c, k);
+        if (st < 0 || st2 < 0)
+            return st < 0 ? st : st2;
+    }
+    return HERD_OK;
+}

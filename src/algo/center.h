@@ -1,0 +1,64 @@
+/* center.h — a global copy of the weights that every worker reaches
+ * one-sidedly: the parameter server's weights and the elastic center
+ * (internal to src/algo).
+ *
+ * The vector (n floats) is cut into `shards` contiguous slices held by ranks
+ * 0..shards-1, each in one window. A shard's window holds a header of
+ * HERD_CENTER_WORDS 64-bit words (counters the algorithm defines: version,
+ * softsync group...) and then `nslots` float vectors of the slice's length
+ * (slot 0: the weights; others: server momentum, a softsync accumulator...).
+ * Shards are independent servers: each has its own lock and header, and a
+ * worker visits them in order 0..shards-1.
+ *
+ * Every call works on one shard through the transport's windows, so it runs
+ * on every engine without the holder's help. As with MPI_Get, what a get
+ * reads is valid after herd_center_flush or herd_center_unlock.
+ */
+#ifndef HERD_ALGO_CENTER_H
+#define HERD_ALGO_CENTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "herd/herd_comm.h"
+
+enum { HERD_CENTER_WORDS = 8 };
+
+typedef struct herd_center {
+    herd_comm *comm;
+    herd_win *win;
+    size_t n, shards, nslots;
+    size_t *lo;       /* shards + 1: shard k holds [lo[k], lo[k+1]) */
+    void *mem;        /* this rank's shard (header + slots), or NULL */
+} herd_center;
+
+/* Collective: every rank calls it with the same n, shards, nslots; the shard
+ * holders copy their slice of init (the same on every rank) into slot 0,
+ * zero the other slots and the header. */
+herd_status herd_center_create(herd_center *c, herd_comm *comm, size_t n, size_t shards, size_t nslots,
+                               const float *init);
+/* Frees what create made; after the run's workers stopped (see herd_algo.h). */
+void herd_center_free(herd_center *c);
+
+/* Shard k's range [*lo, *hi). */
+void herd_center_range(const herd_center *c, size_t k, size_t *lo, size_t *hi);
+
+herd_status herd_center_lock(herd_center *c, size_t k, bool exclusive);
+herd_status herd_center_unlock(herd_center *c, size_t k);
+herd_status herd_center_flush(herd_center *c, size_t k);
+
+/* Slot `slot` of shard k: dst/src are the whole vector's elements
+ * [lo[k], lo[k+1]) (the caller passes the full-length pointer). */
+herd_status herd_center_get(herd_center *c, size_t k, size_t slot, float *full_dst);
+herd_status herd_center_put(herd_center *c, size_t k, size_t slot, const float *full_src);
+herd_status herd_center_accumulate(herd_center *c, size_t k, size_t slot, const float *full_src);
+
+/* Header word `i` of shard k. */
+herd_status herd_center_get_word(herd_center *c, size_t k, size_t i, uint64_t *dst);
+herd_status herd_center_put_word(herd_center *c, size_t k, size_t i, uint64_t v);
+
+/* The whole slot 0 into dst: every shard under a shared lock in turn. */
+herd_status herd_center_read(herd_center *c, float *dst);
+
+#endif
