@@ -24,6 +24,7 @@ typedef struct drive_shared {
 
 typedef struct drive_worker {
     drive_shared *sh;
+    double *t_start, *t_done; /* steps each */
     herd_worker w;
     herd_algo algo;
     herd_status st;
@@ -87,6 +88,7 @@ static herd_status drive_loop(drive_worker *d)
         w->lr = dc->cfg.optim.lr;
         HERD_TRY(wait_turn(d));
         HOOK(d, before_step);
+        d->t_start[s] = herd__now();
         for (size_t j = 0; j < p->dim; j++)
             w->grads[j] = p->curv[j] * (w->params[j] - p->xstar[j]) + (p->noise > 0 ? p->noise * herd_rng_normal(&rng) : 0);
         end_turn(d);
@@ -103,6 +105,7 @@ static herd_status drive_loop(drive_worker *d)
             HERD_TRY(d->algo.ops->step(&d->algo, w));
         else
             herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
+        d->t_done[s] = herd__now();
         HOOK(d, after_step);
         end_turn(d);
         w->step++;
@@ -150,12 +153,20 @@ herd_status drive_run(const drive_config *dc, const drive_problem *p, drive_resu
     }
     pthread_mutex_init(&sh.mu, NULL);
     pthread_cond_init(&sh.cv, NULL);
+    res->t_start = calloc(n * (dc->steps ? dc->steps : 1), sizeof(double));
+    res->t_done = calloc(n * (dc->steps ? dc->steps : 1), sizeof(double));
+    if (!res->t_start || !res->t_done) {
+        st = herd_err_set(err, HERD_ENOMEM, "driver: out of memory");
+        goto out;
+    }
     HERD_TRY(herd_threads_world_create(n, &sh.world, err));
     for (size_t i = 0; i < n; i++) {
         drive_worker *d = &ws[i];
         herd_worker *w = &d->w;
         d->sh = &sh;
         d->algo.ops = sh.ops;
+        d->t_start = res->t_start + i * dc->steps;
+        d->t_done = res->t_done + i * dc->steps;
         w->rank = i, w->nworkers = n, w->cfg = &dc->cfg, w->nparams = p->dim;
         w->steps_per_epoch = dc->steps_per_epoch ? dc->steps_per_epoch : dc->steps;
         w->params = malloc(p->dim * sizeof(float));
@@ -235,7 +246,10 @@ void drive_result_free(drive_result *res)
 {
     free(res->x);
     free(res->eval);
+    free(res->t_start);
+    free(res->t_done);
     res->x = res->eval = NULL;
+    res->t_start = res->t_done = NULL;
 }
 
 drive_problem drive_problem_make(size_t dim, float noise, uint64_t seed)

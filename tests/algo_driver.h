@@ -51,6 +51,10 @@ typedef struct drive_result {
     const char *eval_name; /* eval_params' name, or NULL */
     char log[DRIVE_MAX_WORKERS][512]; /* each worker's last log_epoch text */
     uint64_t bytes_sent[DRIVE_MAX_WORKERS];
+    /* workers x steps, monotonic seconds: when step s's gradient began (after
+     * before_step returned) and when its update was done (after step, before
+     * after_step) */
+    double *t_start, *t_done;
 } drive_result;
 
 /* Runs the algorithm; returns the first worker failure (message in err). */

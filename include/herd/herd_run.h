@@ -103,7 +103,8 @@ typedef struct herd_train_result {
     double train_s;         /* time in training steps (evaluation excluded) */
     double train_img_per_s; /* images trained per second, all workers */
     uint64_t bytes_sent;    /* all workers */
-    size_t steps;           /* per worker */
+    size_t steps;           /* per worker (worker 0's) */
+    double images;          /* images trained, all workers */
     size_t nparams;
     double comm_wait_s;     /* mean over workers */
     double replica_max_diff;/* max |x_i - x_0| over this process's workers' parameters */

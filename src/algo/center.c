@@ -103,6 +103,21 @@ herd_status herd_center_put_word(herd_center *c, size_t k, size_t i, uint64_t v)
     return herd_comm_win_put(c->comm, c->win, k, i * sizeof(uint64_t), &v, sizeof v);
 }
 
+herd_status herd_center_get_count(herd_center *c, size_t k, size_t i, float *dst)
+{
+    return herd_comm_win_get(c->comm, c->win, k, i * sizeof(uint64_t), dst, sizeof *dst);
+}
+
+herd_status herd_center_add_count(herd_center *c, size_t k, size_t i, float delta)
+{
+    return herd_comm_win_accumulate(c->comm, c->win, k, i * sizeof(uint64_t), &delta, 1);
+}
+
+herd_status herd_center_set_count(herd_center *c, size_t k, size_t i, float v)
+{
+    return herd_comm_win_put(c->comm, c->win, k, i * sizeof(uint64_t), &v, sizeof v);
+}
+
 herd_status herd_center_read(herd_center *c, float *dst)
 {
     for (size_t k = 0; k < c->shards; k++) {

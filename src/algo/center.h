@@ -58,6 +58,12 @@ herd_status herd_center_accumulate(herd_center *c, size_t k, size_t slot, const 
 herd_status herd_center_get_word(herd_center *c, size_t k, size_t i, uint64_t *dst);
 herd_status herd_center_put_word(herd_center *c, size_t k, size_t i, uint64_t v);
 
+/* Header word `i` of shard k used as a float counter (exact up to 2^24):
+ * adding is one accumulate, so it is atomic even under a shared lock. */
+herd_status herd_center_get_count(herd_center *c, size_t k, size_t i, float *dst);
+herd_status herd_center_add_count(herd_center *c, size_t k, size_t i, float delta);
+herd_status herd_center_set_count(herd_center *c, size_t k, size_t i, float v);
+
 /* The whole slot 0 into dst: every shard under a shared lock in turn. */
 herd_status herd_center_read(herd_center *c, float *dst);
 

@@ -1,15 +1,534 @@
-/* Parameter-server family — being written. */
-#include "algo/algos.h"
+/* Parameter-server family: asgd, amsgd, hogwild (ALGORITHMS.md, seeds 000
+ * and 001), with the staleness options --staleness-lr, --softsync and
+ * --max-staleness.
+ *
+ * The server. The global weights x~ live in a herd_center: --ps-shards K
+ * slices held by ranks 0..K-1 in one-sided windows. The holders train like
+ * everyone else: a window is read and updated without its holder's help
+ * (passive-target RMA on MPI, shared memory on threads), so a dedicated
+ * server rank would only sit idle. Each shard is an independent server with
+ * its own lock and counters (header floats of the center, exact to 2^24):
+ *   COUNT   updates applied so far, GROUP gradients in the open softsync
+ *   group, FINISHED workers that have stopped training.
+ * A worker visits the shards in order 0..K-1; staleness is measured on
+ * each shard and shard 0's is reported.
+ *
+ * One step of worker i (the worker loop calls the hooks):
+ *   before_step  SSP wait (below); pull: per shard, a shared lock, the
+ *                weights into x_i and COUNT into pulled[k].
+ *   step         g += wd * x_i (the pulled weights); push to every shard:
+ *     asgd, amsgd (exclusive lock, one gradient at a time):
+ *       tau = COUNT - pulled[k]; eta = --staleness-lr && tau >= 1 ? lr/tau : lr
+ *       softsync 1: asgd x~ -= eta g; amsgd v = mu v - eta g, x~ += v; COUNT++
+ *       softsync c: ACC += (eta/c) g, GROUP++; the c-th gradient applies the
+ *         group (asgd x~ -= ACC; amsgd v = mu v - ACC, x~ += v), clears ACC
+ *         and GROUP, COUNT++. The pusher then waits until the update holding
+ *         its gradient is applied, so its next pull includes it: c = n is
+ *         synchronous SGD on the average of n gradients (the same weights
+ *         as allreduce, up to the order of the float sums), c = 1 is asgd.
+ *         When every worker still training is waiting in the open group,
+ *         it is applied short (scaled to an average of what it has).
+ *     hogwild (no lock on the vector: a shared lock only, as MPI needs
+ *       one): x~ -= eta g by element-wise atomic adds, COUNT += 1. Pushes
+ *       interleave element by element and a pull may see half of one:
+ *       Hogwild's defining race. No element update is lost (the adds are
+ *       atomic, as MPI_Accumulate's are), so nothing needs annotating for
+ *       ThreadSanitizer. tau is read just before the push, so concurrent
+ *       pushes may see the same COUNT.
+ *                After the pushes (before a softsync wait), SSP: publish
+ *                this worker's step count.
+ * SSP (--max-staleness s): before step t a worker waits until every worker
+ * still training has finished step t - s (a table of step counts in a
+ * window on rank 0; a finished or lost worker no longer holds anyone back).
+ * amsgd's momentum is --momentum (heavy ball on the server); asgd and
+ * hogwild are plain SGD on the server and ignore --momentum.
+ * Every wait is bounded by --timeout and says what it was waiting for.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
-static herd_status not_yet(herd_algo *a, herd_worker *w)
+#include "algo/algos.h"
+#include "algo/center.h"
+#include "core/clock.h"
+
+enum { SLOT_W, SLOT_V, SLOT_ACC, NSLOTS };
+enum { CNT_COUNT, CNT_GROUP, CNT_FINISHED };
+enum { NHIST = 9 }; /* staleness 0, 1, 2, 3, 4-7, 8-15, 16-31, 32-63, 64+ */
+
+typedef enum ps_kind { PS_ASGD, PS_AMSGD, PS_HOGWILD } ps_kind;
+
+typedef struct ps_state {
+    ps_kind kind;
+    herd_center center;
+    herd_win *ssp_win;   /* --max-staleness: step counts, on rank 0 */
+    uint64_t *ssp_steps; /* rank 0: nworkers words */
+    uint64_t *ssp_view;  /* this worker's copy of the table */
+    size_t ssp_who;      /* the worker an SSP wait is waiting for */
+    float group_have;    /* gradients in the open softsync group, as last seen */
+    float *pulled;       /* per shard: COUNT at the pull */
+    float *upd;          /* nparams */
+    float *buf;          /* nparams */
+    /* per-epoch figures */
+    uint64_t hist[NHIST], ngrad, bytes_sent0, bytes_recv0;
+    double tau_sum, tau_max, blocked_s;
+} ps_state;
+
+static const char *const hist_labels = "0,1,2,3,4-7,8-15,16-31,32-63,64+";
+
+static size_t hist_bucket(double tau)
 {
-    (void)a;
-    return herd_err_set(&w->err, HERD_EUNSUPPORTED, "--algo %s is not built yet", w->cfg->algo);
+    if (tau < 4)
+        return tau < 0 ? 0 : (size_t)tau;
+    size_t b = 4;
+    for (double lim = 8; tau >= lim && b < NHIST - 1; lim *= 2)
+        b++;
+    return b;
 }
 
-#define PLACEHOLDER(var, nm, is_async)                                                              \
-    const herd_algo_ops var = {.name = nm, .summary = "(not built yet)", .family = "ps",             \
-                               .min_workers = 1, .async = is_async, .init = not_yet}
-PLACEHOLDER(herd__algo_asgd, "asgd", true);
-PLACEHOLDER(herd__algo_amsgd, "amsgd", true);
-PLACEHOLDER(herd__algo_hogwild, "hogwild", true);
+/* Sleeps a little longer each time, from 20 us to 2 ms. */
+static void backoff(double *us)
+{
+    struct timespec ts = {0, (long)(*us * 1e3)};
+    nanosleep(&ts, NULL);
+    *us = *us < 2000 ? *us * 2 : 2000;
+}
+
+static size_t lost_count(const herd_worker *w)
+{
+    size_t n = 0;
+    for (size_t r = 0; r < w->nworkers; r++)
+        n += herd_worker_lost(w, r);
+    return n;
+}
+
+#define UNLOCK_KEEP(st, c, k)                                  \
+    do {                                                       \
+        herd_status st__u = herd_center_unlock((c), (k));      \
+        if ((st) == HERD_OK)                                   \
+            (st) = st__u;                                      \
+    } while (0)
+
+static herd_status ps_init(herd_algo *a, herd_worker *w)
+{
+    herd_status st = HERD_OK;
+    const herd_ps_config *pc = &w->cfg->ps;
+    ps_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the parameter server state");
+    a->state = s;
+    s->kind = !strcmp(a->ops->name, "amsgd") ? PS_AMSGD : !strcmp(a->ops->name, "hogwild") ? PS_HOGWILD : PS_ASGD;
+    if (s->kind == PS_HOGWILD && pc->softsync > 1)
+        return herd_err_set(&w->err, HERD_EINVAL,
+                            "--softsync needs a server that takes one gradient at a time: use asgd or amsgd, not hogwild");
+    double updates = (double)w->cfg->epochs * (double)w->steps_per_epoch * (double)w->nworkers;
+    if (updates > 16777216.0)
+        return herd_err_set(&w->err, HERD_EUNSUPPORTED,
+                            "%.0f gradients is more than the parameter server's counters hold exactly (2^24)", updates);
+    s->pulled = calloc(pc->shards, sizeof *s->pulled);
+    s->upd = malloc(w->nparams * sizeof(float));
+    s->buf = malloc(w->nparams * sizeof(float));
+    if (!s->pulled || !s->upd || !s->buf)
+        return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the parameter server state");
+    /* every worker starts from the same weights (same seed), so any copy
+     * seeds the server */
+    HERD_TRY(herd_center_create(&s->center, w->comm, w->nparams, pc->shards, NSLOTS, w->params));
+    if (pc->max_staleness >= 0) {
+        if (!(s->ssp_view = malloc(w->nworkers * sizeof *s->ssp_view)))
+            return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the SSP table");
+        if (w->rank == 0 && !(s->ssp_steps = calloc(w->nworkers, sizeof *s->ssp_steps)))
+            herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the SSP table");
+        static const uint64_t none;
+        st = herd_comm_win_create(w->comm, s->ssp_steps ? (void *)s->ssp_steps : (void *)&none,
+                                  s->ssp_steps ? w->nworkers * sizeof *s->ssp_steps : 0, &s->ssp_win);
+        if (st == HERD_OK && w->rank == 0 && !s->ssp_steps)
+            st = HERD_ENOMEM;
+    }
+    s->bytes_sent0 = w->comm->bytes_sent, s->bytes_recv0 = w->comm->bytes_recv;
+out:
+    return st;
+}
+
+/* Waits for `ready` with backoff until the deadline; the time counts as blocked. */
+typedef herd_status (*ps_ready_fn)(ps_state *s, herd_worker *w, size_t arg, bool *ready);
+
+/* A shard whose holder was lost (--fail on the threads engine) is gone:
+ * the run cannot go on without its weights. */
+static herd_status check_servers(ps_state *s, herd_worker *w)
+{
+    for (size_t k = 0; k < s->center.shards; k++)
+        if (herd_worker_lost(w, k))
+            return herd_err_set(&w->err, HERD_EREMOTE,
+                                "worker %zu: worker %zu, which holds parameter-server shard %zu of %zu, was lost; "
+                                "the run cannot go on without it",
+                                w->rank, k, k, s->center.shards);
+    return HERD_OK;
+}
+
+/* Returns HERD_ETIMEOUT without a message: the caller says what it waited for. */
+static herd_status wait_until(ps_state *s, herd_worker *w, ps_ready_fn ready, size_t arg)
+{
+    herd_status st;
+    double t0 = herd__now(), deadline = t0 + w->comm->timeout_s, us = 20;
+    bool ok = false;
+    for (;;) {
+        if ((st = check_servers(s, w)) < 0 || (st = ready(s, w, arg, &ok)) < 0 || ok)
+            break;
+        if (herd__now() > deadline) {
+            st = HERD_ETIMEOUT;
+            break;
+        }
+        backoff(&us);
+    }
+    double t = herd__now() - t0;
+    s->blocked_s += t;
+    w->comm_wait_s += t;
+    return st;
+}
+
+/* ---- SSP --------------------------------------------------------------- */
+
+static herd_status ssp_ready(ps_state *s, herd_worker *w, size_t need, bool *ready)
+{
+    herd_status st;
+    size_t n = w->nworkers;
+    if ((st = herd_comm_win_lock(w->comm, s->ssp_win, 0, false)) < 0)
+        return st;
+    st = herd_comm_win_get(w->comm, s->ssp_win, 0, 0, s->ssp_view, n * sizeof *s->ssp_view);
+    herd_status st2 = herd_comm_win_unlock(w->comm, s->ssp_win, 0);
+    if (st < 0 || st2 < 0)
+        return st < 0 ? st : st2;
+    *ready = true;
+    for (size_t r = 0; r < n && *ready; r++)
+        if (s->ssp_view[r] < need && !herd_worker_lost(w, r)) {
+            *ready = false;
+            s->ssp_who = r;
+        }
+    return HERD_OK;
+}
+
+static herd_status ssp_wait(ps_state *s, herd_worker *w)
+{
+    long bound = w->cfg->ps.max_staleness;
+    if (bound < 0 || (long)w->step <= bound)
+        return HERD_OK;
+    size_t need = w->step - (size_t)bound;
+    herd_status st = wait_until(s, w, ssp_ready, need);
+    if (st == HERD_ETIMEOUT)
+        herd_err_set(&w->err, HERD_ETIMEOUT,
+                     "worker %zu: waited %g s for worker %zu to finish step %zu before its own step %zu (--max-staleness %ld)",
+                     w->rank, w->comm->timeout_s, s->ssp_who, need, w->step + 1, bound);
+    return st;
+}
+
+static herd_status ssp_publish(ps_state *s, herd_worker *w, uint64_t steps)
+{
+    herd_status st;
+    if ((st = herd_comm_win_lock(w->comm, s->ssp_win, 0, false)) < 0)
+        return st;
+    st = herd_comm_win_put(w->comm, s->ssp_win, 0, w->rank * sizeof steps, &steps, sizeof steps);
+    herd_status st2 = herd_comm_win_unlock(w->comm, s->ssp_win, 0);
+    return st < 0 ? st : st2;
+}
+
+/* ---- pull and push --------------------------------------------------- */
+
+static herd_status ps_before_step(herd_algo *a, herd_worker *w)
+{
+    herd_status st = HERD_OK;
+    ps_state *s = a->state;
+    HERD_TRY(check_servers(s, w));
+    if (s->ssp_win)
+        HERD_TRY(ssp_wait(s, w));
+    for (size_t k = 0; k < s->center.shards; k++) {
+        HERD_TRY(herd_center_lock(&s->center, k, false));
+        st = herd_center_get(&s->center, k, SLOT_W, w->params);
+        if (st == HERD_OK)
+            st = herd_center_get_count(&s->center, k, CNT_COUNT, &s->pulled[k]);
+        UNLOCK_KEEP(st, &s->center, k);
+        if (st < 0)
+            goto out;
+    }
+out:
+    return st;
+}
+
+static void record_staleness(ps_state *s, double tau)
+{
+    s->hist[hist_bucket(tau)]++;
+    s->ngrad++;
+    s->tau_sum += tau;
+    if (tau > s->tau_max)
+        s->tau_max = tau;
+}
+
+/* Counters 0..n-1 of shard k into v (the caller holds a lock). */
+static herd_status read_counts(herd_center *c, size_t k, float *v, size_t n)
+{
+    herd_status st = HERD_OK;
+    for (size_t i = 0; i < n; i++)
+        HERD_TRY(herd_center_get_count(c, k, i, &v[i]));
+    HERD_TRY(herd_center_flush(c, k));
+out:
+    return st;
+}
+
+/* The push's staleness on shard k (recorded for shard 0) and its rate. */
+static float stale_eta(ps_state *s, herd_worker *w, size_t k, float count, float eta_base)
+{
+    double tau = (double)count - (double)s->pulled[k];
+    if (tau < 0) /* hogwild: a concurrent push may move COUNT between our reads */
+        tau = 0;
+    if (k == 0)
+        record_staleness(s, tau);
+    return w->cfg->ps.staleness_lr && tau >= 1 ? eta_base / (float)tau : eta_base;
+}
+
+/* upd[lo, hi) = scale * g */
+static void scaled(float *upd, const float *g, size_t lo, size_t hi, float scale)
+{
+    for (size_t i = lo; i < hi; i++)
+        upd[i] = scale * g[i];
+}
+
+/* Applies the update held in s->upd[lo, hi) (x~ -= upd) to shard k, with
+ * amsgd's momentum: v = mu v - upd; x~ += v. Caller holds the exclusive lock. */
+static herd_status apply_update(ps_state *s, herd_worker *w, size_t k, size_t lo, size_t hi)
+{
+    herd_status st = HERD_OK;
+    herd_center *c = &s->center;
+    if (s->kind == PS_AMSGD) {
+        float mu = w->cfg->optim.momentum;
+        HERD_TRY(herd_center_get(c, k, SLOT_V, s->buf));
+        HERD_TRY(herd_center_flush(c, k));
+        for (size_t i = lo; i < hi; i++)
+            s->buf[i] = mu * s->buf[i] - s->upd[i];
+        HERD_TRY(herd_center_put(c, k, SLOT_V, s->buf));
+        HERD_TRY(herd_center_accumulate(c, k, SLOT_W, s->buf));
+    } else {
+        for (size_t i = lo; i < hi; i++)
+            s->upd[i] = -s->upd[i];
+        HERD_TRY(herd_center_accumulate(c, k, SLOT_W, s->upd));
+    }
+    HERD_TRY(herd_center_add_count(c, k, CNT_COUNT, 1.0f));
+out:
+    return st;
+}
+
+/* With the exclusive lock on shard k and the group's sum in ACC (already
+ * scaled by eta/c per gradient): applies it as one update, scaled to an
+ * average of `have` gradients when the group is short. */
+static herd_status apply_group(ps_state *s, herd_worker *w, size_t k, float have)
+{
+    herd_status st = HERD_OK;
+    herd_center *c = &s->center;
+    size_t lo, hi;
+    herd_center_range(c, k, &lo, &hi);
+    HERD_TRY(herd_center_flush(c, k)); /* the accumulates into ACC and GROUP land before we read and reset them */
+    HERD_TRY(herd_center_get(c, k, SLOT_ACC, s->upd));
+    HERD_TRY(herd_center_flush(c, k));
+    float scale = (float)w->cfg->ps.softsync / have;
+    if (scale != 1.0f)
+        for (size_t i = lo; i < hi; i++)
+            s->upd[i] *= scale;
+    HERD_TRY(apply_update(s, w, k, lo, hi));
+    memset(s->buf + lo, 0, (hi - lo) * sizeof(float));
+    HERD_TRY(herd_center_put(c, k, SLOT_ACC, s->buf));
+    HERD_TRY(herd_center_set_count(c, k, CNT_GROUP, 0.0f));
+out:
+    return st;
+}
+
+/* softsync: is the update after `after` applied on shard `k`? If every
+ * worker still training waits in the open group, applies it short. */
+static herd_status group_ready(ps_state *s, herd_worker *w, size_t k, bool *ready)
+{
+    herd_status st = HERD_OK;
+    herd_center *c = &s->center;
+    float v[3] = {0}; /* COUNT, GROUP, FINISHED */
+    for (int exclusive = 0; exclusive < 2; exclusive++) {
+        HERD_TRY(herd_center_lock(c, k, exclusive));
+        st = read_counts(c, k, v, 3);
+        float alive = (float)(w->nworkers - lost_count(w)) - v[CNT_FINISHED];
+        bool done = st == HERD_OK && v[CNT_COUNT] > s->pulled[k] + 0.5f; /* pulled[k] holds COUNT at the push */
+        bool stuck = st == HERD_OK && !done && v[CNT_GROUP] > 0 && v[CNT_GROUP] >= alive;
+        if (st == HERD_OK && exclusive && stuck)
+            st = apply_group(s, w, k, v[CNT_GROUP]);
+        UNLOCK_KEEP(st, c, k);
+        if (st < 0)
+            goto out;
+        *ready = done || (exclusive && stuck);
+        if (done || !stuck)
+            break;
+    }
+    s->group_have = v[CNT_GROUP];
+out:
+    return st;
+}
+
+static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, float eta_base)
+{
+    herd_status st = HERD_OK;
+    herd_center *c = &s->center;
+    size_t lo, hi, softsync = w->cfg->ps.softsync;
+    herd_center_range(c, k, &lo, &hi);
+    float v[2] = {0}; /* COUNT, GROUP */
+    HERD_TRY(herd_center_lock(c, k, true));
+    st = read_counts(c, k, v, softsync > 1 ? 2 : 1);
+    float count = v[CNT_COUNT], group = v[CNT_GROUP];
+    if (st == HERD_OK) {
+        float eta = stale_eta(s, w, k, count, eta_base);
+        if (softsync == 1) {
+            scaled(s->upd, w->grads, lo, hi, eta);
+            st = apply_update(s, w, k, lo, hi);
+        } else {
+            scaled(s->upd, w->grads, lo, hi, eta / (float)softsync);
+            st = herd_center_accumulate(c, k, SLOT_ACC, s->upd);
+            if (st == HERD_OK)
+                st = herd_center_add_count(c, k, CNT_GROUP, 1.0f);
+            if (st == HERD_OK && group + 1 >= (float)softsync)
+                st = apply_group(s, w, k, group + 1);
+        }
+        s->pulled[k] = count; /* now: COUNT at the push, for the softsync wait */
+    }
+    UNLOCK_KEEP(st, c, k);
+out:
+    return st;
+}
+
+static herd_status push_hogwild(ps_state *s, herd_worker *w, size_t k, float eta_base)
+{
+    herd_status st = HERD_OK;
+    herd_center *c = &s->center;
+    size_t lo, hi;
+    herd_center_range(c, k, &lo, &hi);
+    float count;
+    HERD_TRY(herd_center_lock(c, k, false));
+    st = read_counts(c, k, &count, 1);
+    if (st == HERD_OK) {
+        scaled(s->upd, w->grads, lo, hi, -stale_eta(s, w, k, count, eta_base));
+        st = herd_center_accumulate(c, k, SLOT_W, s->upd);
+        if (st == HERD_OK)
+            st = herd_center_add_count(c, k, CNT_COUNT, 1.0f);
+    }
+    UNLOCK_KEEP(st, c, k);
+out:
+    return st;
+}
+
+static herd_status ps_step(herd_algo *a, herd_worker *w)
+{
+    herd_status st = HERD_OK;
+    ps_state *s = a->state;
+    float wd = w->cfg->optim.weight_decay;
+    if (wd != 0.0f)
+        for (size_t i = 0; i < w->nparams; i++)
+            w->grads[i] += wd * w->params[i];
+    for (size_t k = 0; k < s->center.shards; k++)
+        HERD_TRY(s->kind == PS_HOGWILD ? push_hogwild(s, w, k, w->lr) : push_locked(s, w, k, w->lr));
+    /* SSP counts a step as finished once its gradient is pushed: a worker
+     * waiting for its softsync group must not hold back the workers that
+     * would fill it */
+    if (s->ssp_win)
+        HERD_TRY(ssp_publish(s, w, w->step + 1));
+    if (w->cfg->ps.softsync > 1)
+        for (size_t k = 0; k < s->center.shards; k++) {
+            st = wait_until(s, w, group_ready, k);
+            if (st == HERD_ETIMEOUT)
+                herd_err_set(&w->err, HERD_ETIMEOUT,
+                             "worker %zu: waited %g s for its softsync group on shard %zu to fill (%.0f of %zu gradients)",
+                             w->rank, w->comm->timeout_s, k, (double)s->group_have, w->cfg->ps.softsync);
+            if (st < 0)
+                goto out;
+        }
+out:
+    return st;
+}
+
+/* This worker stops training: SSP and open softsync groups stop counting on it. */
+static herd_status ps_finish(herd_algo *a, herd_worker *w)
+{
+    herd_status st = HERD_OK;
+    ps_state *s = a->state;
+    if (s->ssp_win)
+        HERD_TRY(ssp_publish(s, w, UINT64_MAX));
+    if (w->cfg->ps.softsync > 1)
+        for (size_t k = 0; k < s->center.shards; k++) {
+            HERD_TRY(herd_center_lock(&s->center, k, true));
+            st = herd_center_add_count(&s->center, k, CNT_FINISHED, 1.0f);
+            UNLOCK_KEEP(st, &s->center, k);
+            if (st < 0)
+                goto out;
+        }
+out:
+    return st;
+}
+
+static herd_status ps_eval_params(herd_algo *a, herd_worker *w, float *out, const char **name)
+{
+    ps_state *s = a->state;
+    herd_status st = herd_center_read(&s->center, out);
+    if (st < 0 && !w->err.msg[0])
+        w->err = w->comm->err;
+    *name = st == HERD_OK ? "server" : NULL;
+    return st;
+}
+
+static void ps_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
+{
+    ps_state *s = a->state;
+    size_t len = strlen(buf);
+    len += (size_t)snprintf(buf + len, cap - len,
+                            ",\"ps_shards\":%zu,\"gradients\":%llu,\"staleness_mean\":%.4f,\"staleness_max\":%.0f,"
+                            "\"staleness_hist_buckets\":\"%s\",\"staleness_hist\":[",
+                            s->center.shards, (unsigned long long)s->ngrad,
+                            s->ngrad ? s->tau_sum / (double)s->ngrad : 0.0, s->tau_max, hist_labels);
+    for (size_t b = 0; b < NHIST && len < cap; b++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%llu", b ? "," : "", (unsigned long long)s->hist[b]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "],\"pushed_bytes\":%llu,\"pulled_bytes\":%llu,\"blocked_s\":%.6f",
+                 (unsigned long long)(w->comm->bytes_sent - s->bytes_sent0),
+                 (unsigned long long)(w->comm->bytes_recv - s->bytes_recv0), s->blocked_s);
+    memset(s->hist, 0, sizeof s->hist);
+    s->ngrad = 0, s->tau_sum = 0, s->tau_max = 0, s->blocked_s = 0;
+    s->bytes_sent0 = w->comm->bytes_sent, s->bytes_recv0 = w->comm->bytes_recv;
+}
+
+static void ps_free(herd_algo *a, herd_worker *w)
+{
+    ps_state *s = a->state;
+    if (!s)
+        return;
+    herd_center_free(&s->center);
+    if (s->ssp_win)
+        herd_comm_win_free(w->comm, s->ssp_win);
+    free(s->ssp_steps);
+    free(s->ssp_view);
+    free(s->pulled);
+    free(s->upd);
+    free(s->buf);
+    free(s);
+    a->state = NULL;
+}
+
+#define PS_OPS(var, nm, text)                                                                  \
+    const herd_algo_ops var = {                                                                \
+        .name = nm,                                                                            \
+        .summary = text,                                                                       \
+        .family = "ps",                                                                        \
+        .min_workers = 1,                                                                      \
+        .async = true,                                                                         \
+        .init = ps_init,                                                                       \
+        .before_step = ps_before_step,                                                         \
+        .step = ps_step,                                                                       \
+        .finish = ps_finish,                                                                   \
+        .eval_params = ps_eval_params,                                                         \
+        .log_epoch = ps_log_epoch,                                                             \
+        .free = ps_free,                                                                       \
+    }
+
+PS_OPS(herd__algo_asgd, "asgd", "asynchronous SGD on a parameter server (Downpour), one gradient at a time");
+PS_OPS(herd__algo_amsgd, "amsgd", "asynchronous momentum SGD: the parameter server keeps the momentum");
+PS_OPS(herd__algo_hogwild, "hogwild", "Hogwild!: lock-free asynchronous SGD on a parameter server");

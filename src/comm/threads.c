@@ -18,9 +18,10 @@
  * variable (writers first), so that a lock wait has a deadline and wakes on a
  * failure. Accesses need the caller to hold a lock on the target, as MPI does;
  * accumulate under a shared lock adds element by element atomically (as
- * MPI_Accumulate does), under an exclusive one plainly; a get under a shared
- * lock reads with relaxed atomic loads, since shared-lock accumulates
- * (Hogwild's lock-free updates) may be changing the same words.
+ * MPI_Accumulate does), under an exclusive one plainly; gets and puts under a
+ * shared lock move aligned words with relaxed atomic loads and stores, since
+ * shared-lock accumulates (Hogwild's lock-free updates) may be changing the
+ * same words: racy by design, but never undefined behaviour.
  * After herd_threads_world_close (every worker thread has ended) win_free
  * skips its rendezvous, so one thread can free all ranks' windows.
  *
@@ -686,9 +687,22 @@ static herd_status t_win_flush(herd_comm *c, herd_win *hw, size_t target)
 static herd_status t_win_put(herd_comm *c, herd_win *hw, size_t target, size_t offset, const void *src, size_t bytes)
 {
     herd_status st = check_access(c, hw, target, offset, bytes, "win_put");
-    if (st == HERD_OK && bytes)
-        memcpy((char *)hw->slot->base[target] + offset, src, bytes);
-    return st;
+    if (st < 0 || !bytes)
+        return st;
+    char *dst = (char *)hw->slot->base[target] + offset;
+    if (hw->held[target] == HELD_EXCLUSIVE || ((uintptr_t)dst | bytes) % sizeof(uint32_t)) {
+        memcpy(dst, src, bytes);
+        return HERD_OK;
+    }
+    /* shared lock: others may read or accumulate into these words meanwhile */
+    uint32_t *d = (uint32_t *)(void *)dst;
+    const char *s = src;
+    for (size_t i = 0; i < bytes / sizeof(uint32_t); i++) {
+        uint32_t v;
+        memcpy(&v, s + i * sizeof v, sizeof v);
+        __atomic_store_n(&d[i], v, __ATOMIC_RELAXED);
+    }
+    return HERD_OK;
 }
 
 static herd_status t_win_accumulate(herd_comm *c, herd_win *hw, size_t target, size_t offset, const float *src,

@@ -715,9 +715,10 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     herd_threads_world_close(r.world);
     double wall = herd__now() - t_start;
     /* Report the first real failure (not the EREMOTE of workers told to stop). */
-    for (size_t pass = 0; pass < 2; pass++)
+    /* pass 0: a worker's own failure; 1: a report of another's, with its detail; 2: any */
+    for (size_t pass = 0; pass < 3; pass++)
         for (size_t i = 0; i < r.nlocal; i++)
-            if (workers[i].st < 0 && (pass == 1 || workers[i].st != HERD_EREMOTE)) {
+            if (workers[i].st < 0 && (pass == 2 || (pass == 0 ? workers[i].st != HERD_EREMOTE : workers[i].w.err.msg[0]))) {
                 st = workers[i].st;
                 if (err)
                     *err = workers[i].w.err;
@@ -751,7 +752,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     res->model = cfg->model;
     res->rank = r.first_rank;
     res->workers = eff.workers;
-    res->epochs = w0->w.epoch + (w0->w.epoch < eff.epochs ? 1 : 0);
+    /* asynchronous workers share the epochs: worker 0 may have seen few of them */
+    res->epochs = r.algo_ops->async && !eff.max_steps ? eff.epochs : w0->w.epoch + (w0->w.epoch < eff.epochs ? 1 : 0);
     res->test_acc = w0->test_acc;
     res->worker0_acc = w0->worker0_acc;
     res->eval_model = w0->eval_model ? w0->eval_model : "worker0";
@@ -760,6 +762,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     res->wall_s = wall;
     res->train_s = t.train_s_max;
     res->train_img_per_s = t.train_s_max > 0 ? t.images / t.train_s_max : 0;
+    res->images = t.images;
     res->bytes_sent = (uint64_t)t.bytes;
     res->steps = w0->w.step;
     res->nparams = w0->w.nparams;
