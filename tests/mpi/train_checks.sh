@@ -1,0 +1,27 @@
+#!/bin/bash
+# End-to-end training on the mpi engine: each algorithm learns a small
+# synthetic problem under mpirun and reports through rank 0's JSON summary.
+# usage: tests/mpi/train_checks.sh HERD_BIN "MPIRUN..." [ALGO:NP ...]
+set -u
+bin=$1 mpirun=$2
+shift 2
+checks=("$@")
+[ ${#checks[@]} -gt 0 ] || checks=(allreduce:3 asgd:3 amsgd:2 hogwild:4 asgd:1)
+fail=0
+for check in "${checks[@]}"; do
+    algo=${check%%:*} np=${check##*:}
+    extra=()
+    [ "$algo" = amsgd ] && extra=(--lr 0.01)
+    out=$(timeout 120 $mpirun -np "$np" "$bin" train --algo "$algo" --data synthetic:1x12x12:4 --model linear \
+        --epochs 2 --batch 16 --train-limit 2048 --test-limit 512 --timeout 30 --no-progress --quiet --json \
+        "${extra[@]}" 2>&1)
+    acc=$(printf '%s\n' "$out" | sed -n 's/.*"test_acc":\([0-9.]*\).*/\1/p' | tail -1)
+    if [ -n "$acc" ] && awk -v a="$acc" 'BEGIN { exit !(a > 0.8) }'; then
+        echo "ok    mpi train $algo, $np ranks: test_acc $acc"
+    else
+        echo "FAIL  mpi train $algo, $np ranks: test_acc '${acc}'"
+        printf '%s\n' "$out" | tail -5
+        fail=1
+    fi
+done
+exit $fail
