@@ -77,3 +77,6 @@ clean:
 	rm -rf build build-asan
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+
+# Optional parts keep their rules in mk/*.mk (herd-sim, fuzzers, ...).
+-include $(sort $(wildcard mk/*.mk))
