@@ -277,9 +277,16 @@ static int cmd_train(int argc, char **argv)
     }
     if (res.rank != 0)
         return 0;
-    if (!tcfg.quiet)
-        fprintf(stderr, "%s on %zu worker(s): test accuracy %.4f, loss %.4f, %.1f s, %.0f img/s\n", res.algo,
-                res.workers, res.test_acc, res.test_loss, res.wall_s, res.train_img_per_s);
+    if (!tcfg.quiet) {
+        char kept[64] = "";
+        if (strcmp(res.eval_model, "worker0"))
+            snprintf(kept, sizeof kept, " (%s model; worker 0: %.4f)", res.eval_model, res.worker0_acc);
+        fprintf(stderr, "%s on %zu worker(s): test accuracy %.4f%s, loss %.4f, %.1f s, %.0f img/s", res.algo,
+                res.workers, res.test_acc, kept, res.test_loss, res.wall_s, res.train_img_per_s);
+        for (size_t i = 0; i < res.nlost; i++)
+            fprintf(stderr, "%s%zu", i ? ", " : "; lost worker(s) ", res.lost[i]);
+        fputc('\n', stderr);
+    }
     if (t_json) {
         herd_train_result_json(&res, stdout);
         fputc('\n', stdout);
