@@ -363,16 +363,19 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
                             "worker %zu: the loss is %s at epoch %zu, step %zu (learning rate %g may be too high)",
                             w->rank, isnan(loss) ? "NaN" : "infinite", w->epoch + 1, e->steps + 1, (double)w->lr);
     HERD_TRY(herd_model_backward(w->model, cfg->batch, c->algo.ops->grad_ready ? on_grad_ready : NULL, c));
-    /* --slow scales this worker's compute (forward and backward), not its waiting */
+    /* --slow scales this worker's compute (forward and backward), not its
+     * waiting: the extra time is spent here, between the pull of
+     * before_step and the push of after_backward/step, as a slower
+     * processor would spend it */
     t_compute = herd__now() - t_compute;
+    if (c->slow_factor > 1.0)
+        straggle(r, t_compute * (c->slow_factor - 1.0));
     CALL_HOOK(c, after_backward);
     if (c->algo.ops->step)
         HERD_TRY(c->algo.ops->step(&c->algo, w));
     else
         herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
     CALL_HOOK(c, after_step);
-    if (c->slow_factor > 1.0)
-        straggle(r, t_compute * (c->slow_factor - 1.0));
     w->step++, e->steps++;
     c->images += cfg->batch;
     e->loss_sum += loss, e->nloss++;
