@@ -13,4 +13,5 @@
     X(ps)                  \
     X(easgd)               \
     X(gossip)              \
+    X(ckpt)                \
     X(cli)

@@ -88,6 +88,18 @@ typedef struct herd_algo_ops {
      * included); called after end_epoch. */
     void (*log_epoch)(herd_algo *a, herd_worker *w, char *buf, size_t cap);
     void (*free)(herd_algo *a, herd_worker *w);
+    /* Checkpoints (--checkpoint; see herd_ckpt.h). Optional: NULL means the
+     * algorithm keeps no state between steps beyond the worker's weights and
+     * optimizer (sgd, dense fp32 allreduce); a synchronous algorithm that does
+     * keep some (a residual, a loss scale, push-sum weights) must fill both,
+     * or --checkpoint is refused for it. save copies this worker's state into
+     * buf (cap bytes) and sets *len to the bytes it needs; it is called first
+     * with buf NULL and cap 0 to size the buffer, then again, after
+     * after_step on the worker's thread, at a step every worker has finished.
+     * load restores it after init, on the worker's thread; a len it does not
+     * expect is HERD_ECORRUPT with w->err saying so. */
+    herd_status (*save)(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len);
+    herd_status (*load)(herd_algo *a, herd_worker *w, const void *buf, size_t len);
 } herd_algo_ops;
 
 struct herd_algo {

@@ -89,6 +89,11 @@ typedef struct herd_train_config {
     herd_gossip_config gossip;
     herd_fail fail[HERD_MAX_FAIL];
     size_t nfail;
+    /* Checkpoints (herd_ckpt.h): threads engine, synchronous algorithms. */
+    const char *checkpoint_dir; /* NULL: none */
+    size_t checkpoint_every;    /* steps between checkpoints (0: one per epoch); the last step always */
+    size_t checkpoint_keep;     /* the newest N are kept (default 3) */
+    bool resume;                /* start from the newest valid checkpoint of checkpoint_dir */
 } herd_train_config;
 
 /* Fills cfg with the defaults `herd train` uses. */

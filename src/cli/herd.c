@@ -177,8 +177,8 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
 /* ---- herd train ------------------------------------------------------ */
 
 static herd_train_config tcfg;
-static bool t_json, t_no_progress, t_nesterov, t_resume, t_no_overlap;
-static const char *t_checkpoint, *t_comm_dtype = "fp32", *t_allreduce = "ring";
+static bool t_json, t_no_progress, t_nesterov, t_no_overlap;
+static const char *t_comm_dtype = "fp32", *t_allreduce = "ring";
 static size_t t_max_staleness = SIZE_MAX;
 
 static const opt train_opts[] = {
@@ -225,8 +225,10 @@ static const opt train_opts[] = {
     {"topology", OPT_STR, &tcfg.gossip.topology, "gossip: ring, exp or random (default: the algorithm's)"},
     {"max-delay", OPT_SIZE, &tcfg.gossip.max_delay, "osgp: steps a worker goes on without hearing from a neighbour (default 1)"},
     {"fail", OPT_FAIL, &tcfg, "worker RANK stops for good at step STEP (fault injection; repeatable)"},
-    {"checkpoint", OPT_STR, &t_checkpoint, "checkpoint directory"},
-    {"resume", OPT_FLAG, &t_resume, "resume from the checkpoint directory"},
+    {"checkpoint", OPT_STR, &tcfg.checkpoint_dir, "write checkpoints into directory S (threads engine, synchronous algorithms)"},
+    {"checkpoint-every", OPT_SIZE, &tcfg.checkpoint_every, "steps between checkpoints (default: one per epoch; the last step always)"},
+    {"keep", OPT_SIZE, &tcfg.checkpoint_keep, "keep the newest N checkpoints (default 3)"},
+    {"resume", OPT_FLAG, &tcfg.resume, "continue from the newest valid checkpoint of --checkpoint DIR"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -258,10 +260,6 @@ static int cmd_train(int argc, char **argv)
         if (t_max_staleness > 1000000)
             die_usage("train", "--max-staleness must be at most 1000000, got %s", "a larger value");
         tcfg.ps.max_staleness = (long)t_max_staleness;
-    }
-    if (t_checkpoint || t_resume) {
-        fprintf(stderr, "herd: --checkpoint and --resume are not supported by this version of herd yet\n");
-        return 2;
     }
     if (tcfg.eval_every == 0) {
         fprintf(stderr, "herd: --eval-every must be at least 1\n");

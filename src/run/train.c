@@ -20,6 +20,7 @@
 #include "herd/herd_data.h"
 #include "herd/herd_nn.h"
 #include "comm/engines.h"
+#include "run/ckpt_run.h"
 #include "run/log.h"
 
 typedef struct herd_run {
@@ -35,6 +36,7 @@ typedef struct herd_run {
     double t0;
     atomic_int abort; /* set by the first worker that fails */
     atomic_bool *lost; /* per rank (threads engine): lost to --fail, the others went on */
+    herd__ckpt_run *ckpt; /* --checkpoint (NULL: none) */
     bool tty;
 } herd_run;
 
@@ -51,6 +53,7 @@ typedef struct worker_ctx {
     herd_win *claim_win;  /* asynchronous algorithms: the shared batch counter */
     uint64_t claim_buf;   /* the counter itself, on rank 0 */
     float *eval_buf;      /* 2 x nparams, where the algorithm has eval_params */
+    herd__ckpt_cursor resume; /* --resume: where this worker starts (step 0: from scratch) */
     /* results */
     herd_status st;
     double train_s, train_loss, test_acc, test_loss, worker0_acc, last_epoch_s;
@@ -94,6 +97,7 @@ void herd_train_config_defaults(herd_train_config *cfg)
     cfg->ps = (herd_ps_config){.shards = 1, .softsync = 1, .max_staleness = -1};
     cfg->elastic = (herd_elastic_config){.alpha = 0.0, .period = 1};
     cfg->gossip = (herd_gossip_config){.topology = NULL, .max_delay = 1};
+    cfg->checkpoint_keep = 3;
 }
 
 /* Options of one family given to an algorithm of another are a mistake the
@@ -403,6 +407,21 @@ static herd_status before_next(worker_ctx *c, bool *stop)
     return HERD_OK;
 }
 
+/* --resume: the checkpoint's epoch goes on from the step it was written at. */
+static void resume_epoch(worker_ctx *c, epoch_stats *e)
+{
+    c->loader.step = (size_t)c->resume.epoch_step;
+    e->steps = (size_t)c->resume.epoch_step, e->nloss = (size_t)c->resume.nloss, e->loss_sum = c->resume.loss_sum;
+}
+
+/* --checkpoint: collective; every worker saves at the same step. */
+static herd_status checkpoint(worker_ctx *c, const epoch_stats *e)
+{
+    herd__ckpt_cursor cur = {.epoch = c->w.epoch, .epoch_step = e->steps, .step = c->w.step, .nloss = e->nloss,
+                             .loss_sum = e->loss_sum};
+    return herd__ckpt_save(c->run->ckpt, &c->algo, &c->w, &c->loader, &cur);
+}
+
 /* Synchronous algorithms: every worker takes its own slice of every global
  * step, epoch after epoch. */
 static herd_status loop_static(worker_ctx *c)
@@ -411,14 +430,18 @@ static herd_status loop_static(worker_ctx *c)
     const herd_train_config *cfg = c->run->cfg;
     herd_worker *w = &c->w;
     epoch_stats e;
-    for (size_t epoch = 0; epoch < cfg->epochs; epoch++) {
+    for (size_t epoch = (size_t)c->resume.epoch; epoch < cfg->epochs; epoch++) {
         epoch_begin(c, &e, epoch);
+        if (c->resume.step && epoch == c->resume.epoch)
+            resume_epoch(c, &e);
         bool stop = false;
         while (!stop) {
             HERD_TRY(before_next(c, &stop));
             if (stop || !herd_loader_next(&c->loader, c->x, c->y))
                 break;
             HERD_TRY(train_step(c, &e, (double)epoch + (double)e.steps / (double)w->steps_per_epoch));
+            if (herd__ckpt_due(c->run->ckpt, w))
+                HERD_TRY(checkpoint(c, &e));
         }
         if (c->lost)
             break;
@@ -496,6 +519,8 @@ static herd_status worker_loop(worker_ctx *c)
         HERD_TRY(herd_comm_win_create(w->comm, &c->claim_buf, w->rank == 0 ? sizeof c->claim_buf : 0, &c->claim_win));
     }
     CALL_HOOK(c, init);
+    if (herd__ckpt_resuming(r->ckpt))
+        HERD_TRY(herd__ckpt_restore_algo(r->ckpt, &c->algo, w));
     HERD_TRY(r->algo_ops->async ? loop_claimed(c) : loop_static(c));
     if (c->lost)
         goto out;
@@ -658,6 +683,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     memset(res, 0, sizeof *res);
     HERD_TRY(choose_engine(cfg, &r, &eff, err));
     HERD_TRY(check_config(&eff, &r.algo_ops, err));
+    HERD_TRY(herd__ckpt_check(&eff, r.algo_ops, r.engine, err));
     if (r.first_rank != 0) {
         /* one log per process: rank 0 writes FILE, rank r FILE.rank<r> */
         eff.quiet = true;
@@ -691,6 +717,9 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     }
     for (size_t i = 0; i < r.nlocal; i++)
         HERD_TRY(worker_setup(&workers[i], &r, r.first_rank + i, err));
+    HERD_TRY(herd__ckpt_run_open(&eff, r.algo_ops->name, workers[0].w.nparams, workers[0].w.steps_per_epoch, &r.ckpt, err));
+    for (size_t i = 0; herd__ckpt_resuming(r.ckpt) && i < r.nlocal; i++)
+        HERD_TRY(herd__ckpt_restore(r.ckpt, &workers[i].w, &workers[i].loader, &workers[i].resume, err));
     herd__log_record(&r.log, "start",
                      "\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
                      "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu",
@@ -786,6 +815,7 @@ out:
     free(workers);
     free(threads);
     free(r.lost);
+    herd__ckpt_run_free(r.ckpt);
     herd_threads_world_free(r.world);
     if (r.mpi)
         herd_comm_free(r.mpi);

@@ -1,0 +1,377 @@
+/* Checkpoints of a training run: which state goes into which section, when
+ * the workers write, and how a resume puts it back (see ckpt_run.h). */
+#include "run/ckpt_run.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "herd/herd_comm.h"
+#include "herd/herd_nn.h"
+
+enum { CURSOR_BYTES = 40, RNG_BYTES = 32, SECTIONS_PER_WORKER = 6 };
+
+/* One worker's state, copied out between the two barriers of a save. */
+typedef struct slot {
+    float *params, *momentum, *buffers;
+    size_t nmomentum, nbuffers;
+    unsigned char cursor[CURSOR_BYTES], rng[RNG_BYTES];
+    unsigned char *algo;
+    size_t algo_len, algo_cap;
+    bool has_algo;
+} slot;
+
+struct herd__ckpt_run {
+    const herd_train_config *cfg;
+    herd_ckpt_info info; /* step and epoch set per checkpoint */
+    size_t every, last_step;
+    herd_ckpt *resume;   /* the checkpoint resumed from, until the run ends */
+    slot *slots;         /* one per worker */
+    herd_ckpt_section *secs;
+};
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *algo, const char *engine,
+                             herd_err *err)
+{
+    if (cfg->resume && !cfg->checkpoint_dir)
+        return herd_err_set(err, HERD_EINVAL, "--resume needs --checkpoint DIR (the directory to resume from)");
+    if (!cfg->checkpoint_dir) {
+        if (cfg->checkpoint_every)
+            return herd_err_set(err, HERD_EINVAL, "--checkpoint-every needs --checkpoint DIR");
+        return HERD_OK;
+    }
+    if (!*cfg->checkpoint_dir)
+        return herd_err_set(err, HERD_EINVAL, "--checkpoint needs a directory name");
+    if (cfg->checkpoint_keep < 1 || cfg->checkpoint_keep > 1000000)
+        return herd_err_set(err, HERD_EINVAL, "--keep must be in [1, 1000000], got %zu", cfg->checkpoint_keep);
+    if (strcmp(engine, "threads"))
+        return herd_err_set(err, HERD_EUNSUPPORTED,
+                            "--checkpoint: the %s engine cannot checkpoint yet (the threads engine can)", engine);
+    if (algo->async)
+        return herd_err_set(err, HERD_EUNSUPPORTED,
+                            "--checkpoint: --algo %s is asynchronous: its shared state (server or center, batch "
+                            "counter) changes while workers run and is not checkpointed yet, and herd refuses rather "
+                            "than resume it inexactly (synchronous algorithms can: sgd, allreduce)",
+                            algo->name);
+    if (algo->save && algo->load)
+        return HERD_OK;
+    const char *fam = algo->family ? algo->family : "";
+    if (!strcmp(fam, "sgd"))
+        return HERD_OK;
+    if (!strcmp(fam, "allreduce")) {
+        const herd_allreduce_config *ar = &cfg->allreduce;
+        if (ar->comm_dtype != HERD_F32)
+            return herd_err_set(err, HERD_EUNSUPPORTED,
+                                "--checkpoint: allreduce with a 16-bit wire keeps a loss scale it cannot save yet "
+                                "(use --comm-dtype fp32 with --checkpoint)");
+        if (ar->csc_ratio > 0.0 && ar->csc_ratio < 1.0)
+            return herd_err_set(err, HERD_EUNSUPPORTED,
+                                "--checkpoint: allreduce with --csc-ratio keeps a gradient residual it cannot save "
+                                "yet (drop --csc-ratio with --checkpoint)");
+        return HERD_OK;
+    }
+    return herd_err_set(err, HERD_EUNSUPPORTED,
+                        "--checkpoint: --algo %s keeps state between steps that it cannot save yet (it has no "
+                        "save/load hooks)",
+                        algo->name);
+}
+
+static bool bad_fit(const char *s, size_t cap) { return strlen(s) >= cap; }
+
+/* The loaded checkpoint must be of this very run. */
+static herd_status check_same_run(const herd__ckpt_run *cr, herd_err *err)
+{
+    const herd_ckpt_info *h = herd_ckpt_get_info(cr->resume), *me = &cr->info;
+    const char *f = herd_ckpt_label(cr->resume);
+    if (strcmp(h->model, me->model) || h->nparams != me->nparams)
+        return herd_err_set(err, HERD_EINVAL,
+                            "checkpoint %s is of model '%s' with %" PRIu64 " parameters; this run trains --model %s "
+                            "with %" PRIu64,
+                            f, h->model, h->nparams, me->model, me->nparams);
+    if (strcmp(h->algo, me->algo))
+        return herd_err_set(err, HERD_EINVAL, "checkpoint %s was written by --algo %s; this run is --algo %s", f,
+                            h->algo, me->algo);
+    if (h->workers != me->workers)
+        return herd_err_set(err, HERD_EINVAL, "checkpoint %s was written by %" PRIu32 " workers; this run has --workers %" PRIu32,
+                            f, h->workers, me->workers);
+    if (h->batch != me->batch)
+        return herd_err_set(err, HERD_EINVAL, "checkpoint %s was written with --batch %" PRIu32 "; this run has --batch %" PRIu32,
+                            f, h->batch, me->batch);
+    if (h->seed != me->seed)
+        return herd_err_set(err, HERD_EINVAL,
+                            "checkpoint %s was written with --seed %" PRIu64 "; this run has --seed %" PRIu64
+                            " (the data order would differ)",
+                            f, h->seed, me->seed);
+    if (h->steps_per_epoch != me->steps_per_epoch)
+        return herd_err_set(err, HERD_EINVAL,
+                            "checkpoint %s has %" PRIu64 " steps per epoch; this run has %" PRIu64
+                            " (another training set size, --train-limit or data set)",
+                            f, h->steps_per_epoch, me->steps_per_epoch);
+    if (h->epoch >= cr->cfg->epochs)
+        return herd_err_set(err, HERD_EINVAL, "checkpoint %s is in epoch %" PRIu64 ", beyond --epochs %zu", f,
+                            h->epoch + 1, cr->cfg->epochs);
+    return HERD_OK;
+}
+
+herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, size_t nparams,
+                                size_t steps_per_epoch, herd__ckpt_run **out, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    *out = NULL;
+    if (!cfg->checkpoint_dir)
+        return HERD_OK;
+    const char *dir = cfg->checkpoint_dir;
+    if (bad_fit(cfg->model, sizeof((herd_ckpt_info *)0)->model) || bad_fit(algo, sizeof((herd_ckpt_info *)0)->algo))
+        return herd_err_set(err, HERD_EINVAL, "--checkpoint: model or algorithm name too long for the header");
+    if (cfg->workers > UINT32_MAX || cfg->batch > UINT32_MAX)
+        return herd_err_set(err, HERD_EINVAL, "--checkpoint: too many workers or too large a batch");
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (errno != ENOENT || cfg->resume || mkdir(dir, 0755) != 0 || stat(dir, &sb) != 0)
+            return herd_err_set(err, errno == ENOENT ? HERD_ENOTFOUND : HERD_EIO, "checkpoint directory %s: %s", dir,
+                                strerror(errno));
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return herd_err_set(err, HERD_EINVAL, "checkpoint directory %s is not a directory", dir);
+    herd__ckpt_run *cr = calloc(1, sizeof *cr);
+    if (!cr)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints");
+    cr->cfg = cfg;
+    herd_ckpt_info *in = &cr->info;
+    in->nparams = nparams, in->seed = cfg->seed, in->steps_per_epoch = steps_per_epoch;
+    in->workers = (uint32_t)cfg->workers, in->batch = (uint32_t)cfg->batch;
+    snprintf(in->model, sizeof in->model, "%s", cfg->model);
+    snprintf(in->algo, sizeof in->algo, "%s", algo);
+    cr->every = cfg->checkpoint_every ? cfg->checkpoint_every : steps_per_epoch;
+    cr->last_step = cfg->epochs * steps_per_epoch;
+    if (cfg->max_steps && cfg->max_steps < cr->last_step)
+        cr->last_step = cfg->max_steps;
+    cr->slots = calloc(cfg->workers, sizeof *cr->slots);
+    cr->secs = calloc(cfg->workers * SECTIONS_PER_WORKER, sizeof *cr->secs);
+    if (!cr->slots || !cr->secs) {
+        st = herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints of %zu workers", cfg->workers);
+        goto out;
+    }
+    if (cfg->resume) {
+        char warn[2048];
+        size_t skipped = 0;
+        HERD_TRY(herd_ckpt_latest(dir, &cr->resume, warn, sizeof warn, &skipped, err));
+        if (skipped && !cfg->quiet)
+            fprintf(stderr, "herd: warning: skipped %zu newer checkpoint(s) that are not valid:\n%s", skipped, warn);
+        HERD_TRY(check_same_run(cr, err));
+        if (!cfg->quiet)
+            fprintf(stderr, "herd: resuming from %s (step %" PRIu64 ", epoch %" PRIu64 ")\n",
+                    herd_ckpt_label(cr->resume), herd_ckpt_get_info(cr->resume)->step,
+                    herd_ckpt_get_info(cr->resume)->epoch + 1);
+    }
+out:
+    if (st < 0)
+        herd__ckpt_run_free(cr);
+    else
+        *out = cr;
+    return st;
+}
+
+void herd__ckpt_run_free(herd__ckpt_run *cr)
+{
+    if (!cr)
+        return;
+    for (size_t i = 0; cr->slots && i < cr->cfg->workers; i++) {
+        slot *s = &cr->slots[i];
+        free(s->params), free(s->momentum), free(s->buffers), free(s->algo);
+    }
+    free(cr->slots);
+    free(cr->secs);
+    herd_ckpt_free(cr->resume);
+    free(cr);
+}
+
+bool herd__ckpt_resuming(const herd__ckpt_run *cr) { return cr && cr->resume; }
+
+/* The data order of loader l's current epoch, as the rng section holds it. */
+static void encode_rng(const herd_loader *l, unsigned char *out)
+{
+    uint32_t crc = 0;
+    unsigned char b[8];
+    for (size_t i = 0; i < l->d->n; i++) {
+        put64(b, l->perm[i]);
+        crc = herd_crc32c(crc, b, 8);
+    }
+    put64(out, l->seed);
+    put64(out + 8, l->epoch);
+    put64(out + 16, l->d->n);
+    put64(out + 24, crc);
+}
+
+herd_status herd__ckpt_restore(herd__ckpt_run *cr, herd_worker *w, herd_loader *l, herd__ckpt_cursor *cur,
+                               herd_err *err)
+{
+    herd_ckpt *ck = cr->resume;
+    const char *f = herd_ckpt_label(ck);
+    uint32_t r = (uint32_t)w->rank;
+    herd_ckpt_section s;
+    herd_status st = herd_ckpt_copy(ck, "params", r, w->params, w->nparams * sizeof(float), err);
+    if (st < 0)
+        return st;
+    bool has = herd_ckpt_find(ck, "momentum", r, &s, NULL) == HERD_OK;
+    if (w->optim.v && !has)
+        return herd_err_set(err, HERD_EINVAL, "checkpoint %s holds no momentum (written with --momentum 0?); this run has --momentum %g",
+                            f, (double)w->optim.cfg.momentum);
+    if (!w->optim.v && has)
+        return herd_err_set(err, HERD_EINVAL, "checkpoint %s holds momentum; this run has --momentum 0", f);
+    if (w->optim.v && (st = herd_ckpt_copy(ck, "momentum", r, w->optim.v, w->optim.n * sizeof(float), err)) < 0)
+        return st;
+    size_t nb = herd_model_nbuffers(w->model);
+    has = herd_ckpt_find(ck, "buffers", r, &s, NULL) == HERD_OK;
+    if (has != (nb > 0))
+        return herd_err_set(err, HERD_EINVAL, "checkpoint %s %s model buffers (batch-norm statistics); this model has %zu",
+                            f, has ? "holds" : "holds no", nb);
+    if (nb && (st = herd_ckpt_copy(ck, "buffers", r, herd_model_buffers(w->model), nb * sizeof(float), err)) < 0)
+        return st;
+    unsigned char cb[CURSOR_BYTES], rb[RNG_BYTES], mine[RNG_BYTES];
+    if ((st = herd_ckpt_copy(ck, "cursor", r, cb, sizeof cb, err)) < 0 ||
+        (st = herd_ckpt_copy(ck, "rng", r, rb, sizeof rb, err)) < 0)
+        return st;
+    cur->epoch = get64(cb), cur->epoch_step = get64(cb + 8), cur->step = get64(cb + 16), cur->nloss = get64(cb + 24);
+    uint64_t bits = get64(cb + 32);
+    memcpy(&cur->loss_sum, &bits, sizeof bits);
+    const herd_ckpt_info *h = herd_ckpt_get_info(ck);
+    if (cur->epoch != h->epoch || cur->step != h->step || cur->epoch_step > h->steps_per_epoch ||
+        cur->step != cur->epoch * h->steps_per_epoch + cur->epoch_step || cur->nloss > cur->epoch_step)
+        return herd_err_set(err, HERD_ECORRUPT,
+                            "checkpoint %s: worker %" PRIu32 "'s cursor (epoch %" PRIu64 ", step %" PRIu64 " of the epoch, %" PRIu64
+                            " in all) does not fit the header (epoch %" PRIu64 ", step %" PRIu64 ")",
+                            f, r, cur->epoch, cur->epoch_step, cur->step, h->epoch, h->step);
+    herd_loader_start_epoch(l, (size_t)cur->epoch);
+    encode_rng(l, mine);
+    if (memcmp(rb, mine, RNG_BYTES))
+        return herd_err_set(err, HERD_EINVAL,
+                            "checkpoint %s: worker %" PRIu32 " saw epoch %" PRIu64 "'s examples in another order than "
+                            "this run would (another seed, data set or herd version); refusing an inexact resume",
+                            f, r, cur->epoch + 1);
+    w->step = (size_t)cur->step;
+    w->epoch = (size_t)cur->epoch;
+    return HERD_OK;
+}
+
+herd_status herd__ckpt_restore_algo(herd__ckpt_run *cr, herd_algo *a, herd_worker *w)
+{
+    herd_ckpt_section s;
+    bool has = herd_ckpt_find(cr->resume, "algo", (uint32_t)w->rank, &s, NULL) == HERD_OK;
+    const char *f = herd_ckpt_label(cr->resume);
+    if (!a->ops->load) {
+        if (has)
+            return herd_err_set(&w->err, HERD_EUNSUPPORTED,
+                                "checkpoint %s holds state of --algo %s that this herd cannot load", f, a->ops->name);
+        return HERD_OK;
+    }
+    if (!has)
+        return herd_err_set(&w->err, HERD_EINVAL, "checkpoint %s holds no state of --algo %s for worker %zu", f,
+                            a->ops->name, w->rank);
+    return a->ops->load(a, w, s.data, s.bytes);
+}
+
+bool herd__ckpt_due(const herd__ckpt_run *cr, const herd_worker *w)
+{
+    return cr && w->step > 0 && (w->step % cr->every == 0 || w->step == cr->last_step);
+}
+
+/* Copies worker w's state into its slot (on w's thread, between barriers). */
+static herd_status fill_slot(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, const herd_loader *l,
+                             const herd__ckpt_cursor *cur)
+{
+    slot *s = &cr->slots[w->rank];
+    size_t nb = herd_model_nbuffers(w->model), nm = w->optim.v ? w->optim.n : 0;
+    if (!s->params && !(s->params = malloc(w->nparams * sizeof(float))))
+        goto oom;
+    if (nm && !s->momentum && !(s->momentum = malloc(nm * sizeof(float))))
+        goto oom;
+    if (nb && !s->buffers && !(s->buffers = malloc(nb * sizeof(float))))
+        goto oom;
+    s->nmomentum = nm, s->nbuffers = nb;
+    memcpy(s->params, w->params, w->nparams * sizeof(float));
+    if (nm)
+        memcpy(s->momentum, w->optim.v, nm * sizeof(float));
+    if (nb)
+        memcpy(s->buffers, herd_model_buffers(w->model), nb * sizeof(float));
+    uint64_t bits;
+    memcpy(&bits, &cur->loss_sum, sizeof bits);
+    put64(s->cursor, cur->epoch), put64(s->cursor + 8, cur->epoch_step), put64(s->cursor + 16, cur->step);
+    put64(s->cursor + 24, cur->nloss), put64(s->cursor + 32, bits);
+    encode_rng(l, s->rng);
+    s->has_algo = a->ops->save != NULL;
+    if (s->has_algo) {
+        size_t need = 0;
+        herd_status st = a->ops->save(a, w, NULL, 0, &need);
+        if (st < 0)
+            return st;
+        if (need > s->algo_cap) {
+            unsigned char *nbuf = realloc(s->algo, need);
+            if (!nbuf)
+                goto oom;
+            s->algo = nbuf, s->algo_cap = need;
+        }
+        if ((st = a->ops->save(a, w, s->algo, s->algo_cap, &s->algo_len)) < 0)
+            return st;
+        if (s->algo_len > s->algo_cap)
+            return herd_err_set(&w->err, HERD_EINTERNAL, "--algo %s: its save hook asked for %zu bytes after %zu",
+                                a->ops->name, s->algo_len, s->algo_cap);
+    }
+    return HERD_OK;
+oom:
+    return herd_err_set(&w->err, HERD_ENOMEM, "worker %zu: out of memory for its checkpoint", w->rank);
+}
+
+/* Worker 0: one file from every slot. */
+static herd_status write_slots(herd__ckpt_run *cr, const herd_worker *w, const herd__ckpt_cursor *cur, herd_err *err)
+{
+    size_t n = 0;
+    for (size_t r = 0; r < cr->cfg->workers; r++) {
+        const slot *s = &cr->slots[r];
+        uint32_t wr = (uint32_t)r;
+        cr->secs[n++] = (herd_ckpt_section){"params", wr, s->params, w->nparams * sizeof(float)};
+        if (s->nmomentum)
+            cr->secs[n++] = (herd_ckpt_section){"momentum", wr, s->momentum, s->nmomentum * sizeof(float)};
+        if (s->nbuffers)
+            cr->secs[n++] = (herd_ckpt_section){"buffers", wr, s->buffers, s->nbuffers * sizeof(float)};
+        cr->secs[n++] = (herd_ckpt_section){"cursor", wr, s->cursor, sizeof s->cursor};
+        cr->secs[n++] = (herd_ckpt_section){"rng", wr, s->rng, sizeof s->rng};
+        if (s->has_algo)
+            cr->secs[n++] = (herd_ckpt_section){"algo", wr, s->algo, s->algo_len};
+    }
+    herd_ckpt_info info = cr->info;
+    info.step = cur->step, info.epoch = cur->epoch;
+    return herd_ckpt_write(cr->cfg->checkpoint_dir, &info, cr->secs, n, cr->cfg->checkpoint_keep, err);
+}
+
+herd_status herd__ckpt_save(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, const herd_loader *l,
+                            const herd__ckpt_cursor *cur)
+{
+    herd_status st = HERD_OK;
+    /* the previous checkpoint's file is written: the slots are free */
+    HERD_TRY(herd_comm_barrier(w->comm));
+    HERD_TRY(fill_slot(cr, a, w, l, cur));
+    /* every slot is filled */
+    HERD_TRY(herd_comm_barrier(w->comm));
+    if (w->rank == 0)
+        HERD_TRY(write_slots(cr, w, cur, &w->err));
+out:
+    return st;
+}

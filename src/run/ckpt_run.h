@@ -1,0 +1,71 @@
+/* ckpt_run.h — checkpoints of a training run (internal to src/run).
+ *
+ * What a worker saves, per worker r (sections of herd_ckpt.h):
+ *   params    its flat weights (nparams floats)
+ *   momentum  its optimizer's momentum (absent when momentum is 0)
+ *   buffers   its model's non-trainable state (batch-norm statistics; absent if none)
+ *   cursor    where it is: epoch, step within the epoch, steps in all, and the
+ *             epoch's running loss sum and count (so the epoch's train_loss
+ *             comes out the same)
+ *   rng       the data order: herd draws no random numbers while training
+ *             except each epoch's permutation, derived from (seed, epoch); the
+ *             section holds seed, epoch and a CRC32C of that permutation, so
+ *             a resume that would see other data in another order is refused
+ *   algo      the algorithm's own state, from its save hook (where it has one)
+ *
+ * Checkpointing is collective over the run's workers (threads engine): each
+ * copies its state into its slot between two barriers, then worker 0 writes
+ * the file while the others go on; the next checkpoint's first barrier waits
+ * for that write to end before any slot is touched again.
+ */
+#ifndef HERD_RUN_CKPT_RUN_H
+#define HERD_RUN_CKPT_RUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "herd/herd_algo.h"
+#include "herd/herd_ckpt.h"
+#include "herd/herd_data.h"
+#include "herd/herd_run.h"
+
+/* A worker's position in the run, saved and restored with it. */
+typedef struct herd__ckpt_cursor {
+    uint64_t epoch;      /* the epoch under way */
+    uint64_t epoch_step; /* steps done in it */
+    uint64_t step;       /* steps done in all */
+    uint64_t nloss;      /* losses summed so far this epoch */
+    double loss_sum;
+} herd__ckpt_cursor;
+
+typedef struct herd__ckpt_run herd__ckpt_run;
+
+/* Refuses the checkpoint options this run cannot honour, naming why. */
+herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *algo, const char *engine,
+                             herd_err *err);
+
+/* The run's checkpoint state (*out stays NULL when cfg has no checkpoint
+ * directory). Creates the directory if it is missing (not its parents).
+ * With cfg->resume, loads the newest valid checkpoint, saying on stderr
+ * (unless quiet) which newer ones were skipped and why, and refuses one of
+ * another model, algorithm, worker count, batch, seed or data set size. */
+herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, size_t nparams,
+                                size_t steps_per_epoch, herd__ckpt_run **out, herd_err *err);
+void herd__ckpt_run_free(herd__ckpt_run *cr);
+bool herd__ckpt_resuming(const herd__ckpt_run *cr);
+
+/* Resume, before the workers start: restores worker w's weights, momentum,
+ * buffers, step and epoch, checks the data order of loader l (which it
+ * leaves at the checkpoint's epoch) and fills cur. */
+herd_status herd__ckpt_restore(herd__ckpt_run *cr, herd_worker *w, herd_loader *l, herd__ckpt_cursor *cur,
+                               herd_err *err);
+/* Resume, on the worker's thread after the algorithm's init: its own state. */
+herd_status herd__ckpt_restore_algo(herd__ckpt_run *cr, herd_algo *a, herd_worker *w);
+
+/* Whether worker w checkpoints now that it has done w->step steps. */
+bool herd__ckpt_due(const herd__ckpt_run *cr, const herd_worker *w);
+/* Collective over the run's workers (see above); errors in w->err. */
+herd_status herd__ckpt_save(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, const herd_loader *l,
+                            const herd__ckpt_cursor *cur);
+
+#endif
