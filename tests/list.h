@@ -14,4 +14,5 @@
     X(easgd)               \
     X(gossip)              \
     X(ckpt)                \
+    X(fuzz)                \
     X(cli)

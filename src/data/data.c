@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "data/data_parse.h"
 #include "herd/herd_rng.h"
 
 enum { MAX_FILE_BYTES = 1u << 30 }; /* after decompression */
@@ -104,6 +105,18 @@ herd_status herd_data_load_idx(const char *images_path, const char *labels_path,
     memset(out, 0, sizeof *out);
     HERD_TRY(read_file(images_path, &img, &ni, err));
     HERD_TRY(read_file(labels_path, &lab, &nl, err));
+    st = herd__data_parse_idx(img, ni, lab, nl, images_path, labels_path, out, err);
+out:
+    free(img);
+    free(lab);
+    return st;
+}
+
+herd_status herd__data_parse_idx(const unsigned char *img, size_t ni, const unsigned char *lab, size_t nl,
+                                 const char *images_path, const char *labels_path, herd_dataset *out, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    memset(out, 0, sizeof *out);
     if (ni < 16 || be32(img) != 0x00000803u) {
         st = herd_err_set(err, HERD_ECORRUPT, "%s: not an IDX image file (%s)", images_path,
                           ni < 16 ? "shorter than its 16-byte header" : "wrong magic number");
@@ -115,8 +128,10 @@ herd_status herd_data_load_idx(const char *images_path, const char *labels_path,
         goto out;
     }
     size_t n = be32(img + 4), h = be32(img + 8), w = be32(img + 12), nlab = be32(lab + 4);
-    /* each factor is bounded by the file size, so the product cannot overflow */
-    if (h == 0 || w == 0 || n > ni || h > ni || w > ni || n * h > ni || n * h * w != ni - 16) {
+    /* n * h <= ni cannot overflow (each factor < 2^32), and n * h is checked
+     * against (ni - 16) / w before it is multiplied by w */
+    if (h == 0 || w == 0 || n > ni || h > ni || w > ni || n * h > ni || n * h > (ni - 16) / w ||
+        n * h * w != ni - 16) {
         st = herd_err_set(err, HERD_ECORRUPT,
                           "%s: header says %zu images of %zux%zu but the file holds %zu bytes of pixels",
                           images_path, n, h, w, ni - 16);
@@ -153,8 +168,6 @@ herd_status herd_data_load_idx(const char *images_path, const char *labels_path,
     out->n = n, out->c = 1, out->h = h, out->w = w;
     out->nclasses = maxlab + 1 > 10 ? maxlab + 1 : 10;
 out:
-    free(img);
-    free(lab);
     if (st < 0)
         herd_dataset_free(out);
     return st;
@@ -162,52 +175,51 @@ out:
 
 enum { CIFAR_RECORD = 1 + 3 * 32 * 32 };
 
+herd_status herd__data_parse_cifar(const unsigned char *buf, size_t len, const char *path, herd_dataset *out,
+                                   herd_err *err)
+{
+    if (len == 0 || len % CIFAR_RECORD != 0)
+        return herd_err_set(err, HERD_ECORRUPT, "%s: %zu bytes is not a whole number of %d-byte CIFAR records", path,
+                            len, CIFAR_RECORD);
+    size_t n = len / CIFAR_RECORD, total = out->n;
+    float *x = realloc(out->x, (total + n) * 3072 * sizeof(float));
+    if (x)
+        out->x = x;
+    uint8_t *y = realloc(out->y, total + n);
+    if (y)
+        out->y = y;
+    if (!x || !y)
+        return herd_err_set(err, HERD_ENOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *rec = buf + i * CIFAR_RECORD;
+        if (rec[0] >= 10)
+            return herd_err_set(err, HERD_ECORRUPT, "%s: record %zu has label %u (CIFAR-10 labels are 0..9)", path, i,
+                                rec[0]);
+        out->y[total + i] = rec[0];
+        float *px = out->x + (total + i) * 3072;
+        for (size_t k = 0; k < 3072; k++)
+            px[k] = (float)rec[1 + k] / 255.0f;
+    }
+    out->n = total + n, out->c = 3, out->h = 32, out->w = 32, out->nclasses = 10;
+    return HERD_OK;
+}
+
 herd_status herd_data_load_cifar(const char *const *paths, size_t npaths, herd_dataset *out, herd_err *err)
 {
     herd_status st = HERD_OK;
     unsigned char *buf = NULL;
     memset(out, 0, sizeof *out);
-    size_t total = 0;
     for (size_t f = 0; f < npaths; f++) {
         size_t len;
         HERD_TRY(read_file(paths[f], &buf, &len, err));
-        if (len == 0 || len % CIFAR_RECORD != 0) {
-            st = herd_err_set(err, HERD_ECORRUPT, "%s: %zu bytes is not a whole number of %d-byte CIFAR records",
-                              paths[f], len, CIFAR_RECORD);
-            goto out;
-        }
-        size_t n = len / CIFAR_RECORD;
-        float *x = realloc(out->x, (total + n) * 3072 * sizeof(float));
-        if (x)
-            out->x = x;
-        uint8_t *y = realloc(out->y, total + n);
-        if (y)
-            out->y = y;
-        if (!x || !y) {
-            st = herd_err_set(err, HERD_ENOMEM, "%s: out of memory", paths[f]);
-            goto out;
-        }
-        for (size_t i = 0; i < n; i++) {
-            const unsigned char *rec = buf + i * CIFAR_RECORD;
-            if (rec[0] >= 10) {
-                st = herd_err_set(err, HERD_ECORRUPT, "%s: record %zu has label %u (CIFAR-10 labels are 0..9)",
-                                  paths[f], i, rec[0]);
-                goto out;
-            }
-            out->y[total + i] = rec[0];
-            float *px = out->x + (total + i) * 3072;
-            for (size_t k = 0; k < 3072; k++)
-                px[k] = (float)rec[1 + k] / 255.0f;
-        }
-        total += n;
+        HERD_TRY(herd__data_parse_cifar(buf, len, paths[f], out, err));
         free(buf);
         buf = NULL;
     }
-    if (total == 0) {
+    if (out->n == 0) {
         st = herd_err_set(err, HERD_EINVAL, "no CIFAR files given");
         goto out;
     }
-    out->n = total, out->c = 3, out->h = 32, out->w = 32, out->nclasses = 10;
 out:
     free(buf);
     if (st < 0)

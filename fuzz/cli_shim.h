@@ -1,0 +1,13 @@
+/* cli_shim.h — force-included before src/cli/herd.c in the CLI fuzzer only:
+ * exit() becomes a longjmp back into the fuzzer, main() an ordinary
+ * function, and the training and allreduce benchmark entry points stubs, so
+ * the argument parser runs millions of times in one process. */
+#ifndef HERD_FUZZ_CLI_SHIM_H
+#define HERD_FUZZ_CLI_SHIM_H
+
+#define exit herd_fuzz_exit
+#define main herd_fuzz_cli_main
+#define herd_train herd_fuzz_train
+#define herd_bench_allreduce herd_fuzz_bench_allreduce
+
+#endif

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Writes the fuzzers' seed corpora and the CLI dictionary into OUT:
+OUT/idx, OUT/cifar, OUT/ckpt, OUT/cli (one valid input or more each) and
+OUT/cli.dict (every `herd train` flag, read from src/cli/herd.c)."""
+import os, re, struct, sys
+
+out = sys.argv[1]
+for d in ("idx", "cifar", "ckpt", "cli"):
+    os.makedirs(os.path.join(out, d), exist_ok=True)
+
+def put(d, name, data):
+    with open(os.path.join(out, d, name), "wb") as f:
+        f.write(data)
+
+# IDX: 2-byte big-endian image length, image file, label file
+for n, h, w in ((3, 2, 2), (12, 5, 3), (1, 28, 28)):
+    img = struct.pack(">IIII", 0x803, n, h, w) + bytes((i * 7) % 256 for i in range(n * h * w))
+    lab = struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n))
+    put("idx", "idx-%dx%dx%d" % (n, h, w), struct.pack(">H", len(img)) + img + lab)
+
+# CIFAR: one and two records
+rec = lambda k: bytes([k % 10]) + bytes((i + k) % 251 for i in range(3072))
+put("cifar", "one", rec(3))
+put("cifar", "two", rec(1) + rec(9))
+
+# checkpoint: the layout of include/herd/herd_ckpt.h
+def crc32c(data, crc=0):
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+def ckpt(sections, workers=2, step=5):
+    hbytes = 128 + 48 * len(sections)
+    total = hbytes + sum(len(d) for _, _, d in sections)
+    hdr = bytearray(b"HERDCKPT" + struct.pack("<IIQQQQQQIIII", 1, hbytes, total, step, 0, 3, 1, 10,
+                                                workers, 32, len(sections), 0))
+    hdr += b"mlp".ljust(20, b"\0") + b"allreduce".ljust(24, b"\0") + b"\0" * 4
+    table, off = bytearray(), hbytes
+    for name, worker, data in sections:
+        table += name.encode().ljust(24, b"\0") + struct.pack("<IIQQ", worker, crc32c(data), off, len(data))
+        off += len(data)
+    crc = crc32c(bytes(table), crc32c(bytes(hdr[:124])))
+    hdr[124:128] = struct.pack("<I", crc)
+    return bytes(hdr + table) + b"".join(d for _, _, d in sections)
+
+params = struct.pack("<3f", 0.5, -1.0, 2.0)
+cursor = struct.pack("<QQQQd", 0, 5, 5, 5, 3.25)
+put("ckpt", "two-workers", ckpt([("params", 0, params), ("cursor", 0, cursor),
+                                 ("params", 1, params), ("cursor", 1, cursor)]))
+put("ckpt", "empty", ckpt([], workers=1, step=0))
+
+# CLI: NUL-separated arguments after "herd"
+lines = [
+    ["train", "--epochs", "2", "--workers", "4", "--algo", "allreduce", "--lr=0.1"],
+    ["train", "--slow", "1:3.5", "--fail", "2@100", "--max-staleness", "4", "--algo", "asgd"],
+    ["train", "--checkpoint", "ck", "--checkpoint-every", "10", "--keep", "2", "--resume"],
+    ["train", "--comm-dtype", "fp16", "--allreduce", "native", "--schedule", "step", "--json"],
+    ["algos"], ["version"], ["train", "--help"],
+]
+for i, l in enumerate(lines):
+    put("cli", "args-%d" % i, b"\0".join(a.encode() for a in l))
+src = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "cli", "herd.c")).read()
+flags = sorted(set(re.findall(r'\{"([a-z0-9-]+)", OPT_', src)))
+with open(os.path.join(out, "cli.dict"), "w") as f:
+    for fl in flags:
+        f.write('"--%s"\n' % fl)
+    for w in ("train", "bench", "algos", "=", "@", ":", "\\x00"):
+        f.write('"%s"\n' % w)
