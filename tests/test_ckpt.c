@@ -196,6 +196,13 @@ static void test_roundtrip_and_keep(void)
     herd_ckpt_free(ck);
     ASSERT_OK(write_test_ckpt(dir, 80, 300, 3, buf, NULL));
     ASSERT_TRUE(access(p, F_OK) != 0);
+    /* later-numbered files (a run resumed from an earlier checkpoint) never
+     * push out the one just written, and are left alone */
+    ASSERT_OK(write_test_ckpt(dir, 200, 300, 3, buf, NULL));
+    ASSERT_OK(write_test_ckpt(dir, 100, 300, 1, buf, NULL));
+    ASSERT_OK(herd_ckpt_list(dir, steps, 8, &n, NULL));
+    ASSERT_EQ_INT(n, 2);
+    ASSERT_TRUE(steps[0] == 200 && steps[1] == 100);
     /* writer argument checks name the problem */
     herd_ckpt_info bad = test_info(1, 2);
     herd_ckpt_section s = {"Params", 0, buf, 4};

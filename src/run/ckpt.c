@@ -285,12 +285,18 @@ herd_status herd_ckpt_write(const char *dir, const herd_ckpt_info *info, const h
     steps = malloc(HERD_CKPT_MAX_LIST * sizeof *steps);
     size_t n = 0;
     if (steps && list_fd(dirfd, dir, steps, HERD_CKPT_MAX_LIST, &n, true, NULL) == HERD_OK) {
-        for (size_t i = keep; i < n; i++) {
+        /* Files of later steps than this one (left by a run resumed from an
+         * earlier checkpoint, because they were not valid) are not counted
+         * and not touched: they must never push out the file just written. */
+        size_t kept = 0, removed = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (steps[i] > info->step || kept++ < keep)
+                continue;
             char old[64];
             snprintf(old, sizeof old, "ckpt-%" PRIu64 ".herd", steps[i]);
-            unlinkat(dirfd, old, 0);
+            removed += unlinkat(dirfd, old, 0) == 0;
         }
-        if (n > keep)
+        if (removed)
             fsync(dirfd);
     }
 out:
@@ -536,7 +542,7 @@ herd_status herd_ckpt_find(const herd_ckpt *ck, const char *name, uint32_t worke
 herd_status herd_ckpt_copy(const herd_ckpt *ck, const char *name, uint32_t worker, void *dst, size_t bytes,
                            herd_err *err)
 {
-    herd_ckpt_section s;
+    herd_ckpt_section s = {0};
     herd_status st = herd_ckpt_find(ck, name, worker, &s, err);
     if (st < 0)
         return st;

@@ -226,7 +226,7 @@ herd_status herd__ckpt_restore(herd__ckpt_run *cr, herd_worker *w, herd_loader *
     herd_ckpt *ck = cr->resume;
     const char *f = herd_ckpt_label(ck);
     uint32_t r = (uint32_t)w->rank;
-    herd_ckpt_section s;
+    herd_ckpt_section s = {0};
     herd_status st = herd_ckpt_copy(ck, "params", r, w->params, w->nparams * sizeof(float), err);
     if (st < 0)
         return st;
@@ -273,7 +273,7 @@ herd_status herd__ckpt_restore(herd__ckpt_run *cr, herd_worker *w, herd_loader *
 
 herd_status herd__ckpt_restore_algo(herd__ckpt_run *cr, herd_algo *a, herd_worker *w)
 {
-    herd_ckpt_section s;
+    herd_ckpt_section s = {0};
     bool has = herd_ckpt_find(cr->resume, "algo", (uint32_t)w->rank, &s, NULL) == HERD_OK;
     const char *f = herd_ckpt_label(cr->resume);
     if (!a->ops->load) {
