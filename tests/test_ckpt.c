@@ -601,6 +601,7 @@ static void test_resume_refusals(void)
     herd_train_result r;
     train_ok(&c, &r); /* checkpoints at steps 5 and 8 */
     herd_train_config d = c;
+    expect_train_error(&d, HERD_EINVAL, "already holds checkpoints (the newest: ckpt-8.herd); add --resume");
     d.resume = true;
     d.model = "lenet";
     expect_train_error(&d, HERD_EINVAL, "is of model 'mlp' with ");

@@ -169,6 +169,19 @@ herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, 
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints of %zu workers", cfg->workers);
         goto out;
     }
+    if (!cfg->resume) {
+        /* a fresh run would mix its checkpoints with these, and prune them */
+        uint64_t steps[1];
+        size_t n = 0;
+        HERD_TRY(herd_ckpt_list(dir, steps, 1, &n, err));
+        if (n) {
+            st = herd_err_set(err, HERD_EINVAL,
+                              "checkpoint directory %s already holds checkpoints (the newest: ckpt-%" PRIu64
+                              ".herd); add --resume to continue from them, or choose another directory",
+                              dir, steps[0]);
+            goto out;
+        }
+    }
     if (cfg->resume) {
         char warn[2048];
         size_t skipped = 0;

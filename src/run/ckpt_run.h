@@ -46,6 +46,7 @@ herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *
 
 /* The run's checkpoint state (*out stays NULL when cfg has no checkpoint
  * directory). Creates the directory if it is missing (not its parents).
+ * Without cfg->resume, refuses a directory that already holds checkpoints.
  * With cfg->resume, loads the newest valid checkpoint, saying on stderr
  * (unless quiet) which newer ones were skipped and why, and refuses one of
  * another model, algorithm, worker count, batch, seed or data set size. */
