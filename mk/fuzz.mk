@@ -3,6 +3,7 @@
 #   make fuzz-smoke      each target for FUZZ_SECONDS (default 10) on its corpus; any crash fails (CI)
 #   make fuzz-run FUZZ_SECONDS=300   the same, longer; corpora grow in build-fuzz/corpus/
 # Crash inputs land in build-fuzz/artifacts/. Replay one: build-fuzz/fuzz_idx FILE
+#   make fuzz-clean      removes build-fuzz/ (corpora included)
 FUZZ_CC      ?= clang
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 10
@@ -19,7 +20,7 @@ FUZZ_MAXLEN_ckpt  := 4096
 FUZZ_MAXLEN_cli   := 512
 FUZZ_OPTS_cli     := -dict=$(FUZZ_BUILD)/seeds/cli.dict -close_fd_mask=3
 
-.PHONY: fuzz fuzz-smoke fuzz-run
+.PHONY: fuzz fuzz-smoke fuzz-run fuzz-clean
 fuzz: $(FUZZ_BINS) $(FUZZ_BUILD)/seeds/cli.dict
 
 $(FUZZ_BUILD)/%.o: %.c
@@ -67,5 +68,8 @@ fuzz-smoke fuzz-run: fuzz
 	    echo "fuzz_$$t FAILED (log: $(FUZZ_BUILD)/fuzz_$$t.log)"; tail -40 $(FUZZ_BUILD)/fuzz_$$t.log; fail=1; \
 	  fi; \
 	done; exit $$fail
+
+fuzz-clean:
+	rm -rf $(FUZZ_BUILD)
 
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_BUILD)/fuzz/*.d $(FUZZ_BUILD)/cli/*.d
