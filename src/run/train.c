@@ -370,9 +370,10 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     /* --slow scales this worker's compute (forward and backward), not its
      * waiting: the extra time is spent here, between the pull of
      * before_step and the push of after_backward/step, as a slower
-     * processor would spend it */
+     * processor would spend it. A worker's first step is not slowed: its
+     * compute time is mostly one-time kernel compilation and first touches. */
     t_compute = herd__now() - t_compute;
-    if (c->slow_factor > 1.0)
+    if (c->slow_factor > 1.0 && w->step > 0)
         straggle(r, t_compute * (c->slow_factor - 1.0));
     CALL_HOOK(c, after_backward);
     if (c->algo.ops->step)
