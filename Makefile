@@ -1,6 +1,7 @@
 # herd — build with `make`, test with `make test`.
 #   make WERROR=1        warnings are errors (CI)
 #   make asan            the test suite under AddressSanitizer + UBSan (build-asan/)
+#   make tsan            the test suite under ThreadSanitizer (build-tsan/)
 #   make bench           side-by-side benchmarks (bench/README.md)
 CC      ?= cc
 BUILD   ?= build
@@ -34,7 +35,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TEST_JOBS ?= 2
 TEST_TIMEOUT_SCALE ?= 1
 
-.PHONY: all test asan bench clean test-mpi
+.PHONY: all test asan tsan bench clean test-mpi
 all: $(BUILD)/herd $(BUILD)/herd-tests
 
 $(BUILD)/%.o: %.c
@@ -70,11 +71,15 @@ test-mpi: $(BUILD)/mpi-checks $(BUILD)/herd
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1" SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test TEST_TIMEOUT_SCALE=4
 
+# the suite under ThreadSanitizer: the threads engine, collectives and every algorithm's races
+tsan:
+	$(MAKE) BUILD=build-tsan OPT="-O1" SANFLAGS="-fsanitize=thread" test TEST_TIMEOUT_SCALE=4
+
 bench: $(BUILD)/herd
 	bench/run
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-tsan
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
 

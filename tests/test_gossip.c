@@ -225,7 +225,7 @@ static float spread_init(size_t rank, size_t j) { return (float)((rank * 7 + j *
 /* sum_i w_i z_i and sum_i w_i are conserved by the gossip (no gradient), for
  * every topology and 1..16 workers; the de-biased models approach the
  * average of the starts. */
-static void check_pushsum(const char *algo, size_t max_delay, double sleep_us)
+static void check_pushsum(const char *algo, size_t max_delay, double sleep_us, double tol)
 {
     const size_t dim = 24;
     for (size_t t = 0; t < 3; t++)
@@ -253,18 +253,23 @@ static void check_pushsum(const char *algo, size_t max_delay, double sleep_us)
                     err = e > err ? e : err;
                 }
             }
-            if (err > 1e-3)
+            if (err > tol)
                 herd_test_fail(__FILE__, __LINE__, "%s %s n=%zu: de-biased models %.3g from the average after %zu steps",
                                algo, topologies[t], n, err, steps);
             grun_free(&g);
         }
 }
 
-static void test_sgp_pushsum_invariants(void) { check_pushsum("sgp", 0, 0); }
+static void test_sgp_pushsum_invariants(void) { check_pushsum("sgp", 0, 0, 1e-3); }
 
-static void test_osgp_pushsum_invariants(void) { check_pushsum("osgp", 2, 300); }
+static void test_osgp_pushsum_invariants(void) { check_pushsum("osgp", 2, 300, 1e-3); }
 
-static void test_osgp_pushsum_invariants_no_wait(void) { check_pushsum("osgp", 1000000, 300); }
+/* With no bound on delay, how far the models mix in a fixed number of steps
+ * depends on the interleaving (a worker may run most of its steps before a
+ * message reaches it, e.g. under a sanitizer's slowdown): mass must still
+ * be conserved exactly, and the models must have mixed (the starts are up
+ * to ~9 apart), but not to 1e-3. */
+static void test_osgp_pushsum_invariants_no_wait(void) { check_pushsum("osgp", 1000000, 300, 0.5); }
 
 /* ---- AD-PSGD: atomic pair averages ---------------------------------------------- */
 
