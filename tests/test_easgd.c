@@ -1,6 +1,180 @@
-/* Tests of the easgd algorithms — being written. */
+/* The elastic averaging family (src/algo/easgd.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo_driver.h"
 #include "harness.h"
+#include "herd/herd_rng.h"
+#include "herd/herd_run.h"
+
+static void run_ok(const drive_config *dc, const drive_problem *p, drive_result *r)
+{
+    herd_err err = {0};
+    herd_status st = drive_run(dc, p, r, &err);
+    if (st != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s: %s", dc->cfg.algo, err.msg);
+}
+
+/* Sync EASGD on a noisy quadratic follows the recursion computed here
+ * (the driver's noise streams replayed): local SGD steps, and every
+ * `period` steps d_i = alpha (x_i - c), x_i -= d_i, c += sum d_i. Two runs
+ * give the same bits. */
+static void test_sync_closed_form(void)
+{
+    enum { N = 3, STEPS = 24, PERIOD = 2, DIM = 10 };
+    drive_problem p = drive_problem_make(DIM, 0.3f, 9);
+    drive_config dc = drive_config_make("easgd", N, STEPS, 0.1f);
+    dc.cfg.elastic.period = PERIOD;
+    drive_result r, r2;
+    run_ok(&dc, &p, &r);
+    run_ok(&dc, &p, &r2);
+    ASSERT_TRUE(memcmp(r.x, r2.x, N * DIM * sizeof(float)) == 0);
+    ASSERT_TRUE(memcmp(r.eval, r2.eval, DIM * sizeof(float)) == 0);
+    ASSERT_TRUE(r.eval_name && strcmp(r.eval_name, "center") == 0);
+
+    float x[N][DIM], c[DIM], d[N][DIM], alpha = 0.9f / N;
+    herd_rng rng[N];
+    for (size_t i = 0; i < N; i++) {
+        herd_rng_seed(&rng[i], dc.cfg.seed, 0x77000000u + i);
+        memcpy(x[i], p.x0, sizeof x[i]);
+    }
+    memcpy(c, p.x0, sizeof c);
+    for (size_t s = 0; s < STEPS; s++) {
+        for (size_t i = 0; i < N; i++)
+            for (size_t j = 0; j < DIM; j++) {
+                float g = p.curv[j] * (x[i][j] - p.xstar[j]) + p.noise * herd_rng_normal(&rng[i]);
+                x[i][j] -= 0.1f * g;
+            }
+        if ((s + 1) % PERIOD)
+            continue;
+        for (size_t i = 0; i < N; i++)
+            for (size_t j = 0; j < DIM; j++) {
+                d[i][j] = alpha * (x[i][j] - c[j]);
+                x[i][j] -= d[i][j];
+            }
+        for (size_t j = 0; j < DIM; j++)
+            for (size_t i = 0; i < N; i++)
+                c[j] += d[i][j];
+    }
+    for (size_t j = 0; j < DIM; j++) {
+        ASSERT_NEAR(r.eval[j], c[j], 1e-6, 1e-5);
+        for (size_t i = 0; i < N; i++)
+            ASSERT_NEAR(r.x[i * DIM + j], x[i][j], 1e-6, 1e-5);
+    }
+    /* the workers differ (own noise) and the center is not any of them */
+    ASSERT_TRUE(r.x[0] != r.x[DIM]);
+    drive_result_free(&r);
+    drive_result_free(&r2);
+    drive_problem_free(&p);
+}
+
+/* One exchange without concurrency moves mass between the worker and the
+ * center and creates none: x + c after equals x + c before. */
+static void test_exchange_conserves(void)
+{
+    const char *algos[] = {"easgd", "aeasgd", "ameasgd", "hogwild-easgd"};
+    drive_problem p = drive_problem_make(32, 0.0f, 4);
+    for (size_t a = 0; a < 4; a++) {
+        drive_config dc = drive_config_make(algos[a], 1, 1, 0.1f);
+        dc.cfg.elastic.alpha = 0.3;
+        drive_result r;
+        run_ok(&dc, &p, &r);
+        for (size_t j = 0; j < p.dim; j++) {
+            /* before the exchange: x = x0 - lr g(x0) (ameasgd's first Nesterov
+             * step is g + mu g: lr (1 + mu) g), c = x0 */
+            float g = p.curv[j] * (p.x0[j] - p.xstar[j]);
+            float x1 = p.x0[j] - 0.1f * (a == 2 ? 1.9f * g : g);
+            ASSERT_NEAR((double)r.x[j] + r.eval[j], (double)x1 + p.x0[j], 1e-6, 1e-6);
+            ASSERT_NEAR(r.eval[j], p.x0[j] + 0.3 * (x1 - p.x0[j]), 1e-6, 1e-5);
+        }
+        drive_result_free(&r);
+    }
+    drive_problem_free(&p);
+}
+
+/* The asynchronous variants reach the optimum of a noisy quadratic: the
+ * center within 0.05, every worker within 0.1. */
+static void test_async_converge(void)
+{
+    const char *algos[] = {"aeasgd", "ameasgd", "hogwild-easgd", "eawild"};
+    drive_problem p = drive_problem_make(48, 0.05f, 13);
+    for (size_t a = 0; a < 4; a++)
+        for (size_t n = 2; n <= 8; n += 6) {
+            drive_config dc = drive_config_make(algos[a], n, 400, a == 1 ? 0.02f : 0.1f);
+            dc.cfg.elastic.period = a % 2 ? 4 : 1;
+            dc.sleep_us[n - 1] = 200;
+            drive_result r;
+            run_ok(&dc, &p, &r);
+            double e = drive_max_error(&p, r.eval);
+            if (!(e < 0.05))
+                herd_test_fail(__FILE__, __LINE__, "%s, %zu workers: center off by %g", algos[a], n, e);
+            for (size_t i = 0; i < n; i++)
+                ASSERT_TRUE(drive_max_error(&p, r.x + i * p.dim) < 0.1);
+            drive_result_free(&r);
+        }
+    drive_problem_free(&p);
+}
+
+/* The epoch log carries the elastic distance, which shrinks as the workers
+ * settle around the center. */
+static void test_log_elastic_distance(void)
+{
+    drive_problem p = drive_problem_make(16, 0.0f, 2);
+    drive_config dc = drive_config_make("aeasgd", 3, 40, 0.1f);
+    dc.steps_per_epoch = 10;
+    drive_result r;
+    run_ok(&dc, &p, &r);
+    double dist = -1;
+    const char *at = strstr(r.log[1], "\"elastic_dist\":");
+    ASSERT_TRUE(at != NULL);
+    ASSERT_EQ_INT(sscanf(at, "\"elastic_dist\":%lf", &dist), 1);
+    ASSERT_TRUE(dist >= 0 && dist < 0.5);
+    ASSERT_STR_CONTAINS(r.log[1], "\"exchanges\":10");
+    drive_result_free(&r);
+    drive_problem_free(&p);
+}
+
+/* End to end: each learns on synthetic data; the center is evaluated; a
+ * lost worker leaves the asynchronous ones running. */
+static void test_train_end_to_end(void)
+{
+    const char *algos[] = {"easgd", "aeasgd", "ameasgd", "hogwild-easgd", "eawild"};
+    for (size_t a = 0; a < 5; a++) {
+        herd_train_config c;
+        herd_train_config_defaults(&c);
+        c.data = "synthetic:1x12x12:4";
+        c.model = "linear";
+        c.algo = algos[a];
+        c.workers = 3;
+        c.epochs = 2;
+        c.batch = 16;
+        c.train_limit = 2048;
+        c.test_limit = 512;
+        c.quiet = true;
+        c.progress = false;
+        c.comm_timeout_s = 20;
+        c.optim.lr = 0.2f;
+        if (a > 0) {
+            c.fail[0] = (herd_fail){.rank = 2, .step = 0};
+            c.nfail = 1;
+        }
+        herd_train_result r;
+        herd_err err = {0};
+        herd_status st = herd_train(&c, &r, &err);
+        if (st != HERD_OK)
+            herd_test_fail(__FILE__, __LINE__, "%s: %s", algos[a], err.msg);
+        ASSERT_TRUE(strcmp(r.eval_model, "center") == 0);
+        ASSERT_TRUE(r.test_acc > 0.8);
+        ASSERT_EQ_INT(r.nlost, a > 0 ? 1 : 0);
+    }
+}
 
 const herd_test herd_tests_easgd[] = {
+    {"easgd_sync_closed_form", test_sync_closed_form, 30},
+    {"easgd_exchange_conserves", test_exchange_conserves, 30},
+    {"easgd_async_converge", test_async_converge, 120},
+    {"easgd_log_elastic_distance", test_log_elastic_distance, 30},
+    {"easgd_train_end_to_end", test_train_end_to_end, 120},
     HERD_TEST_END,
 };

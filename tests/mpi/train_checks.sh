@@ -6,7 +6,7 @@ set -u
 bin=$1 mpirun=$2
 shift 2
 checks=("$@")
-[ ${#checks[@]} -gt 0 ] || checks=(allreduce:3 asgd:3 amsgd:2 hogwild:4 asgd:1 dpsgd:3 adpsgd:4 sgp:3 osgp:4)
+[ ${#checks[@]} -gt 0 ] || checks=(allreduce:3 asgd:3 amsgd:2 hogwild:4 asgd:1 dpsgd:3 adpsgd:4 sgp:3 osgp:4 easgd:3 aeasgd:4 ameasgd:2 hogwild-easgd:3 eawild:4)
 fail=0
 for check in "${checks[@]}"; do
     algo=${check%%:*} np=${check##*:}
