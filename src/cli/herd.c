@@ -13,6 +13,7 @@
 #include "herd/herd_nn.h"
 #include "core/clock.h"
 #include "herd/herd_run.h"
+#include "cli/cli.h"
 
 #define HERD_VERSION "0.1.0"
 
@@ -525,6 +526,8 @@ static void usage(void)
             "commands:\n"
             "  train     train a model (herd train --help)\n"
             "  bench     single-worker benchmarks (herd bench --help)\n"
+            "  sim       run train or bench on a simulated cluster (herd sim --help)\n"
+            "  compare   a table of algorithms on one engine or platform (herd compare --help)\n"
             "  algos     list the synchronization algorithms\n"
             "  version   print the version\n",
             HERD_VERSION);
@@ -541,6 +544,10 @@ int main(int argc, char **argv)
         return cmd_train(argc, argv);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc, argv);
+    if (!strcmp(cmd, "sim"))
+        return herd__cli_sim(argc, argv);
+    if (!strcmp(cmd, "compare"))
+        return herd__cli_compare(argc, argv);
     if (!strcmp(cmd, "algos"))
         return cmd_algos();
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {

@@ -6,6 +6,9 @@
  * Waits poll MPI_Test with a short sleep between polls so that a deadline can
  * be enforced (MPI has no timed wait) without spinning a core; windows are
  * passive-target RMA, which works without the target's participation.
+ * In herd-sim (HERD_SIM, SimGrid's SMPI) waits block instead, which is exact
+ * in simulated time, and three SimGrid 3.32 defects are avoided (the
+ * #ifdef HERD_SIM blocks say which).
  */
 #include "comm/engines.h"
 #include "core/clock.h"
@@ -127,6 +130,15 @@ static void backoff(double t_start)
 
 static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
 {
+#ifdef HERD_SIM
+    /* Under SimGrid a blocking wait is exact in simulated time (polling would
+     * add its own sleeps and SimGrid's per-MPI_Test charge to every transfer),
+     * and it is bounded: the simulator stops a run whose ranks all block. */
+    (void)deadline;
+    MPI_TRY(c, MPI_Wait(&req->r, MPI_STATUS_IGNORE));
+    free(req);
+    return HERD_OK;
+#endif
     double t_start = herd__now();
     for (;;) {
         bool done = false;
@@ -153,6 +165,11 @@ static void m_cancel(herd_comm *c, herd_req *req)
 /* Polls a nonblocking collective until it completes or the deadline passes. */
 static herd_status poll_collective(herd_comm *c, MPI_Request *r, double deadline, const char *what)
 {
+#ifdef HERD_SIM
+    (void)deadline, (void)what; /* as m_wait */
+    MPI_TRY(c, MPI_Wait(r, MPI_STATUS_IGNORE));
+    return HERD_OK;
+#endif
     double t_start = herd__now();
     for (;;) {
         int flag = 0;
@@ -198,6 +215,13 @@ static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exc
     (void)deadline; /* MPI_Win_lock has no timed form */
     if (w->local)
         return HERD_OK;
+#ifdef HERD_SIM
+    /* SimGrid 3.32 keeps one mode per window for all holders: an exclusive
+     * lock taken while a shared one is held is not exclusive, and their
+     * unlocks can leave the window locked for good (a simulated deadlock).
+     * Exclusive locks alone are right; readers just take turns. */
+    exclusive = true;
+#endif
     MPI_TRY(c, MPI_Win_lock(exclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, (int)target, 0, w->win));
     return HERD_OK;
 }
@@ -206,6 +230,11 @@ static herd_status m_win_unlock(herd_comm *c, herd_win *w, size_t target)
 {
     if (w->local)
         return HERD_OK;
+#ifdef HERD_SIM
+    /* SimGrid 3.32 releases the lock before a put in flight lands, so the
+     * next holder can read the old value (lost fetch-and-add increments). */
+    MPI_TRY(c, MPI_Win_flush((int)target, w->win));
+#endif
     MPI_TRY(c, MPI_Win_unlock((int)target, w->win));
     return HERD_OK;
 }
@@ -273,6 +302,13 @@ static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, do
     MPI_Request r;
     if (count > (size_t)INT32_MAX)
         return herd_err_set(&c->err, HERD_EINVAL, "allreduce of %zu floats is too large for MPI", count);
+#ifdef HERD_SIM
+    /* SimGrid 3.32's in-place MPI_Iallreduce corrupts buffers of 64 KiB and
+     * more; the blocking call is right (and herd-sim waits blocking anyway). */
+    (void)r, (void)deadline;
+    MPI_TRY(c, MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c)));
+    return HERD_OK;
+#endif
     MPI_TRY(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c), &r));
     return poll_collective(c, &r, deadline, "MPI_Allreduce");
 }

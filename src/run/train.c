@@ -22,6 +22,7 @@
 #include "comm/engines.h"
 #include "run/ckpt_run.h"
 #include "run/log.h"
+#include "run/simtime.h"
 
 typedef struct herd_run {
     const herd_train_config *cfg;
@@ -366,6 +367,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
         return herd_err_set(&w->err, HERD_ENONFINITE,
                             "worker %zu: the loss is %s at epoch %zu, step %zu (learning rate %g may be too high)",
                             w->rank, isnan(loss) ? "NaN" : "infinite", w->epoch + 1, e->steps + 1, (double)w->lr);
+    herd__simtime_step(w->model, cfg->batch); /* sim engine: the step's modelled compute time */
     HERD_TRY(herd_model_backward(w->model, cfg->batch, c->algo.ops->grad_ready ? on_grad_ready : NULL, c));
     /* --slow scales this worker's compute (forward and backward), not its
      * waiting: the extra time is spent here, between the pull of

@@ -1,0 +1,113 @@
+#!/bin/bash
+# make test-sim: the sim engine's checks (DESIGN.md, the sim engine).
+#   1. the transport and collective checks of tests/mpi/mpi_checks.c, built
+#      with smpicc, under smpirun for several world sizes;
+#   2. end-to-end training of several algorithms under smpirun
+#      (tests/mpi/train_checks.sh with herd-sim);
+#   3. through `herd sim`: the summary, repeatability (same seed, same
+#      simulated times, losses and log, twice), a slow host, compute time
+#      from FLOPs, and the alpha-beta time of a ring allreduce.
+# usage: tests/sim/run.sh BUILD SIM_BUILD "SIZES" "ALGO:RANKS ..."
+set -u
+build=$1 sim_build=$2 sizes=$3 train=$4
+herd=$build/herd
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/herd-test-sim.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { echo "ok    $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
+# a JSON number field of the last line of $1 that has it
+field() { sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p" "$1" | tail -1; }
+
+# -- 1. mpi_checks under smpirun ------------------------------------------
+max=1
+for n in $sizes; do [ "$n" -gt "$max" ] && max=$n; done
+if ! "$herd" sim --workers "$max" --keep "$tmp/plat" --dry-run -- train 2>"$tmp/dry.txt"; then
+    bad "herd sim --dry-run wrote no platform"; cat "$tmp/dry.txt"
+fi
+smpirun=(smpirun -platform "$tmp/plat/platform.xml" -hostfile "$tmp/plat/hosts" -quiet --log=root.thres:warning
+         --cfg=network/model:CM02 --cfg=network/crosstraffic:0 --cfg=smpi/simulate-computation:no)
+for n in $sizes; do
+    if out=$(timeout 120 "${smpirun[@]}" -np "$n" "$sim_build/mpi-checks" 2>&1) &&
+        printf '%s\n' "$out" | grep -q ' 0 failed$'; then
+        ok "mpi checks under smpirun, $n ranks: $(printf '%s\n' "$out" | tail -1 | sed 's/.*: //')"
+    else
+        bad "mpi checks under smpirun, $n ranks"; printf '%s\n' "$out" | tail -8
+    fi
+done
+
+# -- 2. training under smpirun -----------------------------------------------
+# shellcheck disable=SC2086
+while IFS= read -r line; do
+    case $line in
+    ok*) pass=$((pass + 1)); echo "$line" ;;
+    FAIL*) fail=$((fail + 1)); echo "$line" ;;
+    *) echo "$line" ;;
+    esac
+done < <(tests/mpi/train_checks.sh "$build/herd-sim" "${smpirun[*]}" $train 2>&1)
+
+# -- 3. herd sim -----------------------------------------------------------------
+small=(--data synthetic:1x12x12:4 --model linear --epochs 2 --batch 16 --train-limit 2048 --test-limit 512
+       --no-progress --quiet --json)
+# the summary: engine sim, simulated wall_s, real_s beside it
+if timeout 300 "$herd" sim --workers 4 -- train --algo allreduce "${small[@]}" >"$tmp/s.json" 2>"$tmp/s.err" &&
+    grep -q '"engine":"sim"' "$tmp/s.json" && [ -n "$(field "$tmp/s.json" real_s)" ] &&
+    awk -v a="$(field "$tmp/s.json" test_acc)" -v w="$(field "$tmp/s.json" wall_s)" 'BEGIN { exit !(a > 0.8 && w > 0) }'; then
+    ok "herd sim train: engine sim, test_acc $(field "$tmp/s.json" test_acc), wall_s $(field "$tmp/s.json" wall_s) simulated, real_s $(field "$tmp/s.json" real_s)"
+else
+    bad "herd sim train summary"; cat "$tmp/s.json" "$tmp/s.err" | tail -5
+fi
+
+# repeatable to the bit: same seed, same simulated times, losses, accuracy and log, twice
+for algo in allreduce adpsgd osgp; do
+    for k in 1 2; do
+        timeout 300 "$herd" sim --workers 4 --slow 1:3 -- train --algo "$algo" "${small[@]}" --log "$tmp/r$k.log" \
+            2>/dev/null | sed 's/"real_s":[0-9.]*,//' >"$tmp/r$k.json"
+    done
+    if [ -s "$tmp/r1.json" ] && cmp -s "$tmp/r1.json" "$tmp/r2.json" && cmp -s "$tmp/r1.log" "$tmp/r2.log"; then
+        ok "herd sim repeatable: $algo twice, same summary and log (wall_s $(field "$tmp/r1.json" wall_s))"
+    else
+        bad "herd sim repeatable: $algo"; diff "$tmp/r1.json" "$tmp/r2.json" | head -4; diff "$tmp/r1.log" "$tmp/r2.log" | head -4
+    fi
+    rm -f "$tmp"/r?.log
+done
+
+# compute time comes from FLOPs: one worker, sgd: wall_s = steps * batch * flops/img / speed
+mflop=$("$build/herd" bench train --model lenet --shape 1x28x28:10 --batch 16 --steps 1 --warmup 0 --json 2>/dev/null |
+        sed -n 's/.*"train_mflop_per_img":\([0-9.e+-]*\).*/\1/p')
+timeout 120 "$herd" sim --workers 1 --host-speed 1Gf -- train --algo sgd --data synthetic:1x28x28:10 --model lenet \
+    --epochs 1 --batch 16 --train-limit 512 --test-limit 256 --no-progress --quiet --json >"$tmp/c.json" 2>/dev/null
+steps=$(field "$tmp/c.json" steps) wall=$(field "$tmp/c.json" wall_s)
+if [ -n "$mflop" ] && [ -n "$steps" ] &&
+    awk -v m="$mflop" -v s="$steps" -v w="$wall" 'BEGIN { t = s * 16 * m * 1e6 / 1e9; exit !(w > 0.999 * t && w < 1.001 * t) }'; then
+    ok "compute from FLOPs: lenet, $steps steps x 16 x $mflop MFLOP at 1 Gflop/s = $wall s simulated"
+else
+    bad "compute from FLOPs: lenet, steps '$steps', $mflop MFLOP/img, wall_s '$wall'"
+fi
+
+# a host 10x slower: compute-bound allreduce takes ~10x as long
+fast=(--link 1000Gbps:0.1us --host-speed 1Gf)
+timeout 120 "$herd" sim --workers 4 "${fast[@]}" -- train --algo allreduce "${small[@]}" >"$tmp/f.json" 2>/dev/null
+timeout 120 "$herd" sim --workers 4 "${fast[@]}" --slow 2:10 -- train --algo allreduce "${small[@]}" >"$tmp/g.json" 2>/dev/null
+a=$(field "$tmp/f.json" wall_s) b=$(field "$tmp/g.json" wall_s)
+if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > 9 * a && b < 11 * a) }'; then
+    ok "--slow 2:10: allreduce $a s -> $b s simulated"
+else
+    bad "--slow 2:10: allreduce '$a' s -> '$b' s simulated (expected ~10x)"
+fi
+
+# alpha-beta: a ring allreduce of S bytes on n hosts, bandwidth B, latency L: 2(n-1)(L + S/(nB)), within 10%
+for spec in "8 10 20 1048576" "16 10 20 4194304" "8 100 1 16777216" "8 1 500 8192" "3 10 20 999996"; do
+    read -r n gbps lat_us bytes <<<"$spec"
+    t=$(timeout 120 "$herd" sim --workers "$n" --link "${gbps}Gbps:${lat_us}us" -- bench allreduce --min-bytes "$bytes" \
+        --max-bytes "$bytes" --iters 3 --warmup 1 --segment-bytes 67108864 --json 2>/dev/null | sed -n 's/.*"time_us":\([0-9.]*\).*/\1/p')
+    want=$(awk -v n="$n" -v g="$gbps" -v l="$lat_us" -v s="$bytes" 'BEGIN { printf "%.1f", 2 * (n - 1) * (l + s / (n * g * 1e9 / 8) * 1e6) }')
+    if [ -n "$t" ] && awk -v t="$t" -v w="$want" 'BEGIN { exit !(t > 0.9 * w && t < 1.1 * w) }'; then
+        ok "alpha-beta: ring allreduce of $bytes B on $n hosts at $gbps Gb/s, $lat_us us: $t us simulated, model $want us"
+    else
+        bad "alpha-beta: ring allreduce of $bytes B on $n hosts at $gbps Gb/s, $lat_us us: '$t' us, model $want us"
+    fi
+done
+
+echo "sim engine: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
