@@ -25,9 +25,25 @@
  *                  lock is released (the transfers completed) after that
  *                  step's backward, so both overlap its compute on the mpi
  *                  engine. The first exchange uses the initial weights.
+ *                  Whether that read already holds this worker's own d is
+ *                  left open: on threads it does (the add is applied first);
+ *                  on mpi the get and the accumulate of one epoch are not
+ *                  ordered.
+ * The intended races (hogwild-easgd and eawild reads against others' adds):
+ * on threads every float is read and added with relaxed atomics, so a read
+ * sees each element with or without a concurrent add and ThreadSanitizer has
+ * nothing to report; on mpi, MPI leaves a get that overlaps an accumulate
+ * undefined, which with aligned 4-byte floats in practice reads the same way.
  * The model users keep, and the one evaluated, is the center ("center"); the
  * epoch log adds elastic_dist (mean ||x_i - c|| at this worker's exchanges),
- * exchanges, alpha and period.
+ * exchanges, alpha, period, pushed/pulled bytes and blocked_s: the time this
+ * worker waited in its exchanges (lock, allreduce, and the flush or unlock
+ * that completes a transfer; eawild's completion after the next backward
+ * counts too, so its blocked_s shows what the overlap did not hide). The
+ * flush/unlock part also goes into the worker's comm_wait_s (comm counts
+ * lock and allreduce waits itself).
+ * Checkpoints: easgd saves its copy of the center (its local step keeps no
+ * momentum); the asynchronous ones are refused, as every asynchronous algorithm.
  */
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +52,7 @@
 
 #include "algo/algos.h"
 #include "algo/center.h"
+#include "core/clock.h"
 
 typedef enum ea_kind { EA_SYNC, EA_ASYNC, EA_MOMENTUM, EA_HOGWILD, EA_WILD } ea_kind;
 
@@ -49,8 +66,10 @@ typedef struct ea_state {
     float *d;           /* nparams */
     bool pending;       /* eawild: an exchange's transfers are in flight (shared lock held) */
     herd_optim local;   /* the local step's optimizer */
-    double dist_sum;
-    size_t nexch;
+    double dist_sum;    /* this epoch: sum of ||x - c|| at exchanges */
+    size_t nexch;       /* this epoch's exchanges */
+    double blocked_s;   /* this epoch: time waited in exchanges */
+    uint64_t sent0, recv0; /* comm's byte counts at the epoch's start */
 } ea_state;
 
 static herd_status ea_init(herd_algo *a, herd_worker *w)
@@ -90,6 +109,7 @@ static herd_status ea_init(herd_algo *a, herd_worker *w)
         memcpy(s->c, w->params, w->nparams * sizeof(float));
     if (s->kind != EA_SYNC)
         HERD_TRY(herd_center_create(&s->center, w->comm, w->nparams, 1, 1, w->params));
+    s->sent0 = w->comm->bytes_sent, s->recv0 = w->comm->bytes_recv;
 out:
     return st;
 }
@@ -115,13 +135,33 @@ static void elastic_pull(ea_state *s, herd_worker *w, const float *c)
     s->nexch++;
 }
 
+/* Flush or unlock: where a transfer's time is spent on the mpi engine, and
+ * which comm does not count as waiting (it counts lock waits). */
+static herd_status complete(ea_state *s, herd_worker *w, herd_status (*fn)(herd_center *, size_t))
+{
+    double t0 = herd__now();
+    herd_status st = fn(&s->center, 0);
+    double t = herd__now() - t0;
+    s->blocked_s += t;
+    w->comm_wait_s += t;
+    return st;
+}
+
+static herd_status lock_center(ea_state *s, bool exclusive)
+{
+    double t0 = herd__now();
+    herd_status st = herd_center_lock(&s->center, 0, exclusive);
+    s->blocked_s += herd__now() - t0;
+    return st;
+}
+
 /* eawild: the previous exchange's transfers are complete once unlocked. */
-static herd_status complete_pending(ea_state *s)
+static herd_status complete_pending(ea_state *s, herd_worker *w)
 {
     if (!s->pending)
         return HERD_OK;
     s->pending = false;
-    herd_status st = herd_center_unlock(&s->center, 0);
+    herd_status st = complete(s, w, herd_center_unlock);
     if (st == HERD_OK) {
         float *t = s->c;
         s->c = s->c_next, s->c_next = t;
@@ -134,34 +174,39 @@ static herd_status exchange(ea_state *s, herd_worker *w)
     herd_status st = HERD_OK;
     herd_center *ctr = &s->center;
     switch (s->kind) {
-    case EA_SYNC:
+    case EA_SYNC: {
         elastic_pull(s, w, s->c);
-        HERD_TRY(herd_allreduce(w->comm, s->d, w->nparams, &(herd_allreduce_opts){.wire = HERD_F32}));
+        double t0 = herd__now();
+        st = herd_allreduce(w->comm, s->d, w->nparams, &(herd_allreduce_opts){.wire = HERD_F32});
+        s->blocked_s += herd__now() - t0;
+        if (st < 0)
+            goto out;
         for (size_t i = 0; i < w->nparams; i++)
             s->c[i] += s->d[i];
         break;
+    }
     case EA_ASYNC:
     case EA_MOMENTUM:
     case EA_HOGWILD: {
         bool exclusive = s->kind != EA_HOGWILD;
         float *c = s->d; /* read the center into d, then d becomes alpha (x - c) in place */
-        HERD_TRY(herd_center_lock(ctr, 0, exclusive));
+        HERD_TRY(lock_center(s, exclusive));
         st = herd_center_get(ctr, 0, 0, c);
         if (st == HERD_OK)
-            st = herd_center_flush(ctr, 0);
+            st = complete(s, w, herd_center_flush);
         if (st == HERD_OK) {
             elastic_pull(s, w, c); /* reads c[i] before writing d[i]: same array, same index */
             st = herd_center_accumulate(ctr, 0, 0, s->d);
         }
-        herd_status st2 = herd_center_unlock(ctr, 0);
+        herd_status st2 = complete(s, w, herd_center_unlock);
         if (st == HERD_OK)
             st = st2;
         break;
     }
     case EA_WILD:
-        HERD_TRY(complete_pending(s));
+        HERD_TRY(complete_pending(s, w));
         elastic_pull(s, w, s->c);
-        HERD_TRY(herd_center_lock(ctr, 0, false));
+        HERD_TRY(lock_center(s, false));
         s->pending = true;
         st = herd_center_accumulate(ctr, 0, 0, s->d);
         if (st == HERD_OK)
@@ -179,8 +224,11 @@ out:
  * forward and backward to complete in. */
 static herd_status ea_after_backward(herd_algo *a, herd_worker *w)
 {
-    (void)w;
-    return complete_pending(a->state);
+    herd_status st = complete_pending(a->state, w);
+    if (st < 0 && !w->err.msg[0])
+        herd_err_set(&w->err, st, "worker %zu: completing the elastic exchange at step %zu: %s", w->rank,
+                     w->step, herd_comm_last_error(w->comm));
+    return st;
 }
 
 static herd_status ea_after_step(herd_algo *a, herd_worker *w)
@@ -191,11 +239,7 @@ static herd_status ea_after_step(herd_algo *a, herd_worker *w)
     return exchange(s, w);
 }
 
-static herd_status ea_settle(herd_algo *a, herd_worker *w)
-{
-    (void)w;
-    return complete_pending(a->state);
-}
+static herd_status ea_settle(herd_algo *a, herd_worker *w) { return ea_after_backward(a, w); }
 
 static herd_status ea_eval_params(herd_algo *a, herd_worker *w, float *out, const char **name)
 {
@@ -204,7 +248,7 @@ static herd_status ea_eval_params(herd_algo *a, herd_worker *w, float *out, cons
     if (s->kind == EA_SYNC) {
         memcpy(out, s->c, w->nparams * sizeof(float));
     } else {
-        herd_status st = complete_pending(s);
+        herd_status st = complete_pending(s, w);
         if (st == HERD_OK)
             st = herd_center_read(&s->center, out);
         if (st < 0) {
@@ -219,21 +263,46 @@ static herd_status ea_eval_params(herd_algo *a, herd_worker *w, float *out, cons
 
 static void ea_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
 {
-    (void)w;
     ea_state *s = a->state;
     size_t len = strlen(buf);
-    snprintf(buf + len, cap - len, ",\"elastic_dist\":%.6g,\"exchanges\":%zu,\"alpha\":%g,\"period\":%zu",
-             s->nexch ? s->dist_sum / (double)s->nexch : 0.0, s->nexch, (double)s->alpha, s->period);
-    s->dist_sum = 0, s->nexch = 0;
+    snprintf(buf + len, cap - len,
+             ",\"elastic_dist\":%.6g,\"exchanges\":%zu,\"alpha\":%g,\"period\":%zu,\"pushed_bytes\":%llu,"
+             "\"pulled_bytes\":%llu,\"blocked_s\":%.6f",
+             s->nexch ? s->dist_sum / (double)s->nexch : 0.0, s->nexch, (double)s->alpha, s->period,
+             (unsigned long long)(w->comm->bytes_sent - s->sent0), (unsigned long long)(w->comm->bytes_recv - s->recv0),
+             s->blocked_s);
+    s->dist_sum = 0, s->nexch = 0, s->blocked_s = 0;
+    s->sent0 = w->comm->bytes_sent, s->recv0 = w->comm->bytes_recv;
+}
+
+/* easgd's state between steps is its copy of the center (identical on every
+ * worker); its local optimizer has no momentum. */
+static herd_status ea_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
+{
+    ea_state *s = a->state;
+    *len = w->nparams * sizeof(float);
+    if (buf && cap >= *len)
+        memcpy(buf, s->c, *len);
+    return HERD_OK;
+}
+
+static herd_status ea_load(herd_algo *a, herd_worker *w, const void *buf, size_t len)
+{
+    ea_state *s = a->state;
+    if (len != w->nparams * sizeof(float))
+        return herd_err_set(&w->err, HERD_ECORRUPT,
+                            "worker %zu: the checkpoint's easgd center is %zu bytes; %zu parameters need %zu", w->rank,
+                            len, w->nparams, w->nparams * sizeof(float));
+    memcpy(s->c, buf, len);
+    return HERD_OK;
 }
 
 static void ea_free(herd_algo *a, herd_worker *w)
 {
-    (void)w;
     ea_state *s = a->state;
     if (!s)
         return;
-    complete_pending(s);
+    complete_pending(s, w);
     if (s->kind != EA_SYNC)
         herd_center_free(&s->center);
     herd_optim_free(&s->local);
@@ -244,7 +313,7 @@ static void ea_free(herd_algo *a, herd_worker *w)
     a->state = NULL;
 }
 
-#define EA_OPS(var, nm, is_async, text)                                                        \
+#define EA_OPS(var, nm, is_async, save_fn, load_fn, text)                                      \
     const herd_algo_ops var = {                                                                \
         .name = nm,                                                                            \
         .summary = text,                                                                       \
@@ -252,7 +321,7 @@ static void ea_free(herd_algo *a, herd_worker *w)
         .min_workers = 1,                                                                      \
         .async = is_async,                                                                     \
         .init = ea_init,                                                                       \
-        .after_backward = ea_after_backward,                                                         \
+        .after_backward = ea_after_backward,                                                   \
         .step = ea_step,                                                                       \
         .after_step = ea_after_step,                                                           \
         .end_epoch = ea_settle,                                                                \
@@ -260,10 +329,17 @@ static void ea_free(herd_algo *a, herd_worker *w)
         .eval_params = ea_eval_params,                                                         \
         .log_epoch = ea_log_epoch,                                                             \
         .free = ea_free,                                                                       \
+        .save = save_fn,                                                                       \
+        .load = load_fn,                                                                       \
     }
 
-EA_OPS(herd__algo_easgd, "easgd", false, "synchronous elastic averaging SGD: all workers pull toward one center at once");
-EA_OPS(herd__algo_aeasgd, "aeasgd", true, "asynchronous EASGD: each worker exchanges with the center under its lock");
-EA_OPS(herd__algo_ameasgd, "ameasgd", true, "asynchronous momentum EASGD: Nesterov momentum in the local steps");
-EA_OPS(herd__algo_hogwild_easgd, "hogwild-easgd", true, "asynchronous EASGD without a lock on the center");
-EA_OPS(herd__algo_eawild, "eawild", true, "EA-wild: lock-free, non-blocking exchanges overlapped with the next step");
+EA_OPS(herd__algo_easgd, "easgd", false, ea_save, ea_load,
+       "synchronous elastic averaging SGD: all workers pull toward one center at once");
+EA_OPS(herd__algo_aeasgd, "aeasgd", true, NULL, NULL,
+       "asynchronous EASGD: each worker exchanges with the center under its lock");
+EA_OPS(herd__algo_ameasgd, "ameasgd", true, NULL, NULL,
+       "asynchronous momentum EASGD: Nesterov momentum in the local steps");
+EA_OPS(herd__algo_hogwild_easgd, "hogwild-easgd", true, NULL, NULL,
+       "asynchronous EASGD without a lock on the center");
+EA_OPS(herd__algo_eawild, "eawild", true, NULL, NULL,
+       "EA-wild: lock-free, non-blocking exchanges overlapped with the next step");
