@@ -1,11 +1,481 @@
-/* herd compare — placeholder until the comparison table lands. */
+/* herd compare — several algorithms on one engine (threads, or sim on one
+ * platform), one after another, in one table: final accuracy, time to a
+ * target accuracy, time per epoch, speedup over one sgd worker and bytes per
+ * worker; the same as CSV, the curves as data files, and PNG plots drawn by
+ * gnuplot (accuracy and loss against time and epochs; with --scaling,
+ * speedup against workers).
+ *
+ * Each run is `herd train ... --json --log FILE` (or `herd sim ... -- train
+ * ...`) of this same binary; the curves come from its log's eval records.
+ * On the threads engine the runs share this machine's cores: compare their
+ * times within one table only. On sim the times are simulated and
+ * repeatable. */
 #include "cli/cli.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { MAX_SPECS = 32, MAX_SCALE = 16, MAX_TOKENS = 64 };
+
+typedef struct cmp_opts {
+    const char *engine, *platform, *link, *host_speed, *model, *data, *extra, *out, *scaling;
+    herd__str_list slow;
+    size_t workers, epochs;
+    double target, timeout_s;
+    bool no_baseline, no_plots;
+} cmp_opts;
+
+/* One run's results. */
+typedef struct cmp_row {
+    char spec[256], eval_model[32], dat[PATH_MAX];
+    size_t workers;
+    bool ok, baseline;
+    double acc, w0acc, wall, real_s, t_target, epoch_s, speedup, mb;
+} cmp_row;
+
+static void cmp_flags(cmp_opts *o, herd__flag *f)
+{
+    const herd__flag t[] = {
+        {"engine", HERD__FLAG_STR, &o->engine, "E", "threads or sim (default threads; sim when --platform is given)"},
+        {"platform", HERD__FLAG_STR, &o->platform, "NAME", "sim: the platform (herd sim --list; default ib-100g)"},
+        {"link", HERD__FLAG_STR, &o->link, "BW:LAT", "sim: each host's link (herd sim --link)"},
+        {"host-speed", HERD__FLAG_STR, &o->host_speed, "SPEED", "sim: each host's speed (herd sim --host-speed)"},
+        {"slow", HERD__FLAG_LIST, &o->slow, "RANK:FACTOR", "worker RANK FACTOR times slower in every run but the baseline"},
+        {"workers", HERD__FLAG_SIZE, &o->workers, "N", "workers of every run (default 8)"},
+        {"scaling", HERD__FLAG_STR, &o->scaling, "N,N,...", "run every algorithm at each of these worker counts instead"},
+        {"epochs", HERD__FLAG_SIZE, &o->epochs, "N", "epochs of every run (default 5)"},
+        {"model", HERD__FLAG_STR, &o->model, "M", "model (default lenet)"},
+        {"data", HERD__FLAG_STR, &o->data, "D", "data (herd train --data)"},
+        {"extra", HERD__FLAG_STR, &o->extra, "'FLAGS'", "more herd train flags for every run"},
+        {"target", HERD__FLAG_DOUBLE, &o->target, "ACC", "test accuracy for the time-to-target column (default 0.8)"},
+        {"out", HERD__FLAG_STR, &o->out, "DIR", "where the CSV, curves and plots go (default herd-compare)"},
+        {"no-baseline", HERD__FLAG_BOOL, &o->no_baseline, NULL, "no sgd run on one worker (no speedup column)"},
+        {"no-plots", HERD__FLAG_BOOL, &o->no_plots, NULL, "no gnuplot"},
+        {"real-timeout", HERD__FLAG_DOUBLE, &o->timeout_s, "S", "stop a run after S real seconds (default 86400)"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    memcpy(f, t, sizeof t);
+}
+
+enum { CMP_NFLAGS = 17 };
+
+static void cmp_usage(void)
+{
+    cmp_opts o = {0};
+    herd__flag f[CMP_NFLAGS];
+    cmp_flags(&o, f);
+    fprintf(stderr, "usage: herd compare [flags] [--] 'ALGO [FLAGS]' ...\n\n"
+                    "Runs each algorithm spec (default: allreduce asgd dpsgd adpsgd) with the same data,\n"
+                    "model, workers and epochs, and prints one table; writes DIR/compare.csv, the curves\n"
+                    "DIR/*.dat and the plots DIR/*.png.\n"
+                    "  herd compare --platform ib-100g --workers 16 --slow 3:10 allreduce dpsgd adpsgd\n\n");
+    herd__cli_print_flags(f);
+}
+
+/* Splits s at spaces into tok (pointers into buf); returns the count or -1. */
+static int split(const char *s, char *buf, size_t cap, char **tok, int max)
+{
+    if (strlen(s) >= cap)
+        return -1;
+    strcpy(buf, s);
+    int n = 0;
+    for (char *p = strtok(buf, " \t"); p; p = strtok(NULL, " \t")) {
+        if (n >= max)
+            return -1;
+        tok[n++] = p;
+    }
+    return n;
+}
+
+/* The number after "key": in a JSON line, or NAN. */
+static double json_num(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(line, pat);
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+static void json_str(const char *line, const char *key, char *out, size_t cap)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *p = strstr(line, pat), *e = p ? strchr(p + strlen(pat), '"') : NULL;
+    if (!e)
+        snprintf(out, cap, "-");
+    else
+        snprintf(out, cap, "%.*s", (int)(e - p - strlen(pat)), p + strlen(pat));
+}
+
+typedef struct summary_out {
+    char line[8192];
+} summary_out;
+
+static void on_summary(void *ctx, const char *line)
+{
+    summary_out *s = ctx;
+    if (!strncmp(line, "{\"algo\":", 8))
+        snprintf(s->line, sizeof s->line, "%s", line);
+}
+
+/* Reads the eval records of a run's log into its curve file
+ * (epoch, time, test_acc, test_loss, train_loss) and the time to target. */
+static void read_curve(cmp_row *r, const char *log, double target)
+{
+    r->t_target = NAN;
+    FILE *in = fopen(log, "r"), *out = fopen(r->dat, "w");
+    if (out)
+        fprintf(out, "# %s, %zu workers: epoch time_s test_acc test_loss train_loss\n", r->spec, r->workers);
+    char line[8192];
+    while (in && fgets(line, sizeof line, in)) {
+        if (!strstr(line, "\"event\":\"eval\"") || json_num(line, "worker") != 0)
+            continue;
+        double t = json_num(line, "t"), acc = json_num(line, "test_acc");
+        if (out)
+            fprintf(out, "%g %.9g %.6f %.6f %.6f\n", json_num(line, "epoch"), t, acc, json_num(line, "test_loss"),
+                    json_num(line, "train_loss"));
+        if (isnan(r->t_target) && acc >= target)
+            r->t_target = t;
+    }
+    if (in)
+        fclose(in);
+    if (out)
+        fclose(out);
+}
+
+/* Runs one spec at n workers; fills r. */
+static void run_one(const cmp_opts *o, bool sim, const char *self, const char *spec, size_t n, bool baseline,
+                    cmp_row *r, size_t index)
+{
+    char specbuf[1024], extrabuf[1024], nbuf[32], ebuf[32], log[PATH_MAX];
+    char *tok[MAX_TOKENS], *xtok[MAX_TOKENS], *argv[3 * MAX_TOKENS + 48];
+    int nt = split(spec, specbuf, sizeof specbuf, tok, MAX_TOKENS);
+    int nx = o->extra ? split(o->extra, extrabuf, sizeof extrabuf, xtok, MAX_TOKENS) : 0;
+    memset(r, 0, sizeof *r);
+    snprintf(r->spec, sizeof r->spec, "%s", spec);
+    r->workers = n, r->baseline = baseline;
+    snprintf(r->dat, sizeof r->dat, "%s/run%02zu.dat", o->out, index);
+    snprintf(log, sizeof log, "%s/run%02zu.jsonl", o->out, index);
+    if (nt < 1 || nx < 0) {
+        fprintf(stderr, "herd: compare: spec '%s' is empty or too long\n", spec);
+        return;
+    }
+    unlink(log);
+    snprintf(nbuf, sizeof nbuf, "%zu", n);
+    snprintf(ebuf, sizeof ebuf, "%zu", o->epochs);
+    size_t k = 0;
+    argv[k++] = (char *)self;
+    if (sim) {
+        argv[k++] = "sim", argv[k++] = "--workers", argv[k++] = nbuf;
+        argv[k++] = "--platform", argv[k++] = (char *)(o->platform ? o->platform : "ib-100g");
+        if (o->link)
+            argv[k++] = "--link", argv[k++] = (char *)o->link;
+        if (o->host_speed)
+            argv[k++] = "--host-speed", argv[k++] = (char *)o->host_speed;
+        for (size_t i = 0; i < o->slow.n && !baseline; i++)
+            argv[k++] = "--slow", argv[k++] = (char *)o->slow.v[i];
+        argv[k++] = "--real-timeout";
+        argv[k++] = "86400";
+        argv[k++] = "--";
+    }
+    argv[k++] = "train", argv[k++] = "--algo";
+    for (int i = 0; i < nt; i++)
+        argv[k++] = tok[i];
+    if (!sim)
+        argv[k++] = "--workers", argv[k++] = nbuf;
+    argv[k++] = "--epochs", argv[k++] = ebuf;
+    argv[k++] = "--model", argv[k++] = (char *)(o->model ? o->model : "lenet");
+    if (o->data)
+        argv[k++] = "--data", argv[k++] = (char *)o->data;
+    for (int i = 0; i < nx; i++)
+        argv[k++] = xtok[i];
+    for (size_t i = 0; i < o->slow.n && !baseline && !sim; i++)
+        argv[k++] = "--slow", argv[k++] = (char *)o->slow.v[i];
+    argv[k++] = "--json", argv[k++] = "--quiet", argv[k++] = "--no-progress";
+    argv[k++] = "--log", argv[k++] = log;
+    argv[k] = NULL;
+    summary_out *s = calloc(1, sizeof *s);
+    if (!s) {
+        fprintf(stderr, "herd: out of memory\n");
+        return;
+    }
+    int rc = herd__cli_spawn(argv, NULL, o->timeout_s, on_summary, s, &r->real_s);
+    if (rc != 0 || !s->line[0]) {
+        fprintf(stderr, "herd: compare: '%s' on %zu worker(s) failed (exit %d)\n", spec, n, rc);
+        free(s);
+        return;
+    }
+    r->ok = true;
+    r->acc = json_num(s->line, "test_acc");
+    r->w0acc = json_num(s->line, "worker0_acc");
+    r->wall = json_num(s->line, "wall_s");
+    double epochs = json_num(s->line, "epochs"), bytes = json_num(s->line, "bytes_sent");
+    r->epoch_s = epochs > 0 ? json_num(s->line, "train_s") / epochs : NAN;
+    r->mb = bytes / 1e6 / (double)n;
+    json_str(s->line, "eval_model", r->eval_model, sizeof r->eval_model);
+    free(s);
+    read_curve(r, log, o->target);
+}
+
+static void fmt(char *buf, size_t cap, double v, const char *f)
+{
+    if (isnan(v))
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, f, v);
+}
+
+/* gnuplot's string quoting: no quotes or backslashes in titles. */
+static void gp_title(char *out, size_t cap, const cmp_row *r, bool with_workers)
+{
+    size_t k = 0;
+    char tmp[320];
+    if (with_workers)
+        snprintf(tmp, sizeof tmp, "%s, %zu worker%s", r->spec, r->workers, r->workers == 1 ? "" : "s");
+    else
+        snprintf(tmp, sizeof tmp, "%s", r->spec);
+    for (const char *p = tmp; *p && k + 1 < cap; p++)
+        out[k++] = (*p == '"' || *p == '\\' || *p == '_') ? ' ' : *p;
+    out[k] = 0;
+}
+
+static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, const char *where, const char *time_unit)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/plots.gp", o->out);
+    FILE *g = fopen(path, "w");
+    if (!g) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    bool scaling = o->scaling != NULL;
+    fprintf(g, "# herd compare: gnuplot %s\n"
+               "set terminal pngcairo size 1100,700 enhanced font 'sans,12' linewidth 2\n"
+               "set grid lc rgb '#d0d0d0'\nset key outside right top box opaque\n"
+               "set style data linespoints\nset pointsize 1.2\n",
+            path);
+    static const struct {
+        const char *file, *title, *xlabel, *ylabel;
+        int x, y;
+        bool logx;
+    } plots[] = {
+        {"accuracy_time", "Test accuracy against time", "time (%s)", "test accuracy", 2, 3, false},
+        {"accuracy_epochs", "Test accuracy against epochs", "epoch", "test accuracy", 1, 3, false},
+        {"loss_time", "Training loss against time", "time (%s)", "training loss (epoch mean)", 2, 5, false},
+        {"loss_epochs", "Test loss against epochs", "epoch", "test loss", 1, 4, false},
+    };
+    for (size_t p = 0; p < sizeof plots / sizeof plots[0]; p++) {
+        char xl[96];
+        snprintf(xl, sizeof xl, plots[p].xlabel, time_unit);
+        fprintf(g, "\nset output '%s/%s.png'\nset title \"%s (%s)\"\nset xlabel '%s'\nset ylabel '%s'\nplot ", o->out,
+                plots[p].file, plots[p].title, where, xl, plots[p].ylabel);
+        bool first = true;
+        for (size_t i = 0; i < nrows; i++) {
+            if (!rows[i].ok)
+                continue;
+            char t[320];
+            gp_title(t, sizeof t, &rows[i], true);
+            fprintf(g, "%s\\\n  '%s' using %d:%d title \"%s\"", first ? "" : ", ", rows[i].dat, plots[p].x, plots[p].y, t);
+            first = false;
+        }
+        fprintf(g, "%s\n", first ? "NaN notitle" : "");
+    }
+    if (scaling) {
+        /* one speedup file: workers then one column per spec */
+        snprintf(path, sizeof path, "%s/speedup.dat", o->out);
+        FILE *d = fopen(path, "w");
+        if (!d) {
+            fclose(g);
+            fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+            return -1;
+        }
+        fprintf(g, "\nset output '%s/speedup_workers.png'\nset title \"Speedup over one sgd worker (%s)\"\n"
+                   "set xlabel 'workers'\nset ylabel 'speedup (time per epoch)'\nset logscale xy 2\n"
+                   "set key left top\nplot x title 'linear' with lines dt 2 lc rgb '#808080'",
+                o->out, where);
+        size_t col = 2;
+        for (size_t i = 0; i < nrows; i++) {
+            if (rows[i].baseline || (i > 0 && !strcmp(rows[i].spec, rows[i - 1].spec) && !rows[i - 1].baseline))
+                continue;
+            char t[320];
+            gp_title(t, sizeof t, &rows[i], false);
+            fprintf(d, "# %s\n", rows[i].spec);
+            for (size_t j = i; j < nrows && !strcmp(rows[j].spec, rows[i].spec) && !rows[j].baseline; j++)
+                if (rows[j].ok && !isnan(rows[j].speedup))
+                    fprintf(d, "%zu %.6g\n", rows[j].workers, rows[j].speedup);
+            fprintf(d, "\n\n");
+            fprintf(g, ", \\\n  '%s' index %zu using 1:2 title \"%s\"", path, col - 2, t);
+            col++;
+        }
+        fprintf(g, "\nunset logscale\n");
+        fclose(d);
+    }
+    fclose(g);
+    snprintf(path, sizeof path, "%s/plots.gp", o->out);
+    char *argv[] = {"/usr/bin/gnuplot", path, NULL};
+    double real_s;
+    if (access(argv[0], X_OK) != 0) {
+        fprintf(stderr, "herd: compare: no gnuplot (apt-get install gnuplot-nox); the plot script is %s\n", path);
+        return -1;
+    }
+    int rc = herd__cli_spawn(argv, NULL, 120, NULL, NULL, &real_s);
+    if (rc != 0)
+        fprintf(stderr, "herd: compare: gnuplot %s failed (exit %d)\n", path, rc);
+    return rc ? -1 : 0;
+}
 
 int herd__cli_compare(int argc, char **argv)
 {
-    (void)argc, (void)argv;
-    fprintf(stderr, "herd: compare is not written yet\n");
-    return 2;
+    cmp_opts o = {.workers = 8, .epochs = 5, .target = 0.8, .out = "herd-compare", .timeout_s = 86400};
+    herd__flag f[CMP_NFLAGS];
+    cmp_flags(&o, f);
+    /* flags, then specs (after "--", or the first argument that is not a flag) */
+    int first = 2;
+    while (first < argc && !strncmp(argv[first], "-", 1) && strcmp(argv[first], "--")) {
+        const herd__flag *fl = f;
+        while (fl->name && strcmp(argv[first] + 2, fl->name))
+            fl++;
+        first += fl->name && fl->kind != HERD__FLAG_BOOL ? 2 : 1;
+    }
+    if (first > argc)
+        first = argc;
+    herd__cli_flags("compare", f, first, argv, 2, cmp_usage);
+    if (first < argc && !strcmp(argv[first], "--"))
+        first++;
+    const char *defaults[] = {"allreduce", "asgd", "dpsgd", "adpsgd"};
+    const char *specs[MAX_SPECS];
+    size_t nspecs = 0;
+    for (int i = first; i < argc; i++) {
+        if (nspecs >= MAX_SPECS) {
+            fprintf(stderr, "herd: compare: at most %d specs\n", MAX_SPECS);
+            return 2;
+        }
+        specs[nspecs++] = argv[i];
+    }
+    for (size_t i = 0; nspecs == 0 && i < 4; i++)
+        specs[i] = defaults[i];
+    if (nspecs == 0)
+        nspecs = 4;
+    const char *engine = o.engine ? o.engine : o.platform ? "sim" : "threads";
+    bool sim = !strcmp(engine, "sim");
+    if (!sim && strcmp(engine, "threads")) {
+        fprintf(stderr, "herd: compare: --engine must be threads or sim, got '%s'\n", engine);
+        return 2;
+    }
+    if (!sim && (o.platform || o.link || o.host_speed)) {
+        fprintf(stderr, "herd: compare: --platform, --link and --host-speed need --engine sim\n");
+        return 2;
+    }
+    size_t counts[MAX_SCALE], ncounts = 0;
+    if (o.scaling) {
+        for (const char *p = o.scaling; *p;) {
+            char *end;
+            errno = 0;
+            unsigned long v = strtoul(p, &end, 10);
+            if (end == p || errno || v < 1 || v > 4096 || ncounts >= MAX_SCALE || (*end && *end != ',')) {
+                fprintf(stderr, "herd: --scaling: expected up to %d worker counts in [1, 4096] such as 1,2,4,8, got '%s'\n",
+                        MAX_SCALE, o.scaling);
+                return 2;
+            }
+            counts[ncounts++] = v;
+            p = *end ? end + 1 : end;
+        }
+    } else {
+        counts[ncounts++] = o.workers;
+    }
+    if (o.workers < 1 || o.epochs < 1 || !(o.timeout_s > 0) || !(o.target > 0 && o.target <= 1)) {
+        fprintf(stderr, "herd: compare: --workers and --epochs must be at least 1, --target in (0, 1]\n");
+        return 2;
+    }
+#ifdef HERD_CLI_NO_SPAWN
+    return 1; /* the CLI fuzzer: parsing only */
+#endif
+    if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "herd: compare: --out %s: %s\n", o.out, strerror(errno));
+        return 1;
+    }
+    char dir[PATH_MAX], self[PATH_MAX + 16];
+    snprintf(self, sizeof self, "%s/herd", herd__cli_self_dir(dir, sizeof dir));
+    size_t maxrows = 1 + nspecs * ncounts;
+    cmp_row *rows = calloc(maxrows, sizeof *rows);
+    if (!rows) {
+        fprintf(stderr, "herd: out of memory\n");
+        return 1;
+    }
+    size_t nrows = 0;
+    char where[256];
+    if (sim)
+        snprintf(where, sizeof where, "sim, %s%s%s%s%s", o.platform ? o.platform : "ib-100g", o.link ? ", link " : "",
+                 o.link ? o.link : "", o.host_speed ? ", hosts " : "", o.host_speed ? o.host_speed : "");
+    else
+        snprintf(where, sizeof where, "threads engine");
+    for (size_t i = 0; i < o.slow.n; i++)
+        snprintf(where + strlen(where), sizeof where - strlen(where), ", --slow %s", o.slow.v[i]);
+    fprintf(stderr, "herd compare: %zu spec(s) on %s, %s, %zu epoch(s); results in %s/\n", nspecs, where,
+            o.model ? o.model : "lenet", o.epochs, o.out);
+    if (!o.no_baseline) {
+        fprintf(stderr, "  running sgd on 1 worker (baseline)...\n");
+        run_one(&o, sim, self, "sgd", 1, true, &rows[nrows], nrows);
+        nrows++;
+    }
+    for (size_t s = 0; s < nspecs; s++)
+        for (size_t c = 0; c < ncounts; c++) {
+            fprintf(stderr, "  running %s on %zu workers...\n", specs[s], counts[c]);
+            run_one(&o, sim, self, specs[s], counts[c], false, &rows[nrows], nrows);
+            nrows++;
+        }
+    double base = !o.no_baseline && rows[0].ok ? rows[0].epoch_s : NAN;
+    for (size_t i = 0; i < nrows; i++)
+        rows[i].speedup = rows[i].ok && rows[i].epoch_s > 0 ? base / rows[i].epoch_s : NAN;
+    /* the table */
+    const char *unit = sim ? "sim s" : "s";
+    char hdr_t[32], hdr_e[32];
+    snprintf(hdr_t, sizeof hdr_t, "to %.2f (%s)", o.target, unit);
+    snprintf(hdr_e, sizeof hdr_e, "epoch (%s)", unit);
+    printf("# herd compare: %s, %s, %zu epoch(s)\n", where, o.model ? o.model : "lenet", o.epochs);
+    printf("| %-32s | %7s | %8s | %-8s | %11s | %16s | %14s | %7s | %9s |%s\n", "algorithm", "workers", "test_acc",
+           "model", "worker0_acc", hdr_t, hdr_e, "speedup", "MB/worker", sim ? "   real_s |" : "");
+    printf("|%s|%s\n", "----------------------------------|---------|----------|----------|-------------|------------------|----------------|---------|-----------",
+           sim ? "----------|" : "");
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/compare.csv", o.out);
+    FILE *csv = fopen(path, "w");
+    if (!csv)
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+    else
+        fprintf(csv, "spec,engine,platform,workers,epochs,test_acc,eval_model,worker0_acc,time_to_target_s,epoch_s,"
+                     "speedup,mb_per_worker,wall_s,real_s\n");
+    int failed = 0;
+    for (size_t i = 0; i < nrows; i++) {
+        cmp_row *r = &rows[i];
+        if (!r->ok) {
+            printf("| %-32s | %7zu | failed (see above)\n", r->spec, r->workers);
+            failed++;
+            continue;
+        }
+        char tt[32], es[32], sp[32], rs[32];
+        fmt(tt, sizeof tt, r->t_target, "%.4g");
+        fmt(es, sizeof es, r->epoch_s, "%.4g");
+        fmt(sp, sizeof sp, r->speedup, "%.3g");
+        snprintf(rs, sizeof rs, " %8.1f |", r->real_s);
+        printf("| %-32s | %7zu | %8.4f | %-8s | %11.4f | %16s | %14s | %7s | %9.1f |%s\n", r->spec, r->workers, r->acc,
+               r->eval_model, r->w0acc, tt, es, sp, r->mb, sim ? rs : "");
+        if (csv)
+            fprintf(csv, "\"%s\",%s,%s,%zu,%zu,%.6f,%s,%.6f,%s,%.9g,%s,%.6g,%.9g,%.3f\n", r->spec, engine,
+                    sim ? (o.platform ? o.platform : "ib-100g") : "-", r->workers, o.epochs, r->acc, r->eval_model,
+                    r->w0acc, tt, r->epoch_s, sp, r->mb, r->wall, r->real_s);
+    }
+    if (csv)
+        fclose(csv);
+    fflush(stdout);
+    if (!o.no_plots && write_plots(&o, rows, nrows, where, unit) == 0)
+        fprintf(stderr, "herd compare: plots in %s/*.png (script %s/plots.gp)\n", o.out, o.out);
+    free(rows);
+    return failed ? 1 : 0;
 }

@@ -646,6 +646,12 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
         argv[n++] = "-quiet", argv[n++] = "--log=root.thres:warning";
     argv[n++] = "--cfg=network/model:CM02";
     argv[n++] = "--cfg=network/crosstraffic:0";
+    /* SMPI charges each MPI_Test/Iprobe 0.1 ms by default, growing while it
+     * fails: a polled wait would cost far more simulated time than the
+     * message (herd's polling loops sleep, in simulated time, between polls) */
+    argv[n++] = "--cfg=smpi/test:0";
+    argv[n++] = "--cfg=smpi/iprobe:0";
+    argv[n++] = "--cfg=smpi/grow-injected-times:no";
     if (o->measured) {
         double rs = 20e9;
         if (o->real_speed && parse_unit(o->real_speed, strlen(o->real_speed), speed_units, &rs)) {
