@@ -571,6 +571,8 @@ static void on_train_line(void *ctx, const char *line)
         t->summary = strdup(line);
         return;
     }
+    if (!strncmp(line, "Execution failed with code ", 27))
+        return; /* smpirun's; herd sim's exit status says it */
     printf("%s\n", line);
     fflush(stdout);
 }
@@ -643,7 +645,7 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
     argv[n++] = "-platform", argv[n++] = c->file ? (char *)c->file : xml;
     argv[n++] = "-hostfile", argv[n++] = hosts;
     if (!o->verbose)
-        argv[n++] = "-quiet", argv[n++] = "--log=root.thres:warning";
+        argv[n++] = "-quiet", argv[n++] = "--log=root.thres:error";
     argv[n++] = "--cfg=network/model:CM02";
     argv[n++] = "--cfg=network/crosstraffic:0";
     /* SMPI charges each MPI_Test/Iprobe 0.1 ms by default, growing while it
@@ -759,6 +761,11 @@ int herd__cli_sim(int argc, char **argv)
     if (has_arg(cmd, ncmd, "--slow")) {
         fprintf(stderr, "herd: give --slow RANK:FACTOR to herd sim, before '--': on the sim engine a straggler is a "
                         "slower host\n");
+        return 2;
+    }
+    if (has_arg(cmd, ncmd, "--fail") || has_arg(cmd, ncmd, "--checkpoint")) {
+        fprintf(stderr, "herd: sim does not take --fail or --checkpoint: all simulated workers live in one process, "
+                        "where a worker that stops for good ends the whole simulation\n");
         return 2;
     }
     if (o.workers > 4096) {
