@@ -340,7 +340,7 @@ int herd__cli_compare(int argc, char **argv)
     while (first < argc && !strncmp(argv[first], "-", 1) && strcmp(argv[first], "--")) {
         const herd__flag *fl = f;
         while (fl->name && strcmp(argv[first] + 2, fl->name))
-            fl++;
+            fl++; /* not found for --name=VALUE: one argument */
         first += fl->name && fl->kind != HERD__FLAG_BOOL ? 2 : 1;
     }
     if (first > argc)

@@ -74,8 +74,11 @@ int herd__cli_flags(const char *cmd, const herd__flag *flags, int argc, char **a
             usage();
             exit(0);
         }
+        /* --name VALUE or --name=VALUE */
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
         const herd__flag *f = flags;
-        while (f->name && (strncmp(a, "--", 2) || strcmp(a + 2, f->name)))
+        while (f->name && (strncmp(a, "--", 2) || len - 2 != strlen(f->name) || strncmp(a + 2, f->name, len - 2)))
             f++;
         if (!f->name) {
             fprintf(stderr, "herd: %s '%s' (see 'herd %s --help')\n",
@@ -83,14 +86,18 @@ int herd__cli_flags(const char *cmd, const herd__flag *flags, int argc, char **a
             exit(2);
         }
         if (f->kind == HERD__FLAG_BOOL) {
+            if (eq) {
+                fprintf(stderr, "herd: flag '--%s' takes no value\n", f->name);
+                exit(2);
+            }
             *(bool *)f->dest = true;
             continue;
         }
-        if (i + 1 >= argc) {
+        if (!eq && i + 1 >= argc) {
             fprintf(stderr, "herd: flag '%s' needs a value (see 'herd %s --help')\n", a, cmd);
             exit(2);
         }
-        const char *val = argv[++i];
+        const char *val = eq ? eq + 1 : argv[++i];
         switch (f->kind) {
         case HERD__FLAG_SIZE:
             if (parse_size_str(val, f->dest)) {

@@ -110,5 +110,16 @@ for spec in "8 10 20 1048576" "16 10 20 4194304" "8 100 1 16777216" "8 1 500 819
     fi
 done
 
+# herd compare on a simulated platform: table, CSV (baseline + one row per spec) and plots
+if timeout 300 "$herd" compare --platform 10gbe --workers 4 --epochs 2 --model linear --data synthetic:1x12x12:4 \
+        --extra "--batch 16 --train-limit 2048 --test-limit 512" --target 0.9 --out "$tmp/cmp" allreduce "asgd --staleness-lr" \
+        >"$tmp/cmp.txt" 2>"$tmp/cmp.err" && [ "$(wc -l <"$tmp/cmp/compare.csv")" -eq 4 ] &&
+    { ! command -v gnuplot >/dev/null || [ -s "$tmp/cmp/accuracy_time.png" ]; } &&
+    grep -q '^| asgd --staleness-lr ' "$tmp/cmp.txt"; then
+    ok "herd compare on sim: $(($(wc -l <"$tmp/cmp/compare.csv") - 1)) runs in compare.csv, $(ls "$tmp/cmp" | grep -c png) plots"
+else
+    bad "herd compare on sim"; cat "$tmp/cmp.txt" "$tmp/cmp.err" | tail -8
+fi
+
 echo "sim engine: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
