@@ -339,7 +339,8 @@ int herd__cli_compare(int argc, char **argv)
     int first = 2;
     while (first < argc && !strncmp(argv[first], "-", 1) && strcmp(argv[first], "--")) {
         const herd__flag *fl = f;
-        while (fl->name && strcmp(argv[first] + 2, fl->name))
+        const char *name = argv[first][1] ? argv[first] + 2 : ""; /* "-" alone has no name */
+        while (fl->name && strcmp(name, fl->name))
             fl++; /* not found for --name=VALUE: one argument */
         first += fl->name && fl->kind != HERD__FLAG_BOOL ? 2 : 1;
     }
