@@ -165,8 +165,11 @@ static void test_ssp_bound(void)
         dc.sleep_us[2] = 2000;
         drive_result r;
         run_ok(&dc, &p, &r);
+        /* +1: a worker publishes its step inside the step hook, and the
+         * driver stamps t_done only after the hook returns, so a peer may
+         * start in between */
         long lead = max_lead(&r, N, STEPS);
-        if (lead > s)
+        if (lead > s + 1)
             herd_test_fail(__FILE__, __LINE__, "--max-staleness %ld: a worker led by %ld steps", s, lead);
         drive_result_free(&r);
     }
@@ -175,7 +178,7 @@ static void test_ssp_bound(void)
     dc.sleep_us[2] = 2000;
     drive_result r;
     run_ok(&dc, &p, &r);
-    ASSERT_TRUE(max_lead(&r, N, STEPS) > 3);
+    ASSERT_TRUE(max_lead(&r, N, STEPS) > 4);
     drive_result_free(&r);
     drive_problem_free(&p);
 }
