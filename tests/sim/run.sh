@@ -27,7 +27,7 @@ if ! "$herd" sim --workers "$max" --keep "$tmp/plat" --dry-run -- train 2>"$tmp/
 fi
 smpirun=(smpirun -platform "$tmp/plat/platform.xml" -hostfile "$tmp/plat/hosts" -quiet --log=root.thres:warning
          --cfg=network/model:CM02 --cfg=network/crosstraffic:0 --cfg=smpi/simulate-computation:no
-         --cfg=smpi/test:0 --cfg=smpi/iprobe:0 --cfg=smpi/grow-injected-times:no)
+         --cfg=smpi/test:0 --cfg=smpi/iprobe:0 --cfg=smpi/grow-injected-times:no --cfg=smpi/coll-selector:ompi)
 for n in $sizes; do
     if out=$(timeout 120 "${smpirun[@]}" -np "$n" "$sim_build/mpi-checks" 2>&1) &&
         printf '%s\n' "$out" | grep -q ' 0 failed$'; then
