@@ -273,8 +273,10 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
     for (size_t p = 0; p < sizeof plots / sizeof plots[0]; p++) {
         char xl[96];
         snprintf(xl, sizeof xl, plots[p].xlabel, time_unit);
-        fprintf(g, "\nset output '%s/%s.png'\nset title \"%s (%s)\"\nset xlabel '%s'\nset ylabel '%s'\nplot ", o->out,
-                plots[p].file, plots[p].title, where, xl, plots[p].ylabel);
+        bool epochs = plots[p].x == 1;
+        fprintf(g, "\nset output '%s/%s.png'\nset title \"%s (%s, %s)\"\nset xlabel '%s'\nset ylabel '%s'\n%s\nplot ",
+                o->out, plots[p].file, plots[p].title, where, o->model ? o->model : "lenet", xl, plots[p].ylabel,
+                epochs && o->epochs <= 20 ? "set xtics 1" : "set xtics autofreq");
         bool first = true;
         for (size_t i = 0; i < nrows; i++) {
             if (!rows[i].ok)
