@@ -7,8 +7,7 @@
  * be enforced (MPI has no timed wait) without spinning a core; windows are
  * passive-target RMA, which works without the target's participation.
  * In herd-sim (HERD_SIM, SimGrid's SMPI) waits block instead, which is exact
- * in simulated time, window locks are herd's own (SimGrid's mix shared and
- * exclusive holders), and two more SimGrid 3.32 defects are avoided (the
+ * in simulated time, and three SimGrid 3.32 defects are avoided (the
  * #ifdef HERD_SIM blocks say which).
  */
 #include "comm/engines.h"
@@ -211,92 +210,17 @@ static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, herd_win
     return HERD_OK;
 }
 
-#ifdef HERD_SIM
-/* SimGrid 3.32 keeps one lock mode per window for all holders: an exclusive
- * lock taken while a shared one is held is not exclusive, and the unlocks
- * of such a mix can leave the window locked for good (a simulated deadlock).
- * herd-sim therefore keeps its own reader-writer lock per target buffer
- * (all simulated ranks share one address space, so the target's buffer
- * names it on every rank) on SimGrid's mutex and condition variable, and
- * takes SMPI's lock in shared mode only, for the access epoch. The locks
- * are found through the environment, the one state SimGrid does not copy
- * per rank; ranks never run at the same time, so the list needs no lock. */
-#include <simgrid/cond.h>
-#include <simgrid/mutex.h>
-#include <stdio.h>
-
-typedef struct sim_rwlock {
-    struct sim_rwlock *next;
-    const void *base;
-    sg_mutex_t mu;
-    sg_cond_t cv;
-    size_t readers, writers_waiting;
-    bool writer;
-} sim_rwlock;
-
-static sim_rwlock *sim_rwlock_of(herd_win *w, size_t target)
-{
-    MPI_Aint size = 0;
-    int disp = 0;
-    void *base = NULL;
-    if (MPI_Win_shared_query(w->win, (int)target, &size, &disp, &base) != MPI_SUCCESS)
-        return NULL;
-    const char *env = getenv("HERD_SIM_RMA_LOCKS");
-    sim_rwlock **head = NULL;
-    if (env && sscanf(env, "%p", (void **)&head) == 1 && head) {
-        for (sim_rwlock *l = *head; l; l = l->next)
-            if (l->base == base)
-                return l;
-    } else {
-        char buf[64];
-        if (!(head = calloc(1, sizeof *head)))
-            return NULL;
-        snprintf(buf, sizeof buf, "%p", (void *)head);
-        if (setenv("HERD_SIM_RMA_LOCKS", buf, 1) != 0) {
-            free(head);
-            return NULL;
-        }
-    }
-    sim_rwlock *l = calloc(1, sizeof *l);
-    if (!l)
-        return NULL;
-    /* creating them may let another rank run (and add this lock first) */
-    l->base = base, l->mu = sg_mutex_init(), l->cv = sg_cond_init();
-    for (sim_rwlock *o = *head; o; o = o->next)
-        if (o->base == base) {
-            sg_cond_destroy(l->cv);
-            sg_mutex_destroy(l->mu);
-            free(l);
-            return o;
-        }
-    l->next = *head, *head = l;
-    return l;
-}
-#endif
-
 static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive, double deadline)
 {
     (void)deadline; /* MPI_Win_lock has no timed form */
     if (w->local)
         return HERD_OK;
 #ifdef HERD_SIM
-    sim_rwlock *l = sim_rwlock_of(w, target);
-    if (!l)
-        return herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a window lock", c->rank);
-    sg_mutex_lock(l->mu);
-    if (exclusive) {
-        l->writers_waiting++;
-        while (l->writer || l->readers)
-            sg_cond_wait(l->cv, l->mu);
-        l->writers_waiting--;
-        l->writer = true;
-    } else {
-        while (l->writer || l->writers_waiting)
-            sg_cond_wait(l->cv, l->mu);
-        l->readers++;
-    }
-    sg_mutex_unlock(l->mu);
-    exclusive = false;
+    /* SimGrid 3.32 keeps one mode per window for all holders: an exclusive
+     * lock taken while a shared one is held is not exclusive, and their
+     * unlocks can leave the window locked for good (a simulated deadlock).
+     * Exclusive locks alone are right; readers just take turns. */
+    exclusive = true;
 #endif
     MPI_TRY(c, MPI_Win_lock(exclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, (int)target, 0, w->win));
     return HERD_OK;
@@ -307,21 +231,9 @@ static herd_status m_win_unlock(herd_comm *c, herd_win *w, size_t target)
     if (w->local)
         return HERD_OK;
 #ifdef HERD_SIM
-    /* SimGrid 3.32 also ends the epoch before a put in flight lands, so the
-     * next holder could read the old value (lost fetch-and-add increments). */
+    /* SimGrid 3.32 releases the lock before a put in flight lands, so the
+     * next holder can read the old value (lost fetch-and-add increments). */
     MPI_TRY(c, MPI_Win_flush((int)target, w->win));
-    MPI_TRY(c, MPI_Win_unlock((int)target, w->win));
-    sim_rwlock *l = sim_rwlock_of(w, target);
-    if (!l)
-        return herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a window lock", c->rank);
-    sg_mutex_lock(l->mu);
-    if (l->writer) /* held exclusively: by this rank */
-        l->writer = false;
-    else if (l->readers)
-        l->readers--;
-    sg_cond_notify_all(l->cv);
-    sg_mutex_unlock(l->mu);
-    return HERD_OK;
 #endif
     MPI_TRY(c, MPI_Win_unlock((int)target, w->win));
     return HERD_OK;
