@@ -1,5 +1,6 @@
 /* The algorithm driver of algo_driver.h. */
 #include "algo_driver.h"
+#include "harness.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -240,6 +241,13 @@ out:
     free(ws);
     free(th);
     return st;
+}
+
+void drive_run_ok(const drive_config *dc, const drive_problem *p, drive_result *res)
+{
+    herd_err err = {0};
+    if (drive_run(dc, p, res, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s: %s", dc->cfg.algo, err.msg);
 }
 
 void drive_result_free(drive_result *res)

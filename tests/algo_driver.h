@@ -60,6 +60,8 @@ typedef struct drive_result {
 /* Runs the algorithm; returns the first worker failure (message in err). */
 herd_status drive_run(const drive_config *dc, const drive_problem *p, drive_result *res, herd_err *err);
 void drive_result_free(drive_result *res);
+/* drive_run that fails the calling test (naming the algorithm) unless it succeeds. */
+void drive_run_ok(const drive_config *dc, const drive_problem *p, drive_result *res);
 
 /* A problem of dimension dim with curvatures in [0.5, 2], optimum in
  * [-1, 1], start at 0, from seed (arrays owned by the caller: free each). */

@@ -9,14 +9,6 @@
 #include "herd/herd_rng.h"
 #include "herd/herd_run.h"
 
-static void run_ok(const drive_config *dc, const drive_problem *p, drive_result *r)
-{
-    herd_err err = {0};
-    herd_status st = drive_run(dc, p, r, &err);
-    if (st != HERD_OK)
-        herd_test_fail(__FILE__, __LINE__, "%s: %s", dc->cfg.algo, err.msg);
-}
-
 /* Sync EASGD on a noisy quadratic follows the recursion computed here
  * (the driver's noise streams replayed): local SGD steps, and every
  * `period` steps d_i = alpha (x_i - c), x_i -= d_i, c += sum d_i. Two runs
@@ -28,8 +20,8 @@ static void test_sync_closed_form(void)
     drive_config dc = drive_config_make("easgd", N, STEPS, 0.1f);
     dc.cfg.elastic.period = PERIOD;
     drive_result r, r2;
-    run_ok(&dc, &p, &r);
-    run_ok(&dc, &p, &r2);
+    drive_run_ok(&dc, &p, &r);
+    drive_run_ok(&dc, &p, &r2);
     ASSERT_TRUE(memcmp(r.x, r2.x, N * DIM * sizeof(float)) == 0);
     ASSERT_TRUE(memcmp(r.eval, r2.eval, DIM * sizeof(float)) == 0);
     ASSERT_TRUE(r.eval_name && strcmp(r.eval_name, "center") == 0);
@@ -82,7 +74,7 @@ static void test_exchange_conserves(void)
         drive_config dc = drive_config_make(algos[a], 1, 1, 0.1f);
         dc.cfg.elastic.alpha = 0.3;
         drive_result r;
-        run_ok(&dc, &p, &r);
+        drive_run_ok(&dc, &p, &r);
         for (size_t j = 0; j < p.dim; j++) {
             /* before the exchange: x = x0 - lr g(x0) (ameasgd's first Nesterov
              * step is g + mu g: lr (1 + mu) g), c = x0 */
@@ -112,7 +104,7 @@ static void test_async_converge(void)
             dc.cfg.elastic.period = a % 2 ? 4 : 1;
             dc.sleep_us[n - 1] = 200;
             drive_result r;
-            run_ok(&dc, &p, &r);
+            drive_run_ok(&dc, &p, &r);
             double e = drive_max_error(&p, r.eval);
             if (!(e < 0.05))
                 herd_test_fail(__FILE__, __LINE__, "%s, %zu workers: center off by %g", algos[a], n, e);
@@ -141,7 +133,7 @@ static void test_log_elastic_distance(void)
     drive_config dc = drive_config_make("aeasgd", 3, 40, 0.1f);
     dc.steps_per_epoch = 10;
     drive_result r;
-    run_ok(&dc, &p, &r);
+    drive_run_ok(&dc, &p, &r);
     double dist = -1;
     const char *at = strstr(r.log[1], "\"elastic_dist\":");
     ASSERT_TRUE(at != NULL);

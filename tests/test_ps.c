@@ -11,14 +11,6 @@
 #include "herd/herd_comm.h"
 #include "herd/herd_run.h"
 
-static void run_ok(const drive_config *dc, const drive_problem *p, drive_result *r)
-{
-    herd_err err = {0};
-    herd_status st = drive_run(dc, p, r, &err);
-    if (st != HERD_OK)
-        herd_test_fail(__FILE__, __LINE__, "%s: %s", dc->cfg.algo, err.msg);
-}
-
 /* Every PS algorithm, with each staleness option, reaches the optimum of a
  * noisy quadratic; the model evaluated is the server's. */
 static void test_converges(void)
@@ -38,7 +30,7 @@ static void test_converges(void)
             dc.cfg.ps.shards = variant == 4 ? 3 : 1;
             dc.sleep_us[3] = 200; /* one slower worker: real staleness */
             drive_result r;
-            run_ok(&dc, &p, &r);
+            drive_run_ok(&dc, &p, &r);
             ASSERT_TRUE(r.eval_name && strcmp(r.eval_name, "server") == 0);
             double e = drive_max_error(&p, r.eval);
             if (!(e < 0.05))
@@ -69,7 +61,7 @@ static void test_staleness_schedule(void)
         dc.schedule_len = sizeof sched / sizeof *sched;
         dc.steps_per_epoch = ROUNDS;
         drive_result r;
-        run_ok(&dc, &p, &r);
+        drive_run_ok(&dc, &p, &r);
         for (size_t i = 0; i < N; i++) {
             char want[96];
             snprintf(want, sizeof want, "\"staleness_mean\":%zu.0000,\"staleness_max\":%zu", i, i);
@@ -105,8 +97,8 @@ static void test_softsync_n_is_allreduce(void)
         drive_config ar = drive_config_make("allreduce", N, STEPS, 0.05f);
         ps.cfg.optim.momentum = ar.cfg.optim.momentum = mom ? 0.9f : 0.0f;
         drive_result rp, ra;
-        run_ok(&ps, &p, &rp);
-        run_ok(&ar, &p, &ra);
+        drive_run_ok(&ps, &p, &rp);
+        drive_run_ok(&ar, &p, &ra);
         for (size_t j = 0; j < p.dim; j++)
             ASSERT_NEAR(rp.eval[j], ra.x[j], 2e-5, 1e-4);
         /* and not trivially: the weights moved */
@@ -118,8 +110,8 @@ static void test_softsync_n_is_allreduce(void)
     drive_config as = drive_config_make("asgd", N, STEPS, 0.05f), ar = drive_config_make("allreduce", N, STEPS, 0.05f);
     as.sleep_us[1] = 300;
     drive_result r1, r2;
-    run_ok(&as, &p, &r1);
-    run_ok(&ar, &p, &r2);
+    drive_run_ok(&as, &p, &r1);
+    drive_run_ok(&ar, &p, &r2);
     double diff = 0;
     for (size_t j = 0; j < p.dim; j++)
         diff = fmax(diff, fabs((double)r1.eval[j] - (double)r2.x[j]));
@@ -164,7 +156,7 @@ static void test_ssp_bound(void)
         dc.cfg.ps.max_staleness = s;
         dc.sleep_us[2] = 2000;
         drive_result r;
-        run_ok(&dc, &p, &r);
+        drive_run_ok(&dc, &p, &r);
         /* +1: a worker publishes its step inside the step hook, and the
          * driver stamps t_done only after the hook returns, so a peer may
          * start in between */
@@ -177,7 +169,7 @@ static void test_ssp_bound(void)
     drive_config dc = drive_config_make("asgd", N, STEPS, 0.05f);
     dc.sleep_us[2] = 2000;
     drive_result r;
-    run_ok(&dc, &p, &r);
+    drive_run_ok(&dc, &p, &r);
     ASSERT_TRUE(max_lead(&r, N, STEPS) > 4);
     drive_result_free(&r);
     drive_problem_free(&p);

@@ -54,4 +54,9 @@ typedef struct herd__flag {
 int herd__cli_flags(const char *cmd, const herd__flag *flags, int argc, char **argv, int first, void (*usage)(void));
 void herd__cli_print_flags(const herd__flag *flags);
 
+/* Numbers on the command line (herd.c): a non-negative decimal integer; a
+ * finite number. 0 on success, -1 (nothing stored) otherwise. */
+int herd__cli_parse_size(const char *s, size_t *out);
+int herd__cli_parse_double(const char *s, double *out);
+
 #endif

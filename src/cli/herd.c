@@ -44,7 +44,7 @@ static void print_opts(const opt *opts)
     }
 }
 
-static int parse_size(const char *s, size_t *out)
+int herd__cli_parse_size(const char *s, size_t *out)
 {
     char *end;
     if (!*s || *s == '-' || *s == '+')
@@ -57,7 +57,7 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
-static int parse_double(const char *s, double *out)
+int herd__cli_parse_double(const char *s, double *out)
 {
     char *end;
     errno = 0;
@@ -107,7 +107,7 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
         switch (o->kind) {
         case OPT_SIZE:
         case OPT_U64:
-            if (parse_size(val, &z)) {
+            if (herd__cli_parse_size(val, &z)) {
                 fprintf(stderr, "herd: --%s: expected a non-negative integer, got '%s'\n", o->name, val);
                 exit(2);
             }
@@ -118,7 +118,7 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
             break;
         case OPT_FLOAT:
         case OPT_DOUBLE:
-            if (parse_double(val, &d)) {
+            if (herd__cli_parse_double(val, &d)) {
                 fprintf(stderr, "herd: --%s: expected a number, got '%s'\n", o->name, val);
                 exit(2);
             }
@@ -147,7 +147,7 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
             }
             snprintf(rank, sizeof rank, "%.*s", (int)(colon - val), val);
             herd_slow *s = &cfg->slow[cfg->nslow];
-            if (parse_size(rank, &s->rank) || parse_double(colon + 1, &s->factor)) {
+            if (herd__cli_parse_size(rank, &s->rank) || herd__cli_parse_double(colon + 1, &s->factor)) {
                 fprintf(stderr, "herd: --slow: expected RANK:FACTOR (e.g. 3:10), got '%s'\n", val);
                 exit(2);
             }
@@ -160,8 +160,8 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
             char rank[32];
             herd_fail *f = &cfg->fail[cfg->nfail];
             if (!at || (size_t)(at - val) >= sizeof rank || cfg->nfail >= HERD_MAX_FAIL ||
-                (snprintf(rank, sizeof rank, "%.*s", (int)(at - val), val), parse_size(rank, &f->rank)) ||
-                parse_size(at + 1, &f->step)) {
+                (snprintf(rank, sizeof rank, "%.*s", (int)(at - val), val), herd__cli_parse_size(rank, &f->rank)) ||
+                herd__cli_parse_size(at + 1, &f->step)) {
                 fprintf(stderr, "herd: --fail: expected RANK@STEP (e.g. 2@100), at most %d times, got '%s'\n",
                         HERD_MAX_FAIL, val);
                 exit(2);

@@ -31,30 +31,6 @@
 
 /* ---- flags ---------------------------------------------------------- */
 
-static int parse_size_str(const char *s, size_t *out)
-{
-    char *end;
-    if (!*s || *s == '-' || *s == '+')
-        return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end)
-        return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
-static int parse_double_str(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || errno || *end || !isfinite(v))
-        return -1;
-    *out = v;
-    return 0;
-}
-
 void herd__cli_print_flags(const herd__flag *flags)
 {
     for (const herd__flag *f = flags; f->name; f++) {
@@ -100,13 +76,13 @@ int herd__cli_flags(const char *cmd, const herd__flag *flags, int argc, char **a
         const char *val = eq ? eq + 1 : argv[++i];
         switch (f->kind) {
         case HERD__FLAG_SIZE:
-            if (parse_size_str(val, f->dest)) {
+            if (herd__cli_parse_size(val, f->dest)) {
                 fprintf(stderr, "herd: --%s: expected a non-negative integer, got '%s'\n", f->name, val);
                 exit(2);
             }
             break;
         case HERD__FLAG_DOUBLE:
-            if (parse_double_str(val, f->dest)) {
+            if (herd__cli_parse_double(val, f->dest)) {
                 fprintf(stderr, "herd: --%s: expected a number, got '%s'\n", f->name, val);
                 exit(2);
             }
@@ -551,8 +527,8 @@ static int resolve_cluster(const sim_opts *o, sim_cluster *c, size_t *workers)
         size_t r;
         double f;
         if (!colon || (size_t)(colon - s) >= sizeof rank ||
-            (snprintf(rank, sizeof rank, "%.*s", (int)(colon - s), s), parse_size_str(rank, &r)) ||
-            parse_double_str(colon + 1, &f) || !(f >= 1 && f <= 1e9)) {
+            (snprintf(rank, sizeof rank, "%.*s", (int)(colon - s), s), herd__cli_parse_size(rank, &r)) ||
+            herd__cli_parse_double(colon + 1, &f) || !(f >= 1 && f <= 1e9)) {
             fprintf(stderr, "herd: --slow: expected RANK:FACTOR with FACTOR in [1, 1e9] (e.g. 3:10), got '%s'\n", s);
             return -1;
         }
