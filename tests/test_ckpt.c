@@ -230,6 +230,23 @@ static void test_kill_writer(void)
     herd_rng_seed(&r, 11, 0);
     uint64_t next = 1, newest = 0;
     size_t kills = 0, mid_write = 0, checked = 0;
+    /* The kill window: 0..4 ms, or twice the time a forked writer takes to
+     * start and land one checkpoint if that is longer (under a sanitizer a
+     * fresh child is slow enough that 4 ms would never see a write end). */
+    char cal[512];
+    make_dir(cal, sizeof cal, "kill-calibrate");
+    double tc = herd__now();
+    fflush(NULL);
+    pid_t cpid = fork();
+    ASSERT_TRUE(cpid >= 0);
+    if (cpid == 0)
+        _exit(write_test_ckpt(cal, 1, KILL_WORDS, 3, buf, NULL) == HERD_OK ? 0 : 3);
+    int cstatus;
+    ASSERT_EQ_INT(waitpid(cpid, &cstatus, 0), cpid);
+    ASSERT_TRUE(WIFEXITED(cstatus) && WEXITSTATUS(cstatus) == 0);
+    uint64_t window_us = (uint64_t)(2e6 * (herd__now() - tc));
+    if (window_us < 4000)
+        window_us = 4000;
     double t0 = herd__now();
     /* up to 1000 kills, within 20 s whatever the machine's load */
     while (kills < 1000 && herd__now() - t0 < 20.0) {
@@ -245,7 +262,8 @@ static void test_kill_writer(void)
                 }
             }
         }
-        struct timespec ts = {0, (long)herd_rng_below(&r, 4000) * 1000}; /* 0..4 ms */
+        uint64_t us = herd_rng_below(&r, window_us);
+        struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
         int status;
