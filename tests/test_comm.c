@@ -708,8 +708,8 @@ static void sweep_exact(size_t segment_bytes, bool native)
 static void test_allreduce_f32_default_segments(void) { sweep_exact(0, false); }
 static void test_allreduce_f32_64_byte_segments(void) { sweep_exact(64, false); }
 static void test_allreduce_f32_odd_segments(void) { sweep_exact(1000 * 4 + 4, false); } /* chunks end mid-segment */
-/* The threads engine has no native allreduce: native falls back to the ring. */
-static void test_allreduce_native_fallback(void) { sweep_exact(4096, true); }
+/* The threads engine's own allreduce (shared memory): the same closed form. */
+static void test_allreduce_native_exact(void) { sweep_exact(4096, true); }
 
 /* 16-bit wires. Rank r contributes x_r(i) = (r+1) g(i) with |g(i)| in
  * [1/16, 1], the same sign on every rank, so no value or partial sum is
@@ -840,6 +840,64 @@ static int body_allreduce_repeat(herd_comm *c, void *arg)
 }
 
 static void test_allreduce_repeatable(void) { RUN_RANKS(6, 10, body_allreduce_repeat, NULL); }
+
+/* The threads engine's own allreduce sums in rank order: on inexact floats
+ * every rank ends with exactly ((x_0 + x_1) + x_2) + ..., the bits of that
+ * serial sum, three calls in a row on the same buffer, and counts as sent
+ * what the others read of its buffer, 2(n-1)/n of it give or take 2 lines. */
+static float h_val(size_t rank, size_t i) { return g_frac(i * (rank + 3) + 1) * (rank % 2 ? -1.37f : 0.71f); }
+
+static int body_native_rank_order(herd_comm *c, void *arg)
+{
+    (void)arg;
+    size_t n = c->size, counts[] = {1, 15, 17, 4099, 70001};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        size_t count = counts[k];
+        float *buf = malloc(count * sizeof *buf);
+        CHECK(c, buf != NULL);
+        for (int rep = 0; rep < 3; rep++) {
+            for (size_t i = 0; i < count; i++)
+                buf[i] = h_val(c->rank, i);
+            uint64_t sent0 = c->bytes_sent;
+            herd_allreduce_opts o = {.native = true};
+            CHECK_OK(c, herd_allreduce(c, buf, count, &o));
+            for (size_t i = 0; i < count; i++) {
+                float want = h_val(0, i);
+                for (size_t j = 1; j < n; j++)
+                    want += h_val(j, i);
+                CHECK(c, memcmp(&buf[i], &want, sizeof want) == 0);
+            }
+            uint64_t sent = c->bytes_sent - sent0, ideal = 2 * (n - 1) * count * sizeof(float) / n;
+            uint64_t line = 2 * (n - 1) * 32 * sizeof(float); /* chunks are whole lines */
+            CHECK(c, n == 1 || (sent + line >= ideal && sent <= ideal + line));
+        }
+        free(buf);
+    }
+    return 0;
+}
+
+static void test_allreduce_native_rank_order(void)
+{
+    for (size_t s = 0; s < sizeof world_sizes / sizeof world_sizes[0]; s++)
+        RUN_RANKS(world_sizes[s], 20, body_native_rank_order, NULL);
+}
+
+/* A rank that never joins the shared-memory allreduce: the others time out
+ * with a message saying what they waited for, and nothing hangs. */
+static int body_native_missing(herd_comm *c, void *arg)
+{
+    (void)arg;
+    float buf[64] = {1};
+    if (c->rank == 2)
+        return 0;
+    c->timeout_s = 0.2;
+    herd_allreduce_opts o = {.native = true};
+    CHECK_ST(c, herd_allreduce(c, buf, 64, &o), HERD_ETIMEOUT);
+    CHECK_MSG(c, "timed out after 0.2 s in an allreduce, waiting for the other buffers (");
+    return 0;
+}
+
+static void test_allreduce_native_missing_rank(void) { RUN_RANKS(3, 10, body_native_missing, NULL); }
 
 /* Two worlds at once in one process, each with its own sums. */
 typedef struct two_ctx {
@@ -1204,7 +1262,9 @@ const herd_test herd_tests_comm[] = {
     {"comm_allreduce_f32_default_segments", test_allreduce_f32_default_segments, 60},
     {"comm_allreduce_f32_64_byte_segments", test_allreduce_f32_64_byte_segments, 60},
     {"comm_allreduce_f32_odd_segments", test_allreduce_f32_odd_segments, 60},
-    {"comm_allreduce_native_fallback", test_allreduce_native_fallback, 60},
+    {"comm_allreduce_native_exact", test_allreduce_native_exact, 60},
+    {"comm_allreduce_native_rank_order", test_allreduce_native_rank_order, 60},
+    {"comm_allreduce_native_missing_rank", test_allreduce_native_missing_rank, 20},
     {"comm_allreduce_f16", test_allreduce_f16, 60},
     {"comm_allreduce_f16_small_segments", test_allreduce_f16_small_segments, 60},
     {"comm_allreduce_bf16", test_allreduce_bf16, 60},

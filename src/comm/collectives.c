@@ -167,7 +167,8 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 /* Scratch of one allreduce: whole-chunk wire buffers and request lists. */
 typedef struct ring_scratch {
     void *sbuf, *rbuf; /* the largest chunk, in wire elements (16-bit wires) */
-    float *rf32;       /* the largest chunk, fp32 (fp32 wire, reduce steps) */
+    float *rf32;       /* RING_WINDOW segments, fp32 (fp32 wire, reduce steps): segment k
+                        * lands in slot k % RING_WINDOW, free again once k is added */
     float *tmp;        /* one segment, converted back to fp32 */
     herd_req **sreq, **rreq;
 } ring_scratch;
@@ -194,15 +195,15 @@ static herd_status ring_step(herd_comm *c, float *buf, size_t count, size_t si, 
             to_wire(wire, buf + slo, x->sbuf, slen);
         sbase = x->sbuf;
         rbase = x->rbuf;
-    } else if (reduce) {
-        rbase = (unsigned char *)x->rf32;
     }
+    bool slots = wire == HERD_F32 && reduce; /* receive into rf32's segment slots */
     herd_status st = HERD_OK;
     size_t posted_r = 0, posted_s = 0, done_r = 0, done_s = 0, nseg = nseg_r > nseg_s ? nseg_r : nseg_s;
     for (size_t k = 0; k < nseg && st == HERD_OK; k++) {
         for (; posted_r < nseg_r && posted_r < k + RING_WINDOW && st == HERD_OK; posted_r++) {
             size_t o = posted_r * seg, m = min_size(rlen - o, seg);
-            st = herd_comm_irecv(c, left, TAG_ALLREDUCE, rbase + o * es, m * es, &x->rreq[posted_r]);
+            void *to = slots ? (void *)(x->rf32 + (posted_r % RING_WINDOW) * seg) : (void *)(rbase + o * es);
+            st = herd_comm_irecv(c, left, TAG_ALLREDUCE, to, m * es, &x->rreq[posted_r]);
         }
         for (; posted_s < nseg_s && posted_s < k + RING_WINDOW && st == HERD_OK; posted_s++) {
             size_t o = posted_s * seg, m = min_size(slen - o, seg);
@@ -217,7 +218,7 @@ static herd_status ring_step(herd_comm *c, float *buf, size_t count, size_t si, 
             if (st == HERD_OK && wire != HERD_F32)
                 from_wire(wire, (const unsigned char *)x->rbuf + o * es, reduce ? x->tmp : dst, m);
             else if (reduce)
-                got = x->rf32 + o;
+                got = x->rf32 + (k % RING_WINDOW) * seg;
             if (st == HERD_OK && reduce)
                 for (size_t i = 0; i < m; i++)
                     dst[i] += got[i];
@@ -246,7 +247,7 @@ static herd_status ring_allreduce(herd_comm *c, float *buf, size_t count, herd_d
     ring_scratch x = {
         .sbuf = half ? malloc(maxchunk * es) : NULL,
         .rbuf = half ? malloc(maxchunk * es) : NULL,
-        .rf32 = half ? NULL : malloc(maxchunk * sizeof(float)),
+        .rf32 = half ? NULL : malloc(min_size(RING_WINDOW * seg, maxchunk) * sizeof(float)),
         .tmp = half ? malloc(min_size(seg, maxchunk) * sizeof(float)) : NULL,
         .sreq = malloc(maxseg * sizeof(herd_req *)),
         .rreq = malloc(maxseg * sizeof(herd_req *)),

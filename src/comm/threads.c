@@ -105,6 +105,7 @@ struct herd_threads_world {
     pthread_cond_t cv;
     size_t bar_count, bar_gen;
     win_slot *wins;
+    float **ar_buf;       /* the shared-memory allreduce: each rank's buffer */
     atomic_size_t failed; /* 0, or 1 + the failed rank */
     atomic_bool closed;   /* every worker thread has ended */
 };
@@ -163,7 +164,11 @@ herd_status herd_threads_world_create(size_t n, herd_threads_world **out, herd_e
     herd_threads_world *w = calloc(1, sizeof *w);
     if (w)
         w->box = calloc(n, sizeof *w->box);
-    if (!w || !w->box) {
+    if (w)
+        w->ar_buf = calloc(n, sizeof *w->ar_buf);
+    if (!w || !w->box || !w->ar_buf) {
+        if (w)
+            free(w->box);
         free(w);
         return herd_err_set(err, HERD_ENOMEM, "threads engine: out of memory for %zu workers", n);
     }
@@ -209,6 +214,7 @@ void herd_threads_world_free(herd_threads_world *w)
         s = next;
     }
     free(w->box);
+    free(w->ar_buf);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w);
@@ -519,6 +525,80 @@ static herd_status t_barrier(herd_comm *c, double deadline)
     return st;
 }
 
+/* ---- allreduce in shared memory (the engine's own) ---------------------- */
+
+/* Every rank's buffer lives in this process, so no message needs to carry
+ * it: rank r sums chunk r of all the buffers, in rank order, into its own
+ * buffer, then copies every other chunk from the buffer of the rank that
+ * summed it. Three barriers: every buffer is ready; every chunk is summed;
+ * every copy is done (a caller may change its buffer only when nobody reads
+ * it any more). The order of the sum is fixed, so every rank and every run
+ * gets the same bits. For 2 ranks a rank moves about 2.5x the buffer's bytes
+ * through memory, where a ring of messages moves about 3.5x. */
+enum { AR_BLOCK = 2048 }; /* floats summed at once: 8 KiB stays in L1 */
+
+/* dst[lo, hi) = bufs[0] + ... + bufs[n-1] on [lo, hi), summed in that order;
+ * dst may be one of bufs. */
+static void sum_in_rank_order(float *const *bufs, size_t n, float *dst, size_t lo, size_t hi)
+{
+    float acc[AR_BLOCK];
+    for (size_t b = lo; b < hi; b += AR_BLOCK) {
+        size_t m = hi - b < AR_BLOCK ? hi - b : AR_BLOCK;
+        memcpy(acc, bufs[0] + b, m * sizeof(float));
+        for (size_t j = 1; j < n; j++) {
+            const float *src = bufs[j] + b;
+            for (size_t i = 0; i < m; i++)
+                acc[i] += src[i];
+        }
+        memcpy(dst + b, acc, m * sizeof(float));
+    }
+}
+
+/* Chunk i of count floats over n ranks, in whole 64-byte lines where the
+ * count allows, so no two ranks write into one cache line. */
+static void ar_chunk(size_t count, size_t n, size_t i, size_t *lo, size_t *hi)
+{
+    size_t lines = (count + 15) / 16, q = lines / n, r = lines % n;
+    size_t first = i * q + (i < r ? i : r);
+    *lo = first * 16 < count ? first * 16 : count;
+    *hi = (first + q + (i < r)) * 16 < count ? (first + q + (i < r)) * 16 : count;
+}
+
+static herd_status ar_barrier(herd_comm *c, double deadline, const char *what)
+{
+    herd_threads_world *w = world_of(c);
+    pthread_mutex_lock(&w->mu);
+    herd_status st = barrier_locked(c, deadline, what);
+    pthread_mutex_unlock(&w->mu);
+    return st;
+}
+
+static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, double deadline)
+{
+    herd_threads_world *w = world_of(c);
+    size_t n = w->n, r = c->rank, lo, hi;
+    pthread_mutex_lock(&w->mu);
+    w->ar_buf[r] = buf;
+    herd_status st = barrier_locked(c, deadline, "in an allreduce, waiting for the other buffers");
+    pthread_mutex_unlock(&w->mu);
+    if (st < 0)
+        return st;
+    /* the pointers stay put until everyone has passed the last barrier */
+    float *const *bufs = w->ar_buf;
+    ar_chunk(count, n, r, &lo, &hi);
+    sum_in_rank_order(bufs, n, buf, lo, hi);
+    c->bytes_sent += 2 * (n - 1) * (hi - lo) * sizeof(float); /* what the others read of this buffer */
+    st = ar_barrier(c, deadline, "in an allreduce, waiting for the other sums");
+    if (st < 0)
+        return st;
+    for (size_t j = 0; j < n; j++) {
+        ar_chunk(count, n, j, &lo, &hi);
+        if (j != r && hi > lo)
+            memcpy(buf + lo, bufs[j] + lo, (hi - lo) * sizeof(float));
+    }
+    return ar_barrier(c, deadline, "in an allreduce, waiting for the others to copy");
+}
+
 /* ---- windows ---------------------------------------------------------- */
 
 /* With w->mu locked: the slot of the seq-th window, created on first use. */
@@ -779,7 +859,7 @@ static const herd_comm_ops threads_ops = {
     .win_accumulate = t_win_accumulate,
     .win_flush = t_win_flush,
     .win_free = t_win_free,
-    .allreduce_native = NULL,
+    .allreduce_native = t_allreduce_native,
     .free = t_free,
 };
 
