@@ -132,12 +132,14 @@ typedef struct herd_bench_allreduce_config {
     size_t warmup, iters;
     double timeout_s;
     herd_allreduce_opts opts;
+    bool versus_native;           /* time herd's ring and the engine's own side by side */
 } herd_bench_allreduce_config;
 
 typedef struct herd_bench_row {
     size_t bytes;
     double time_us, algbw_gbs, busbw_gbs;
     size_t wrong;
+    double native_time_us, native_busbw_gbs; /* with versus_native */
 } herd_bench_row;
 
 /* Runs the allreduce benchmark; rows are filled on the process holding rank 0

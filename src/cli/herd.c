@@ -329,7 +329,7 @@ static const opt bench_allreduce_opts[] = {
     {"warmup", OPT_SIZE, &bar.warmup, "untimed iterations per size (default 2)"},
     {"iters", OPT_SIZE, &bar.iters, "timed iterations per size (default 10)"},
     {"comm-dtype", OPT_STR, &bar_dtype, "fp32, fp16 or bf16 on the wire"},
-    {"allreduce", OPT_STR, &bar_impl, "ring (herd's) or native (the engine's)"},
+    {"allreduce", OPT_STR, &bar_impl, "ring (herd's), native (the engine's) or both (side by side, with their ratio)"},
     {"segment-bytes", OPT_SIZE, &bar.opts.segment_bytes, "ring pipeline segment (default 1 MiB)"},
     {"json", OPT_FLAG, &b_json, "print one JSON line per size"},
     {NULL, 0, NULL, NULL},
@@ -375,9 +375,10 @@ static int bench_allreduce(int argc, char **argv)
         bar.opts.wire = HERD_BF16;
     else if (strcmp(bar_dtype, "fp32"))
         die_usage("bench", "--comm-dtype must be fp32, fp16 or bf16, got '%s'", bar_dtype);
-    if (strcmp(bar_impl, "ring") && strcmp(bar_impl, "native"))
-        die_usage("bench", "--allreduce must be ring or native, got '%s'", bar_impl);
+    if (strcmp(bar_impl, "ring") && strcmp(bar_impl, "native") && strcmp(bar_impl, "both"))
+        die_usage("bench", "--allreduce must be ring, native or both, got '%s'", bar_impl);
     bar.opts.native = !strcmp(bar_impl, "native");
+    bar.versus_native = !strcmp(bar_impl, "both");
     herd_bench_row rows[HERD_BENCH_MAX_ROWS];
     size_t nrows = 0, world = 0;
     herd_err err = {0};
@@ -390,17 +391,29 @@ static int bench_allreduce(int argc, char **argv)
     if (nrows == 0)
         return 0; /* not rank 0 */
     double mgbs = memcpy_gbs(bar.max_bytes);
-    printf("# allreduce (%s, %s wire), %zu ranks; memcpy %.2f GB/s on %zu bytes\n", bar.opts.native ? "native" : "ring",
-           bar_dtype, world, mgbs, bar.max_bytes);
-    printf("# %12s %12s %12s %12s %12s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    printf("# allreduce (%s, %s wire), %zu ranks, median of %zu; memcpy %.2f GB/s on %zu bytes\n", bar_impl, bar_dtype,
+           world, bar.iters, mgbs, bar.max_bytes);
+    if (bar.versus_native)
+        printf("# %12s %12s %12s %12s %12s %12s %10s %8s\n", "size(B)", "count", "ring(us)", "ring_busbw",
+               "native(us)", "native_busbw", "ring/nat", "#wrong");
+    else
+        printf("# %12s %12s %12s %12s %12s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+               "#wrong");
     for (size_t i = 0; i < nrows; i++) {
-        printf("  %12zu %12zu %12.1f %12.3f %12.3f %8zu\n", rows[i].bytes, rows[i].bytes / sizeof(float),
-               rows[i].time_us, rows[i].algbw_gbs, rows[i].busbw_gbs, rows[i].wrong);
+        const herd_bench_row *r = &rows[i];
+        if (bar.versus_native)
+            printf("  %12zu %12zu %12.1f %12.3f %12.1f %12.3f %9.2fx %8zu\n", r->bytes, r->bytes / sizeof(float),
+                   r->time_us, r->busbw_gbs, r->native_time_us, r->native_busbw_gbs,
+                   r->time_us > 0 ? r->native_time_us / r->time_us : 0, r->wrong);
+        else
+            printf("  %12zu %12zu %12.1f %12.3f %12.3f %8zu\n", r->bytes, r->bytes / sizeof(float), r->time_us,
+                   r->algbw_gbs, r->busbw_gbs, r->wrong);
         if (b_json)
             printf("{\"impl\":\"%s\",\"wire\":\"%s\",\"ranks\":%zu,\"bytes\":%zu,\"time_us\":%.3f,"
-                   "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%zu,\"memcpy_gbs\":%.4f}\n",
-                   bar.opts.native ? "native" : "ring", bar_dtype, world, rows[i].bytes, rows[i].time_us,
-                   rows[i].algbw_gbs, rows[i].busbw_gbs, rows[i].wrong, mgbs);
+                   "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"native_time_us\":%.3f,\"native_busbw_gbs\":%.4f,"
+                   "\"wrong\":%zu,\"memcpy_gbs\":%.4f}\n",
+                   bar_impl, bar_dtype, world, r->bytes, r->time_us, r->algbw_gbs, r->busbw_gbs, r->native_time_us,
+                   r->native_busbw_gbs, r->wrong, mgbs);
     }
     size_t wrong = 0;
     for (size_t i = 0; i < nrows; i++)

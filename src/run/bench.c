@@ -1,5 +1,5 @@
 /* herd bench allreduce: the collective alone, measured as nccl-tests does.
- * time is the mean over iterations of the slowest rank's time; algbw =
+ * time is the median over iterations of the slowest rank's time; algbw =
  * bytes / time; busbw = algbw * 2(n-1)/n, the per-link rate a ring needs,
  * comparable across world sizes. #wrong counts elements that differ from the
  * closed form sum over ranks of (rank+1)*v(i) = n(n+1)/2 * v(i). */
@@ -24,6 +24,55 @@ typedef struct bench_ctx {
 
 static float value_at(size_t i) { return (float)(i % 13 + 1); }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One timed allreduce of count floats: the slowest rank's seconds (an
+ * allreduce is done when all are); adds the elements that differ from the
+ * closed form to *wrong. every: room for one double per rank. */
+static herd_status time_one(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *opts, double *every,
+                            double *secs, size_t *wrong)
+{
+    herd_status st = HERD_OK;
+    size_t n = c->size;
+    for (size_t i = 0; i < count; i++)
+        buf[i] = (float)(c->rank + 1) * value_at(i);
+    HERD_TRY(herd_comm_barrier(c));
+    double t0 = herd__now();
+    HERD_TRY(herd_allreduce(c, buf, count, opts));
+    double dt = herd__now() - t0;
+    HERD_TRY(herd_allgather(c, &dt, every, sizeof(double)));
+    for (size_t r = 0; r < n; r++)
+        dt = every[r] > dt ? every[r] : dt;
+    *secs = dt;
+    float k = (float)(n * (n + 1) / 2);
+    for (size_t i = 0; i < count; i++) {
+        float want = k * value_at(i);
+        /* low-precision wires round; count only real errors */
+        float tol = opts->wire == HERD_F32 ? 0.0f : want * 0.01f;
+        if (!(buf[i] >= want - tol && buf[i] <= want + tol))
+            (*wrong)++;
+    }
+out:
+    return st;
+}
+
+static void fill_row(herd_bench_row *row, size_t bytes, size_t n, double t, size_t wrong)
+{
+    row->bytes = bytes;
+    row->time_us = t * 1e6;
+    row->algbw_gbs = t > 0 ? (double)bytes / t * 1e-9 : 0;
+    row->busbw_gbs = row->algbw_gbs * (n > 1 ? 2.0 * (double)(n - 1) / (double)n : 0.0);
+    row->wrong = wrong;
+}
+
+/* Per size: warm-up, then iters timed calls, the median of them reported.
+ * With cfg->versus_native, each iteration times herd's ring and the
+ * engine's own allreduce back to back (their order alternating), so a noisy
+ * machine slows both alike and their ratio stays meaningful. */
 static herd_status bench_rank(bench_ctx *b)
 {
     herd_status st = HERD_OK;
@@ -31,54 +80,38 @@ static herd_status bench_rank(bench_ctx *b)
     herd_comm *c = b->comm;
     size_t n = c->size, maxc = cfg->max_bytes / sizeof(float);
     float *buf = malloc((maxc ? maxc : 1) * sizeof(float));
-    if (!buf)
-        return herd_err_set(&b->err, HERD_ENOMEM, "out of memory for %zu bytes", cfg->max_bytes);
-    herd_allreduce_opts opts = cfg->opts;
+    double *times[2] = {malloc(cfg->iters * sizeof(double)), malloc(cfg->iters * sizeof(double))};
+    double *every = malloc(n * sizeof(double));
+    if (!buf || !times[0] || !times[1] || !every) {
+        st = herd_err_set(&b->err, HERD_ENOMEM, "out of memory for %zu bytes", cfg->max_bytes);
+        goto out;
+    }
+    herd_allreduce_opts opts[2] = {cfg->opts, cfg->opts};
+    opts[1].native = true;
+    size_t nimpl = cfg->versus_native ? 2 : 1;
     b->nrows = 0;
     for (size_t bytes = cfg->min_bytes; bytes <= cfg->max_bytes; bytes *= 2) {
-        size_t count = bytes / sizeof(float);
-        double total = 0;
-        size_t wrong = 0;
-        for (size_t it = 0; it < cfg->warmup + cfg->iters; it++) {
-            for (size_t i = 0; i < count; i++)
-                buf[i] = (float)(c->rank + 1) * value_at(i);
-            HERD_TRY(herd_comm_barrier(c));
-            double t0 = herd__now();
-            HERD_TRY(herd_allreduce(c, buf, count, &opts));
-            double dt = herd__now() - t0;
-            /* the slowest rank's time: an allreduce is done when all are */
-            double all[1] = {dt};
-            double *every = malloc(n * sizeof(double));
-            if (!every) {
-                st = herd_err_set(&b->err, HERD_ENOMEM, "out of memory");
-                goto out;
+        size_t count = bytes / sizeof(float), wrong[2] = {0, 0};
+        for (size_t it = 0; it < cfg->warmup + cfg->iters; it++)
+            for (size_t k = 0; k < nimpl; k++) {
+                size_t impl = (k + it) % nimpl, trash = 0;
+                double t;
+                HERD_TRY(time_one(c, buf, count, &opts[impl], every, &t, it < cfg->warmup ? &trash : &wrong[impl]));
+                if (it >= cfg->warmup)
+                    times[impl][it - cfg->warmup] = t;
             }
-            st = herd_allgather(c, all, every, sizeof(double));
-            double mx = 0;
-            for (size_t r = 0; r < n && st == HERD_OK; r++)
-                mx = every[r] > mx ? every[r] : mx;
-            free(every);
-            HERD_TRY(st);
-            if (it < cfg->warmup)
-                continue;
-            total += mx;
-            float k = (float)(n * (n + 1) / 2);
-            for (size_t i = 0; i < count; i++) {
-                float want = k * value_at(i);
-                /* low-precision wires round; count only real errors */
-                float tol = opts.wire == HERD_F32 ? 0.0f : want * 0.01f;
-                if (!(buf[i] >= want - tol && buf[i] <= want + tol))
-                    wrong++;
-            }
-        }
         if (c->rank == 0 && b->nrows < HERD_BENCH_MAX_ROWS) {
-            double t = total / (double)cfg->iters;
             herd_bench_row *row = &b->rows[b->nrows++];
-            row->bytes = bytes;
-            row->time_us = t * 1e6;
-            row->algbw_gbs = t > 0 ? (double)bytes / t * 1e-9 : 0;
-            row->busbw_gbs = row->algbw_gbs * (n > 1 ? 2.0 * (double)(n - 1) / (double)n : 0.0);
-            row->wrong = wrong;
+            for (size_t k = 0; k < nimpl; k++)
+                qsort(times[k], cfg->iters, sizeof(double), cmp_double);
+            fill_row(row, bytes, n, times[0][cfg->iters / 2], wrong[0]);
+            if (nimpl == 2) {
+                herd_bench_row alt;
+                fill_row(&alt, bytes, n, times[1][cfg->iters / 2], wrong[1]);
+                row->native_time_us = alt.time_us;
+                row->native_busbw_gbs = alt.busbw_gbs;
+                row->wrong += alt.wrong;
+            }
         }
         if (bytes == 0)
             break;
@@ -87,6 +120,9 @@ out:
     if (st < 0 && !b->err.msg[0])
         b->err = c->err;
     free(buf);
+    free(times[0]);
+    free(times[1]);
+    free(every);
     return st;
 }
 
