@@ -42,7 +42,8 @@ static void sweep(herd_dtype wire, size_t segment_bytes)
                 ASSERT_OK(herd_comm_threads_create(w, r, &ctx[r].c, NULL));
                 ctx[r].c->timeout_s = 20;
                 ctx[r].count = count;
-                ctx[r].opts = (herd_allreduce_opts){.segment_bytes = segment_bytes, .wire = wire};
+                ctx[r].opts = (herd_allreduce_opts){.segment_bytes = segment_bytes, .wire = wire,
+                                                     .impl = HERD_ALLREDUCE_RING};
                 ctx[r].buf = malloc((count ? count : 1) * sizeof(float));
                 pthread_create(&th[r], NULL, allreduce_rank, &ctx[r]);
             }

@@ -322,7 +322,7 @@ static int body_timeouts(herd_comm *c, void *arg)
         CHECK(c, c->wait_s >= 0.19);
         CHECK_MSG(c, "rank 0: timed out after 0.2 s waiting for a message from rank 1 (tag 5)");
         CHECK_ST(c, herd_comm_barrier(c), HERD_ETIMEOUT);
-        CHECK_MSG(c, "in a barrier (1 of 2 ranks arrived)");
+        CHECK_MSG(c, "in a barrier: nothing yet from rank 1 (1 of 2 ranks arrived)");
         c->timeout_s = 10;
         CHECK_OK(c, herd_comm_send(c, 1, 1, NULL, 0)); /* rank 1 may go on */
         CHECK_OK(c, herd_comm_recv(c, 1, 5, &x, sizeof x));
@@ -660,7 +660,7 @@ static const size_t world_sizes[] = {1, 2, 3, 4, 5, 8, 16};
 typedef struct ar_ctx {
     size_t segment_bytes;
     herd_dtype wire;
-    bool native;
+    herd_allreduce_impl impl;
     size_t counts[8], ncounts;
 } ar_ctx;
 
@@ -682,7 +682,7 @@ static int body_allreduce_exact(herd_comm *c, void *arg)
         CHECK(c, buf != NULL);
         for (size_t i = 0; i < count; i++)
             buf[i] = (float)(c->rank + 1) * f_int(i);
-        herd_allreduce_opts o = {.segment_bytes = a->segment_bytes, .wire = a->wire, .native = a->native};
+        herd_allreduce_opts o = {.segment_bytes = a->segment_bytes, .wire = a->wire, .impl = a->impl};
         CHECK_OK(c, herd_allreduce(c, buf, count, &o));
         float k_sum = (float)(n * (n + 1) / 2);
         for (size_t i = 0; i < count; i++)
@@ -696,20 +696,20 @@ static int body_allreduce_exact(herd_comm *c, void *arg)
     return 0;
 }
 
-static void sweep_exact(size_t segment_bytes, bool native)
+static void sweep_exact(size_t segment_bytes, herd_allreduce_impl impl)
 {
     for (size_t s = 0; s < sizeof world_sizes / sizeof world_sizes[0]; s++) {
-        ar_ctx a = {.segment_bytes = segment_bytes, .wire = HERD_F32, .native = native};
+        ar_ctx a = {.segment_bytes = segment_bytes, .wire = HERD_F32, .impl = impl};
         sweep_counts(&a, world_sizes[s]);
         RUN_RANKS(world_sizes[s], 20, body_allreduce_exact, &a);
     }
 }
 
-static void test_allreduce_f32_default_segments(void) { sweep_exact(0, false); }
-static void test_allreduce_f32_64_byte_segments(void) { sweep_exact(64, false); }
-static void test_allreduce_f32_odd_segments(void) { sweep_exact(1000 * 4 + 4, false); } /* chunks end mid-segment */
+static void test_allreduce_f32_default_segments(void) { sweep_exact(0, HERD_ALLREDUCE_RING); }
+static void test_allreduce_f32_64_byte_segments(void) { sweep_exact(64, HERD_ALLREDUCE_RING); }
+static void test_allreduce_f32_odd_segments(void) { sweep_exact(1000 * 4 + 4, HERD_ALLREDUCE_RING); } /* chunks end mid-segment */
 /* The threads engine's own allreduce (shared memory): the same closed form. */
-static void test_allreduce_native_exact(void) { sweep_exact(4096, true); }
+static void test_allreduce_native_exact(void) { sweep_exact(4096, HERD_ALLREDUCE_NATIVE); }
 
 /* 16-bit wires. Rank r contributes x_r(i) = (r+1) g(i) with |g(i)| in
  * [1/16, 1], the same sign on every rank, so no value or partial sum is
@@ -829,7 +829,7 @@ static int body_allreduce_repeat(herd_comm *c, void *arg)
         for (size_t i = 0; i < count; i++)
             buf[i] = g_frac(i * (c->rank + 3));
         uint64_t sent0 = c->bytes_sent;
-        herd_allreduce_opts o = {.segment_bytes = 512};
+        herd_allreduce_opts o = {.segment_bytes = 512, .impl = HERD_ALLREDUCE_RING};
         CHECK_OK(c, herd_allreduce(c, buf, count, &o));
         uint64_t sent = c->bytes_sent - sent0, ideal = 2 * (n - 1) * count * sizeof(float) / n;
         CHECK(c, sent + 2 * n * sizeof(float) >= ideal && sent <= ideal + 2 * n * sizeof(float));
@@ -859,7 +859,7 @@ static int body_native_rank_order(herd_comm *c, void *arg)
             for (size_t i = 0; i < count; i++)
                 buf[i] = h_val(c->rank, i);
             uint64_t sent0 = c->bytes_sent;
-            herd_allreduce_opts o = {.native = true};
+            herd_allreduce_opts o = {.impl = HERD_ALLREDUCE_NATIVE};
             CHECK_OK(c, herd_allreduce(c, buf, count, &o));
             for (size_t i = 0; i < count; i++) {
                 float want = h_val(0, i);
@@ -891,9 +891,9 @@ static int body_native_missing(herd_comm *c, void *arg)
     if (c->rank == 2)
         return 0;
     c->timeout_s = 0.2;
-    herd_allreduce_opts o = {.native = true};
+    herd_allreduce_opts o = {.impl = HERD_ALLREDUCE_NATIVE};
     CHECK_ST(c, herd_allreduce(c, buf, 64, &o), HERD_ETIMEOUT);
-    CHECK_MSG(c, "timed out after 0.2 s in an allreduce, waiting for the other buffers (");
+    CHECK_MSG(c, "timed out after 0.2 s in an allreduce, waiting for the other buffers: nothing yet from rank 2 (");
     return 0;
 }
 
@@ -912,7 +912,7 @@ static int body_two(herd_comm *c, void *arg)
     for (int rep = 0; rep < 20; rep++) {
         for (size_t i = 0; i < 777; i++)
             buf[i] = t->scale * (float)(c->rank + 1) * f_int(i);
-        herd_allreduce_opts o = {.segment_bytes = 256};
+        herd_allreduce_opts o = {.segment_bytes = 256, .impl = HERD_ALLREDUCE_RING};
         CHECK_OK(c, herd_allreduce(c, buf, 777, &o));
         for (size_t i = 0; i < 777; i++)
             CHECK(c, buf[i] == t->scale * (float)(t->n * (t->n + 1) / 2) * f_int(i));

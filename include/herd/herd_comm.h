@@ -57,6 +57,9 @@ typedef struct herd_comm_ops {
     herd_status (*win_free)(herd_comm *c, herd_win *w);
     /* Optional: the engine's own float-sum allreduce (MPI_Allreduce); NULL if none. */
     herd_status (*allreduce_native)(herd_comm *c, float *buf, size_t count, double deadline);
+    /* The engine's own allreduce beats herd's ring and is what "auto" picks
+     * (threads: the buffers are in shared memory, no message need move them). */
+    bool native_preferred;
     void (*free)(herd_comm *c);
 } herd_comm_ops;
 
@@ -115,14 +118,20 @@ herd_status herd_comm_threads_create(herd_threads_world *w, size_t rank, herd_co
 
 typedef enum herd_dtype { HERD_F32, HERD_F16, HERD_BF16 } herd_dtype;
 
+/* Which allreduce: auto is the engine's own where the engine prefers it
+ * (threads) and herd's ring elsewhere (mpi, sim); native falls back to the
+ * ring on an engine without one. The engine's own sums fp32 only: a 16-bit
+ * wire always takes the ring. */
+typedef enum herd_allreduce_impl { HERD_ALLREDUCE_AUTO, HERD_ALLREDUCE_RING, HERD_ALLREDUCE_NATIVE } herd_allreduce_impl;
+
 typedef struct herd_allreduce_opts {
-    size_t segment_bytes; /* pipeline segment; 0: default (1 MiB) */
-    herd_dtype wire;      /* what travels on the wire; sums are done in fp32 */
-    bool native;          /* use the engine's own allreduce if it has one */
+    size_t segment_bytes;     /* pipeline segment; 0: default (1 MiB) */
+    herd_dtype wire;          /* what travels on the wire; sums are done in fp32 */
+    herd_allreduce_impl impl; /* 0: auto */
 } herd_allreduce_opts;
 
 /* In place: buf = sum over ranks of buf (count floats; same count on every
- * rank). Ring algorithm: reduce-scatter then all-gather over `size` chunks,
+ * rank); opts NULL: auto, fp32. Every rank ends with the same bits. Ring algorithm: reduce-scatter then all-gather over `size` chunks,
  * each chunk pipelined in segments; each rank sends 2(n-1)/n of the buffer. */
 herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *opts);
 /* buf on every rank = buf on root. */

@@ -34,7 +34,7 @@ typedef struct herd_allreduce_config {
     int comm_dtype;        /* herd_dtype on the wire: HERD_F32, HERD_F16, HERD_BF16 */
     double csc_ratio;      /* coarse-grained sparse: fraction of chunks sent per step (0 or 1: dense) */
     size_t csc_chunk_bytes;/* chunk size for csc_ratio (default 32 KiB) */
-    bool native;           /* the engine's own allreduce (MPI_Allreduce) instead of herd's ring */
+    herd_allreduce_impl impl; /* herd's ring, the engine's own (MPI_Allreduce, shared memory), or auto */
     size_t segment_bytes;  /* ring pipeline segment (0: default) */
 } herd_allreduce_config;
 

@@ -63,7 +63,7 @@ static herd_allreduce_opts wire_opts(const herd_worker *w, int dtype)
     return (herd_allreduce_opts){
         .segment_bytes = w->cfg->allreduce.segment_bytes,
         .wire = (herd_dtype)dtype,
-        .native = w->cfg->allreduce.native,
+        .impl = w->cfg->allreduce.impl,
     };
 }
 

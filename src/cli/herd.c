@@ -179,7 +179,7 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
 
 static herd_train_config tcfg;
 static bool t_json, t_no_progress, t_nesterov, t_no_overlap;
-static const char *t_comm_dtype = "fp32", *t_allreduce = "ring";
+static const char *t_comm_dtype = "fp32", *t_allreduce = "auto";
 static size_t t_max_staleness = SIZE_MAX;
 
 static const opt train_opts[] = {
@@ -215,7 +215,7 @@ static const opt train_opts[] = {
     {"comm-dtype", OPT_STR, &t_comm_dtype, "allreduce: fp32, fp16 or bf16 on the wire (default fp32)"},
     {"csc-ratio", OPT_DOUBLE, &tcfg.allreduce.csc_ratio, "allreduce: send only this fraction of gradient chunks per step"},
     {"csc-chunk-bytes", OPT_SIZE, &tcfg.allreduce.csc_chunk_bytes, "allreduce: chunk size for --csc-ratio (default 32768)"},
-    {"allreduce", OPT_STR, &t_allreduce, "allreduce: ring (herd's) or native (the engine's) (default ring)"},
+    {"allreduce", OPT_STR, &t_allreduce, "allreduce: ring (herd's), native (the engine's: MPI_Allreduce, shared memory on threads) or auto (default: native on threads, ring on mpi and sim)"},
     {"segment-bytes", OPT_SIZE, &tcfg.allreduce.segment_bytes, "allreduce: ring pipeline segment (default 1 MiB)"},
     {"ps-shards", OPT_SIZE, &tcfg.ps.shards, "parameter server: spread the global weights over ranks 0..N-1 (default 1)"},
     {"staleness-lr", OPT_FLAG, &tcfg.ps.staleness_lr, "parameter server: divide the learning rate by each gradient's staleness"},
@@ -254,9 +254,14 @@ static int cmd_train(int argc, char **argv)
         tcfg.allreduce.comm_dtype = HERD_BF16;
     else
         die_usage("train", "--comm-dtype must be fp32, fp16 or bf16, got '%s'", t_comm_dtype);
-    if (strcmp(t_allreduce, "ring") && strcmp(t_allreduce, "native"))
-        die_usage("train", "--allreduce must be ring or native, got '%s'", t_allreduce);
-    tcfg.allreduce.native = !strcmp(t_allreduce, "native");
+    if (!strcmp(t_allreduce, "ring"))
+        tcfg.allreduce.impl = HERD_ALLREDUCE_RING;
+    else if (!strcmp(t_allreduce, "native"))
+        tcfg.allreduce.impl = HERD_ALLREDUCE_NATIVE;
+    else if (!strcmp(t_allreduce, "auto"))
+        tcfg.allreduce.impl = HERD_ALLREDUCE_AUTO;
+    else
+        die_usage("train", "--allreduce must be ring, native or auto, got '%s'", t_allreduce);
     if (t_max_staleness != SIZE_MAX) {
         if (t_max_staleness > 1000000)
             die_usage("train", "--max-staleness must be at most 1000000, got %s", "a larger value");
@@ -377,7 +382,7 @@ static int bench_allreduce(int argc, char **argv)
         die_usage("bench", "--comm-dtype must be fp32, fp16 or bf16, got '%s'", bar_dtype);
     if (strcmp(bar_impl, "ring") && strcmp(bar_impl, "native") && strcmp(bar_impl, "both"))
         die_usage("bench", "--allreduce must be ring, native or both, got '%s'", bar_impl);
-    bar.opts.native = !strcmp(bar_impl, "native");
+    bar.opts.impl = !strcmp(bar_impl, "native") ? HERD_ALLREDUCE_NATIVE : HERD_ALLREDUCE_RING;
     bar.versus_native = !strcmp(bar_impl, "both");
     herd_bench_row rows[HERD_BENCH_MAX_ROWS];
     size_t nrows = 0, world = 0;

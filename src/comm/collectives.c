@@ -295,6 +295,9 @@ herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_al
     if (o.wire != HERD_F32 && o.wire != HERD_F16 && o.wire != HERD_BF16)
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allreduce: opts->wire %d is not a herd_dtype", c->rank,
                             (int)o.wire);
+    if (o.impl != HERD_ALLREDUCE_AUTO && o.impl != HERD_ALLREDUCE_RING && o.impl != HERD_ALLREDUCE_NATIVE)
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allreduce: opts->impl %d is not a herd_allreduce_impl",
+                            c->rank, (int)o.impl);
     if (count && !buf)
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allreduce: buf is NULL for %zu floats", c->rank, count);
     if (count > SIZE_MAX / sizeof(float))
@@ -302,7 +305,8 @@ herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_al
     if (count == 0 || c->size == 1)
         return HERD_OK;
     /* the engine's own allreduce sums fp32 on its wire: it serves fp32 only */
-    if (o.native && o.wire == HERD_F32 && c->ops->allreduce_native)
+    bool native = o.impl == HERD_ALLREDUCE_NATIVE || (o.impl == HERD_ALLREDUCE_AUTO && c->ops->native_preferred);
+    if (native && o.wire == HERD_F32 && c->ops->allreduce_native)
         return c->ops->allreduce_native(c, buf, count, herd__comm_deadline(c));
     return ring_allreduce(c, buf, count, o.wire, o.segment_bytes);
 }

@@ -104,6 +104,7 @@ struct herd_threads_world {
     pthread_mutex_t mu; /* barrier, and the window list */
     pthread_cond_t cv;
     size_t bar_count, bar_gen;
+    size_t *bar_in;       /* per rank: 1 + the generation it last arrived in (for messages) */
     win_slot *wins;
     float **ar_buf;       /* the shared-memory allreduce: each rank's buffer */
     atomic_size_t failed; /* 0, or 1 + the failed rank */
@@ -164,11 +165,13 @@ herd_status herd_threads_world_create(size_t n, herd_threads_world **out, herd_e
     herd_threads_world *w = calloc(1, sizeof *w);
     if (w)
         w->box = calloc(n, sizeof *w->box);
-    if (w)
+    if (w) {
         w->ar_buf = calloc(n, sizeof *w->ar_buf);
-    if (!w || !w->box || !w->ar_buf) {
+        w->bar_in = calloc(n, sizeof *w->bar_in);
+    }
+    if (!w || !w->box || !w->ar_buf || !w->bar_in) {
         if (w)
-            free(w->box);
+            free(w->box), free(w->ar_buf), free(w->bar_in);
         free(w);
         return herd_err_set(err, HERD_ENOMEM, "threads engine: out of memory for %zu workers", n);
     }
@@ -215,6 +218,7 @@ void herd_threads_world_free(herd_threads_world *w)
     }
     free(w->box);
     free(w->ar_buf);
+    free(w->bar_in);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w);
@@ -493,6 +497,7 @@ static herd_status barrier_locked(herd_comm *c, double deadline, const char *wha
     if (atomic_load(&w->failed))
         return remote_failure(c, what);
     size_t gen = w->bar_gen;
+    w->bar_in[c->rank] = gen + 1;
     if (++w->bar_count == w->n) {
         w->bar_count = 0;
         w->bar_gen++;
@@ -506,10 +511,13 @@ static herd_status barrier_locked(herd_comm *c, double deadline, const char *wha
             return remote_failure(c, what);
         }
         if (herd__now() >= deadline) {
-            size_t arrived = w->bar_count;
-            w->bar_count--;
-            return herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s %s (%zu of %zu ranks arrived)",
-                                c->rank, herd__comm_timeout(c), what, arrived, w->n);
+            size_t arrived = w->bar_count, missing = 0;
+            while (missing < w->n && w->bar_in[missing] == gen + 1)
+                missing++;
+            w->bar_count--; /* bar_in keeps it: the ranks still waiting name one that never came */
+            return herd_err_set(&c->err, HERD_ETIMEOUT,
+                                "rank %zu: timed out after %g s %s: nothing yet from rank %zu (%zu of %zu ranks arrived)",
+                                c->rank, herd__comm_timeout(c), what, missing, arrived, w->n);
         }
         pthread_cond_timedwait(&w->cv, &w->mu, &abs);
     }
@@ -860,6 +868,7 @@ static const herd_comm_ops threads_ops = {
     .win_flush = t_win_flush,
     .win_free = t_win_free,
     .allreduce_native = t_allreduce_native,
+    .native_preferred = true,
     .free = t_free,
 };
 

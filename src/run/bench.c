@@ -87,7 +87,8 @@ static herd_status bench_rank(bench_ctx *b)
         goto out;
     }
     herd_allreduce_opts opts[2] = {cfg->opts, cfg->opts};
-    opts[1].native = true;
+    opts[0].impl = cfg->versus_native ? HERD_ALLREDUCE_RING : opts[0].impl;
+    opts[1].impl = HERD_ALLREDUCE_NATIVE;
     size_t nimpl = cfg->versus_native ? 2 : 1;
     b->nrows = 0;
     for (size_t bytes = cfg->min_bytes; bytes <= cfg->max_bytes; bytes *= 2) {

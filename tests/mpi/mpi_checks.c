@@ -58,7 +58,8 @@ int main(int argc, char **argv)
     size_t n = c->size, counts[] = {0, 1, n > 1 ? n - 1 : 1, n, n + 1, 1000, 100003};
     int failed = 0, total = 0;
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
-        herd_allreduce_opts ring = {.segment_bytes = 256}, big = {0}, native = {.native = true},
+        herd_allreduce_opts ring = {.segment_bytes = 256, .impl = HERD_ALLREDUCE_RING},
+                            big = {.impl = HERD_ALLREDUCE_RING}, native = {.impl = HERD_ALLREDUCE_NATIVE},
                             f16 = {.wire = HERD_F16}, bf16 = {.wire = HERD_BF16};
         failed += check_allreduce(c, counts[i], ring, "ring, 256-byte segments"), total++;
         failed += check_allreduce(c, counts[i], big, "ring, default segments"), total++;
