@@ -553,6 +553,17 @@ static void same_file(const char *a, const char *b)
 {
     size_t na, nb;
     unsigned char *x = read_whole(a, &na), *y = read_whole(b, &nb);
+    herd_ckpt *ca = NULL, *cb = NULL;
+    /* name the first section that differs, when both files parse */
+    if ((na != nb || memcmp(x, y, na)) && herd_ckpt_parse(x, na, a, &ca, NULL) == HERD_OK &&
+        herd_ckpt_parse(y, nb, b, &cb, NULL) == HERD_OK && herd_ckpt_nsections(ca) == herd_ckpt_nsections(cb))
+        for (size_t i = 0; i < herd_ckpt_nsections(ca); i++) {
+            herd_ckpt_section sa = herd_ckpt_section_at(ca, i), sb = herd_ckpt_section_at(cb, i);
+            if (sa.bytes != sb.bytes || memcmp(sa.data, sb.data, sa.bytes))
+                herd_test_fail(__FILE__, __LINE__, "%s and %s differ in section '%s' of worker %u", a, b, sa.name,
+                               sa.worker);
+        }
+    herd_ckpt_free(ca), herd_ckpt_free(cb);
     ASSERT_EQ_INT(na, nb);
     for (size_t i = 0; i < na; i++)
         if (x[i] != y[i])
@@ -560,18 +571,26 @@ static void same_file(const char *a, const char *b)
     free(x), free(y);
 }
 
-/* Runs `total` steps straight through, and again stopped after `stop` steps
- * and resumed: the final checkpoints (weights, momentum, buffers, cursor) are
- * the same bytes and the results the same numbers. */
-static void resume_matches(const char *model, const char *algo, size_t workers, size_t epochs, size_t stop,
-                           size_t train_limit, size_t batch)
+/* Runs c (total steps) straight through, and again stopped after `stop`
+ * steps and resumed: the final checkpoints (every worker's weights,
+ * momentum, buffers, cursor and algorithm state) are the same bytes and the
+ * results the same numbers. */
+static void resume_matches_cfg(herd_train_config c, size_t stop)
 {
-    char da[512], db[512], fa[600], fb[600];
-    make_dir(da, sizeof da, "straight");
-    make_dir(db, sizeof db, "stopped");
-    herd_train_config c = run_config(model, algo, workers, da);
-    c.epochs = epochs, c.train_limit = train_limit, c.batch = batch;
-    size_t total = epochs * (train_limit / (batch * workers));
+    char da[512], db[512], fa[600], fb[600], name[64];
+    /* directories of their own for each call of a test */
+    unsigned k = 0;
+    for (;; k++) {
+        snprintf(name, sizeof name, "straight%u", k);
+        tmp_path(da, sizeof da, name);
+        if (access(da, F_OK) != 0)
+            break;
+    }
+    ASSERT_EQ_INT(mkdir(da, 0700), 0);
+    snprintf(name, sizeof name, "stopped%u", k);
+    make_dir(db, sizeof db, name);
+    c.checkpoint_dir = da;
+    size_t total = c.epochs * (c.train_limit / (c.batch * c.workers));
     herd_train_result a, b;
     train_ok(&c, &a);
     ASSERT_EQ_INT(a.steps, total);
@@ -593,12 +612,62 @@ static void resume_matches(const char *model, const char *algo, size_t workers, 
     ASSERT_EQ_INT(a.epochs, b.epochs);
 }
 
+static void resume_matches(const char *model, const char *algo, size_t workers, size_t epochs, size_t stop,
+                           size_t train_limit, size_t batch)
+{
+    herd_train_config c = run_config(model, algo, workers, NULL);
+    c.epochs = epochs, c.train_limit = train_limit, c.batch = batch;
+    resume_matches_cfg(c, stop);
+}
+
 static void test_resume_sgd(void) { resume_matches("lenet", "sgd", 1, 3, 21, 512, 32); }
 /* stopped mid-epoch (7 of 8 steps) and at an epoch's end (16) */
 static void test_resume_allreduce_mid_epoch(void) { resume_matches("mlp", "allreduce", 2, 3, 7, 512, 32); }
 static void test_resume_allreduce_epoch_end(void) { resume_matches("lenet", "allreduce", 2, 3, 16, 512, 32); }
 /* batch-norm running statistics travel in the buffers section */
 static void test_resume_resnet_buffers(void) { resume_matches("resnet20", "sgd", 1, 2, 5, 96, 16); }
+
+/* allreduce's own state: the dynamic loss scale and its clean-step count
+ * (16-bit wires), the error-feedback residual of every worker (csc). Each
+ * is stopped mid-epoch (7 of 8 steps) or at an epoch's end (8, 16). */
+static void test_resume_allreduce_fp16(void)
+{
+    herd_train_config c = run_config("lenet", "allreduce", 2, NULL);
+    c.allreduce.comm_dtype = HERD_F16;
+    resume_matches_cfg(c, 7);
+    c.allreduce.comm_dtype = HERD_BF16, c.allreduce.overlap = false;
+    resume_matches_cfg(c, 16);
+}
+
+static void test_resume_allreduce_csc(void)
+{
+    herd_train_config c = run_config("lenet", "allreduce", 2, NULL);
+    c.allreduce.csc_ratio = 0.3, c.allreduce.csc_chunk_bytes = 256;
+    resume_matches_cfg(c, 7);
+    c.allreduce.comm_dtype = HERD_F16; /* the residual and the loss scale together */
+    resume_matches_cfg(c, 8);
+}
+
+/* dpsgd: a fixed ring stopped mid-epoch (5 steps an epoch on 3 workers), the
+ * random topology (drawn from the seed and the step) at an epoch's end. */
+static void test_resume_dpsgd(void)
+{
+    herd_train_config c = run_config("lenet", "dpsgd", 3, NULL);
+    resume_matches_cfg(c, 7);
+    c.workers = 4, c.gossip.topology = "random";
+    resume_matches_cfg(c, 4);
+}
+
+/* sgp: push-sum weights stay 1 on the exponential graph (stopped at an
+ * epoch's end: 5 steps an epoch on 3 workers); on the random one in-degrees
+ * vary and so do the weights a checkpoint must carry (stopped mid-epoch). */
+static void test_resume_sgp(void)
+{
+    herd_train_config c = run_config("lenet", "sgp", 3, NULL);
+    resume_matches_cfg(c, 5);
+    c.workers = 4, c.gossip.topology = "random";
+    resume_matches_cfg(c, 9);
+}
 
 static void expect_train_error(const herd_train_config *c, herd_status want, const char *needle)
 {
@@ -642,12 +711,13 @@ static void test_resume_refusals(void)
     expect_train_error(&d, HERD_EINVAL, "--checkpoint-every needs --checkpoint DIR");
     d = c, d.checkpoint_keep = 0;
     expect_train_error(&d, HERD_EINVAL, "--keep");
-    d = c, d.algo = "asgd";
-    expect_train_error(&d, HERD_EUNSUPPORTED, "--algo asgd is asynchronous");
-    d = c, d.allreduce.comm_dtype = HERD_F16;
-    expect_train_error(&d, HERD_EUNSUPPORTED, "loss scale");
-    d = c, d.allreduce.csc_ratio = 0.5;
-    expect_train_error(&d, HERD_EUNSUPPORTED, "residual");
+    d = c, d.algo = "osgp";
+    expect_train_error(&d, HERD_EUNSUPPORTED, "--algo osgp keeps state between steps that herd cannot checkpoint yet");
+    /* what the algorithm's record says the run was */
+    d = c, d.resume = true, d.allreduce.comm_dtype = HERD_F16;
+    expect_train_error(&d, HERD_EINVAL, "written with --comm-dtype fp32; this run has --comm-dtype fp16");
+    d = c, d.resume = true, d.allreduce.csc_ratio = 0.5;
+    expect_train_error(&d, HERD_EINVAL, "--csc-ratio 1");
     snprintf(p, sizeof p, "%s/empty", herd_test_tmpdir());
     d = c, d.checkpoint_dir = p, d.resume = true;
     expect_train_error(&d, HERD_ENOTFOUND, "empty");
@@ -721,7 +791,7 @@ static void test_algo_hooks(void)
     ASSERT_OK(herd__ckpt_check(&cfg, &ops, "threads", &err));
     const herd_algo_ops nohooks = {.name = "fake", .family = "gossip"};
     ASSERT_EQ_INT(herd__ckpt_check(&cfg, &nohooks, "threads", &err), HERD_EUNSUPPORTED);
-    ASSERT_STR_CONTAINS(err.msg, "no save/load hooks");
+    ASSERT_STR_CONTAINS(err.msg, "--algo fake keeps state between steps that herd cannot checkpoint yet");
     ASSERT_EQ_INT(herd__ckpt_check(&cfg, &ops, "mpi", &err), HERD_EUNSUPPORTED);
     ASSERT_STR_CONTAINS(err.msg, "the mpi engine cannot checkpoint yet");
 
@@ -889,6 +959,10 @@ const herd_test herd_tests_ckpt[] = {
     {"ckpt_resume_allreduce_mid_epoch", test_resume_allreduce_mid_epoch, 60},
     {"ckpt_resume_allreduce_epoch_end", test_resume_allreduce_epoch_end, 60},
     {"ckpt_resume_resnet_buffers", test_resume_resnet_buffers, 90},
+    {"ckpt_resume_allreduce_fp16", test_resume_allreduce_fp16, 90},
+    {"ckpt_resume_allreduce_csc", test_resume_allreduce_csc, 90},
+    {"ckpt_resume_dpsgd", test_resume_dpsgd, 90},
+    {"ckpt_resume_sgp", test_resume_sgp, 90},
     {"ckpt_resume_refusals", test_resume_refusals, 60},
     {"ckpt_cli_kill_resume", test_cli_kill_resume, 120},
     HERD_TEST_END,

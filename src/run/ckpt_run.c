@@ -47,6 +47,24 @@ static uint64_t get64(const unsigned char *p)
     return v;
 }
 
+/* Whether --checkpoint saves every piece of state `algo` keeps between
+ * steps: through its save/load hooks, or because it keeps none beyond the
+ * worker's weights and optimizer (the sgd family). */
+static bool can_checkpoint(const herd_algo_ops *algo)
+{
+    return (algo->save && algo->load) || (algo->family && !strcmp(algo->family, "sgd"));
+}
+
+/* The algorithms --checkpoint takes, as "a, b, c". */
+static void checkpointable(char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; herd_algos[i] && len < cap; i++)
+        if (can_checkpoint(herd_algos[i]))
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", herd_algos[i]->name);
+}
+
 herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *algo, const char *engine,
                              herd_err *err)
 {
@@ -64,33 +82,19 @@ herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *
     if (strcmp(engine, "threads"))
         return herd_err_set(err, HERD_EUNSUPPORTED,
                             "--checkpoint: the %s engine cannot checkpoint yet (the threads engine can)", engine);
-    if (algo->async)
+    if (!can_checkpoint(algo)) {
+        char list[512];
+        checkpointable(list, sizeof list);
         return herd_err_set(err, HERD_EUNSUPPORTED,
-                            "--checkpoint: --algo %s is asynchronous: its shared state (server or center, batch "
-                            "counter) changes while workers run and is not checkpointed yet, and herd refuses rather "
-                            "than resume it inexactly (synchronous algorithms can: sgd, allreduce)",
-                            algo->name);
-    if (algo->save && algo->load)
-        return HERD_OK;
-    const char *fam = algo->family ? algo->family : "";
-    if (!strcmp(fam, "sgd"))
-        return HERD_OK;
-    if (!strcmp(fam, "allreduce")) {
-        const herd_allreduce_config *ar = &cfg->allreduce;
-        if (ar->comm_dtype != HERD_F32)
-            return herd_err_set(err, HERD_EUNSUPPORTED,
-                                "--checkpoint: allreduce with a 16-bit wire keeps a loss scale it cannot save yet "
-                                "(use --comm-dtype fp32 with --checkpoint)");
-        if (ar->csc_ratio > 0.0 && ar->csc_ratio < 1.0)
-            return herd_err_set(err, HERD_EUNSUPPORTED,
-                                "--checkpoint: allreduce with --csc-ratio keeps a gradient residual it cannot save "
-                                "yet (drop --csc-ratio with --checkpoint)");
-        return HERD_OK;
+                            "--checkpoint: --algo %s keeps state between steps that herd cannot checkpoint yet%s "
+                            "(herd checkpoints --algo %s)",
+                            algo->name,
+                            algo->async ? ": its workers wait on one another inside their steps, which a checkpoint's "
+                                          "rendezvous of every worker would deadlock"
+                                        : "",
+                            list);
     }
-    return herd_err_set(err, HERD_EUNSUPPORTED,
-                        "--checkpoint: --algo %s keeps state between steps that it cannot save yet (it has no "
-                        "save/load hooks)",
-                        algo->name);
+    return HERD_OK;
 }
 
 static bool bad_fit(const char *s, size_t cap) { return strlen(s) >= cap; }
