@@ -15,6 +15,8 @@
 #include "run/ckpt_run.h"
 
 #include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
@@ -836,6 +838,189 @@ static void test_algo_hooks(void)
     herd_dataset_free(&d);
 }
 
+/* ---- asynchronous algorithms: state restored exactly, training goes on --- */
+
+/* One worker of a run rebuilt from a checkpoint, as herd_train builds it. */
+typedef struct rt_worker {
+    herd_worker w;
+    herd_algo algo;
+    herd_loader loader;
+    herd__ckpt_cursor cur;
+    herd__ckpt_run *from, *to;
+    herd_status st;
+} rt_worker;
+
+/* On the worker's thread, as in the worker loop: init, the algorithm's own
+ * state loaded, then straight away a checkpoint of everything. */
+static void *rt_thread(void *p)
+{
+    rt_worker *r = p;
+    herd_status st = HERD_OK;
+    HERD_TRY(r->algo.ops->init(&r->algo, &r->w));
+    HERD_TRY(herd__ckpt_restore_algo(r->from, &r->algo, &r->w));
+    HERD_TRY(herd__ckpt_save(r->to, &r->algo, &r->w, &r->loader, &r->cur));
+out:
+    r->st = st;
+    return NULL;
+}
+
+/* Loads DIR's newest checkpoint of run c into fresh workers and has them
+ * save again into OUT at once: the file written must be the one loaded,
+ * byte for byte (every worker's weights, momentum, cursor, the batch
+ * counter and every buffer of the algorithm's state: servers, centers,
+ * windows, random streams, counters). */
+static void load_and_save_again(herd_train_config c, const char *dir, const char *out, const char *want)
+{
+    herd_err err = {0};
+    herd_dataset train, test;
+    ASSERT_OK(herd_data_open(c.data, c.seed, &train, &test, &err));
+    herd_dataset_truncate(&train, c.train_limit);
+    herd_threads_world *world;
+    ASSERT_OK(herd_threads_world_create(c.workers, &world, &err));
+    herd_train_config cin = c, cout = c;
+    cin.checkpoint_dir = dir, cin.resume = true;
+    cout.checkpoint_dir = out, cout.resume = false;
+    rt_worker rw[4];
+    pthread_t th[4];
+    ASSERT_TRUE(c.workers <= 4);
+    memset(rw, 0, sizeof rw);
+    herd__ckpt_run *from = NULL, *to = NULL;
+    for (size_t i = 0; i < c.workers; i++) {
+        herd_worker *w = &rw[i].w;
+        w->rank = i, w->nworkers = c.workers, w->cfg = &cin;
+        ASSERT_OK(herd_model_create(c.model, train.c, train.h, train.w, train.nclasses, c.batch, c.seed, &w->model, &err));
+        w->params = herd_model_params(w->model), w->grads = herd_model_grads(w->model);
+        w->nparams = herd_model_nparams(w->model);
+        ASSERT_OK(herd_optim_init(&w->optim, &c.optim, w->nparams, &err));
+        ASSERT_OK(herd_loader_init(&rw[i].loader, &train, c.batch, i, c.workers, c.seed, true, &err));
+        w->steps_per_epoch = herd_loader_steps(&rw[i].loader);
+        ASSERT_OK(herd_comm_threads_create(world, i, &w->comm, &err));
+        rw[i].algo.ops = herd_algo_find(c.algo);
+        if (i == 0) {
+            if (herd__ckpt_run_open(&cin, c.algo, w->nparams, w->steps_per_epoch, &from, &err) != HERD_OK ||
+                herd__ckpt_run_open(&cout, c.algo, w->nparams, w->steps_per_epoch, &to, &err) != HERD_OK)
+                herd_test_fail(__FILE__, __LINE__, "open: %s", err.msg);
+        }
+        rw[i].from = from, rw[i].to = to;
+        if (herd__ckpt_restore(from, w, &rw[i].loader, &rw[i].cur, &err) != HERD_OK)
+            herd_test_fail(__FILE__, __LINE__, "restore: %s", err.msg);
+    }
+    for (size_t i = 0; i < c.workers; i++)
+        ASSERT_EQ_INT(pthread_create(&th[i], NULL, rt_thread, &rw[i]), 0);
+    for (size_t i = 0; i < c.workers; i++)
+        pthread_join(th[i], NULL);
+    for (size_t i = 0; i < c.workers; i++)
+        if (rw[i].st != HERD_OK)
+            herd_test_fail(__FILE__, __LINE__, "%s worker %zu: %s", c.algo, i, rw[i].w.err.msg);
+    herd_threads_world_close(world);
+    for (size_t i = 0; i < c.workers; i++) { /* after every worker stopped (windows) */
+        rt_worker *r = &rw[i];
+        if (r->algo.ops->free)
+            r->algo.ops->free(&r->algo, &r->w);
+        herd_comm_free(r->w.comm);
+        herd_loader_free(&r->loader);
+        herd_optim_free(&r->w.optim);
+        herd_model_free(r->w.model);
+    }
+    herd__ckpt_run_free(from);
+    herd__ckpt_run_free(to);
+    herd_threads_world_free(world);
+    herd_dataset_free(&train);
+    herd_dataset_free(&test);
+    char fa[700], fb[700];
+    snprintf(fa, sizeof fa, "%s/%s", dir, want);
+    snprintf(fb, sizeof fb, "%s/%s", out, want);
+    same_file(fa, fb);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n;
+    unsigned char *b = read_whole(from, &n);
+    write_whole(to, b, n);
+    free(b);
+}
+
+/* Every asynchronous algorithm that checkpoints: a run on 3 workers (4
+ * steps an epoch each, a hold every 4) writes checkpoints; the one of step
+ * 8 (mid-run) round-trips byte for byte through fresh workers; and a run
+ * resumed from it takes exactly the batches left (the counter came back),
+ * ends with a final checkpoint and a test loss near the uninterrupted
+ * run's (not the same bits: the interleaving is not reproducible). */
+static void async_resume(const char *algo)
+{
+    char da[512], db[512], dc[512], name[64], fa[700], fb[700];
+    snprintf(name, sizeof name, "%s-straight", algo);
+    make_dir(da, sizeof da, name);
+    snprintf(name, sizeof name, "%s-resumed", algo);
+    make_dir(db, sizeof db, name);
+    snprintf(name, sizeof name, "%s-again", algo);
+    make_dir(dc, sizeof dc, name);
+    herd_train_config c = run_config("lenet", algo, 3, da);
+    c.train_limit = 384, c.epochs = 4, c.checkpoint_every = 4, c.checkpoint_keep = 100;
+    herd_train_result a, b;
+    train_ok(&c, &a);
+    uint64_t steps[16];
+    size_t n = 0;
+    ASSERT_OK(herd_ckpt_list(da, steps, 16, &n, NULL));
+    ASSERT_EQ_INT(n, 4); /* holds at steps 4, 8, 12, 16 */
+    ASSERT_EQ_INT(steps[0], 16);
+    snprintf(fa, sizeof fa, "%s/ckpt-8.herd", da);
+    snprintf(fb, sizeof fb, "%s/ckpt-8.herd", db);
+    copy_file(fa, fb);
+    load_and_save_again(c, db, dc, "ckpt-8.herd");
+    herd_ckpt *ck;
+    ASSERT_OK(herd_ckpt_read(db, "ckpt-8.herd", &ck, NULL));
+    uint64_t claimed;
+    ASSERT_OK(herd_ckpt_copy(ck, "claim", 0, &claimed, sizeof claimed, NULL));
+    ASSERT_EQ_INT(claimed, 24);
+    ASSERT_EQ_INT(herd_ckpt_get_info(ck)->step, 8);
+    herd_ckpt_free(ck);
+    c.checkpoint_dir = db, c.resume = true;
+    train_ok(&c, &b);
+    ASSERT_TRUE(b.images == (double)((48 - 24) * c.batch));
+    snprintf(fb, sizeof fb, "%s/ckpt-16.herd", db);
+    ASSERT_TRUE(access(fb, F_OK) == 0);
+    if (!(isfinite(b.test_loss) && fabs(b.test_loss - a.test_loss) < 0.1))
+        herd_test_fail(__FILE__, __LINE__, "%s: resumed test loss %g, uninterrupted %g", algo, b.test_loss, a.test_loss);
+}
+
+static void test_async_ps(void)
+{
+    async_resume("asgd");
+    async_resume("amsgd");
+    async_resume("hogwild");
+}
+
+static void test_async_elastic(void)
+{
+    async_resume("aeasgd");
+    async_resume("ameasgd");
+    async_resume("hogwild-easgd");
+    async_resume("eawild");
+}
+
+static void test_async_adpsgd(void) { async_resume("adpsgd"); }
+
+/* What keeps a worker from the checkpoint's rendezvous is refused. */
+static void test_async_refusals(void)
+{
+    char dir[512];
+    make_dir(dir, sizeof dir, "async-ref");
+    herd_train_config c = run_config("lenet", "asgd", 2, dir);
+    herd_train_config d = c;
+    d.nfail = 1, d.fail[0].rank = 1, d.fail[0].step = 3;
+    expect_train_error(&d, HERD_EUNSUPPORTED, "which --fail");
+    d = c, d.max_steps = 5;
+    expect_train_error(&d, HERD_EUNSUPPORTED, "which --max-steps");
+    d = c, d.ps.softsync = 2;
+    expect_train_error(&d, HERD_EUNSUPPORTED, "which --softsync");
+    d = c, d.ps.max_staleness = 1;
+    expect_train_error(&d, HERD_EUNSUPPORTED, "which --max-staleness");
+    d = c, d.algo = "osgp";
+    expect_train_error(&d, HERD_EUNSUPPORTED, "--algo osgp keeps state between steps that herd cannot checkpoint yet");
+}
+
 /* ---- the command line: killed for real, then --resume -------------------- */
 
 static pid_t spawn(const char *const *args, const char *out, const char *errf)
@@ -964,6 +1149,10 @@ const herd_test herd_tests_ckpt[] = {
     {"ckpt_resume_dpsgd", test_resume_dpsgd, 90},
     {"ckpt_resume_sgp", test_resume_sgp, 90},
     {"ckpt_resume_refusals", test_resume_refusals, 60},
+    {"ckpt_async_ps", test_async_ps, 120},
+    {"ckpt_async_elastic", test_async_elastic, 120},
+    {"ckpt_async_adpsgd", test_async_adpsgd, 60},
+    {"ckpt_async_refusals", test_async_refusals, 20},
     {"ckpt_cli_kill_resume", test_cli_kill_resume, 120},
     HERD_TEST_END,
 };

@@ -42,7 +42,10 @@
  * and optimizer (the random topology is drawn from (seed, step), the average
  * is recomputed at each epoch end); its record holds the topology, so a
  * resume with another --topology is refused rather than silently another
- * run.
+ * run. adpsgd checkpoints with every worker between two steps (ckpt_run.h):
+ * each saves the model in its window (a passive one's holds the averages
+ * actives made into it since its last step) under its own exclusive lock,
+ * its neighbour-picking random stream and its counters.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -584,6 +587,48 @@ static void ad_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
              (unsigned long long)s->averages, (unsigned long long)s->skipped);
 }
 
+static const uint64_t AD_LAYOUT = HERD__STATE_LAYOUT('a', 'd', 'p', 's', 1);
+
+static herd_status ad_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
+{
+    herd_status st = HERD_OK;
+    ad_state *s = a->state;
+    size_t bytes = w->nparams * sizeof(float);
+    herd__state_out o = herd__state_out_make(buf, cap);
+    herd__state_put_u64(&o, AD_LAYOUT);
+    herd__state_put_u64(&o, (uint64_t)s->topo);
+    void *model = herd__state_reserve(&o, bytes);
+    herd__state_put(&o, s->rng.s, sizeof s->rng.s);
+    herd__state_put_u64(&o, s->averages);
+    herd__state_put_u64(&o, s->skipped);
+    herd__state_put_f64(&o, s->dist);
+    *len = o.len;
+    if (model)
+        st = herd__state_win_copy(w->comm, s->win, w->rank, false, model, bytes);
+    return st;
+}
+
+static herd_status ad_load(herd_algo *a, herd_worker *w, const void *buf, size_t len)
+{
+    herd_status st = HERD_OK;
+    ad_state *s = a->state;
+    size_t bytes = w->nparams * sizeof(float);
+    herd__state_in in = herd__state_in_make(buf, len);
+    HERD_TRY(herd__state_layout(&in, AD_LAYOUT, w, "adpsgd"));
+    uint64_t topo = herd__state_get_u64(&in);
+    if (!in.bad)
+        HERD_TRY(herd__gossip_same_topology(w, topo, s->topo));
+    const void *model = herd__state_take(&in, bytes);
+    herd__state_get(&in, s->rng.s, sizeof s->rng.s);
+    s->averages = herd__state_get_u64(&in);
+    s->skipped = herd__state_get_u64(&in);
+    s->dist = herd__state_get_f64(&in);
+    HERD_TRY(herd__state_end(&in, w, "adpsgd"));
+    st = herd__state_win_copy(w->comm, s->win, w->rank, true, (void *)model, bytes);
+out:
+    return st;
+}
+
 static void ad_free(herd_algo *a, herd_worker *w)
 {
     ad_state *s = a->state;
@@ -615,4 +660,6 @@ const herd_algo_ops herd__algo_adpsgd = {
     .eval_params = ad_eval_params,
     .log_epoch = ad_log_epoch,
     .free = ad_free,
+    .save = ad_save,
+    .load = ad_load,
 };

@@ -6,11 +6,18 @@
 
 herd__state_out herd__state_out_make(void *buf, size_t cap) { return (herd__state_out){.p = buf, .cap = buf ? cap : 0}; }
 
+void *herd__state_reserve(herd__state_out *o, size_t bytes)
+{
+    void *at = o->p && o->len <= o->cap && bytes <= o->cap - o->len ? o->p + o->len : NULL;
+    o->len += bytes;
+    return at;
+}
+
 void herd__state_put(herd__state_out *o, const void *src, size_t bytes)
 {
-    if (o->p && o->len <= o->cap && bytes <= o->cap - o->len)
-        memcpy(o->p + o->len, src, bytes);
-    o->len += bytes;
+    void *at = herd__state_reserve(o, bytes);
+    if (at && bytes)
+        memcpy(at, src, bytes);
 }
 
 void herd__state_put_u64(herd__state_out *o, uint64_t v) { herd__state_put(o, &v, sizeof v); }
@@ -19,15 +26,23 @@ void herd__state_put_f64(herd__state_out *o, double v) { herd__state_put(o, &v, 
 
 herd__state_in herd__state_in_make(const void *buf, size_t len) { return (herd__state_in){.p = buf, .len = buf ? len : 0}; }
 
-void herd__state_get(herd__state_in *in, void *dst, size_t bytes)
+const void *herd__state_take(herd__state_in *in, size_t bytes)
 {
     if (in->bad || bytes > in->len - in->at) {
         in->bad = true;
-        memset(dst, 0, bytes);
-        return;
+        return NULL;
     }
-    memcpy(dst, in->p + in->at, bytes);
     in->at += bytes;
+    return in->p + in->at - bytes;
+}
+
+void herd__state_get(herd__state_in *in, void *dst, size_t bytes)
+{
+    const void *src = herd__state_take(in, bytes);
+    if (src)
+        memcpy(dst, src, bytes);
+    else
+        memset(dst, 0, bytes);
 }
 
 uint64_t herd__state_get_u64(herd__state_in *in)
@@ -65,4 +80,14 @@ herd_status herd__state_end(const herd__state_in *in, herd_worker *w, const char
                             "worker %zu: the checkpoint's %s state has %zu bytes more than this run's state", w->rank,
                             what, in->len - in->at);
     return HERD_OK;
+}
+
+herd_status herd__state_win_copy(herd_comm *comm, herd_win *win, size_t target, bool put, void *buf, size_t bytes)
+{
+    herd_status st = herd_comm_win_lock(comm, win, target, true);
+    if (st < 0)
+        return st;
+    st = put ? herd_comm_win_put(comm, win, target, 0, buf, bytes) : herd_comm_win_get(comm, win, target, 0, buf, bytes);
+    herd_status st2 = herd_comm_win_unlock(comm, win, target);
+    return st < 0 ? st : st2;
 }

@@ -36,12 +36,17 @@ herd__state_out herd__state_out_make(void *buf, size_t cap);
 void herd__state_put(herd__state_out *o, const void *src, size_t bytes);
 void herd__state_put_u64(herd__state_out *o, uint64_t v);
 void herd__state_put_f64(herd__state_out *o, double v);
+/* The next `bytes` of the record for the caller to fill: NULL when only
+ * counting (or the buffer is too small); the length grows either way. */
+void *herd__state_reserve(herd__state_out *o, size_t bytes);
 
 herd__state_in herd__state_in_make(const void *buf, size_t len);
 /* Copies bytes into dst, or zeroes dst and marks the reader bad. */
 void herd__state_get(herd__state_in *in, void *dst, size_t bytes);
 uint64_t herd__state_get_u64(herd__state_in *in);
 double herd__state_get_f64(herd__state_in *in);
+/* The next `bytes` of the record in place, or NULL (reader marked bad). */
+const void *herd__state_take(herd__state_in *in, size_t bytes);
 
 /* Reads the layout word and checks it against `layout`: HERD_ECORRUPT
  * with w->err naming `what` (the algorithm) when it differs. */
@@ -49,6 +54,11 @@ herd_status herd__state_layout(herd__state_in *in, uint64_t layout, herd_worker 
 /* After the last read: HERD_ECORRUPT, w->err naming `what`, unless the
  * record was read exactly to its end. */
 herd_status herd__state_end(const herd__state_in *in, herd_worker *w, const char *what);
+
+/* Window state of a checkpoint: bytes at offset 0 of `target`'s window
+ * read into buf (put false) or written from it (put true), under that
+ * window's exclusive lock. */
+herd_status herd__state_win_copy(herd_comm *comm, herd_win *win, size_t target, bool put, void *buf, size_t bytes);
 
 /* A layout word: a four-letter family tag and a version. */
 #define HERD__STATE_LAYOUT(a, b, c, d, version)                                                            \
