@@ -13,6 +13,7 @@
 #include "herd/herd_run.h"
 #include "core/clock.h"
 #include "run/ckpt_run.h"
+#include "algo/state_io.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1021,6 +1022,55 @@ static void test_async_refusals(void)
     expect_train_error(&d, HERD_EUNSUPPORTED, "--algo osgp keeps state between steps that herd cannot checkpoint yet");
 }
 
+/* An algorithm's record names the settings its state belongs to: a resume
+ * with others is refused, saying which; a record cut short or too long is
+ * refused as corrupt (the reader of src/algo/state_io.c). */
+static void test_algo_records(void)
+{
+    char dir[512];
+    make_dir(dir, sizeof dir, "rec-sgp");
+    herd_train_config c = run_config("linear", "sgp", 2, dir);
+    c.epochs = 1;
+    herd_train_result r;
+    train_ok(&c, &r);
+    herd_train_config d = c;
+    d.resume = true, d.gossip.topology = "ring";
+    expect_train_error(&d, HERD_EINVAL, "written with --topology exp; this run has --topology ring");
+    make_dir(dir, sizeof dir, "rec-asgd");
+    c = run_config("linear", "asgd", 2, dir);
+    c.epochs = 1;
+    train_ok(&c, &r);
+    d = c, d.resume = true, d.ps.shards = 2;
+    expect_train_error(&d, HERD_EINVAL, "written with --ps-shards 1; this run has --ps-shards 2");
+    make_dir(dir, sizeof dir, "rec-ea");
+    c = run_config("linear", "aeasgd", 2, dir);
+    c.epochs = 1;
+    train_ok(&c, &r);
+    d = c, d.resume = true, d.elastic.period = 2;
+    expect_train_error(&d, HERD_EINVAL, "--elastic-period 1; this run has");
+
+    herd_worker w = {.rank = 3};
+    unsigned char rec[24];
+    herd__state_out o = herd__state_out_make(rec, sizeof rec);
+    herd__state_put_u64(&o, HERD__STATE_LAYOUT('t', 'e', 's', 't', 1));
+    herd__state_put_f64(&o, 0.5);
+    herd__state_put_u64(&o, 7);
+    herd__state_put_u64(&o, 8); /* past the buffer: counted, not written */
+    ASSERT_EQ_INT(o.len, 32);
+    herd__state_in in = herd__state_in_make(rec, sizeof rec);
+    ASSERT_OK(herd__state_layout(&in, HERD__STATE_LAYOUT('t', 'e', 's', 't', 1), &w, "test"));
+    ASSERT_TRUE(herd__state_get_f64(&in) == 0.5);
+    ASSERT_EQ_INT(herd__state_end(&in, &w, "test"), HERD_ECORRUPT);
+    ASSERT_STR_CONTAINS(w.err.msg, "worker 3: the checkpoint's test state has 8 bytes more");
+    ASSERT_EQ_INT(herd__state_get_u64(&in), 7);
+    ASSERT_EQ_INT(herd__state_get_u64(&in), 0); /* past the end */
+    ASSERT_EQ_INT(herd__state_end(&in, &w, "test"), HERD_ECORRUPT);
+    ASSERT_STR_CONTAINS(w.err.msg, "the checkpoint's test state is truncated (24 bytes)");
+    in = herd__state_in_make(rec, sizeof rec);
+    ASSERT_EQ_INT(herd__state_layout(&in, HERD__STATE_LAYOUT('t', 'e', 's', 't', 2), &w, "test"), HERD_ECORRUPT);
+    ASSERT_STR_CONTAINS(w.err.msg, "not of the layout this herd reads");
+}
+
 /* ---- the command line: killed for real, then --resume -------------------- */
 
 static pid_t spawn(const char *const *args, const char *out, const char *errf)
@@ -1153,6 +1203,7 @@ const herd_test herd_tests_ckpt[] = {
     {"ckpt_async_elastic", test_async_elastic, 120},
     {"ckpt_async_adpsgd", test_async_adpsgd, 60},
     {"ckpt_async_refusals", test_async_refusals, 20},
+    {"ckpt_algo_records", test_algo_records, 60},
     {"ckpt_cli_kill_resume", test_cli_kill_resume, 120},
     HERD_TEST_END,
 };
