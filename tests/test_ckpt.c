@@ -1003,6 +1003,27 @@ static void test_async_elastic(void)
 
 static void test_async_adpsgd(void) { async_resume("adpsgd"); }
 
+/* Where asynchronous runs stop to checkpoint: every `every` steps of every
+ * worker (every * workers batches of the shared counter) and at the run's
+ * last batch, each hold strictly after the counter given. */
+static void test_async_holds(void)
+{
+    char dir[512];
+    make_dir(dir, sizeof dir, "holds");
+    herd_train_config c = run_config("lenet", "asgd", 3, dir);
+    c.epochs = 4, c.checkpoint_every = 5;
+    herd__ckpt_run *cr;
+    herd_err err = {0};
+    ASSERT_OK(herd__ckpt_run_open(&c, "asgd", 100, 4, &cr, &err)); /* 12 batches an epoch, 48 in all */
+    ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 0), 15);
+    ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 14), 15);
+    ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 15), 30);
+    ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 45), 48);
+    ASSERT_TRUE(herd__ckpt_next_hold(cr, 48) == UINT64_MAX);
+    ASSERT_TRUE(herd__ckpt_next_hold(NULL, 0) == UINT64_MAX);
+    herd__ckpt_run_free(cr);
+}
+
 /* What keeps a worker from the checkpoint's rendezvous is refused. */
 static void test_async_refusals(void)
 {
@@ -1203,6 +1224,7 @@ const herd_test herd_tests_ckpt[] = {
     {"ckpt_async_elastic", test_async_elastic, 120},
     {"ckpt_async_adpsgd", test_async_adpsgd, 60},
     {"ckpt_async_refusals", test_async_refusals, 20},
+    {"ckpt_async_holds", test_async_holds, 20},
     {"ckpt_algo_records", test_algo_records, 60},
     {"ckpt_cli_kill_resume", test_cli_kill_resume, 120},
     HERD_TEST_END,
