@@ -13,8 +13,11 @@
 #include "herd/herd_run.h"
 #include "core/clock.h"
 #include "run/ckpt_run.h"
+#include "algo/state_io.h"
 
 #include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
@@ -553,6 +556,17 @@ static void same_file(const char *a, const char *b)
 {
     size_t na, nb;
     unsigned char *x = read_whole(a, &na), *y = read_whole(b, &nb);
+    herd_ckpt *ca = NULL, *cb = NULL;
+    /* name the first section that differs, when both files parse */
+    if ((na != nb || memcmp(x, y, na)) && herd_ckpt_parse(x, na, a, &ca, NULL) == HERD_OK &&
+        herd_ckpt_parse(y, nb, b, &cb, NULL) == HERD_OK && herd_ckpt_nsections(ca) == herd_ckpt_nsections(cb))
+        for (size_t i = 0; i < herd_ckpt_nsections(ca); i++) {
+            herd_ckpt_section sa = herd_ckpt_section_at(ca, i), sb = herd_ckpt_section_at(cb, i);
+            if (sa.bytes != sb.bytes || memcmp(sa.data, sb.data, sa.bytes))
+                herd_test_fail(__FILE__, __LINE__, "%s and %s differ in section '%s' of worker %u", a, b, sa.name,
+                               sa.worker);
+        }
+    herd_ckpt_free(ca), herd_ckpt_free(cb);
     ASSERT_EQ_INT(na, nb);
     for (size_t i = 0; i < na; i++)
         if (x[i] != y[i])
@@ -560,18 +574,26 @@ static void same_file(const char *a, const char *b)
     free(x), free(y);
 }
 
-/* Runs `total` steps straight through, and again stopped after `stop` steps
- * and resumed: the final checkpoints (weights, momentum, buffers, cursor) are
- * the same bytes and the results the same numbers. */
-static void resume_matches(const char *model, const char *algo, size_t workers, size_t epochs, size_t stop,
-                           size_t train_limit, size_t batch)
+/* Runs c (total steps) straight through, and again stopped after `stop`
+ * steps and resumed: the final checkpoints (every worker's weights,
+ * momentum, buffers, cursor and algorithm state) are the same bytes and the
+ * results the same numbers. */
+static void resume_matches_cfg(herd_train_config c, size_t stop)
 {
-    char da[512], db[512], fa[600], fb[600];
-    make_dir(da, sizeof da, "straight");
-    make_dir(db, sizeof db, "stopped");
-    herd_train_config c = run_config(model, algo, workers, da);
-    c.epochs = epochs, c.train_limit = train_limit, c.batch = batch;
-    size_t total = epochs * (train_limit / (batch * workers));
+    char da[512], db[512], fa[600], fb[600], name[64];
+    /* directories of their own for each call of a test */
+    unsigned k = 0;
+    for (;; k++) {
+        snprintf(name, sizeof name, "straight%u", k);
+        tmp_path(da, sizeof da, name);
+        if (access(da, F_OK) != 0)
+            break;
+    }
+    ASSERT_EQ_INT(mkdir(da, 0700), 0);
+    snprintf(name, sizeof name, "stopped%u", k);
+    make_dir(db, sizeof db, name);
+    c.checkpoint_dir = da;
+    size_t total = c.epochs * (c.train_limit / (c.batch * c.workers));
     herd_train_result a, b;
     train_ok(&c, &a);
     ASSERT_EQ_INT(a.steps, total);
@@ -593,12 +615,62 @@ static void resume_matches(const char *model, const char *algo, size_t workers, 
     ASSERT_EQ_INT(a.epochs, b.epochs);
 }
 
+static void resume_matches(const char *model, const char *algo, size_t workers, size_t epochs, size_t stop,
+                           size_t train_limit, size_t batch)
+{
+    herd_train_config c = run_config(model, algo, workers, NULL);
+    c.epochs = epochs, c.train_limit = train_limit, c.batch = batch;
+    resume_matches_cfg(c, stop);
+}
+
 static void test_resume_sgd(void) { resume_matches("lenet", "sgd", 1, 3, 21, 512, 32); }
 /* stopped mid-epoch (7 of 8 steps) and at an epoch's end (16) */
 static void test_resume_allreduce_mid_epoch(void) { resume_matches("mlp", "allreduce", 2, 3, 7, 512, 32); }
 static void test_resume_allreduce_epoch_end(void) { resume_matches("lenet", "allreduce", 2, 3, 16, 512, 32); }
 /* batch-norm running statistics travel in the buffers section */
 static void test_resume_resnet_buffers(void) { resume_matches("resnet20", "sgd", 1, 2, 5, 96, 16); }
+
+/* allreduce's own state: the dynamic loss scale and its clean-step count
+ * (16-bit wires), the error-feedback residual of every worker (csc). Each
+ * is stopped mid-epoch (7 of 8 steps) or at an epoch's end (8, 16). */
+static void test_resume_allreduce_fp16(void)
+{
+    herd_train_config c = run_config("lenet", "allreduce", 2, NULL);
+    c.allreduce.comm_dtype = HERD_F16;
+    resume_matches_cfg(c, 7);
+    c.allreduce.comm_dtype = HERD_BF16, c.allreduce.overlap = false;
+    resume_matches_cfg(c, 16);
+}
+
+static void test_resume_allreduce_csc(void)
+{
+    herd_train_config c = run_config("lenet", "allreduce", 2, NULL);
+    c.allreduce.csc_ratio = 0.3, c.allreduce.csc_chunk_bytes = 256;
+    resume_matches_cfg(c, 7);
+    c.allreduce.comm_dtype = HERD_F16; /* the residual and the loss scale together */
+    resume_matches_cfg(c, 8);
+}
+
+/* dpsgd: a fixed ring stopped mid-epoch (5 steps an epoch on 3 workers), the
+ * random topology (drawn from the seed and the step) at an epoch's end. */
+static void test_resume_dpsgd(void)
+{
+    herd_train_config c = run_config("lenet", "dpsgd", 3, NULL);
+    resume_matches_cfg(c, 7);
+    c.workers = 4, c.gossip.topology = "random";
+    resume_matches_cfg(c, 4);
+}
+
+/* sgp: push-sum weights stay 1 on the exponential graph (stopped at an
+ * epoch's end: 5 steps an epoch on 3 workers); on the random one in-degrees
+ * vary and so do the weights a checkpoint must carry (stopped mid-epoch). */
+static void test_resume_sgp(void)
+{
+    herd_train_config c = run_config("lenet", "sgp", 3, NULL);
+    resume_matches_cfg(c, 5);
+    c.workers = 4, c.gossip.topology = "random";
+    resume_matches_cfg(c, 9);
+}
 
 static void expect_train_error(const herd_train_config *c, herd_status want, const char *needle)
 {
@@ -642,12 +714,13 @@ static void test_resume_refusals(void)
     expect_train_error(&d, HERD_EINVAL, "--checkpoint-every needs --checkpoint DIR");
     d = c, d.checkpoint_keep = 0;
     expect_train_error(&d, HERD_EINVAL, "--keep");
-    d = c, d.algo = "asgd";
-    expect_train_error(&d, HERD_EUNSUPPORTED, "--algo asgd is asynchronous");
-    d = c, d.allreduce.comm_dtype = HERD_F16;
-    expect_train_error(&d, HERD_EUNSUPPORTED, "loss scale");
-    d = c, d.allreduce.csc_ratio = 0.5;
-    expect_train_error(&d, HERD_EUNSUPPORTED, "residual");
+    d = c, d.algo = "osgp";
+    expect_train_error(&d, HERD_EUNSUPPORTED, "--algo osgp keeps state between steps that herd cannot checkpoint yet");
+    /* what the algorithm's record says the run was */
+    d = c, d.resume = true, d.allreduce.comm_dtype = HERD_F16;
+    expect_train_error(&d, HERD_EINVAL, "written with --comm-dtype fp32; this run has --comm-dtype fp16");
+    d = c, d.resume = true, d.allreduce.csc_ratio = 0.5;
+    expect_train_error(&d, HERD_EINVAL, "--csc-ratio 1");
     snprintf(p, sizeof p, "%s/empty", herd_test_tmpdir());
     d = c, d.checkpoint_dir = p, d.resume = true;
     expect_train_error(&d, HERD_ENOTFOUND, "empty");
@@ -721,7 +794,7 @@ static void test_algo_hooks(void)
     ASSERT_OK(herd__ckpt_check(&cfg, &ops, "threads", &err));
     const herd_algo_ops nohooks = {.name = "fake", .family = "gossip"};
     ASSERT_EQ_INT(herd__ckpt_check(&cfg, &nohooks, "threads", &err), HERD_EUNSUPPORTED);
-    ASSERT_STR_CONTAINS(err.msg, "no save/load hooks");
+    ASSERT_STR_CONTAINS(err.msg, "--algo fake keeps state between steps that herd cannot checkpoint yet");
     ASSERT_EQ_INT(herd__ckpt_check(&cfg, &ops, "mpi", &err), HERD_EUNSUPPORTED);
     ASSERT_STR_CONTAINS(err.msg, "the mpi engine cannot checkpoint yet");
 
@@ -764,6 +837,259 @@ static void test_algo_hooks(void)
     herd_optim_free(&w.optim);
     herd_model_free(w.model);
     herd_dataset_free(&d);
+}
+
+/* ---- asynchronous algorithms: state restored exactly, training goes on --- */
+
+/* One worker of a run rebuilt from a checkpoint, as herd_train builds it. */
+typedef struct rt_worker {
+    herd_worker w;
+    herd_algo algo;
+    herd_loader loader;
+    herd__ckpt_cursor cur;
+    herd__ckpt_run *from, *to;
+    herd_status st;
+} rt_worker;
+
+/* On the worker's thread, as in the worker loop: init, the algorithm's own
+ * state loaded, then straight away a checkpoint of everything. */
+static void *rt_thread(void *p)
+{
+    rt_worker *r = p;
+    herd_status st = HERD_OK;
+    HERD_TRY(r->algo.ops->init(&r->algo, &r->w));
+    HERD_TRY(herd__ckpt_restore_algo(r->from, &r->algo, &r->w));
+    HERD_TRY(herd__ckpt_save(r->to, &r->algo, &r->w, &r->loader, &r->cur));
+out:
+    r->st = st;
+    return NULL;
+}
+
+/* Loads DIR's newest checkpoint of run c into fresh workers and has them
+ * save again into OUT at once: the file written must be the one loaded,
+ * byte for byte (every worker's weights, momentum, cursor, the batch
+ * counter and every buffer of the algorithm's state: servers, centers,
+ * windows, random streams, counters). */
+static void load_and_save_again(herd_train_config c, const char *dir, const char *out, const char *want)
+{
+    herd_err err = {0};
+    herd_dataset train, test;
+    ASSERT_OK(herd_data_open(c.data, c.seed, &train, &test, &err));
+    herd_dataset_truncate(&train, c.train_limit);
+    herd_threads_world *world;
+    ASSERT_OK(herd_threads_world_create(c.workers, &world, &err));
+    herd_train_config cin = c, cout = c;
+    cin.checkpoint_dir = dir, cin.resume = true;
+    cout.checkpoint_dir = out, cout.resume = false;
+    rt_worker rw[4];
+    pthread_t th[4];
+    ASSERT_TRUE(c.workers <= 4);
+    memset(rw, 0, sizeof rw);
+    herd__ckpt_run *from = NULL, *to = NULL;
+    for (size_t i = 0; i < c.workers; i++) {
+        herd_worker *w = &rw[i].w;
+        w->rank = i, w->nworkers = c.workers, w->cfg = &cin;
+        ASSERT_OK(herd_model_create(c.model, train.c, train.h, train.w, train.nclasses, c.batch, c.seed, &w->model, &err));
+        w->params = herd_model_params(w->model), w->grads = herd_model_grads(w->model);
+        w->nparams = herd_model_nparams(w->model);
+        ASSERT_OK(herd_optim_init(&w->optim, &c.optim, w->nparams, &err));
+        ASSERT_OK(herd_loader_init(&rw[i].loader, &train, c.batch, i, c.workers, c.seed, true, &err));
+        w->steps_per_epoch = herd_loader_steps(&rw[i].loader);
+        ASSERT_OK(herd_comm_threads_create(world, i, &w->comm, &err));
+        rw[i].algo.ops = herd_algo_find(c.algo);
+        if (i == 0) {
+            if (herd__ckpt_run_open(&cin, c.algo, w->nparams, w->steps_per_epoch, &from, &err) != HERD_OK ||
+                herd__ckpt_run_open(&cout, c.algo, w->nparams, w->steps_per_epoch, &to, &err) != HERD_OK)
+                herd_test_fail(__FILE__, __LINE__, "open: %s", err.msg);
+        }
+        rw[i].from = from, rw[i].to = to;
+        if (herd__ckpt_restore(from, w, &rw[i].loader, &rw[i].cur, &err) != HERD_OK)
+            herd_test_fail(__FILE__, __LINE__, "restore: %s", err.msg);
+    }
+    for (size_t i = 0; i < c.workers; i++)
+        ASSERT_EQ_INT(pthread_create(&th[i], NULL, rt_thread, &rw[i]), 0);
+    for (size_t i = 0; i < c.workers; i++)
+        pthread_join(th[i], NULL);
+    for (size_t i = 0; i < c.workers; i++)
+        if (rw[i].st != HERD_OK)
+            herd_test_fail(__FILE__, __LINE__, "%s worker %zu: %s", c.algo, i, rw[i].w.err.msg);
+    herd_threads_world_close(world);
+    for (size_t i = 0; i < c.workers; i++) { /* after every worker stopped (windows) */
+        rt_worker *r = &rw[i];
+        if (r->algo.ops->free)
+            r->algo.ops->free(&r->algo, &r->w);
+        herd_comm_free(r->w.comm);
+        herd_loader_free(&r->loader);
+        herd_optim_free(&r->w.optim);
+        herd_model_free(r->w.model);
+    }
+    herd__ckpt_run_free(from);
+    herd__ckpt_run_free(to);
+    herd_threads_world_free(world);
+    herd_dataset_free(&train);
+    herd_dataset_free(&test);
+    char fa[700], fb[700];
+    snprintf(fa, sizeof fa, "%s/%s", dir, want);
+    snprintf(fb, sizeof fb, "%s/%s", out, want);
+    same_file(fa, fb);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n;
+    unsigned char *b = read_whole(from, &n);
+    write_whole(to, b, n);
+    free(b);
+}
+
+/* Every asynchronous algorithm that checkpoints: a run on 3 workers (4
+ * steps an epoch each, a hold every 4) writes checkpoints; the one of step
+ * 8 (mid-run) round-trips byte for byte through fresh workers; and a run
+ * resumed from it takes exactly the batches left (the counter came back),
+ * ends with a final checkpoint and a test loss near the uninterrupted
+ * run's (not the same bits: the interleaving is not reproducible). */
+static void async_resume(const char *algo)
+{
+    char da[512], db[512], dc[512], name[64], fa[700], fb[700];
+    snprintf(name, sizeof name, "%s-straight", algo);
+    make_dir(da, sizeof da, name);
+    snprintf(name, sizeof name, "%s-resumed", algo);
+    make_dir(db, sizeof db, name);
+    snprintf(name, sizeof name, "%s-again", algo);
+    make_dir(dc, sizeof dc, name);
+    herd_train_config c = run_config("lenet", algo, 3, da);
+    c.train_limit = 384, c.epochs = 4, c.checkpoint_every = 4, c.checkpoint_keep = 100;
+    herd_train_result a, b;
+    train_ok(&c, &a);
+    uint64_t steps[16];
+    size_t n = 0;
+    ASSERT_OK(herd_ckpt_list(da, steps, 16, &n, NULL));
+    ASSERT_EQ_INT(n, 4); /* holds at steps 4, 8, 12, 16 */
+    ASSERT_EQ_INT(steps[0], 16);
+    snprintf(fa, sizeof fa, "%s/ckpt-8.herd", da);
+    snprintf(fb, sizeof fb, "%s/ckpt-8.herd", db);
+    copy_file(fa, fb);
+    load_and_save_again(c, db, dc, "ckpt-8.herd");
+    herd_ckpt *ck;
+    ASSERT_OK(herd_ckpt_read(db, "ckpt-8.herd", &ck, NULL));
+    uint64_t claimed;
+    ASSERT_OK(herd_ckpt_copy(ck, "claim", 0, &claimed, sizeof claimed, NULL));
+    ASSERT_EQ_INT(claimed, 24);
+    ASSERT_EQ_INT(herd_ckpt_get_info(ck)->step, 8);
+    herd_ckpt_free(ck);
+    c.checkpoint_dir = db, c.resume = true;
+    train_ok(&c, &b);
+    ASSERT_TRUE(b.images == (double)((48 - 24) * c.batch));
+    snprintf(fb, sizeof fb, "%s/ckpt-16.herd", db);
+    ASSERT_TRUE(access(fb, F_OK) == 0);
+    if (!(isfinite(b.test_loss) && fabs(b.test_loss - a.test_loss) < 0.1))
+        herd_test_fail(__FILE__, __LINE__, "%s: resumed test loss %g, uninterrupted %g", algo, b.test_loss, a.test_loss);
+}
+
+static void test_async_ps(void)
+{
+    async_resume("asgd");
+    async_resume("amsgd");
+    async_resume("hogwild");
+}
+
+static void test_async_elastic(void)
+{
+    async_resume("aeasgd");
+    async_resume("ameasgd");
+    async_resume("hogwild-easgd");
+    async_resume("eawild");
+}
+
+static void test_async_adpsgd(void) { async_resume("adpsgd"); }
+
+/* Where asynchronous runs stop to checkpoint: every `every` steps of every
+ * worker (every * workers batches of the shared counter) and at the run's
+ * last batch, each hold strictly after the counter given. */
+static void test_async_holds(void)
+{
+    char dir[512];
+    make_dir(dir, sizeof dir, "holds");
+    herd_train_config c = run_config("lenet", "asgd", 3, dir);
+    c.epochs = 4, c.checkpoint_every = 5;
+    herd__ckpt_run *cr;
+    herd_err err = {0};
+    ASSERT_OK(herd__ckpt_run_open(&c, "asgd", 100, 4, &cr, &err)); /* 12 batches an epoch, 48 in all */
+    ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 0), 15);
+    ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 14), 15);
+    ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 15), 30);
+    ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 45), 48);
+    ASSERT_TRUE(herd__ckpt_next_hold(cr, 48) == UINT64_MAX);
+    ASSERT_TRUE(herd__ckpt_next_hold(NULL, 0) == UINT64_MAX);
+    herd__ckpt_run_free(cr);
+}
+
+/* What keeps a worker from the checkpoint's rendezvous is refused. */
+static void test_async_refusals(void)
+{
+    char dir[512];
+    make_dir(dir, sizeof dir, "async-ref");
+    herd_train_config c = run_config("lenet", "asgd", 2, dir);
+    herd_train_config d = c;
+    d.nfail = 1, d.fail[0].rank = 1, d.fail[0].step = 3;
+    expect_train_error(&d, HERD_EUNSUPPORTED, "which --fail");
+    d = c, d.max_steps = 5;
+    expect_train_error(&d, HERD_EUNSUPPORTED, "which --max-steps");
+    d = c, d.ps.softsync = 2;
+    expect_train_error(&d, HERD_EUNSUPPORTED, "which --softsync");
+    d = c, d.ps.max_staleness = 1;
+    expect_train_error(&d, HERD_EUNSUPPORTED, "which --max-staleness");
+    d = c, d.algo = "osgp";
+    expect_train_error(&d, HERD_EUNSUPPORTED, "--algo osgp keeps state between steps that herd cannot checkpoint yet");
+}
+
+/* An algorithm's record names the settings its state belongs to: a resume
+ * with others is refused, saying which; a record cut short or too long is
+ * refused as corrupt (the reader of src/algo/state_io.c). */
+static void test_algo_records(void)
+{
+    char dir[512];
+    make_dir(dir, sizeof dir, "rec-sgp");
+    herd_train_config c = run_config("linear", "sgp", 2, dir);
+    c.epochs = 1;
+    herd_train_result r;
+    train_ok(&c, &r);
+    herd_train_config d = c;
+    d.resume = true, d.gossip.topology = "ring";
+    expect_train_error(&d, HERD_EINVAL, "written with --topology exp; this run has --topology ring");
+    make_dir(dir, sizeof dir, "rec-asgd");
+    c = run_config("linear", "asgd", 2, dir);
+    c.epochs = 1;
+    train_ok(&c, &r);
+    d = c, d.resume = true, d.ps.shards = 2;
+    expect_train_error(&d, HERD_EINVAL, "written with --ps-shards 1; this run has --ps-shards 2");
+    make_dir(dir, sizeof dir, "rec-ea");
+    c = run_config("linear", "aeasgd", 2, dir);
+    c.epochs = 1;
+    train_ok(&c, &r);
+    d = c, d.resume = true, d.elastic.period = 2;
+    expect_train_error(&d, HERD_EINVAL, "--elastic-period 1; this run has");
+
+    herd_worker w = {.rank = 3};
+    unsigned char rec[24];
+    herd__state_out o = herd__state_out_make(rec, sizeof rec);
+    herd__state_put_u64(&o, HERD__STATE_LAYOUT('t', 'e', 's', 't', 1));
+    herd__state_put_f64(&o, 0.5);
+    herd__state_put_u64(&o, 7);
+    herd__state_put_u64(&o, 8); /* past the buffer: counted, not written */
+    ASSERT_EQ_INT(o.len, 32);
+    herd__state_in in = herd__state_in_make(rec, sizeof rec);
+    ASSERT_OK(herd__state_layout(&in, HERD__STATE_LAYOUT('t', 'e', 's', 't', 1), &w, "test"));
+    ASSERT_TRUE(herd__state_get_f64(&in) == 0.5);
+    ASSERT_EQ_INT(herd__state_end(&in, &w, "test"), HERD_ECORRUPT);
+    ASSERT_STR_CONTAINS(w.err.msg, "worker 3: the checkpoint's test state has 8 bytes more");
+    ASSERT_EQ_INT(herd__state_get_u64(&in), 7);
+    ASSERT_EQ_INT(herd__state_get_u64(&in), 0); /* past the end */
+    ASSERT_EQ_INT(herd__state_end(&in, &w, "test"), HERD_ECORRUPT);
+    ASSERT_STR_CONTAINS(w.err.msg, "the checkpoint's test state is truncated (24 bytes)");
+    in = herd__state_in_make(rec, sizeof rec);
+    ASSERT_EQ_INT(herd__state_layout(&in, HERD__STATE_LAYOUT('t', 'e', 's', 't', 2), &w, "test"), HERD_ECORRUPT);
+    ASSERT_STR_CONTAINS(w.err.msg, "not of the layout this herd reads");
 }
 
 /* ---- the command line: killed for real, then --resume -------------------- */
@@ -889,7 +1215,17 @@ const herd_test herd_tests_ckpt[] = {
     {"ckpt_resume_allreduce_mid_epoch", test_resume_allreduce_mid_epoch, 60},
     {"ckpt_resume_allreduce_epoch_end", test_resume_allreduce_epoch_end, 60},
     {"ckpt_resume_resnet_buffers", test_resume_resnet_buffers, 90},
+    {"ckpt_resume_allreduce_fp16", test_resume_allreduce_fp16, 90},
+    {"ckpt_resume_allreduce_csc", test_resume_allreduce_csc, 90},
+    {"ckpt_resume_dpsgd", test_resume_dpsgd, 90},
+    {"ckpt_resume_sgp", test_resume_sgp, 90},
     {"ckpt_resume_refusals", test_resume_refusals, 60},
+    {"ckpt_async_ps", test_async_ps, 120},
+    {"ckpt_async_elastic", test_async_elastic, 120},
+    {"ckpt_async_adpsgd", test_async_adpsgd, 60},
+    {"ckpt_async_refusals", test_async_refusals, 20},
+    {"ckpt_async_holds", test_async_holds, 20},
+    {"ckpt_algo_records", test_algo_records, 60},
     {"ckpt_cli_kill_resume", test_cli_kill_resume, 120},
     HERD_TEST_END,
 };

@@ -88,16 +88,24 @@ typedef struct herd_algo_ops {
      * included); called after end_epoch. */
     void (*log_epoch)(herd_algo *a, herd_worker *w, char *buf, size_t cap);
     void (*free)(herd_algo *a, herd_worker *w);
-    /* Checkpoints (--checkpoint; see herd_ckpt.h). Optional: NULL means the
-     * algorithm keeps no state between steps beyond the worker's weights and
-     * optimizer (sgd, dense fp32 allreduce); a synchronous algorithm that does
-     * keep some (a residual, a loss scale, push-sum weights) must fill both,
-     * or --checkpoint is refused for it. save copies this worker's state into
-     * buf (cap bytes) and sets *len to the bytes it needs; it is called first
-     * with buf NULL and cap 0 to size the buffer, then again, after
-     * after_step on the worker's thread, at a step every worker has finished.
-     * load restores it after init, on the worker's thread; a len it does not
-     * expect is HERD_ECORRUPT with w->err saying so. */
+    /* Checkpoints (--checkpoint; see herd_ckpt.h and src/run/ckpt_run.h).
+     * Optional: NULL means the algorithm keeps no state between steps beyond
+     * the worker's weights and optimizer (sgd); an algorithm that does keep
+     * some (a residual, a loss scale, push-sum weights, a server, a center)
+     * must fill both, or --checkpoint is refused for it. save copies this
+     * worker's state into buf (cap bytes) and sets *len to the bytes it
+     * needs. It is called on the worker's thread, after after_step, with
+     * every worker between two steps (synchronous: at the same step;
+     * asynchronous: at a hold of the shared batch counter): first with buf
+     * NULL and cap 0, before a barrier of every worker, to size the buffer
+     * and to settle what the algorithm has in flight (no lock held, no
+     * transfer pending after it), then again after that barrier to copy.
+     * Shared state (a server shard, a center, a window) is saved by the
+     * worker that holds it. Timings are not state: a bit-exact resume must
+     * not depend on them. load restores it after init, on the worker's
+     * thread, before any worker steps; a len it does not expect is
+     * HERD_ECORRUPT, a record of other settings (wire type, topology...)
+     * HERD_EINVAL, with w->err saying so. */
     herd_status (*save)(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len);
     herd_status (*load)(herd_algo *a, herd_worker *w, const void *buf, size_t len);
 } herd_algo_ops;

@@ -21,6 +21,11 @@
  *     are summed over workers (a small allreduce) so every worker picks the
  *     same top chunks; only those are reduced; the rest stays in the residual
  *     and is sent later (error feedback), so no gradient mass is lost.
+ * Checkpoints: each worker saves its loss scale and clean-step count (the
+ * same on every worker) and, with csc, its own residual; and the wire type
+ * and csc settings it ran with, so a resume with other ones is refused
+ * rather than silently a different run. Saved after after_step, when the
+ * communication thread is idle (after_backward drained it).
  */
 #include <math.h>
 #include <pthread.h>
@@ -28,6 +33,7 @@
 #include <string.h>
 
 #include "algo/algos.h"
+#include "algo/state_io.h"
 #include "core/clock.h"
 
 enum { MAX_PENDING = 256 };
@@ -336,6 +342,65 @@ static herd_status ar_after_backward(herd_algo *a, herd_worker *w)
     return st;
 }
 
+static const uint64_t AR_LAYOUT = HERD__STATE_LAYOUT('a', 'r', 'e', 'd', 1);
+
+static const char *dtype_name(uint64_t d)
+{
+    return d == HERD_F32 ? "fp32" : d == HERD_F16 ? "fp16" : d == HERD_BF16 ? "bf16" : "an unknown type";
+}
+
+/* What makes two runs' allreduce state comparable: the wire type and the
+ * csc chunking, then the state proper. */
+static herd_status ar_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
+{
+    ar_state *s = a->state;
+    herd__state_out o = herd__state_out_make(buf, cap);
+    herd__state_put_u64(&o, AR_LAYOUT);
+    herd__state_put_u64(&o, (uint64_t)w->cfg->allreduce.comm_dtype);
+    herd__state_put_f64(&o, s->csc ? w->cfg->allreduce.csc_ratio : 1.0);
+    herd__state_put_u64(&o, s->csc ? s->chunk : 0);
+    herd__state_put_f64(&o, (double)s->loss_scale);
+    herd__state_put_u64(&o, s->clean_steps);
+    if (s->csc)
+        herd__state_put(&o, s->residual, w->nparams * sizeof(float));
+    *len = o.len;
+    return HERD_OK;
+}
+
+static herd_status ar_load(herd_algo *a, herd_worker *w, const void *buf, size_t len)
+{
+    ar_state *s = a->state;
+    herd__state_in in = herd__state_in_make(buf, len);
+    herd_status st = herd__state_layout(&in, AR_LAYOUT, w, "allreduce");
+    if (st < 0)
+        return st;
+    uint64_t dtype = herd__state_get_u64(&in);
+    double ratio = herd__state_get_f64(&in);
+    uint64_t chunk = herd__state_get_u64(&in);
+    double scale = herd__state_get_f64(&in);
+    uint64_t clean = herd__state_get_u64(&in);
+    if (in.bad)
+        return herd__state_end(&in, w, "allreduce");
+    if (dtype != (uint64_t)w->cfg->allreduce.comm_dtype)
+        return herd_err_set(&w->err, HERD_EINVAL,
+                            "worker %zu: the checkpoint was written with --comm-dtype %s; this run has --comm-dtype %s",
+                            w->rank, dtype_name(dtype), dtype_name((uint64_t)w->cfg->allreduce.comm_dtype));
+    double my_ratio = s->csc ? w->cfg->allreduce.csc_ratio : 1.0;
+    uint64_t my_chunk = s->csc ? s->chunk : 0;
+    if (ratio != my_ratio || chunk != my_chunk)
+        return herd_err_set(&w->err, HERD_EINVAL,
+                            "worker %zu: the checkpoint was written with --csc-ratio %g and %llu-float chunks; this run "
+                            "has --csc-ratio %g and %llu-float chunks",
+                            w->rank, ratio, (unsigned long long)chunk, my_ratio, (unsigned long long)my_chunk);
+    if (!(scale >= 1.0 && scale <= 3.4e38))
+        return herd_err_set(&w->err, HERD_ECORRUPT, "worker %zu: the checkpoint's loss scale is %g", w->rank, scale);
+    s->loss_scale = (float)scale;
+    s->clean_steps = (size_t)clean;
+    if (s->csc)
+        herd__state_get(&in, s->residual, w->nparams * sizeof(float));
+    return herd__state_end(&in, w, "allreduce");
+}
+
 static void ar_free(herd_algo *a, herd_worker *w)
 {
     (void)w;
@@ -369,4 +434,6 @@ const herd_algo_ops herd__algo_allreduce = {
     .grad_ready = ar_grad_ready,
     .after_backward = ar_after_backward,
     .free = ar_free,
+    .save = ar_save,
+    .load = ar_load,
 };

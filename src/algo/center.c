@@ -131,3 +131,35 @@ herd_status herd_center_read(herd_center *c, float *dst)
     }
     return HERD_OK;
 }
+
+/* The bytes of the shard this rank holds (0: none). */
+static size_t own_bytes(const herd_center *c)
+{
+    return c->comm->rank < c->shards ? slot_offset(c, c->comm->rank, c->nslots) : 0;
+}
+
+herd_status herd_center_save(herd_center *c, herd__state_out *o)
+{
+    size_t bytes = own_bytes(c), k = c->comm->rank;
+    herd__state_put_u64(o, bytes);
+    void *at = herd__state_reserve(o, bytes);
+    if (!at || !bytes)
+        return HERD_OK;
+    return herd__state_win_copy(c->comm, c->win, k, false, at, bytes);
+}
+
+herd_status herd_center_load(herd_center *c, herd__state_in *in, herd_worker *w, const char *what)
+{
+    size_t bytes = own_bytes(c), k = c->comm->rank;
+    uint64_t saved = herd__state_get_u64(in);
+    if (in->bad)
+        return herd__state_end(in, w, what);
+    if (saved != bytes)
+        return herd_err_set(&w->err, HERD_ECORRUPT,
+                            "worker %zu: the checkpoint's %s holds %llu bytes of its shard; this run's shard has %zu",
+                            w->rank, what, (unsigned long long)saved, bytes);
+    const void *src = herd__state_take(in, bytes);
+    if (!src || !bytes)
+        return src ? HERD_OK : herd__state_end(in, w, what);
+    return herd__state_win_copy(c->comm, c->win, k, true, (void *)src, bytes);
+}

@@ -21,7 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "herd/herd_algo.h"
 #include "herd/herd_comm.h"
+#include "algo/state_io.h"
 
 enum { HERD_CENTER_WORDS = 8 };
 
@@ -66,5 +68,13 @@ herd_status herd_center_set_count(herd_center *c, size_t k, size_t i, float v);
 
 /* The whole slot 0 into dst: every shard under a shared lock in turn. */
 herd_status herd_center_read(herd_center *c, float *dst);
+
+/* Checkpoints: the shard this rank holds (its header words and every slot)
+ * as one record entry, copied under the shard's exclusive lock; an empty
+ * entry on a rank that holds none. Save is called with every worker
+ * between steps (see ckpt_run.h), so nobody else has the shard half
+ * updated; load, before any worker steps. */
+herd_status herd_center_save(herd_center *c, herd__state_out *o);
+herd_status herd_center_load(herd_center *c, herd__state_in *in, herd_worker *w, const char *what);
 
 #endif

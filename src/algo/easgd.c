@@ -43,7 +43,15 @@
  * flush/unlock part also goes into the worker's comm_wait_s (comm counts
  * lock and allreduce waits itself).
  * Checkpoints: easgd saves its copy of the center (its local step keeps no
- * momentum); the asynchronous ones are refused, as every asynchronous algorithm.
+ * momentum): a resume is bit for bit. The asynchronous ones checkpoint with
+ * every worker between two steps (ckpt_run.h): each worker first completes
+ * what it has in flight (eawild's transfers, in the save hook's sizing
+ * call, so it holds no lock at the checkpoint's barrier), then rank 0 saves
+ * the center under its exclusive lock, and every worker its local momentum
+ * (ameasgd) and eawild the center it read at its last exchange. The epoch
+ * figures go along, except blocked_s and the byte counts (timings and the
+ * transport's counters start over). The record also holds alpha and the
+ * period, refused on resume if they differ.
  */
 #include <math.h>
 #include <stdio.h>
@@ -52,6 +60,7 @@
 
 #include "algo/algos.h"
 #include "algo/center.h"
+#include "algo/state_io.h"
 #include "core/clock.h"
 
 typedef enum ea_kind { EA_SYNC, EA_ASYNC, EA_MOMENTUM, EA_HOGWILD, EA_WILD } ea_kind;
@@ -275,26 +284,60 @@ static void ea_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
     s->sent0 = w->comm->bytes_sent, s->recv0 = w->comm->bytes_recv;
 }
 
-/* easgd's state between steps is its copy of the center (identical on every
- * worker); its local optimizer has no momentum. */
+static const uint64_t EA_LAYOUT = HERD__STATE_LAYOUT('e', 'a', 's', 'g', 1);
+
 static herd_status ea_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
 {
     ea_state *s = a->state;
-    *len = w->nparams * sizeof(float);
-    if (buf && cap >= *len)
-        memcpy(buf, s->c, *len);
-    return HERD_OK;
+    herd_status st = complete_pending(s, w); /* eawild: the checkpoint holds no transfer in flight */
+    if (st < 0)
+        return st;
+    herd__state_out o = herd__state_out_make(buf, cap);
+    herd__state_put_u64(&o, EA_LAYOUT);
+    herd__state_put_u64(&o, s->kind);
+    herd__state_put_f64(&o, (double)s->alpha);
+    herd__state_put_u64(&o, s->period);
+    if (s->c)
+        herd__state_put(&o, s->c, w->nparams * sizeof(float));
+    if (s->local.v)
+        herd__state_put(&o, s->local.v, s->local.n * sizeof(float));
+    if (s->kind != EA_SYNC)
+        st = herd_center_save(&s->center, &o);
+    herd__state_put_f64(&o, s->dist_sum);
+    herd__state_put_u64(&o, s->nexch);
+    *len = o.len;
+    return st;
 }
 
 static herd_status ea_load(herd_algo *a, herd_worker *w, const void *buf, size_t len)
 {
     ea_state *s = a->state;
-    if (len != w->nparams * sizeof(float))
-        return herd_err_set(&w->err, HERD_ECORRUPT,
-                            "worker %zu: the checkpoint's easgd center is %zu bytes; %zu parameters need %zu", w->rank,
-                            len, w->nparams, w->nparams * sizeof(float));
-    memcpy(s->c, buf, len);
-    return HERD_OK;
+    const char *what = a->ops->name;
+    herd__state_in in = herd__state_in_make(buf, len);
+    herd_status st = herd__state_layout(&in, EA_LAYOUT, w, what);
+    if (st < 0)
+        return st;
+    uint64_t kind = herd__state_get_u64(&in);
+    double alpha = herd__state_get_f64(&in);
+    uint64_t period = herd__state_get_u64(&in);
+    if (in.bad)
+        return herd__state_end(&in, w, what);
+    if (kind != s->kind)
+        return herd_err_set(&w->err, HERD_ECORRUPT, "worker %zu: the checkpoint's %s state is of another variant", w->rank, what);
+    if (alpha != (double)s->alpha || period != s->period)
+        return herd_err_set(&w->err, HERD_EINVAL,
+                            "worker %zu: the checkpoint was written with --elastic-alpha %g --elastic-period %llu; this "
+                            "run has %g and %zu",
+                            w->rank, alpha, (unsigned long long)period, (double)s->alpha, s->period);
+    if (s->c)
+        herd__state_get(&in, s->c, w->nparams * sizeof(float));
+    if (s->local.v)
+        herd__state_get(&in, s->local.v, s->local.n * sizeof(float));
+    if (s->kind != EA_SYNC && (st = herd_center_load(&s->center, &in, w, what)) < 0)
+        return st;
+    s->dist_sum = herd__state_get_f64(&in);
+    s->nexch = (size_t)herd__state_get_u64(&in);
+    return herd__state_end(&in, w, what);
 }
 
 static void ea_free(herd_algo *a, herd_worker *w)
@@ -313,7 +356,7 @@ static void ea_free(herd_algo *a, herd_worker *w)
     a->state = NULL;
 }
 
-#define EA_OPS(var, nm, is_async, save_fn, load_fn, text)                                      \
+#define EA_OPS(var, nm, is_async, text)                                                        \
     const herd_algo_ops var = {                                                                \
         .name = nm,                                                                            \
         .summary = text,                                                                       \
@@ -329,17 +372,17 @@ static void ea_free(herd_algo *a, herd_worker *w)
         .eval_params = ea_eval_params,                                                         \
         .log_epoch = ea_log_epoch,                                                             \
         .free = ea_free,                                                                       \
-        .save = save_fn,                                                                       \
-        .load = load_fn,                                                                       \
+        .save = ea_save,                                                                       \
+        .load = ea_load,                                                                       \
     }
 
-EA_OPS(herd__algo_easgd, "easgd", false, ea_save, ea_load,
+EA_OPS(herd__algo_easgd, "easgd", false,
        "synchronous elastic averaging SGD: all workers pull toward one center at once");
-EA_OPS(herd__algo_aeasgd, "aeasgd", true, NULL, NULL,
+EA_OPS(herd__algo_aeasgd, "aeasgd", true,
        "asynchronous EASGD: each worker exchanges with the center under its lock");
-EA_OPS(herd__algo_ameasgd, "ameasgd", true, NULL, NULL,
+EA_OPS(herd__algo_ameasgd, "ameasgd", true,
        "asynchronous momentum EASGD: Nesterov momentum in the local steps");
-EA_OPS(herd__algo_hogwild_easgd, "hogwild-easgd", true, NULL, NULL,
+EA_OPS(herd__algo_hogwild_easgd, "hogwild-easgd", true,
        "asynchronous EASGD without a lock on the center");
-EA_OPS(herd__algo_eawild, "eawild", true, NULL, NULL,
+EA_OPS(herd__algo_eawild, "eawild", true,
        "EA-wild: lock-free, non-blocking exchanges overlapped with the next step");

@@ -37,6 +37,15 @@
  * epoch log carries consensus_dist = mean ||x_i - x_bar|| (dpsgd: exact, by a
  * collective at the epoch end; adpsgd: read one-sidedly by each worker at its
  * own epoch end, an estimate as the models keep moving).
+ *
+ * Checkpoints: dpsgd keeps nothing between steps beyond the worker's weights
+ * and optimizer (the random topology is drawn from (seed, step), the average
+ * is recomputed at each epoch end); its record holds the topology, so a
+ * resume with another --topology is refused rather than silently another
+ * run. adpsgd checkpoints with every worker between two steps (ckpt_run.h):
+ * each saves the model in its window (a passive one's holds the averages
+ * actives made into it since its last step) under its own exclusive lock,
+ * its neighbour-picking random stream and its counters.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -44,6 +53,7 @@
 
 #include "algo/algos.h"
 #include "algo/gossip.h"
+#include "algo/state_io.h"
 #include "herd/herd_rng.h"
 
 /* Tags below 32768, apart from the collectives' 0x7a1x. */
@@ -62,6 +72,15 @@ herd_topo herd__gossip_topology(const herd_worker *w, herd_topo dflt)
 const char *herd__gossip_topology_name(herd_topo t)
 {
     return t == HERD_TOPO_RING ? "ring" : t == HERD_TOPO_EXP ? "exp" : "random";
+}
+
+herd_status herd__gossip_same_topology(herd_worker *w, uint64_t saved, herd_topo mine)
+{
+    if (saved == (uint64_t)mine)
+        return HERD_OK;
+    return herd_err_set(&w->err, HERD_EINVAL, "worker %zu: the checkpoint was written with --topology %s; this run has --topology %s",
+                        w->rank, saved <= HERD_TOPO_RANDOM ? herd__gossip_topology_name((herd_topo)saved) : "(unknown)",
+                        herd__gossip_topology_name(mine));
 }
 
 size_t herd__gossip_log2ceil(size_t n)
@@ -319,6 +338,32 @@ static void dp_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
              herd__gossip_topology_name(s->topo), s->deg);
 }
 
+static const uint64_t DP_LAYOUT = HERD__STATE_LAYOUT('d', 'p', 's', 'g', 1);
+
+static herd_status dp_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
+{
+    (void)w;
+    dp_state *s = a->state;
+    herd__state_out o = herd__state_out_make(buf, cap);
+    herd__state_put_u64(&o, DP_LAYOUT);
+    herd__state_put_u64(&o, (uint64_t)s->topo);
+    *len = o.len;
+    return HERD_OK;
+}
+
+static herd_status dp_load(herd_algo *a, herd_worker *w, const void *buf, size_t len)
+{
+    dp_state *s = a->state;
+    herd__state_in in = herd__state_in_make(buf, len);
+    herd_status st = herd__state_layout(&in, DP_LAYOUT, w, "dpsgd");
+    if (st < 0)
+        return st;
+    uint64_t topo = herd__state_get_u64(&in);
+    if ((st = herd__state_end(&in, w, "dpsgd")) < 0)
+        return st;
+    return herd__gossip_same_topology(w, topo, s->topo);
+}
+
 static void dp_free(herd_algo *a, herd_worker *w)
 {
     dp_state *s = a->state;
@@ -349,6 +394,8 @@ const herd_algo_ops herd__algo_dpsgd = {
     .eval_params = dp_eval_params,
     .log_epoch = dp_log_epoch,
     .free = dp_free,
+    .save = dp_save,
+    .load = dp_load,
 };
 
 /* ---- adpsgd ---------------------------------------------------------------- */
@@ -540,6 +587,48 @@ static void ad_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
              (unsigned long long)s->averages, (unsigned long long)s->skipped);
 }
 
+static const uint64_t AD_LAYOUT = HERD__STATE_LAYOUT('a', 'd', 'p', 's', 1);
+
+static herd_status ad_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
+{
+    herd_status st = HERD_OK;
+    ad_state *s = a->state;
+    size_t bytes = w->nparams * sizeof(float);
+    herd__state_out o = herd__state_out_make(buf, cap);
+    herd__state_put_u64(&o, AD_LAYOUT);
+    herd__state_put_u64(&o, (uint64_t)s->topo);
+    void *model = herd__state_reserve(&o, bytes);
+    herd__state_put(&o, s->rng.s, sizeof s->rng.s);
+    herd__state_put_u64(&o, s->averages);
+    herd__state_put_u64(&o, s->skipped);
+    herd__state_put_f64(&o, s->dist);
+    *len = o.len;
+    if (model)
+        st = herd__state_win_copy(w->comm, s->win, w->rank, false, model, bytes);
+    return st;
+}
+
+static herd_status ad_load(herd_algo *a, herd_worker *w, const void *buf, size_t len)
+{
+    herd_status st = HERD_OK;
+    ad_state *s = a->state;
+    size_t bytes = w->nparams * sizeof(float);
+    herd__state_in in = herd__state_in_make(buf, len);
+    HERD_TRY(herd__state_layout(&in, AD_LAYOUT, w, "adpsgd"));
+    uint64_t topo = herd__state_get_u64(&in);
+    if (!in.bad)
+        HERD_TRY(herd__gossip_same_topology(w, topo, s->topo));
+    const void *model = herd__state_take(&in, bytes);
+    herd__state_get(&in, s->rng.s, sizeof s->rng.s);
+    s->averages = herd__state_get_u64(&in);
+    s->skipped = herd__state_get_u64(&in);
+    s->dist = herd__state_get_f64(&in);
+    HERD_TRY(herd__state_end(&in, w, "adpsgd"));
+    st = herd__state_win_copy(w->comm, s->win, w->rank, true, (void *)model, bytes);
+out:
+    return st;
+}
+
 static void ad_free(herd_algo *a, herd_worker *w)
 {
     ad_state *s = a->state;
@@ -571,4 +660,6 @@ const herd_algo_ops herd__algo_adpsgd = {
     .eval_params = ad_eval_params,
     .log_epoch = ad_log_epoch,
     .free = ad_free,
+    .save = ad_save,
+    .load = ad_load,
 };

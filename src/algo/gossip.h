@@ -8,6 +8,7 @@
 #define HERD_ALGO_GOSSIP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "herd/herd_algo.h"
 
@@ -16,6 +17,10 @@ typedef enum herd_topo { HERD_TOPO_RING, HERD_TOPO_EXP, HERD_TOPO_RANDOM } herd_
 /* cfg->gossip.topology, or dflt when none was given. */
 herd_topo herd__gossip_topology(const herd_worker *w, herd_topo dflt);
 const char *herd__gossip_topology_name(herd_topo t);
+
+/* Resume: HERD_EINVAL, w->err saying so, when the checkpoint's topology
+ * `saved` is not this run's `mine`. */
+herd_status herd__gossip_same_topology(herd_worker *w, uint64_t saved, herd_topo mine);
 
 /* ceil(log2 n): the number of distinct power-of-two offsets below n. */
 size_t herd__gossip_log2ceil(size_t n);

@@ -43,6 +43,14 @@
  * amsgd's momentum is --momentum (heavy ball on the server); asgd and
  * hogwild are plain SGD on the server and ignore --momentum.
  * Every wait is bounded by --timeout and says what it was waiting for.
+ *
+ * Checkpoints (ckpt_run.h): taken with every worker between two steps, so
+ * no push is half applied; each shard holder saves its shard (weights,
+ * server momentum, accumulator, counters) under the shard's exclusive lock,
+ * and every worker its COUNT at its last pull and its staleness figures
+ * (not blocked_s, a timing). Not with --softsync or --max-staleness, whose
+ * waits inside a step would never end while other workers wait at the
+ * checkpoint (herd refuses them together).
  */
 #include <math.h>
 #include <stdio.h>
@@ -496,6 +504,46 @@ static void ps_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
     s->bytes_sent0 = w->comm->bytes_sent, s->bytes_recv0 = w->comm->bytes_recv;
 }
 
+static const uint64_t PSV_LAYOUT = HERD__STATE_LAYOUT('p', 's', 'r', 'v', 1);
+
+static herd_status ps_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
+{
+    (void)w;
+    ps_state *s = a->state;
+    herd__state_out o = herd__state_out_make(buf, cap);
+    herd__state_put_u64(&o, PSV_LAYOUT);
+    herd__state_put_u64(&o, s->center.shards);
+    herd_status st = herd_center_save(&s->center, &o);
+    herd__state_put(&o, s->pulled, s->center.shards * sizeof *s->pulled);
+    herd__state_put(&o, s->hist, sizeof s->hist);
+    herd__state_put_u64(&o, s->ngrad);
+    herd__state_put_f64(&o, s->tau_sum);
+    herd__state_put_f64(&o, s->tau_max);
+    *len = o.len;
+    return st;
+}
+
+static herd_status ps_load(herd_algo *a, herd_worker *w, const void *buf, size_t len)
+{
+    ps_state *s = a->state;
+    herd__state_in in = herd__state_in_make(buf, len);
+    herd_status st = herd__state_layout(&in, PSV_LAYOUT, w, "parameter server");
+    if (st < 0)
+        return st;
+    uint64_t shards = herd__state_get_u64(&in);
+    if (!in.bad && shards != s->center.shards)
+        return herd_err_set(&w->err, HERD_EINVAL, "worker %zu: the checkpoint was written with --ps-shards %llu; this run has --ps-shards %zu",
+                            w->rank, (unsigned long long)shards, s->center.shards);
+    if ((st = herd_center_load(&s->center, &in, w, "parameter server")) < 0)
+        return st;
+    herd__state_get(&in, s->pulled, s->center.shards * sizeof *s->pulled);
+    herd__state_get(&in, s->hist, sizeof s->hist);
+    s->ngrad = herd__state_get_u64(&in);
+    s->tau_sum = herd__state_get_f64(&in);
+    s->tau_max = herd__state_get_f64(&in);
+    return herd__state_end(&in, w, "parameter server");
+}
+
 static void ps_free(herd_algo *a, herd_worker *w)
 {
     ps_state *s = a->state;
@@ -527,6 +575,8 @@ static void ps_free(herd_algo *a, herd_worker *w)
         .eval_params = ps_eval_params,                                                         \
         .log_epoch = ps_log_epoch,                                                             \
         .free = ps_free,                                                                       \
+        .save = ps_save,                                                                       \
+        .load = ps_load,                                                                       \
     }
 
 PS_OPS(herd__algo_asgd, "asgd", "asynchronous SGD on a parameter server (Downpour), one gradient at a time");

@@ -51,6 +51,19 @@
  * collective at each epoch end and at finish (exact); osgp publishes z_i in
  * a window after each step and reads them one-sidedly (an estimate while
  * the run goes on, exact after the last step).
+ *
+ * Checkpoints (sgp): after a step every message of it has been mixed and
+ * none of the next exists yet, so the state between steps is w_i (the
+ * numerator is w_i z_i, z_i being the saved weights), and per in-neighbour
+ * the step bookkeeping (got, cursor) and the message counters (not the
+ * count of waits, a timing figure that starts over: a bit-exact checkpoint
+ * holds nothing that depends on timing); the record also holds the
+ * topology, refused on resume if it differs. osgp has no
+ * checkpoints: its bounded-delay waits on in-neighbours could wait forever
+ * on a worker stopped at the checkpoint's rendezvous (see ckpt_run.c), and
+ * with --max-delay 0 it is not sgp either (workers take batches from the
+ * shared counter in whatever order they come), so it counts as
+ * asynchronous.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -59,6 +72,7 @@
 
 #include "algo/algos.h"
 #include "algo/gossip.h"
+#include "algo/state_io.h"
 #include "core/clock.h"
 #include "herd/herd_rng.h"
 
@@ -500,6 +514,71 @@ static void ps_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
              (unsigned long long)s->late, (unsigned long long)s->merged);
 }
 
+static const uint64_t PS_LAYOUT = HERD__STATE_LAYOUT('p', 'u', 's', 'h', 1);
+
+static herd_status ps_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
+{
+    ps_state *s = a->state;
+    for (size_t j = 0; j < s->nin; j++)
+        if (s->in[j].ready)
+            return herd_err_set(&w->err, HERD_EINTERNAL, "worker %zu (sgp): a message of in-neighbour %zu is not mixed at a checkpoint",
+                                w->rank, s->in[j].peer);
+    for (size_t j = 0; j < s->nout; j++)
+        if (s->out[j].has_acc)
+            return herd_err_set(&w->err, HERD_EINTERNAL, "worker %zu (sgp): a share for out-peer %zu is unsent at a checkpoint",
+                                w->rank, s->out[j].peer);
+    herd__state_out o = herd__state_out_make(buf, cap);
+    herd__state_put_u64(&o, PS_LAYOUT);
+    herd__state_put_u64(&o, (uint64_t)s->topo);
+    herd__state_put_f64(&o, s->wt);
+    herd__state_put_u64(&o, s->late);
+    herd__state_put_u64(&o, s->merged);
+    herd__state_put_u64(&o, s->nin);
+    for (size_t j = 0; j < s->nin; j++) {
+        herd__state_put_u64(&o, s->in[j].peer);
+        herd__state_put_u64(&o, s->in[j].got);
+        herd__state_put_u64(&o, s->in[j].cursor);
+        herd__state_put_u64(&o, s->in[j].ended);
+    }
+    *len = o.len;
+    return HERD_OK;
+}
+
+static herd_status ps_load(herd_algo *a, herd_worker *w, const void *buf, size_t len)
+{
+    ps_state *s = a->state;
+    herd__state_in in = herd__state_in_make(buf, len);
+    herd_status st = herd__state_layout(&in, PS_LAYOUT, w, "sgp");
+    if (st < 0)
+        return st;
+    uint64_t topo = herd__state_get_u64(&in);
+    double wt = herd__state_get_f64(&in);
+    uint64_t late = herd__state_get_u64(&in), merged = herd__state_get_u64(&in);
+    uint64_t nin = herd__state_get_u64(&in);
+    if (!in.bad && (st = herd__gossip_same_topology(w, topo, s->topo)) < 0)
+        return st;
+    if (!in.bad && nin != s->nin)
+        return herd_err_set(&w->err, HERD_ECORRUPT, "worker %zu: the checkpoint's sgp state has %llu in-neighbours, this run %zu",
+                            w->rank, (unsigned long long)nin, s->nin);
+    if (!in.bad && !(wt > 0.0 && wt <= (double)w->nworkers))
+        return herd_err_set(&w->err, HERD_ECORRUPT, "worker %zu: the checkpoint's push-sum weight is %g (not in (0, %zu])",
+                            w->rank, wt, w->nworkers);
+    for (size_t j = 0; j < s->nin && !in.bad; j++) {
+        ps_in *x = &s->in[j];
+        uint64_t peer = herd__state_get_u64(&in);
+        x->got = herd__state_get_u64(&in);
+        x->cursor = herd__state_get_u64(&in);
+        x->ended = herd__state_get_u64(&in) != 0;
+        if (!in.bad && peer != x->peer)
+            return herd_err_set(&w->err, HERD_ECORRUPT, "worker %zu: the checkpoint's in-neighbour %zu is worker %llu, this run's %zu",
+                                w->rank, j, (unsigned long long)peer, x->peer);
+    }
+    if ((st = herd__state_end(&in, w, "sgp")) < 0)
+        return st;
+    s->wt = wt, s->late = late, s->merged = merged;
+    return HERD_OK;
+}
+
 static void ps_free(herd_algo *a, herd_worker *w)
 {
     ps_state *s = a->state;
@@ -527,14 +606,15 @@ static void ps_free(herd_algo *a, herd_worker *w)
     a->state = NULL;
 }
 
-#define PUSHSUM_OPS(nm, is_async, text)                                                                   \
+#define PUSHSUM_OPS(nm, is_async, save_fn, load_fn, text)                                                 \
     {                                                                                                     \
         .name = nm, .summary = text, .family = "gossip", .min_workers = 1, .async = is_async,             \
         .init = ps_init, .after_step = ps_after_step, .end_epoch = ps_end_epoch,         \
         .finish = ps_finish, .eval_params = ps_eval_params, .log_epoch = ps_log_epoch, .free = ps_free,   \
+        .save = save_fn, .load = load_fn,                                                                 \
     }
 
 const herd_algo_ops herd__algo_sgp =
-    PUSHSUM_OPS("sgp", false, "SGP: push-sum gossip with de-biased models, one peer per step (--topology exp|ring|random)");
+    PUSHSUM_OPS("sgp", false, ps_save, ps_load, "SGP: push-sum gossip with de-biased models, one peer per step (--topology exp|ring|random)");
 const herd_algo_ops herd__algo_osgp =
-    PUSHSUM_OPS("osgp", true, "overlap SGP: asynchronous push-sum, messages may be --max-delay steps late");
+    PUSHSUM_OPS("osgp", true, NULL, NULL, "overlap SGP: asynchronous push-sum, messages may be --max-delay steps late");

@@ -226,7 +226,7 @@ static const opt train_opts[] = {
     {"topology", OPT_STR, &tcfg.gossip.topology, "gossip: ring, exp or random (default: the algorithm's)"},
     {"max-delay", OPT_SIZE, &tcfg.gossip.max_delay, "osgp: steps a worker goes on without hearing from a neighbour (default 1)"},
     {"fail", OPT_FAIL, &tcfg, "worker RANK stops for good at step STEP (fault injection; repeatable)"},
-    {"checkpoint", OPT_STR, &tcfg.checkpoint_dir, "write checkpoints into directory S (threads engine, synchronous algorithms)"},
+    {"checkpoint", OPT_STR, &tcfg.checkpoint_dir, "write checkpoints into directory S (threads engine; every algorithm but osgp)"},
     {"checkpoint-every", OPT_SIZE, &tcfg.checkpoint_every, "steps between checkpoints (default: one per epoch; the last step always)"},
     {"keep", OPT_SIZE, &tcfg.checkpoint_keep, "keep the newest N checkpoints (default 3)"},
     {"resume", OPT_FLAG, &tcfg.resume, "continue from the newest valid checkpoint of --checkpoint DIR"},

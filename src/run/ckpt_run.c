@@ -12,7 +12,7 @@
 #include "herd/herd_comm.h"
 #include "herd/herd_nn.h"
 
-enum { CURSOR_BYTES = 40, RNG_BYTES = 32, SECTIONS_PER_WORKER = 6 };
+enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 6 };
 
 /* One worker's state, copied out between the two barriers of a save. */
 typedef struct slot {
@@ -20,7 +20,7 @@ typedef struct slot {
     size_t nmomentum, nbuffers;
     unsigned char cursor[CURSOR_BYTES], rng[RNG_BYTES];
     unsigned char *algo;
-    size_t algo_len, algo_cap;
+    size_t algo_len, algo_cap, algo_need;
     bool has_algo;
 } slot;
 
@@ -28,6 +28,9 @@ struct herd__ckpt_run {
     const herd_train_config *cfg;
     herd_ckpt_info info; /* step and epoch set per checkpoint */
     size_t every, last_step;
+    bool async;          /* checkpoints at holds of the shared batch counter */
+    uint64_t per_epoch, total; /* async: global batches an epoch, in the run */
+    unsigned char claim[CLAIM_BYTES]; /* async: the counter, filled by worker 0 */
     herd_ckpt *resume;   /* the checkpoint resumed from, until the run ends */
     slot *slots;         /* one per worker */
     herd_ckpt_section *secs;
@@ -47,6 +50,24 @@ static uint64_t get64(const unsigned char *p)
     return v;
 }
 
+/* Whether --checkpoint saves every piece of state `algo` keeps between
+ * steps: through its save/load hooks, or because it keeps none beyond the
+ * worker's weights and optimizer (the sgd family). */
+static bool can_checkpoint(const herd_algo_ops *algo)
+{
+    return (algo->save && algo->load) || (algo->family && !strcmp(algo->family, "sgd"));
+}
+
+/* The algorithms --checkpoint takes, as "a, b, c". */
+static void checkpointable(char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; herd_algos[i] && len < cap; i++)
+        if (can_checkpoint(herd_algos[i]))
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", herd_algos[i]->name);
+}
+
 herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *algo, const char *engine,
                              herd_err *err)
 {
@@ -64,33 +85,35 @@ herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *
     if (strcmp(engine, "threads"))
         return herd_err_set(err, HERD_EUNSUPPORTED,
                             "--checkpoint: the %s engine cannot checkpoint yet (the threads engine can)", engine);
-    if (algo->async)
+    if (!can_checkpoint(algo)) {
+        char list[512];
+        checkpointable(list, sizeof list);
         return herd_err_set(err, HERD_EUNSUPPORTED,
-                            "--checkpoint: --algo %s is asynchronous: its shared state (server or center, batch "
-                            "counter) changes while workers run and is not checkpointed yet, and herd refuses rather "
-                            "than resume it inexactly (synchronous algorithms can: sgd, allreduce)",
-                            algo->name);
-    if (algo->save && algo->load)
-        return HERD_OK;
-    const char *fam = algo->family ? algo->family : "";
-    if (!strcmp(fam, "sgd"))
-        return HERD_OK;
-    if (!strcmp(fam, "allreduce")) {
-        const herd_allreduce_config *ar = &cfg->allreduce;
-        if (ar->comm_dtype != HERD_F32)
-            return herd_err_set(err, HERD_EUNSUPPORTED,
-                                "--checkpoint: allreduce with a 16-bit wire keeps a loss scale it cannot save yet "
-                                "(use --comm-dtype fp32 with --checkpoint)");
-        if (ar->csc_ratio > 0.0 && ar->csc_ratio < 1.0)
-            return herd_err_set(err, HERD_EUNSUPPORTED,
-                                "--checkpoint: allreduce with --csc-ratio keeps a gradient residual it cannot save "
-                                "yet (drop --csc-ratio with --checkpoint)");
-        return HERD_OK;
+                            "--checkpoint: --algo %s keeps state between steps that herd cannot checkpoint yet%s "
+                            "(herd checkpoints --algo %s)",
+                            algo->name,
+                            algo->async ? " (an asynchronous algorithm whose workers may wait on one another inside "
+                                          "a step, which a checkpoint's rendezvous of every worker would deadlock)"
+                                        : "",
+                            list);
     }
-    return herd_err_set(err, HERD_EUNSUPPORTED,
-                        "--checkpoint: --algo %s keeps state between steps that it cannot save yet (it has no "
-                        "save/load hooks)",
-                        algo->name);
+    if (algo->async) {
+        /* an asynchronous run checkpoints where every worker meets at a
+         * hold of the batch counter (ckpt_run.h): nothing may keep one
+         * worker from getting there */
+        const herd_ps_config *ps = &cfg->ps;
+        const char *why = cfg->nfail ? "--fail (a lost worker never comes to the checkpoint)"
+                        : cfg->max_steps ? "--max-steps (each worker would stop at its own step, not at a checkpoint)"
+                        : ps->softsync > 1 ? "--softsync (a worker waits in its step for others to fill its group)"
+                        : ps->max_staleness >= 0 ? "--max-staleness (a worker waits in its step for slower ones)"
+                                                 : NULL;
+        if (why)
+            return herd_err_set(err, HERD_EUNSUPPORTED,
+                                "--checkpoint: --algo %s is asynchronous; its checkpoints stop every worker at the same "
+                                "point of the shared batch counter, which %s rules out",
+                                algo->name, why);
+    }
+    return HERD_OK;
 }
 
 static bool bad_fit(const char *s, size_t cap) { return strlen(s) >= cap; }
@@ -160,6 +183,10 @@ herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, 
     snprintf(in->model, sizeof in->model, "%s", cfg->model);
     snprintf(in->algo, sizeof in->algo, "%s", algo);
     cr->every = cfg->checkpoint_every ? cfg->checkpoint_every : steps_per_epoch;
+    const herd_algo_ops *ops = herd_algo_find(algo);
+    cr->async = ops && ops->async;
+    cr->per_epoch = (uint64_t)steps_per_epoch * cfg->workers;
+    cr->total = cr->per_epoch * cfg->epochs;
     cr->last_step = cfg->epochs * steps_per_epoch;
     if (cfg->max_steps && cfg->max_steps < cr->last_step)
         cr->last_step = cfg->max_steps;
@@ -266,8 +293,21 @@ herd_status herd__ckpt_restore(herd__ckpt_run *cr, herd_worker *w, herd_loader *
     uint64_t bits = get64(cb + 32);
     memcpy(&cur->loss_sum, &bits, sizeof bits);
     const herd_ckpt_info *h = herd_ckpt_get_info(ck);
-    if (cur->epoch != h->epoch || cur->step != h->step || cur->epoch_step > h->steps_per_epoch ||
-        cur->step != cur->epoch * h->steps_per_epoch + cur->epoch_step || cur->nloss > cur->epoch_step)
+    cur->claimed = 0;
+    if (cr->async) {
+        unsigned char cl[CLAIM_BYTES];
+        if ((st = herd_ckpt_copy(ck, "claim", 0, cl, sizeof cl, err)) < 0)
+            return st;
+        cur->claimed = get64(cl);
+    }
+    /* synchronous: every worker at the header's step; asynchronous: each at
+     * its own, within the batches handed out */
+    bool fits = cr->async ? cur->claimed / h->workers == h->step && cur->step <= cur->claimed &&
+                                cur->epoch <= h->epoch && cur->epoch_step <= cur->step && cur->nloss <= cur->epoch_step
+                          : cur->epoch == h->epoch && cur->step == h->step && cur->epoch_step <= h->steps_per_epoch &&
+                                cur->step == cur->epoch * h->steps_per_epoch + cur->epoch_step &&
+                                cur->nloss <= cur->epoch_step;
+    if (!fits)
         return herd_err_set(err, HERD_ECORRUPT,
                             "checkpoint %s: worker %" PRIu32 "'s cursor (epoch %" PRIu64 ", step %" PRIu64 " of the epoch, %" PRIu64
                             " in all) does not fit the header (epoch %" PRIu64 ", step %" PRIu64 ")",
@@ -289,21 +329,33 @@ herd_status herd__ckpt_restore_algo(herd__ckpt_run *cr, herd_algo *a, herd_worke
     herd_ckpt_section s = {0};
     bool has = herd_ckpt_find(cr->resume, "algo", (uint32_t)w->rank, &s, NULL) == HERD_OK;
     const char *f = herd_ckpt_label(cr->resume);
+    herd_status st = HERD_OK;
     if (!a->ops->load) {
         if (has)
             return herd_err_set(&w->err, HERD_EUNSUPPORTED,
                                 "checkpoint %s holds state of --algo %s that this herd cannot load", f, a->ops->name);
-        return HERD_OK;
-    }
-    if (!has)
+    } else if (!has) {
         return herd_err_set(&w->err, HERD_EINVAL, "checkpoint %s holds no state of --algo %s for worker %zu", f,
                             a->ops->name, w->rank);
-    return a->ops->load(a, w, s.data, s.bytes);
+    } else if ((st = a->ops->load(a, w, s.data, s.bytes)) < 0) {
+        return st;
+    }
+    /* shared state (a server, a center, a window) is whole before anyone
+     * steps on it */
+    return herd_comm_barrier(w->comm);
 }
 
 bool herd__ckpt_due(const herd__ckpt_run *cr, const herd_worker *w)
 {
     return cr && w->step > 0 && (w->step % cr->every == 0 || w->step == cr->last_step);
+}
+
+uint64_t herd__ckpt_next_hold(const herd__ckpt_run *cr, uint64_t claimed)
+{
+    if (!cr || claimed >= cr->total)
+        return UINT64_MAX;
+    uint64_t g = (uint64_t)cr->every * cr->info.workers, next = (claimed / g + 1) * g;
+    return next < cr->total ? next : cr->total;
 }
 
 /* Copies worker w's state into its slot (on w's thread, between barriers). */
@@ -329,19 +381,19 @@ static herd_status fill_slot(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, c
     put64(s->cursor, cur->epoch), put64(s->cursor + 8, cur->epoch_step), put64(s->cursor + 16, cur->step);
     put64(s->cursor + 24, cur->nloss), put64(s->cursor + 32, bits);
     encode_rng(l, s->rng);
+    if (w->rank == 0)
+        put64(cr->claim, cur->claimed);
     s->has_algo = a->ops->save != NULL;
     if (s->has_algo) {
-        size_t need = 0;
-        herd_status st = a->ops->save(a, w, NULL, 0, &need);
-        if (st < 0)
-            return st;
+        size_t need = s->algo_need;
         if (need > s->algo_cap) {
             unsigned char *nbuf = realloc(s->algo, need);
             if (!nbuf)
                 goto oom;
             s->algo = nbuf, s->algo_cap = need;
         }
-        if ((st = a->ops->save(a, w, s->algo, s->algo_cap, &s->algo_len)) < 0)
+        herd_status st = a->ops->save(a, w, s->algo, s->algo_cap, &s->algo_len);
+        if (st < 0)
             return st;
         if (s->algo_len > s->algo_cap)
             return herd_err_set(&w->err, HERD_EINTERNAL, "--algo %s: its save hook asked for %zu bytes after %zu",
@@ -371,6 +423,11 @@ static herd_status write_slots(herd__ckpt_run *cr, const herd_worker *w, const h
     }
     herd_ckpt_info info = cr->info;
     info.step = cur->step, info.epoch = cur->epoch;
+    if (cr->async) { /* the run's position is the shared counter's */
+        cr->secs[n++] = (herd_ckpt_section){"claim", 0, cr->claim, sizeof cr->claim};
+        info.step = cur->claimed / cr->info.workers;
+        info.epoch = cur->claimed ? (cur->claimed - 1) / cr->per_epoch : 0;
+    }
     return herd_ckpt_write(cr->cfg->checkpoint_dir, &info, cr->secs, n, cr->cfg->checkpoint_keep, err);
 }
 
@@ -378,7 +435,13 @@ herd_status herd__ckpt_save(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, co
                             const herd__ckpt_cursor *cur)
 {
     herd_status st = HERD_OK;
-    /* the previous checkpoint's file is written: the slots are free */
+    slot *s = &cr->slots[w->rank];
+    /* the sizing call settles what the algorithm has in flight (see
+     * herd_algo.h), before the barrier after which anyone reads state */
+    if (a->ops->save)
+        HERD_TRY(a->ops->save(a, w, NULL, 0, &s->algo_need));
+    /* the previous checkpoint's file is written (the slots are free) and
+     * every worker has settled */
     HERD_TRY(herd_comm_barrier(w->comm));
     HERD_TRY(fill_slot(cr, a, w, l, cur));
     /* every slot is filled */

@@ -12,11 +12,23 @@
  *             section holds seed, epoch and a CRC32C of that permutation, so
  *             a resume that would see other data in another order is refused
  *   algo      the algorithm's own state, from its save hook (where it has one)
+ * and, asynchronous algorithms only, for worker 0:
+ *   claim     the shared batch counter (global batches handed out); the
+ *             header's step is claim / workers, its epoch that of the last
+ *             batch handed out, and each worker's cursor holds its own steps
  *
  * Checkpointing is collective over the run's workers (threads engine): each
+ * settles what its algorithm has in flight (the save hook's sizing call),
  * copies its state into its slot between two barriers, then worker 0 writes
  * the file while the others go on; the next checkpoint's first barrier waits
- * for that write to end before any slot is touched again.
+ * for that write to end before any slot is touched again. Synchronous
+ * algorithms checkpoint at the same step of every worker; asynchronous ones
+ * when the shared batch counter reaches a hold (herd__ckpt_next_hold), where
+ * every worker stops between two steps: no lock is held and no transfer is
+ * in flight, so each piece of shared state (a server, a center, a window)
+ * is copied by its holder exactly as it is. Such a resume restores every
+ * byte of state, but is not bit for bit the run that was not stopped: the
+ * workers' interleaving is not reproducible.
  */
 #ifndef HERD_RUN_CKPT_RUN_H
 #define HERD_RUN_CKPT_RUN_H
@@ -36,6 +48,7 @@ typedef struct herd__ckpt_cursor {
     uint64_t step;       /* steps done in all */
     uint64_t nloss;      /* losses summed so far this epoch */
     double loss_sum;
+    uint64_t claimed;    /* asynchronous: global batches handed out (the shared counter) */
 } herd__ckpt_cursor;
 
 typedef struct herd__ckpt_run herd__ckpt_run;
@@ -63,8 +76,15 @@ herd_status herd__ckpt_restore(herd__ckpt_run *cr, herd_worker *w, herd_loader *
 /* Resume, on the worker's thread after the algorithm's init: its own state. */
 herd_status herd__ckpt_restore_algo(herd__ckpt_run *cr, herd_algo *a, herd_worker *w);
 
-/* Whether worker w checkpoints now that it has done w->step steps. */
+/* Synchronous: whether worker w checkpoints now that it has done w->step steps. */
 bool herd__ckpt_due(const herd__ckpt_run *cr, const herd_worker *w);
+/* Asynchronous: the shared batch counter's next hold after `claimed`
+ * (UINT64_MAX: none; always UINT64_MAX when cr is NULL). A worker that
+ * finds the counter at a hold does not take the batch: it checkpoints, and
+ * so does every other worker, each arriving there after its current step,
+ * before any takes a batch again. Holds are every --checkpoint-every steps
+ * of every worker (every * workers batches) and the run's last batch. */
+uint64_t herd__ckpt_next_hold(const herd__ckpt_run *cr, uint64_t claimed);
 /* Collective over the run's workers (see above); errors in w->err. */
 herd_status herd__ckpt_save(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, const herd_loader *l,
                             const herd__ckpt_cursor *cur);

@@ -417,11 +417,12 @@ static void resume_epoch(worker_ctx *c, epoch_stats *e)
     e->steps = (size_t)c->resume.epoch_step, e->nloss = (size_t)c->resume.nloss, e->loss_sum = c->resume.loss_sum;
 }
 
-/* --checkpoint: collective; every worker saves at the same step. */
-static herd_status checkpoint(worker_ctx *c, const epoch_stats *e)
+/* --checkpoint: collective; every worker saves at the same step, or
+ * (asynchronous) at the same hold of the batch counter, `claimed`. */
+static herd_status checkpoint(worker_ctx *c, const epoch_stats *e, uint64_t claimed)
 {
     herd__ckpt_cursor cur = {.epoch = c->w.epoch, .epoch_step = e->steps, .step = c->w.step, .nloss = e->nloss,
-                             .loss_sum = e->loss_sum};
+                             .loss_sum = e->loss_sum, .claimed = claimed};
     return herd__ckpt_save(c->run->ckpt, &c->algo, &c->w, &c->loader, &cur);
 }
 
@@ -444,7 +445,7 @@ static herd_status loop_static(worker_ctx *c)
                 break;
             HERD_TRY(train_step(c, &e, (double)epoch + (double)e.steps / (double)w->steps_per_epoch));
             if (herd__ckpt_due(c->run->ckpt, w))
-                HERD_TRY(checkpoint(c, &e));
+                HERD_TRY(checkpoint(c, &e, 0));
         }
         if (c->lost)
             break;
@@ -457,8 +458,9 @@ out:
     return st;
 }
 
-/* Claims the next global batch: a counter in a window on rank 0. */
-static herd_status claim_batch(worker_ctx *c, uint64_t *index)
+/* Claims the next global batch: a counter in a window on rank 0. At the
+ * hold (a checkpoint's) the counter stays: *index == hold, nothing claimed. */
+static herd_status claim_batch(worker_ctx *c, uint64_t *index, uint64_t hold)
 {
     herd_status st = HERD_OK;
     herd_comm *comm = c->w.comm;
@@ -468,7 +470,7 @@ static herd_status claim_batch(worker_ctx *c, uint64_t *index)
     if (st == HERD_OK)
         st = herd_comm_win_flush(comm, c->claim_win, 0);
     next = *index + 1;
-    if (st == HERD_OK)
+    if (st == HERD_OK && *index != hold)
         st = herd_comm_win_put(comm, c->claim_win, 0, 0, &next, sizeof next);
     herd_status st2 = herd_comm_win_unlock(comm, c->claim_win, 0);
     if (st == HERD_OK)
@@ -485,14 +487,25 @@ static herd_status loop_claimed(worker_ctx *c)
     const herd_train_config *cfg = c->run->cfg;
     herd_worker *w = &c->w;
     uint64_t per_epoch = (uint64_t)w->steps_per_epoch * w->nworkers, total = per_epoch * cfg->epochs;
-    epoch_stats e;
+    uint64_t hold = herd__ckpt_next_hold(c->run->ckpt, c->resume.claimed);
+    epoch_stats e = {0};
     bool started = false, stop = false;
+    if (c->resume.step) { /* --resume: this worker's epoch goes on */
+        epoch_begin(c, &e, (size_t)c->resume.epoch);
+        resume_epoch(c, &e);
+        started = true;
+    }
     for (;;) {
         HERD_TRY(before_next(c, &stop));
         if (stop)
             break;
         uint64_t b;
-        HERD_TRY(claim_batch(c, &b));
+        HERD_TRY(claim_batch(c, &b, hold));
+        if (b == hold) { /* every worker stops here, between two steps */
+            HERD_TRY(checkpoint(c, &e, b));
+            hold = herd__ckpt_next_hold(c->run->ckpt, b);
+            continue;
+        }
         if (b >= total)
             break;
         size_t epoch = (size_t)(b / per_epoch), index = (size_t)(b % per_epoch);
@@ -518,7 +531,7 @@ static herd_status worker_loop(worker_ctx *c)
     herd_worker *w = &c->w;
     herd_nn_set_threads((int)r->cfg->threads);
     if (r->algo_ops->async) { /* collective, before the algorithm's own windows */
-        c->claim_buf = 0;
+        c->claim_buf = c->resume.claimed;
         HERD_TRY(herd_comm_win_create(w->comm, &c->claim_buf, w->rank == 0 ? sizeof c->claim_buf : 0, &c->claim_win));
     }
     CALL_HOOK(c, init);
