@@ -12,6 +12,12 @@
  *                      every parameter with the worker's learning rate
  *   after_step         (e.g. gossip, elastic exchange)
  *
+ * Between backward and step the worker loop checks the loss and gradient
+ * for NaN and Inf (herd_run.h, skip_nonfinite): a step it skips runs every
+ * hook but the update (step, or the local optimizer step), so the
+ * algorithm's exchanges go on with finite weights; an asynchronous worker
+ * that stops on one returns before after_backward.
+ *
  * and end_epoch after the last step of each epoch, finish after the worker's
  * last step. Algorithms never ask which
  * engine they run on: they talk to other workers only through w->comm.

@@ -439,8 +439,8 @@ static void stop_hint(const worker_ctx *c, char *buf, size_t cap)
         snprintf(buf, cap, "%zu steps in a row were skipped (--skip-nonfinite); the run stops: the learning rate %g may be too high",
                  c->skipped_run, (double)c->w.lr);
     else
-        snprintf(buf, cap, "the run stops: the learning rate %g may be too high (--skip-nonfinite skips such steps)",
-                 (double)c->w.lr);
+        snprintf(buf, cap, "the run stops: the learning rate %g may be too high (--skip-nonfinite %s)", (double)c->w.lr,
+                 c->run->algo_ops->async ? "drops such gradients" : "skips such steps");
 }
 
 /* A non-finite value was found this step (found: "non-finite gradient on
@@ -558,7 +558,9 @@ static void announce_stop(worker_ctx *c)
     if (st == HERD_OK)
         st = st2;
 out:
-    if (st < 0) /* the others will not know: they stop on their own, or at --timeout */
+    /* the others will not know (they stop on their own, or at --timeout);
+     * EREMOTE: another worker's failure already stopped them */
+    if (st < 0 && st != HERD_EREMOTE)
         snprintf(c->w.err.msg + strlen(c->w.err.msg), sizeof c->w.err.msg - strlen(c->w.err.msg),
                  " (telling the other workers failed: %.100s)", herd_comm_last_error(comm));
 }
