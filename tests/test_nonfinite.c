@@ -43,7 +43,7 @@ static herd_train_config base(const char *algo, size_t workers, const char *mode
     c.workers = workers;
     c.epochs = 1;
     c.batch = 16;
-    c.train_limit = 512;
+    c.train_limit = 384;
     c.test_limit = 128;
     c.optim.schedule = HERD_SCHED_CONST;
     c.quiet = true;
@@ -194,6 +194,7 @@ static void test_skip_log_and_bound(void)
     /* HERD_NONFINITE_MAX_SKIPS skipped in a row, then the next one stops the run */
     c = base("allreduce", 2, "linear");
     c.skip_nonfinite = true;
+    c.train_limit = 1024; /* 32 steps */
     for (size_t s = 2; s <= 2 + HERD_NONFINITE_MAX_SKIPS; s++)
         inject(&c, 1, s);
     herd_err err = {0};
@@ -234,7 +235,8 @@ static void test_async(void)
         c.skip_nonfinite = true;
         if (herd_train(&c, &r, &err) != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "%s --skip-nonfinite: %s", async_algos[i], err.msg);
-        ASSERT_EQ_INT(r.skipped_steps, r.steps > 1 ? 1 : 0);
+        /* each worker that got to its step 1 dropped one gradient */
+        ASSERT_TRUE(r.skipped_steps >= 1 && r.skipped_steps <= 3);
         ASSERT_TRUE(r.test_acc > 0.4);
     }
 }

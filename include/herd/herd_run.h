@@ -139,7 +139,8 @@ typedef struct herd_train_result {
     double worker0_acc;     /* worker 0's own model (equals test_acc when eval_model is "worker0") */
     size_t nlost;           /* workers lost to --fail that the others survived */
     size_t lost[HERD_MAX_FAIL];
-    size_t skipped_steps;   /* --skip-nonfinite: worker 0's steps not applied */
+    size_t skipped_steps;   /* --skip-nonfinite: updates not applied; synchronous: worker 0's (every
+                             * worker skips the same), asynchronous: this process's workers' together */
     /* test_acc/test_loss/train_loss are valid where rank == 0 */
 } herd_train_result;
 

@@ -271,9 +271,9 @@ static herd_status check_eval_model(worker_ctx *c, const float *x, const char *n
     herd__log_record(&c->run->log, "nonfinite", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"model\":\"%s\",\"action\":\"stop\"",
                      w->rank, w->step, w->epoch + 1, name);
     return herd_err_set(&w->err, HERD_ENONFINITE,
-                        "epoch %zu, step %zu: the %s model holds non-finite weights; the run stops: the learning rate "
+                        "epoch %zu, step %zu: %s%s model holds non-finite weights; the run stops: the learning rate "
                         "%g may be too high",
-                        w->epoch + 1, w->step, name, (double)w->lr);
+                        w->epoch + 1, w->step, strstr(name, "'s") ? "" : "the ", name, (double)w->lr);
 }
 
 /* Evaluation on worker 0: of the model the algorithm says users keep (a
@@ -456,7 +456,8 @@ static herd_status nonfinite_found(worker_ctx *c, epoch_stats *e, const char *fo
                      *skip ? "skip" : "stop");
     if (*skip) {
         c->skipped++, c->skipped_run++, e->skipped++;
-        if (w->rank == r->first_rank && !r->cfg->quiet)
+        /* synchronous: every worker skips the same step, say it once */
+        if ((r->algo_ops->async || w->rank == r->first_rank) && !r->cfg->quiet)
             fprintf(stderr, "%sstep %zu (epoch %zu): %s; the update is skipped (--skip-nonfinite)\n",
                     r->tty && r->cfg->progress ? "\r" : "", w->step, w->epoch + 1, found);
         return HERD_OK;
@@ -1083,7 +1084,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     res->images = t.images;
     res->bytes_sent = (uint64_t)t.bytes;
     res->steps = w0->w.step;
-    res->skipped_steps = w0->skipped;
+    for (size_t i = 0; i < (r.algo_ops->async ? r.nlocal : 1); i++)
+        res->skipped_steps += workers[i].skipped;
     res->nparams = w0->w.nparams;
     res->comm_wait_s = t.wait / (double)eff.workers;
     /* how far the replicas of this process drifted apart (0 for synchronous algorithms) */
