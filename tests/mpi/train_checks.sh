@@ -28,7 +28,7 @@ done
 # and an asynchronous run under mpirun: every rank stops (no --timeout wait),
 # with the message, and mpirun exits non-zero.
 for algo in allreduce asgd; do
-    out=$(timeout 120 $mpirun -np 3 "$bin" train --algo "$algo" --data synthetic:1x12x12:4 --model linear --epochs 2 \
+    out=$(timeout 120 $mpirun -np 3 "$bin" train --engine mpi --algo "$algo" --data synthetic:1x12x12:4 --model linear --epochs 2 \
         --batch 16 --train-limit 2048 --test-limit 512 --timeout 30 --no-progress --quiet --inject-nan 1@3 2>&1)
     rc=$?
     if [ $rc -ne 0 ] && [ $rc -ne 124 ] && printf '%s\n' "$out" | grep -q "non-finite gradient.*step 3\|step 3 (epoch 1): non-finite gradient on worker 1"; then
