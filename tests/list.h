@@ -8,6 +8,7 @@
     X(nn)                   \
     X(optim)                \
     X(train)                \
+    X(nonfinite)            \
     X(collectives)         \
     X(comm)                \
     X(ps)                  \

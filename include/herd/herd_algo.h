@@ -12,6 +12,12 @@
  *                      every parameter with the worker's learning rate
  *   after_step         (e.g. gossip, elastic exchange)
  *
+ * Between backward and step the worker loop checks the loss and gradient
+ * for NaN and Inf (herd_run.h, skip_nonfinite): a step it skips runs every
+ * hook but the update (step, or the local optimizer step), so the
+ * algorithm's exchanges go on with finite weights; an asynchronous worker
+ * that stops on one returns before after_backward.
+ *
  * and end_epoch after the last step of each epoch, finish after the worker's
  * last step. Algorithms never ask which
  * engine they run on: they talk to other workers only through w->comm.
@@ -63,6 +69,12 @@ typedef struct herd_worker {
 /* Whether worker `rank` was lost (--fail) while the run went on. */
 bool herd_worker_lost(const herd_worker *w, size_t rank);
 
+/* Asynchronous algorithms, in a wait for other workers: HERD_ENONFINITE
+ * (w->err says who and where) once a worker has stopped the run on a
+ * non-finite value, so nobody waits out --timeout for a worker that is gone.
+ * Reads the run's shared state at most every 10 ms; HERD_OK outside a run. */
+herd_status herd_worker_stopping(herd_worker *w);
+
 typedef struct herd_algo_ops {
     const char *name;
     const char *summary;  /* one line for --help */
@@ -108,6 +120,14 @@ typedef struct herd_algo_ops {
      * HERD_EINVAL, with w->err saying so. */
     herd_status (*save)(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len);
     herd_status (*load)(herd_algo *a, herd_worker *w, const void *buf, size_t len);
+    /* Non-finite values (herd_run.h, skip_nonfinite). Synchronous algorithms
+     * only: after after_backward, whether what the workers reduced together
+     * this step (allreduce: the averaged gradient) holds a NaN or an Inf. It
+     * must give the same answer on every worker, from the shared result, and
+     * the algorithm's own state must be as if the step never happened when
+     * it says so (the worker loop then applies no update). NULL: the worker
+     * loop agrees on it with a one-float allreduce of its own. */
+    bool (*nonfinite)(herd_algo *a, herd_worker *w);
 } herd_algo_ops;
 
 struct herd_algo {

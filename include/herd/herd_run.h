@@ -65,6 +65,19 @@ typedef struct herd_fail {
     size_t rank, step;
 } herd_fail;
 
+enum { HERD_MAX_INJECT = 16 };
+
+/* --inject-nan RANK@STEP (for testing the non-finite checks): a NaN is
+ * written into worker RANK's gradient at the step it takes after STEP steps. */
+typedef struct herd_inject {
+    size_t rank, step;
+} herd_inject;
+
+/* --skip-nonfinite: a run stops anyway after this many skipped steps in a
+ * row (the weights themselves have gone bad, or the learning rate is far
+ * too high: skipping more would only hide it). */
+enum { HERD_NONFINITE_MAX_SKIPS = 10 };
+
 typedef struct herd_train_config {
     const char *data;   /* see herd_data_open; NULL: default */
     const char *model;  /* herd_model_names */
@@ -94,6 +107,15 @@ typedef struct herd_train_config {
     size_t checkpoint_every;    /* steps between checkpoints (0: one per epoch); the last step always */
     size_t checkpoint_keep;     /* the newest N are kept (default 3) */
     bool resume;                /* start from the newest valid checkpoint of checkpoint_dir */
+    /* A NaN or Inf in a loss or gradient stops the run, on every worker at
+     * the same step for the synchronous algorithms, with a message naming
+     * the step and the worker(s). skip_nonfinite: the step's update is not
+     * applied instead (synchronous: by every worker, so replicas stay
+     * identical; asynchronous: that worker's gradient is dropped), up to
+     * HERD_NONFINITE_MAX_SKIPS in a row. */
+    bool skip_nonfinite;
+    herd_inject inject_nan[HERD_MAX_INJECT];
+    size_t ninject_nan;
 } herd_train_config;
 
 /* Fills cfg with the defaults `herd train` uses. */
@@ -117,6 +139,8 @@ typedef struct herd_train_result {
     double worker0_acc;     /* worker 0's own model (equals test_acc when eval_model is "worker0") */
     size_t nlost;           /* workers lost to --fail that the others survived */
     size_t lost[HERD_MAX_FAIL];
+    size_t skipped_steps;   /* --skip-nonfinite: updates not applied; synchronous: worker 0's (every
+                             * worker skips the same), asynchronous: this process's workers' together */
     /* test_acc/test_loss/train_loss are valid where rank == 0 */
 } herd_train_result;
 

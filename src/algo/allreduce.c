@@ -26,6 +26,13 @@
  * and csc settings it ran with, so a resume with other ones is refused
  * rather than silently a different run. Saved after after_step, when the
  * communication thread is idle (after_backward drained it).
+ * Non-finite gradients (a NaN or Inf in any worker's) are seen in what was
+ * reduced, identically on every worker and with no extra message: fp32
+ * checks each reduced bucket (on the communication thread when there is
+ * one); fp16/bf16 reuse the overflow check, a sum still non-finite when
+ * redone in fp32 being a non-finite gradient, not an overflow (the scale
+ * stays); csc sees it in the summed chunk norms, before the residual is
+ * touched. The worker loop then applies no update (the nonfinite hook).
  */
 #include <math.h>
 #include <pthread.h>
@@ -35,6 +42,7 @@
 #include "algo/algos.h"
 #include "algo/state_io.h"
 #include "core/clock.h"
+#include "core/finite.h"
 
 enum { MAX_PENDING = 256 };
 
@@ -46,6 +54,7 @@ typedef struct ar_queue {
     size_t lo[MAX_PENDING], hi[MAX_PENDING];
     size_t head, tail;   /* buckets [head, tail) are waiting or in flight */
     bool busy, stop, started;
+    bool nonfinite;      /* a bucket it reduced holds a NaN or Inf */
     herd_status st;      /* first failure of the thread */
 } ar_queue;
 
@@ -55,6 +64,7 @@ typedef struct ar_state {
     herd_worker *w;
     float loss_scale;
     size_t clean_steps;
+    bool nonfinite;      /* this step's reduced gradient holds a NaN or Inf */
     /* csc */
     float *residual;     /* nparams */
     float *norms;        /* nchunks */
@@ -73,31 +83,26 @@ static herd_allreduce_opts wire_opts(const herd_worker *w, int dtype)
     };
 }
 
-static bool all_finite(const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return false;
-    return true;
-}
-
 static void scale(float *x, size_t n, float s)
 {
     for (size_t i = 0; i < n; i++)
         x[i] *= s;
 }
 
-/* Averages buf[0, n) over the workers, in the configured wire type. */
-static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n)
+/* Averages buf[0, n) over the workers, in the configured wire type; *bad:
+ * the average holds a NaN or Inf (the same on every worker). */
+static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n, bool *bad)
 {
     herd_status st;
     float inv = 1.0f / (float)w->nworkers;
     int dtype = w->cfg->allreduce.comm_dtype;
+    *bad = false;
     if (dtype == HERD_F32) {
         herd_allreduce_opts o = wire_opts(w, HERD_F32);
         if ((st = herd_allreduce(w->comm, buf, n, &o)) < 0)
             return st;
         scale(buf, n, inv);
+        *bad = !herd__all_finite(buf, n);
         return HERD_OK;
     }
     /* keep an fp32 copy in case the low-precision sum overflows */
@@ -108,17 +113,21 @@ static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n
     scale(buf, n, s->loss_scale * inv);
     herd_allreduce_opts o = wire_opts(w, dtype);
     st = herd_allreduce(w->comm, buf, n, &o);
-    if (st == HERD_OK && all_finite(buf, n)) {
+    if (st == HERD_OK && herd__all_finite(buf, n)) {
         scale(buf, n, 1.0f / s->loss_scale);
     } else if (st == HERD_OK) {
         /* overflow: every rank sees the same sums, so all take this branch */
-        s->loss_scale = s->loss_scale > 1.0f ? s->loss_scale / 2 : 1.0f;
-        s->clean_steps = 0;
         memcpy(buf, copy, n * sizeof(float));
         herd_allreduce_opts o32 = wire_opts(w, HERD_F32);
         st = herd_allreduce(w->comm, buf, n, &o32);
         if (st == HERD_OK)
             scale(buf, n, inv);
+        /* still non-finite in fp32: a gradient was, the scale was not too high */
+        *bad = st == HERD_OK && !herd__all_finite(buf, n);
+        if (st == HERD_OK && !*bad) {
+            s->loss_scale = s->loss_scale > 1.0f ? s->loss_scale / 2 : 1.0f;
+            s->clean_steps = 0;
+        }
     }
     free(copy);
     return st;
@@ -138,10 +147,12 @@ static void *comm_thread(void *p)
         bool skip = q->st < 0;
         q->busy = true;
         pthread_mutex_unlock(&q->mu);
-        herd_status st = skip ? HERD_OK : reduce_mean(s, s->w, s->w->grads + lo, hi - lo);
+        bool bad = false;
+        herd_status st = skip ? HERD_OK : reduce_mean(s, s->w, s->w->grads + lo, hi - lo, &bad);
         pthread_mutex_lock(&q->mu);
         if (st < 0 && q->st == HERD_OK)
             q->st = st;
+        q->nonfinite = q->nonfinite || bad;
         q->head++;
         q->busy = false;
         pthread_cond_broadcast(&q->cv);
@@ -166,7 +177,9 @@ static herd_status flush(ar_state *s, herd_worker *w)
         pthread_cond_broadcast(&q->cv);
         pthread_mutex_unlock(&q->mu);
     } else {
-        st = reduce_mean(s, w, w->grads + s->lo, s->hi - s->lo);
+        bool bad;
+        st = reduce_mean(s, w, w->grads + s->lo, s->hi - s->lo, &bad);
+        s->nonfinite = s->nonfinite || bad;
     }
     s->hi = s->lo;
     return st;
@@ -184,6 +197,8 @@ static herd_status drain(ar_state *s, herd_worker *w)
         pthread_cond_wait(&q->cv, &q->mu);
     herd_status st = q->st;
     q->st = HERD_OK;
+    s->nonfinite = s->nonfinite || q->nonfinite;
+    q->nonfinite = false;
     pthread_mutex_unlock(&q->mu);
     w->comm_wait_s += herd__now() - t0;
     if (st < 0 && !w->err.msg[0])
@@ -229,6 +244,7 @@ static herd_status ar_before_step(herd_algo *a, herd_worker *w)
 {
     ar_state *s = a->state;
     s->lo = s->hi = w->nparams;
+    s->nonfinite = false;
     return HERD_OK;
 }
 
@@ -273,6 +289,12 @@ static herd_status csc_step(ar_state *s, herd_worker *w)
     herd_allreduce_opts o = wire_opts(w, HERD_F32);
     if ((st = herd_allreduce(w->comm, s->norms, s->nchunks, &o)) < 0)
         return st;
+    /* a NaN or Inf in any worker's gradient (or residual) is in the summed
+     * norms on every worker: no update, and the residual stays as it was */
+    if (!herd__all_finite(s->norms, s->nchunks)) {
+        s->nonfinite = true;
+        return HERD_OK;
+    }
     qsort_r(s->order, s->nchunks, sizeof(size_t), cmp_chunk, s->norms);
     size_t k = (size_t)ceil(w->cfg->allreduce.csc_ratio * (double)s->nchunks);
     if (k < 1)
@@ -294,7 +316,9 @@ static herd_status csc_step(ar_state *s, herd_worker *w)
             memcpy(s->residual + lo, g + lo, (hi - lo) * sizeof(float));
         }
     }
-    st = reduce_mean(s, w, s->packed, packed);
+    bool bad;
+    st = reduce_mean(s, w, s->packed, packed, &bad);
+    s->nonfinite = s->nonfinite || bad;
     if (st == HERD_OK) {
         packed = 0;
         for (size_t c = 0; c < s->nchunks; c++) {
@@ -331,11 +355,13 @@ static herd_status ar_after_backward(herd_algo *a, herd_worker *w)
         st = HERD_OK;
         for (size_t hi = w->nparams; hi > 0 && st == HERD_OK;) {
             size_t lo = hi > bucket ? hi - bucket : 0;
-            st = reduce_mean(s, w, w->grads + lo, hi - lo);
+            bool bad;
+            st = reduce_mean(s, w, w->grads + lo, hi - lo, &bad);
+            s->nonfinite = s->nonfinite || bad;
             hi = lo;
         }
     }
-    if (st == HERD_OK && w->cfg->allreduce.comm_dtype != HERD_F32 && ++s->clean_steps >= 1000) {
+    if (st == HERD_OK && !s->nonfinite && w->cfg->allreduce.comm_dtype != HERD_F32 && ++s->clean_steps >= 1000) {
         s->loss_scale *= 2.0f;
         s->clean_steps = 0;
     }
@@ -401,6 +427,12 @@ static herd_status ar_load(herd_algo *a, herd_worker *w, const void *buf, size_t
     return herd__state_end(&in, w, "allreduce");
 }
 
+static bool ar_nonfinite(herd_algo *a, herd_worker *w)
+{
+    (void)w;
+    return ((ar_state *)a->state)->nonfinite;
+}
+
 static void ar_free(herd_algo *a, herd_worker *w)
 {
     (void)w;
@@ -436,4 +468,5 @@ const herd_algo_ops herd__algo_allreduce = {
     .free = ar_free,
     .save = ar_save,
     .load = ar_load,
+    .nonfinite = ar_nonfinite,
 };

@@ -182,7 +182,8 @@ static herd_status wait_until(ps_state *s, herd_worker *w, ps_ready_fn ready, si
     double t0 = herd__now(), deadline = t0 + w->comm->timeout_s, us = 20;
     bool ok = false;
     for (;;) {
-        if ((st = check_servers(s, w)) < 0 || (st = ready(s, w, arg, &ok)) < 0 || ok)
+        if ((st = check_servers(s, w)) < 0 || (st = herd_worker_stopping(w)) < 0 || (st = ready(s, w, arg, &ok)) < 0 ||
+            ok)
             break;
         if (herd__now() > deadline) {
             st = HERD_ETIMEOUT;

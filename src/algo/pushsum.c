@@ -357,6 +357,7 @@ static herd_status settle(ps_state *s, herd_worker *w, uint64_t k)
         if (!m && !(s->tau == 0 && pending))
             break;
         waited = true;
+        HERD_TRY(herd_worker_stopping(w)); /* an in-neighbour stopped on a non-finite value */
         if (progress)
             deadline = herd__now() + w->comm->timeout_s, nap_us = 10;
         /* no blocking wait on the missing message: polled with naps, an
@@ -442,6 +443,7 @@ static herd_status ps_drain(ps_state *s, herd_worker *w)
                 open = true, who = s->in[j].peer;
         if (!pending && !busy && !open)
             break;
+        HERD_TRY(herd_worker_stopping(w));
         if (progress)
             deadline = herd__now() + w->comm->timeout_s, nap_us = 10;
         if (herd__now() > deadline) {

@@ -17,7 +17,7 @@
 
 #define HERD_VERSION "0.1.0"
 
-typedef enum opt_kind { OPT_SIZE, OPT_U64, OPT_FLOAT, OPT_DOUBLE, OPT_STR, OPT_FLAG, OPT_SLOW, OPT_SCHED, OPT_FAIL } opt_kind;
+typedef enum opt_kind { OPT_SIZE, OPT_U64, OPT_FLOAT, OPT_DOUBLE, OPT_STR, OPT_FLAG, OPT_SLOW, OPT_SCHED, OPT_FAIL, OPT_INJECT } opt_kind;
 
 typedef struct opt {
     const char *name; /* without the leading "--" */
@@ -37,7 +37,7 @@ static _Noreturn void die_usage(const char *cmd, const char *fmt, const char *ar
 static void print_opts(const opt *opts)
 {
     for (const opt *o = opts; o->name; o++) {
-        static const char *const meta[] = {"N", "N", "X", "X", "S", "", "RANK:FACTOR", "NAME", "RANK@STEP"};
+        static const char *const meta[] = {"N", "N", "X", "X", "S", "", "RANK:FACTOR", "NAME", "RANK@STEP", "RANK@STEP"};
         char left[48];
         snprintf(left, sizeof left, "--%s %s", o->name, meta[o->kind]);
         fprintf(stderr, "  %-28s %s\n", left, o->help);
@@ -66,6 +66,17 @@ int herd__cli_parse_double(const char *s, double *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* RANK@STEP, two non-negative integers. */
+static int parse_rank_at_step(const char *s, size_t *rank, size_t *step)
+{
+    const char *at = strchr(s, '@');
+    char head[32];
+    if (!at || (size_t)(at - s) >= sizeof head)
+        return -1;
+    snprintf(head, sizeof head, "%.*s", (int)(at - s), s);
+    return herd__cli_parse_size(head, rank) || herd__cli_parse_size(at + 1, step) ? -1 : 0;
 }
 
 /* Parses argv[first..] against opts; exits with a message on any error. */
@@ -169,6 +180,17 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
             cfg->nfail++;
             break;
         }
+        case OPT_INJECT: {
+            herd_train_config *cfg = o->dest;
+            if (cfg->ninject_nan >= HERD_MAX_INJECT || parse_rank_at_step(val, &cfg->inject_nan[cfg->ninject_nan].rank,
+                                                                          &cfg->inject_nan[cfg->ninject_nan].step)) {
+                fprintf(stderr, "herd: --%s: expected RANK@STEP (e.g. 1@20), at most %d times, got '%s'\n", o->name,
+                        HERD_MAX_INJECT, val);
+                exit(2);
+            }
+            cfg->ninject_nan++;
+            break;
+        }
         case OPT_FLAG:
             break;
         }
@@ -226,12 +248,16 @@ static const opt train_opts[] = {
     {"topology", OPT_STR, &tcfg.gossip.topology, "gossip: ring, exp or random (default: the algorithm's)"},
     {"max-delay", OPT_SIZE, &tcfg.gossip.max_delay, "osgp: steps a worker goes on without hearing from a neighbour (default 1)"},
     {"fail", OPT_FAIL, &tcfg, "worker RANK stops for good at step STEP (fault injection; repeatable)"},
+    {"skip-nonfinite", OPT_FLAG, &tcfg.skip_nonfinite, "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row"},
+    {"inject-nan", OPT_INJECT, &tcfg, "for testing: a NaN goes into worker RANK's gradient at its step STEP (repeatable)"},
     {"checkpoint", OPT_STR, &tcfg.checkpoint_dir, "write checkpoints into directory S (threads engine; every algorithm but osgp)"},
     {"checkpoint-every", OPT_SIZE, &tcfg.checkpoint_every, "steps between checkpoints (default: one per epoch; the last step always)"},
     {"keep", OPT_SIZE, &tcfg.checkpoint_keep, "keep the newest N checkpoints (default 3)"},
     {"resume", OPT_FLAG, &tcfg.resume, "continue from the newest valid checkpoint of --checkpoint DIR"},
     {NULL, 0, NULL, NULL},
 };
+
+_Static_assert(HERD_NONFINITE_MAX_SKIPS == 10, "--skip-nonfinite's help says 10");
 
 static void train_usage(void)
 {
@@ -289,6 +315,8 @@ static int cmd_train(int argc, char **argv)
                 res.workers, res.test_acc, kept, res.test_loss, res.wall_s, res.train_img_per_s);
         for (size_t i = 0; i < res.nlost; i++)
             fprintf(stderr, "%s%zu", i ? ", " : "; lost worker(s) ", res.lost[i]);
+        if (tcfg.skip_nonfinite)
+            fprintf(stderr, "; %zu step(s) skipped on non-finite values", res.skipped_steps);
         fputc('\n', stderr);
     }
     if (t_json) {

@@ -11,6 +11,7 @@
 
 #include "herd/herd_comm.h"
 #include "herd/herd_nn.h"
+#include "core/finite.h"
 
 enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 6 };
 
@@ -408,6 +409,12 @@ oom:
 static herd_status write_slots(herd__ckpt_run *cr, const herd_worker *w, const herd__ckpt_cursor *cur, herd_err *err)
 {
     size_t n = 0;
+    for (size_t r = 0; r < cr->cfg->workers; r++) /* a diverged run must not replace good checkpoints */
+        if (!herd__all_finite(cr->slots[r].params, w->nparams))
+            return herd_err_set(err, HERD_ENONFINITE,
+                                "step %" PRIu64 ": worker %zu's weights are non-finite; no checkpoint written, the "
+                                "run stops: the learning rate may be too high",
+                                cur->step, r);
     for (size_t r = 0; r < cr->cfg->workers; r++) {
         const slot *s = &cr->slots[r];
         uint32_t wr = (uint32_t)r;

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +21,7 @@
 #include "herd/herd_data.h"
 #include "herd/herd_nn.h"
 #include "comm/engines.h"
+#include "core/finite.h"
 #include "run/ckpt_run.h"
 #include "run/log.h"
 #include "run/simtime.h"
@@ -41,6 +43,12 @@ typedef struct herd_run {
     bool tty;
 } herd_run;
 
+/* What this worker found non-finite in the step under way. */
+typedef struct nonfinite_step {
+    bool loss, grad;
+    bool poison; /* a NaN still to be written into the gradient (--inject-nan, or after a non-finite loss) */
+} nonfinite_step;
+
 typedef struct worker_ctx {
     herd_run *run;
     herd_worker w;
@@ -52,7 +60,11 @@ typedef struct worker_ctx {
     size_t fail_step;     /* --fail: stop for good at this step (SIZE_MAX: never) */
     bool lost;            /* stopped by --fail while the others go on */
     herd_win *claim_win;  /* asynchronous algorithms: the shared batch counter */
-    uint64_t claim_buf;   /* the counter itself, on rank 0 */
+    uint64_t claim_buf[2];/* on rank 0: the counter, and the stop word (see announce_stop) */
+    nonfinite_step nf;
+    size_t skipped, skipped_run; /* --skip-nonfinite: steps not applied, in all and in a row */
+    bool agreed_stop;     /* stopped on a non-finite value with every worker, at the same step */
+    double stop_read_at;  /* herd_worker_stopping: when the stop word was last read */
     float *eval_buf;      /* 2 x nparams, where the algorithm has eval_params */
     herd__ckpt_cursor resume; /* --resume: where this worker starts (step 0: from scratch) */
     /* results */
@@ -183,6 +195,10 @@ static herd_status check_config(const herd_train_config *cfg, const herd_algo_op
         return herd_err_set(err, HERD_EINVAL, "--csc-chunk-bytes must be at least 4, got %zu", ar->csc_chunk_bytes);
     if (ar->comm_dtype != HERD_F32 && ar->comm_dtype != HERD_F16 && ar->comm_dtype != HERD_BF16)
         return herd_err_set(err, HERD_EINVAL, "unknown wire type %d", ar->comm_dtype);
+    for (size_t i = 0; i < cfg->ninject_nan; i++)
+        if (cfg->inject_nan[i].rank >= cfg->workers)
+            return herd_err_set(err, HERD_EINVAL, "--inject-nan %zu@%zu names worker %zu, but there are %zu workers",
+                                cfg->inject_nan[i].rank, cfg->inject_nan[i].step, cfg->inject_nan[i].rank, cfg->workers);
     for (size_t i = 0; i < cfg->nfail; i++)
         if (cfg->fail[i].rank >= cfg->workers)
             return herd_err_set(err, HERD_EINVAL, "--fail %zu@%zu names worker %zu, but there are %zu workers",
@@ -212,9 +228,12 @@ static void straggle(const herd_run *r, double s)
     }
 }
 
+static void grads_arrived(worker_ctx *c, size_t off, size_t len);
+
 static herd_status on_grad_ready(void *p, size_t off, size_t len)
 {
     worker_ctx *c = p;
+    grads_arrived(c, off, len);
     return c->algo.ops->grad_ready(&c->algo, &c->w, off, len);
 }
 
@@ -242,6 +261,21 @@ static void progress(worker_ctx *c, double frac, double loss, double t_epoch)
     fflush(stderr);
 }
 
+/* Evaluation: a model with a NaN or Inf is not evaluated (it would score
+ * chance, 0.1 on ten classes): the run stops, saying so. */
+static herd_status check_eval_model(worker_ctx *c, const float *x, const char *name)
+{
+    herd_worker *w = &c->w;
+    if (herd__all_finite(x, w->nparams))
+        return HERD_OK;
+    herd__log_record(&c->run->log, "nonfinite", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"model\":\"%s\",\"action\":\"stop\"",
+                     w->rank, w->step, w->epoch + 1, name);
+    return herd_err_set(&w->err, HERD_ENONFINITE,
+                        "epoch %zu, step %zu: %s%s model holds non-finite weights; the run stops: the learning rate "
+                        "%g may be too high",
+                        w->epoch + 1, w->step, strstr(name, "'s") ? "" : "the ", name, (double)w->lr);
+}
+
 /* Evaluation on worker 0: of the model the algorithm says users keep (a
  * center, an average) and of worker 0's own; logs and reports. */
 static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
@@ -250,6 +284,8 @@ static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
     herd_run *r = c->run;
     herd_worker *w = &c->w;
     size_t dim = herd_dataset_dim(&r->test);
+    if ((st = check_eval_model(c, w->params, "worker 0's")) < 0)
+        return st;
     herd_model_evaluate(w->model, r->test.x, r->test_y, r->test.n, dim, &c->test_loss, &c->test_acc);
     c->worker0_acc = c->test_acc;
     c->eval_model = "worker0";
@@ -258,6 +294,8 @@ static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
         /* evaluate the algorithm's model in w's model, then put w's weights back */
         memcpy(c->eval_buf, w->params, w->nparams * sizeof(float));
         st = c->algo.ops->eval_params(&c->algo, w, c->eval_buf + w->nparams, &name);
+        if (st == HERD_OK && name)
+            st = check_eval_model(c, c->eval_buf + w->nparams, name);
         if (st == HERD_OK && name) {
             memcpy(w->params, c->eval_buf + w->nparams, w->nparams * sizeof(float));
             herd_model_evaluate(w->model, r->test.x, r->test_y, r->test.n, dim, &c->test_loss, &c->test_acc);
@@ -289,7 +327,7 @@ static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
 /* The per-epoch bookkeeping of one worker. */
 typedef struct epoch_stats {
     double t0, loss_sum, last_progress;
-    size_t nloss, steps;
+    size_t nloss, steps, skipped;
 } epoch_stats;
 
 static void epoch_begin(worker_ctx *c, epoch_stats *e, size_t epoch)
@@ -314,6 +352,8 @@ static herd_status epoch_end(worker_ctx *c, epoch_stats *e, bool last)
     char extra[1024] = "";
     if (c->algo.ops->log_epoch)
         c->algo.ops->log_epoch(&c->algo, w, extra, sizeof extra);
+    if (r->cfg->skip_nonfinite)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ",\"skipped\":%zu", e->skipped);
     herd__log_record(&r->log, "epoch",
                      "\"worker\":%zu,\"epoch\":%zu,\"steps\":%zu,\"train_loss\":%.6f,\"epoch_s\":%.6f,"
                      "\"bytes_sent\":%llu,\"comm_wait_s\":%.6f%s",
@@ -350,6 +390,231 @@ static herd_status injected_failure(worker_ctx *c)
                         w->rank, w->step);
 }
 
+/* ---- non-finite losses and gradients (herd_run.h, skip_nonfinite) ------
+ *
+ * Every worker checks its own loss and gradient each step. Synchronous
+ * algorithms then agree, from what the workers share, whether any worker's
+ * was non-finite (allreduce: its reduced gradient, via its nonfinite hook;
+ * the others: a one-float allreduce), so all stop, or all skip the update,
+ * at the same step. An asynchronous worker never pushes what it found: it
+ * stops and leaves a stop word in the batch counter's window that every
+ * other worker reads at its next claim (or, skipping, drops its gradient). */
+
+static const char *const nonfinite_what[] = {"", "loss", "gradient", "model"};
+
+/* 0: nothing found; 1: a non-finite loss; 2: a non-finite gradient. */
+static int nonfinite_code(const worker_ctx *c)
+{
+    return c->nf.loss ? 1 : c->nf.grad ? 2 : 0;
+}
+
+/* --inject-nan: whether this worker's gradient gets a NaN at this step. */
+static bool nan_injected(const worker_ctx *c)
+{
+    const herd_train_config *cfg = c->run->cfg;
+    for (size_t i = 0; i < cfg->ninject_nan; i++)
+        if (cfg->inject_nan[i].rank == c->w.rank && cfg->inject_nan[i].step == c->w.step)
+            return true;
+    return false;
+}
+
+/* Backward has produced grads[off, off + len): the NaN of --inject-nan, or
+ * of a non-finite loss (so that what the workers reduce carries it), goes
+ * into the first range; then the range is checked. */
+static void grads_arrived(worker_ctx *c, size_t off, size_t len)
+{
+    float *g = c->w.grads + off;
+    if (c->nf.poison && len) {
+        g[0] = NAN;
+        c->nf.poison = false;
+    }
+    if (!c->nf.grad && !herd__all_finite(g, len))
+        c->nf.grad = true;
+}
+
+/* The end of a message that stops a run: why it may have happened. */
+static void stop_hint(const worker_ctx *c, char *buf, size_t cap)
+{
+    if (c->run->cfg->skip_nonfinite)
+        snprintf(buf, cap, "%zu steps in a row were skipped (--skip-nonfinite); the run stops: the learning rate %g may be too high",
+                 c->skipped_run, (double)c->w.lr);
+    else
+        snprintf(buf, cap, "the run stops: the learning rate %g may be too high (--skip-nonfinite %s)", (double)c->w.lr,
+                 c->run->algo_ops->async ? "drops such gradients" : "skips such steps");
+}
+
+/* A non-finite value was found this step (found: "non-finite gradient on
+ * worker 3", ...): skips the step (*skip) within --skip-nonfinite's bound,
+ * or stops with HERD_ENONFINITE and a message in w->err. */
+static herd_status nonfinite_found(worker_ctx *c, epoch_stats *e, const char *found, bool *skip)
+{
+    herd_run *r = c->run;
+    herd_worker *w = &c->w;
+    *skip = r->cfg->skip_nonfinite && c->skipped_run < HERD_NONFINITE_MAX_SKIPS;
+    herd__log_record(&r->log, "nonfinite", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"own\":\"%s\",\"action\":\"%s\"",
+                     w->rank, w->step, w->epoch + 1, nonfinite_code(c) ? nonfinite_what[nonfinite_code(c)] : "none",
+                     *skip ? "skip" : "stop");
+    if (*skip) {
+        c->skipped++, c->skipped_run++, e->skipped++;
+        /* synchronous: every worker skips the same step, say it once */
+        if ((r->algo_ops->async || w->rank == r->first_rank) && !r->cfg->quiet)
+            fprintf(stderr, "%sstep %zu (epoch %zu): %s; the update is skipped (--skip-nonfinite)\n",
+                    r->tty && r->cfg->progress ? "\r" : "", w->step, w->epoch + 1, found);
+        return HERD_OK;
+    }
+    char hint[192];
+    stop_hint(c, hint, sizeof hint);
+    return herd_err_set(&w->err, HERD_ENONFINITE, "step %zu (epoch %zu): %s; %s", w->step, w->epoch + 1, found, hint);
+}
+
+/* Synchronous, collective, after a shared finding: which workers' own loss
+ * or gradient was non-finite (one more allreduce, on this rare path only). */
+static herd_status name_workers(worker_ctx *c, char *buf, size_t cap)
+{
+    herd_worker *w = &c->w;
+    float *codes = calloc(w->nworkers, sizeof *codes);
+    if (!codes)
+        return herd_err_set(&w->err, HERD_ENOMEM, "out of memory");
+    codes[w->rank] = (float)nonfinite_code(c);
+    herd_status st = herd_allreduce(w->comm, codes, w->nworkers, &(herd_allreduce_opts){.wire = HERD_F32});
+    if (st == HERD_OK) {
+        size_t n[3] = {0}, len = 0;
+        for (size_t i = 0; i < w->nworkers; i++)
+            n[codes[i] == 1.0f ? 1 : codes[i] == 2.0f ? 2 : 0]++;
+        buf[0] = 0;
+        for (int what = 1; what <= 2; what++) {
+            if (!n[what])
+                continue;
+            len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "%snon-finite %s on worker%s", len ? ", " : "",
+                                    nonfinite_what[what], n[what] > 1 ? "s" : "");
+            for (size_t i = 0, k = 0; i < w->nworkers && len < cap; i++)
+                if (codes[i] == (float)what && k++ < 8)
+                    len += (size_t)snprintf(buf + len, cap - len, "%s %zu", k > 1 ? "," : "", i);
+            if (n[what] > 8 && len < cap)
+                snprintf(buf + len, cap - len, " and %zu more", n[what] - 8);
+            len = strlen(buf);
+        }
+        if (!len)
+            snprintf(buf, cap, "the averaged gradient is non-finite though no worker's own was (it overflowed)");
+    } else if (!w->err.msg[0]) {
+        w->err = w->comm->err;
+    }
+    free(codes);
+    return st;
+}
+
+/* Synchronous: after after_backward, every worker the same answer. */
+static herd_status sync_nonfinite(worker_ctx *c, epoch_stats *e, bool *skip)
+{
+    herd_status st = HERD_OK;
+    herd_worker *w = &c->w;
+    bool bad;
+    *skip = false;
+    if (c->algo.ops->nonfinite) {
+        bad = c->algo.ops->nonfinite(&c->algo, w);
+    } else {
+        float f = nonfinite_code(c) ? 1.0f : 0.0f;
+        if ((st = herd_allreduce(w->comm, &f, 1, &(herd_allreduce_opts){.wire = HERD_F32})) < 0) {
+            if (!w->err.msg[0])
+                w->err = w->comm->err;
+            goto out;
+        }
+        bad = f > 0.0f;
+    }
+    if (!bad) {
+        c->skipped_run = 0;
+        goto out;
+    }
+    char found[256];
+    HERD_TRY(name_workers(c, found, sizeof found));
+    st = nonfinite_found(c, e, found, skip);
+    c->agreed_stop = st < 0; /* everyone stops here: nobody waits for anyone */
+out:
+    return st;
+}
+
+/* The stop word in rank 0's claim window: 0 while the run goes on, else
+ * what (2 bits: nonfinite_what) << 60 | (rank + 1) << 40 | step. */
+static uint64_t stop_word(size_t what, size_t rank, size_t step)
+{
+    return (uint64_t)what << 60 | ((uint64_t)rank + 1) << 40 | ((uint64_t)step & ((1ull << 40) - 1));
+}
+
+/* Asynchronous: this worker stops on a non-finite value (its loss or
+ * gradient, the model at an evaluation, or another's stop word); the others
+ * will read it at their next claim (the first stop word written stays). */
+static void announce_stop(worker_ctx *c)
+{
+    herd_status st = HERD_OK;
+    herd_comm *comm = c->w.comm;
+    size_t what = nonfinite_code(c) ? (size_t)nonfinite_code(c) : 3;
+    uint64_t cur = 0, word = stop_word(what, c->w.rank, c->w.step);
+    HERD_TRY(herd_comm_win_lock(comm, c->claim_win, 0, true));
+    st = herd_comm_win_get(comm, c->claim_win, 0, sizeof(uint64_t), &cur, sizeof cur);
+    if (st == HERD_OK)
+        st = herd_comm_win_flush(comm, c->claim_win, 0);
+    if (st == HERD_OK && cur == 0)
+        st = herd_comm_win_put(comm, c->claim_win, 0, sizeof(uint64_t), &word, sizeof word);
+    herd_status st2 = herd_comm_win_unlock(comm, c->claim_win, 0);
+    if (st == HERD_OK)
+        st = st2;
+out:
+    /* the others will not know (they stop on their own, or at --timeout);
+     * EREMOTE: another worker's failure already stopped them */
+    if (st < 0 && st != HERD_EREMOTE)
+        snprintf(c->w.err.msg + strlen(c->w.err.msg), sizeof c->w.err.msg - strlen(c->w.err.msg),
+                 " (telling the other workers failed: %.100s)", herd_comm_last_error(comm));
+}
+
+/* Another worker's stop word, read at a claim: this worker stops too. */
+static herd_status stopped_by(worker_ctx *c, uint64_t word)
+{
+    size_t what = (size_t)(word >> 60), rank = (size_t)((word >> 40) & 0xfffff) - 1;
+    return herd_err_set(&c->w.err, HERD_ENONFINITE,
+                        "worker %zu found a non-finite %s at its step %zu; the run stops: the learning rate %g may be "
+                        "too high%s",
+                        rank, what < 4 ? nonfinite_what[what] : "value", (size_t)(word & ((1ull << 40) - 1)),
+                        (double)c->w.lr, c->run->cfg->skip_nonfinite ? "" : " (--skip-nonfinite drops such gradients)");
+}
+
+herd_status herd_worker_stopping(herd_worker *w)
+{
+    herd_status st = HERD_OK;
+    if (!w->run)
+        return HERD_OK;
+    worker_ctx *c = (worker_ctx *)(void *)((char *)w - offsetof(worker_ctx, w));
+    double now = herd__now();
+    if (!c->claim_win || now - c->stop_read_at < 0.01)
+        return HERD_OK;
+    c->stop_read_at = now;
+    uint64_t word = 0;
+    HERD_TRY(herd_comm_win_lock(w->comm, c->claim_win, 0, false));
+    st = herd_comm_win_get(w->comm, c->claim_win, 0, sizeof(uint64_t), &word, sizeof word);
+    herd_status st2 = herd_comm_win_unlock(w->comm, c->claim_win, 0);
+    if (st == HERD_OK)
+        st = st2;
+    if (st == HERD_OK && word)
+        st = stopped_by(c, word);
+out:
+    return st;
+}
+
+/* Asynchronous, after backward: a worker that found a non-finite loss or
+ * gradient pushes nothing of it. */
+static herd_status async_nonfinite(worker_ctx *c, epoch_stats *e, bool *skip)
+{
+    herd_worker *w = &c->w;
+    *skip = false;
+    int code = nonfinite_code(c);
+    if (!code) {
+        c->skipped_run = 0;
+        return HERD_OK;
+    }
+    char found[128];
+    snprintf(found, sizeof found, "non-finite %s on worker %zu", nonfinite_what[code], w->rank);
+    return nonfinite_found(c, e, found, skip);
+}
+
 /* One step on the batch in c->x, c->y; pos is the run's progress in epochs
  * (for the learning-rate schedule). */
 static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
@@ -363,12 +628,17 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     double t_compute = herd__now();
     herd_model_forward(w->model, c->x, cfg->batch, true);
     float loss = herd_model_loss(w->model, c->y, cfg->batch, NULL);
-    if (!isfinite(loss))
-        return herd_err_set(&w->err, HERD_ENONFINITE,
-                            "worker %zu: the loss is %s at epoch %zu, step %zu (learning rate %g may be too high)",
-                            w->rank, isnan(loss) ? "NaN" : "infinite", w->epoch + 1, e->steps + 1, (double)w->lr);
+    bool async = r->algo_ops->async, skip = false;
+    c->nf = (nonfinite_step){.loss = !isfinite(loss)};
+    c->nf.poison = c->nf.loss || nan_injected(c);
     herd__simtime_step(w->model, cfg->batch); /* sim engine: the step's modelled compute time */
-    HERD_TRY(herd_model_backward(w->model, cfg->batch, c->algo.ops->grad_ready ? on_grad_ready : NULL, c));
+    /* a synchronous worker goes through backward whatever its loss: the
+     * others reduce with it */
+    if (!(async && c->nf.loss)) {
+        HERD_TRY(herd_model_backward(w->model, cfg->batch, c->algo.ops->grad_ready ? on_grad_ready : NULL, c));
+        if (!c->algo.ops->grad_ready)
+            grads_arrived(c, 0, w->nparams);
+    }
     /* --slow scales this worker's compute (forward and backward), not its
      * waiting: the extra time is spent here, between the pull of
      * before_step and the push of after_backward/step, as a slower
@@ -377,15 +647,24 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     t_compute = herd__now() - t_compute;
     if (c->slow_factor > 1.0 && w->step > 0)
         straggle(r, t_compute * (c->slow_factor - 1.0));
+    if (async)
+        HERD_TRY(async_nonfinite(c, e, &skip));
     CALL_HOOK(c, after_backward);
-    if (c->algo.ops->step)
+    if (!async)
+        HERD_TRY(sync_nonfinite(c, e, &skip));
+    /* a skipped step still runs the algorithm's exchanges (of finite weights):
+     * its peers count on them */
+    if (skip)
+        ;
+    else if (c->algo.ops->step)
         HERD_TRY(c->algo.ops->step(&c->algo, w));
     else
         herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
     CALL_HOOK(c, after_step);
     w->step++, e->steps++;
     c->images += cfg->batch;
-    e->loss_sum += loss, e->nloss++;
+    if (!skip)
+        e->loss_sum += loss, e->nloss++;
     if (w->rank == 0 && herd__now() - e->last_progress > 0.2) {
         e->last_progress = herd__now();
         progress(c, pos - floor(pos), e->loss_sum / (double)e->nloss, e->last_progress - e->t0);
@@ -464,17 +743,20 @@ static herd_status claim_batch(worker_ctx *c, uint64_t *index, uint64_t hold)
 {
     herd_status st = HERD_OK;
     herd_comm *comm = c->w.comm;
-    uint64_t next;
+    uint64_t next, got[2] = {0, 0}; /* the counter and the stop word */
     HERD_TRY(herd_comm_win_lock(comm, c->claim_win, 0, true));
-    st = herd_comm_win_get(comm, c->claim_win, 0, 0, index, sizeof *index);
+    st = herd_comm_win_get(comm, c->claim_win, 0, 0, got, sizeof got);
     if (st == HERD_OK)
         st = herd_comm_win_flush(comm, c->claim_win, 0);
+    *index = got[0];
     next = *index + 1;
-    if (st == HERD_OK && *index != hold)
+    if (st == HERD_OK && *index != hold && got[1] == 0)
         st = herd_comm_win_put(comm, c->claim_win, 0, 0, &next, sizeof next);
     herd_status st2 = herd_comm_win_unlock(comm, c->claim_win, 0);
     if (st == HERD_OK)
         st = st2;
+    if (st == HERD_OK && got[1])
+        st = stopped_by(c, got[1]);
 out:
     return st;
 }
@@ -521,6 +803,8 @@ static herd_status loop_claimed(worker_ctx *c)
     if (started && !c->lost)
         HERD_TRY(epoch_end(c, &e, true));
 out:
+    if (st == HERD_ENONFINITE)
+        announce_stop(c);
     return st;
 }
 
@@ -531,8 +815,9 @@ static herd_status worker_loop(worker_ctx *c)
     herd_worker *w = &c->w;
     herd_nn_set_threads((int)r->cfg->threads);
     if (r->algo_ops->async) { /* collective, before the algorithm's own windows */
-        c->claim_buf = c->resume.claimed;
-        HERD_TRY(herd_comm_win_create(w->comm, &c->claim_buf, w->rank == 0 ? sizeof c->claim_buf : 0, &c->claim_win));
+        c->claim_buf[0] = c->resume.claimed;
+        c->claim_buf[1] = 0; /* the stop word */
+        HERD_TRY(herd_comm_win_create(w->comm, c->claim_buf, w->rank == 0 ? sizeof c->claim_buf : 0, &c->claim_win));
     }
     CALL_HOOK(c, init);
     if (herd__ckpt_resuming(r->ckpt))
@@ -556,7 +841,7 @@ static void *worker_thread(void *p)
             c->w.err = c->w.comm->err;
         atomic_store(&c->run->abort, 1);
         /* wake the workers blocked waiting for this one */
-        if (c->st != HERD_EREMOTE && c->run->world)
+        if (c->st != HERD_EREMOTE && !c->agreed_stop && c->run->world)
             herd_threads_world_fail(c->run->world, c->w.rank);
     }
     return NULL;
@@ -813,6 +1098,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     res->images = t.images;
     res->bytes_sent = (uint64_t)t.bytes;
     res->steps = w0->w.step;
+    for (size_t i = 0; i < (r.algo_ops->async ? r.nlocal : 1); i++)
+        res->skipped_steps += workers[i].skipped;
     res->nparams = w0->w.nparams;
     res->comm_wait_s = t.wait / (double)eff.workers;
     /* how far the replicas of this process drifted apart (0 for synchronous algorithms) */
@@ -849,11 +1136,11 @@ void herd_train_result_json(const herd_train_result *res, FILE *f)
             "{\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
             "\"steps\":%zu,\"test_acc\":%.6f,\"test_loss\":%.6f,\"train_loss\":%.6f,\"wall_s\":%.6f,"
             "\"train_s\":%.6f,\"train_img_per_s\":%.3f,\"bytes_sent\":%llu,\"comm_wait_s\":%.6f,"
-            "\"nparams\":%zu,\"eval_model\":\"%s\",\"worker0_acc\":%.6f,\"lost\":[",
+            "\"nparams\":%zu,\"eval_model\":\"%s\",\"worker0_acc\":%.6f,\"skipped_steps\":%zu,\"lost\":[",
             res->algo, res->engine, res->model, res->workers, res->epochs, res->steps, res->test_acc,
             res->test_loss, res->train_loss, res->wall_s, res->train_s, res->train_img_per_s,
             (unsigned long long)res->bytes_sent, res->comm_wait_s, res->nparams,
-            res->eval_model ? res->eval_model : "worker0", res->worker0_acc);
+            res->eval_model ? res->eval_model : "worker0", res->worker0_acc, res->skipped_steps);
     for (size_t i = 0; i < res->nlost; i++)
         fprintf(f, "%s%zu", i ? "," : "", res->lost[i]);
     fputs("]}", f);
