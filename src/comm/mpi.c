@@ -35,6 +35,8 @@ herd_status herd_mpi_finalize(void) { return HERD_OK; }
 
 void herd_comm_shutdown(void) {}
 
+void herd_comm_abort(int code) { (void)code; }
+
 #else
 
 #include <mpi.h>
@@ -382,6 +384,18 @@ herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_
 }
 
 void herd_comm_shutdown(void) { herd_mpi_finalize(); }
+
+void herd_comm_abort(int code)
+{
+    int inited = 0, finalized = 0, size = 1;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized)
+        return;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1)
+        MPI_Abort(MPI_COMM_WORLD, code);
+}
 
 herd_status herd_mpi_finalize(void)
 {

@@ -1,0 +1,79 @@
+#!/bin/bash
+# The failure matrix on the mpi engine: for each algorithm family and each way
+# a rank can die (--fail RANK@STEP:MODE, MODE exit0, exit1, abort, kill), and
+# for a rank that stalls past --timeout (--slow), the job must end with a
+# non-zero status, within --timeout plus some slack (never a hang), and its
+# output must name the rank that failed; a stall must also name the step.
+# Open MPI 4.1 has no fault tolerance: the aim is a clean, named stop.
+# usage: tests/mpi/fail_matrix.sh HERD_BIN "MPIRUN..."
+#   FULL=1 runs every algorithm of every family (by default each mode takes
+#   one algorithm of each family in turn, so all eight are covered).
+set -u
+bin=$1 mpirun=$2
+np=3 victim=1 step=2 tmo=5 slack=15
+bound=$((tmo + slack))
+# family:algorithm...
+families=(allreduce:allreduce ps:asgd elastic:aeasgd,easgd gossip:dpsgd,adpsgd pushsum:sgp,osgp)
+modes=(exit0 exit1 abort kill)
+# a long run cut short by --max-steps: every rank reaches the failure step
+# even where asynchronous ranks share out batches and a late starter could
+# otherwise find none left
+common=(--data synthetic:1x12x12:4 --model linear --batch 16 --train-limit 1024 --test-limit 128 --epochs 100
+        --max-steps 200 --timeout "$tmo" --no-progress --quiet)
+
+rows=() fail=0
+# run FAMILY ALGO MODE EXTRA...: one row of the table
+run() {
+    local family=$1 algo=$2 mode=$3
+    shift 3
+    local t0 t1 out rc secs named ok
+    t0=$(date +%s.%N)
+    out=$(timeout -k 5 "$bound" $mpirun -np "$np" "$bin" train --algo "$algo" "${common[@]}" "$@" 2>&1)
+    rc=$?
+    t1=$(date +%s.%N)
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    # named: by mpirun or by a survivor, not only by the failing rank's own
+    # last words ("dies at step")
+    local others
+    others=$(printf '%s\n' "$out" | grep -v 'dies at step')
+    named=no
+    if printf '%s\n' "$others" | grep -Eq "(rank $victim([^0-9]|\$)|in-neighbour $victim([^0-9]|\$)|\[\[[0-9]+,[0-9]+\],$victim\])"; then
+        named=yes
+        # a stall is reported by the survivors, with the step they were at
+        [ "$mode" = stall ] && ! printf '%s\n' "$others" | grep -q 'step [0-9]' && named=no-step
+    fi
+    # in time: `timeout` did not have to stop it (its 124, or 137 after -k;
+    # a rank's SIGKILL also makes mpirun return 137, hence the clock)
+    ok=ok
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && awk -v s="$secs" -v b="$bound" 'BEGIN { exit !(s < b) }' &&
+        [ "$named" = yes ] || ok=FAIL
+    rows+=("$(printf '%-9s %-9s %-6s %4s %6s  %-8s %s' "$family" "$algo" "$mode" "$rc" "$secs" "$named" "$ok")")
+    if [ "$ok" = FAIL ]; then
+        fail=1
+        printf 'FAIL  %s %s %s (rc %s, %s s, named %s); output:\n' "$family" "$algo" "$mode" "$rc" "$secs" "$named"
+        printf '%s\n' "$out" | grep -v '^\s*$' | tail -15 | sed 's/^/      /'
+    fi
+}
+
+for m in "${!modes[@]}"; do
+    mode=${modes[$m]}
+    for fa in "${families[@]}"; do
+        family=${fa%%:*}
+        IFS=, read -ra algos <<<"${fa#*:}"
+        if [ -n "${FULL:-}" ]; then
+            for algo in "${algos[@]}"; do run "$family" "$algo" "$mode" --fail "$victim@$step:$mode"; done
+        else
+            run "$family" "${algos[$((m % ${#algos[@]}))]}" "$mode" --fail "$victim@$step:$mode"
+        fi
+    done
+done
+# Stalls: a synchronous run whose rank $victim computes far longer than
+# --timeout (the survivors wait for it; asynchronous algorithms do not).
+for fa in allreduce:allreduce elastic:easgd gossip:dpsgd pushsum:sgp; do
+    run "${fa%%:*}" "${fa#*:}" stall --slow "$victim:1000000"
+done
+
+printf '\nfailure matrix: %d ranks, rank %d fails at step %d, --timeout %d s, bound %d s\n' "$np" "$victim" "$step" "$tmo" "$bound"
+printf '%-9s %-9s %-6s %4s %6s  %-8s %s\n' family algo mode rc secs named result
+printf '%s\n' "${rows[@]}"
+exit $fail
