@@ -68,6 +68,10 @@ struct herd_comm {
     uint64_t bytes_sent, bytes_recv;
     double wait_s;        /* time spent blocked in wait/barrier/lock */
     herd_err err;         /* detail of the last failure */
+    /* Set by the owner once its run has failed: teardown (win_free, free)
+     * then releases local resources only, as the collective calls would
+     * wait for peers that may be gone or stuck. */
+    bool failed;
 };
 
 /* The wrappers: argument checks, byte counts, timeouts. */

@@ -573,6 +573,8 @@ static void *worker_thread(void *p)
             herd_err_set(&c->w.err, c->st, "%s (worker %zu, step %zu)", e.msg, c->w.rank, c->w.step);
         }
         atomic_store(&c->run->abort, 1);
+        if (c->w.comm)
+            c->w.comm->failed = true; /* no collective teardown (mpi): the job ends */
         /* wake the workers blocked waiting for this one */
         if (c->st != HERD_EREMOTE && c->run->world)
             herd_threads_world_fail(c->run->world, c->w.rank);
