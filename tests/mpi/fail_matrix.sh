@@ -5,11 +5,13 @@
 # non-zero status, within --timeout plus some slack (never a hang), and its
 # output must name the rank that failed; a stall must also name the step.
 # Open MPI 4.1 has no fault tolerance: the aim is a clean, named stop.
-# usage: tests/mpi/fail_matrix.sh HERD_BIN "MPIRUN..."
+# usage: tests/mpi/fail_matrix.sh HERD_BIN "MPIRUN..." [MPI_CHECKS_BIN]
+#   with MPI_CHECKS_BIN, also a window lock held past the timeout
+#   (mpi_checks --lock-stall): the waiting rank must be stopped, naming it.
 #   FULL=1 runs every algorithm of every family (by default each mode takes
 #   one algorithm of each family in turn, so all eight are covered).
 set -u
-bin=$1 mpirun=$2
+bin=$1 mpirun=$2 checks=${3:-}
 np=3 victim=1 step=2 tmo=3 slack=15
 bound=$((tmo + slack))
 # family:algorithm...
@@ -28,7 +30,11 @@ run() {
     shift 3
     local t0 t1 out rc secs named ok
     t0=$(date +%s.%N)
-    out=$(timeout -k 5 "$bound" $mpirun -np "$np" "$bin" train --algo "$algo" "${common[@]}" "$@" 2>&1)
+    if [ "$mode" = lock ]; then
+        out=$(timeout -k 5 "$bound" $mpirun -np "$np" "$checks" --lock-stall 2>&1)
+    else
+        out=$(timeout -k 5 "$bound" $mpirun -np "$np" "$bin" train --algo "$algo" "${common[@]}" "$@" 2>&1)
+    fi
     rc=$?
     t1=$(date +%s.%N)
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
@@ -41,6 +47,7 @@ run() {
     if [ "$mode" = stall ]; then
         case $algo in asgd | aeasgd | adpsgd) who="timed out after" ;; esac
     fi
+    [ "$mode" = lock ] && who="rank 2: timed out after 1 s in MPI_Win_lock on rank 0's window"
     if printf '%s\n' "$others" | grep -Eq "$who"; then
         named=yes
         # a stall is reported by the survivors, with the step they were at
@@ -80,6 +87,8 @@ stalls=(allreduce:allreduce elastic:easgd gossip:dpsgd pushsum:sgp)
 for fa in "${stalls[@]}"; do
     run "${fa%%:*}" "${fa#*:}" stall --slow "$victim:1000000"
 done
+
+[ -n "$checks" ] && run window mpi_checks lock
 
 printf '\nfailure matrix: %d ranks, rank %d fails at step %d, --timeout %d s, bound %d s\n' "$np" "$victim" "$step" "$tmo" "$bound"
 printf '%-9s %-9s %-6s %4s %6s  %-8s %s\n' family algo mode rc secs named result
