@@ -226,6 +226,7 @@ static void test_stall_keeps_checkpoint(void)
     ASSERT_EQ_INT(skipped, 0);
     herd_ckpt_free(ck);
     c.nslow = 0, c.resume = true;
+    c.comm_timeout_s = 60, c.checkpoint_every = 16; /* fewer fsyncs; sanitizers are slow */
     err = (herd_err){0};
     if (herd_train(&c, &r, &err) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "resume after the stall: %s", err.msg);
