@@ -865,6 +865,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     herd__log_record(&r.log, "end", "\"test_acc\":%.6f,\"test_loss\":%.6f,\"wall_s\":%.6f,\"train_img_per_s\":%.3f,\"lost\":%zu",
                      res->test_acc, res->test_loss, res->wall_s, res->train_img_per_s, res->nlost);
 out:
+    if (st < 0 && r.mpi)
+        r.mpi->failed = true; /* as in worker_thread: no collective teardown */
     if (workers)
         for (size_t i = 0; i < r.nlocal; i++)
             worker_teardown(&workers[i]);
