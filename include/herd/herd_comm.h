@@ -100,9 +100,10 @@ const char *herd_comm_last_error(const herd_comm *c);
  * exits; harmless when none was started. */
 void herd_comm_shutdown(void);
 /* Where this process is a rank of an MPI job of several ranks, ends the whole
- * job now with exit status `code` (MPI_Abort): a rank that failed must
- * neither leave the others waiting for it nor wait for them in the
- * collective MPI_Finalize. Returns when there is no such job. */
+ * job with exit status `code` (MPI_Abort) after a second's grace for the
+ * other ranks that failed too to report: a rank that failed must neither
+ * leave the others waiting for it nor wait for them in the collective
+ * MPI_Finalize. Returns at once when there is no such job. */
 void herd_comm_abort(int code);
 
 /* ---- the threads engine ------------------------------------------------ */

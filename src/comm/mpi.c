@@ -488,8 +488,15 @@ void herd_comm_abort(int code)
     if (!inited || finalized)
         return;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size > 1)
-        MPI_Abort(MPI_COMM_WORLD, code);
+    if (size <= 1)
+        return;
+    /* The ranks blocked behind a stalled one time out within moments of each
+     * other, and the first to abort silences the rest: in a ring allreduce
+     * that first one may name only its neighbour, not the straggler two hops
+     * away. A second's grace lets every one of them report. */
+    struct timespec grace = {1, 0};
+    nanosleep(&grace, NULL);
+    MPI_Abort(MPI_COMM_WORLD, code);
 }
 
 herd_status herd_mpi_finalize(void)
