@@ -66,7 +66,8 @@ $(BUILD)/mpi-checks: $(BUILD)/tests/mpi/mpi_checks.o $(BUILD)/libherd.a
 test-mpi: $(BUILD)/mpi-checks $(BUILD)/herd
 	@test -n "$(MPI_LIBS)" || { echo "test-mpi: herd was built without MPI (no mpicc)"; exit 1; }
 	@fail=0; for n in 1 2 3 4 5 8; do timeout 120 $(MPIRUN) -np $$n $(BUILD)/mpi-checks || fail=1; done; \
-	tests/mpi/train_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; exit $$fail
+	tests/mpi/train_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
+	tests/mpi/fail_matrix.sh $(BUILD)/herd "$(MPIRUN)" $(BUILD)/mpi-checks || fail=1; exit $$fail
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1" SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test TEST_TIMEOUT_SCALE=4

@@ -77,6 +77,17 @@ static void test_usage_errors(void)
     RUN(&o, "train", "--slow", "3");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "RANK:FACTOR");
+    /* --fail RANK@STEP[:MODE]: malformed, an unknown mode, a process death
+     * asked of the threads engine (it would end every worker) */
+    static const char *const bad_fail[] = {"1", "1@", "@2", "1@2:", "1@2:explode", "1@2:kill:kill", "x@2"};
+    for (size_t i = 0; i < sizeof bad_fail / sizeof bad_fail[0]; i++) {
+        RUN(&o, "train", "--fail", bad_fail[i]);
+        ASSERT_EQ_INT(o.code, 2);
+        ASSERT_STR_CONTAINS(o.err, "RANK@STEP[:MODE]");
+    }
+    RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--workers", "2", "--algo", "allreduce", "--fail", "1@2:kill");
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, "--fail 1@2:kill: the threads engine's mode is stop");
     RUN(&o, "frobnicate");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "unknown command 'frobnicate'");

@@ -1,8 +1,12 @@
 /* End-to-end runs of herd_train() on small synthetic data: it learns, it is
  * deterministic, bad configurations and divergence are reported. */
 #include "harness.h"
+#include "herd/herd_ckpt.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_run.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 static herd_train_config small(const char *model)
 {
@@ -182,15 +186,94 @@ static void test_stalled_worker_named(void)
     herd_train_config c = small("linear");
     c.algo = "allreduce", c.workers = 2, c.batch = 16;
     c.comm_timeout_s = 0.3;
-    c.nslow = 1, c.slow[0] = (herd_slow){1, 20000.0}; /* ~0.1 ms of compute becomes ~2 s */
+    /* even 1 us of compute becomes 1 s, past the timeout; the straggle is
+     * cut short once worker 0 fails */
+    c.nslow = 1, c.slow[0] = (herd_slow){1, 1e6};
     herd_train_result r;
     herd_err err = {0};
     ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_ETIMEOUT);
     ASSERT_STR_CONTAINS(err.msg, "from rank 1");
+    ASSERT_STR_CONTAINS(err.msg, "(worker 0, step "); /* which step: how long a step's compute took */
+}
+
+/* A stall after a checkpoint: the run stops naming the straggler and the
+ * step, and the checkpoint it wrote before stays whole: it loads, and a run
+ * resumed from it (without the straggler) finishes. */
+static void test_stall_keeps_checkpoint(void)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/herd-stall-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    ASSERT_TRUE(mkdir(dir, 0700) == 0);
+    herd_train_config c = small("linear");
+    c.algo = "allreduce", c.workers = 2, c.batch = 16, c.epochs = 1;
+    c.checkpoint_dir = dir, c.checkpoint_every = 1; /* the first after step 0, which is never slowed */
+    c.comm_timeout_s = 0.5;
+    /* 1 us of compute becomes 1 s; cut short once the other worker fails */
+    c.nslow = 1, c.slow[0] = (herd_slow){1, 1e6};
+    herd_train_result r;
+    herd_err err = {0};
+    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_ETIMEOUT);
+    ASSERT_STR_CONTAINS(err.msg, "from rank 1");
+    const char *at = strstr(err.msg, "(worker 0, step ");
+    ASSERT_TRUE(at != NULL);
+    unsigned long step = strtoul(at + strlen("(worker 0, step "), NULL, 10);
+    ASSERT_TRUE(step >= 1);
+    /* the newest checkpoint is the one written just before the stalled step */
+    herd_ckpt *ck = NULL;
+    size_t skipped = 99;
+    ASSERT_OK(herd_ckpt_latest(dir, &ck, NULL, 0, &skipped, NULL));
+    ASSERT_EQ_INT(herd_ckpt_get_info(ck)->step, step);
+    ASSERT_EQ_INT(skipped, 0);
+    herd_ckpt_free(ck);
+    c.nslow = 0, c.resume = true;
+    c.comm_timeout_s = 60, c.checkpoint_every = 16; /* fewer fsyncs; sanitizers are slow */
+    err = (herd_err){0};
+    if (herd_train(&c, &r, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "resume after the stall: %s", err.msg);
+    ASSERT_EQ_INT(r.steps, 2048 / (2 * 16));
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ASSERT_EQ_INT(system(cmd), 0);
+}
+
+/* --fail modes: the threads engine's is stop (a synchronous run stops,
+ * naming the worker and step); process deaths are refused there. */
+static void test_fail_modes_threads(void)
+{
+    static const char *const names[] = {"stop", "exit0", "exit1", "abort", "kill"};
+    for (size_t i = 0; i < 5; i++) {
+        herd_fail_mode m = HERD_FAIL_DEFAULT;
+        ASSERT_OK(herd_fail_mode_parse(names[i], &m));
+        ASSERT_EQ_INT(m, HERD_FAIL_STOP + (int)i);
+        ASSERT_TRUE(!strcmp(herd_fail_mode_name(m), names[i]));
+    }
+    herd_fail_mode m = HERD_FAIL_KILL;
+    ASSERT_EQ_INT(herd_fail_mode_parse("default", &m), HERD_EINVAL);
+    ASSERT_EQ_INT(herd_fail_mode_parse("Kill", &m), HERD_EINVAL);
+    ASSERT_EQ_INT(m, HERD_FAIL_KILL);
+
+    herd_train_config c = small("linear");
+    c.algo = "allreduce", c.workers = 2, c.batch = 16;
+    herd_train_result r;
+    for (herd_fail_mode mode = HERD_FAIL_DEFAULT; mode <= HERD_FAIL_KILL; mode++) {
+        herd_err err = {0};
+        c.nfail = 1, c.fail[0] = (herd_fail){1, 3, mode};
+        herd_status st = herd_train(&c, &r, &err);
+        if (mode <= HERD_FAIL_STOP) {
+            ASSERT_EQ_INT(st, HERD_EKILLED);
+            ASSERT_STR_CONTAINS(err.msg, "worker 1 stopped at step 3");
+        } else {
+            ASSERT_EQ_INT(st, HERD_EINVAL);
+            ASSERT_STR_CONTAINS(err.msg, "the threads engine's mode is stop");
+            ASSERT_STR_CONTAINS(err.msg, herd_fail_mode_name(mode));
+        }
+    }
 }
 
 const herd_test herd_tests_train[] = {
     {"train_stalled_worker_named", test_stalled_worker_named, 60},
+    {"train_stall_keeps_checkpoint", test_stall_keeps_checkpoint, 60},
+    {"train_fail_modes_threads", test_fail_modes_threads, 60},
     {"train_allreduce_equals_big_batch", test_allreduce_equals_big_batch, 120},
     {"train_allreduce_options", test_allreduce_options, 120},
     {"train_learns", test_learns, 60},

@@ -71,6 +71,10 @@ struct herd_comm {
     uint64_t bytes_sent, bytes_recv;
     double wait_s;        /* time spent blocked in wait/barrier/lock */
     herd_err err;         /* detail of the last failure */
+    /* Set by the owner once its run has failed: teardown (win_free, free)
+     * then releases local resources only, as the collective calls would
+     * wait for peers that may be gone or stuck. */
+    bool failed;
 };
 
 /* The wrappers: argument checks, byte counts, timeouts. */
@@ -98,6 +102,12 @@ const char *herd_comm_last_error(const herd_comm *c);
 /* Shuts down the engines that need it (MPI_Finalize) before the program
  * exits; harmless when none was started. */
 void herd_comm_shutdown(void);
+/* Where this process is a rank of an MPI job of several ranks, ends the whole
+ * job with exit status `code` (MPI_Abort) after a second's grace for the
+ * other ranks that failed too to report: a rank that failed must neither
+ * leave the others waiting for it nor wait for them in the collective
+ * MPI_Finalize. Returns at once when there is no such job. */
+void herd_comm_abort(int code);
 
 /* ---- the threads engine ------------------------------------------------ */
 

@@ -60,10 +60,30 @@ typedef struct herd_gossip_config {
 
 enum { HERD_MAX_FAIL = 16 };
 
-/* --fail RANK@STEP: worker RANK stops for good when it reaches STEP. */
+/* --fail RANK@STEP[:MODE]: worker RANK fails on purpose when it reaches
+ * STEP. STOP (the threads engine's, and its only mode) ends the worker's
+ * thread; the others are process deaths, for the mpi engine only (on threads
+ * they would kill every worker at once): _exit(0) or _exit(1) without
+ * MPI_Finalize, abort(), or SIGKILL to itself. DEFAULT is STOP on threads and
+ * EXIT1 on mpi. */
+typedef enum herd_fail_mode {
+    HERD_FAIL_DEFAULT,
+    HERD_FAIL_STOP,
+    HERD_FAIL_EXIT0,
+    HERD_FAIL_EXIT1,
+    HERD_FAIL_ABORT,
+    HERD_FAIL_KILL,
+} herd_fail_mode;
+
 typedef struct herd_fail {
     size_t rank, step;
+    herd_fail_mode mode;
 } herd_fail;
+
+/* Parses a --fail MODE name (stop, exit0, exit1, abort, kill). */
+herd_status herd_fail_mode_parse(const char *s, herd_fail_mode *out);
+/* The name of a mode ("default" for HERD_FAIL_DEFAULT). */
+const char *herd_fail_mode_name(herd_fail_mode m);
 
 enum { HERD_MAX_INJECT = 16 };
 

@@ -167,13 +167,18 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
         }
         case OPT_FAIL: {
             herd_train_config *cfg = o->dest;
-            const char *at = strchr(val, '@');
-            char rank[32];
+            const char *at = strchr(val, '@'), *colon = at ? strchr(at, ':') : NULL;
+            char rank[32], step[32];
             herd_fail *f = &cfg->fail[cfg->nfail];
-            if (!at || (size_t)(at - val) >= sizeof rank || cfg->nfail >= HERD_MAX_FAIL ||
+            size_t step_len = at ? (colon ? (size_t)(colon - at - 1) : strlen(at + 1)) : 0;
+            f->mode = HERD_FAIL_DEFAULT;
+            if (!at || (size_t)(at - val) >= sizeof rank || step_len >= sizeof step || cfg->nfail >= HERD_MAX_FAIL ||
                 (snprintf(rank, sizeof rank, "%.*s", (int)(at - val), val), herd__cli_parse_size(rank, &f->rank)) ||
-                herd__cli_parse_size(at + 1, &f->step)) {
-                fprintf(stderr, "herd: --fail: expected RANK@STEP (e.g. 2@100), at most %d times, got '%s'\n",
+                (snprintf(step, sizeof step, "%.*s", (int)step_len, at + 1), herd__cli_parse_size(step, &f->step)) ||
+                (colon && herd_fail_mode_parse(colon + 1, &f->mode))) {
+                fprintf(stderr,
+                        "herd: --fail: expected RANK@STEP[:MODE] (e.g. 2@100 or 2@100:kill; MODE stop, exit0, exit1, "
+                        "abort or kill), at most %d times, got '%s'\n",
                         HERD_MAX_FAIL, val);
                 exit(2);
             }
@@ -247,7 +252,7 @@ static const opt train_opts[] = {
     {"elastic-period", OPT_SIZE, &tcfg.elastic.period, "elastic averaging: local steps between exchanges (default 1)"},
     {"topology", OPT_STR, &tcfg.gossip.topology, "gossip: ring, exp or random (default: the algorithm's)"},
     {"max-delay", OPT_SIZE, &tcfg.gossip.max_delay, "osgp: steps a worker goes on without hearing from a neighbour (default 1)"},
-    {"fail", OPT_FAIL, &tcfg, "worker RANK stops for good at step STEP (fault injection; repeatable)"},
+    {"fail", OPT_FAIL, &tcfg, "RANK@STEP[:MODE]: worker RANK fails on purpose at step STEP (repeatable); MODE: threads engine stop (its thread ends; the default), mpi engine exit0, exit1 (the default), abort or kill (SIGKILL): the process dies"},
     {"skip-nonfinite", OPT_FLAG, &tcfg.skip_nonfinite, "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row"},
     {"inject-nan", OPT_INJECT, &tcfg, "for testing: a NaN goes into worker RANK's gradient at its step STEP (repeatable)"},
     {"checkpoint", OPT_STR, &tcfg.checkpoint_dir, "write checkpoints into directory S (threads engine; every algorithm but osgp)"},
@@ -300,11 +305,15 @@ static int cmd_train(int argc, char **argv)
     herd_train_result res;
     herd_err err = {0};
     herd_status st = herd_train(&tcfg, &res, &err);
-    herd_comm_shutdown();
     if (st < 0) {
         fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
-        return 1;
+        /* the other ranks may be waiting for this one, or (MPI_Finalize
+         * being collective) this one for them: end them all now */
+        herd_comm_abort(1);
     }
+    herd_comm_shutdown();
+    if (st < 0)
+        return 1;
     if (res.rank != 0)
         return 0;
     if (!tcfg.quiet) {

@@ -9,11 +9,24 @@
  * In herd-sim (HERD_SIM, SimGrid's SMPI) waits block instead, which is exact
  * in simulated time, and three SimGrid 3.32 defects are avoided (the
  * #ifdef HERD_SIM blocks say which).
+ *
+ * The window calls that wait for the target (lock, unlock, flush, and the
+ * get/put/accumulate that Open MPI's pt2pt component may hold until the lock
+ * is granted) have no nonblocking form, and with Open MPI 4.1 they wait for
+ * as long as the target computes without entering MPI (passive-target
+ * progress needs it there), or forever if it is stuck. A watchdog thread per
+ * endpoint bounds them: each such call is armed with its deadline, and a call
+ * still inside MPI past it ends this process with a message naming the peer,
+ * since nothing can interrupt MPI or call it from a second thread under
+ * MPI_THREAD_SERIALIZED; mpirun then ends the job, naming this rank.
  */
+#include "comm/comm_internal.h"
 #include "comm/engines.h"
 #include "core/clock.h"
 
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,13 +48,32 @@ herd_status herd_mpi_finalize(void) { return HERD_OK; }
 
 void herd_comm_shutdown(void) {}
 
+void herd_comm_abort(int code) { (void)code; }
+
 #else
 
 #include <mpi.h>
+#include <pthread.h>
+#include <unistd.h>
+
+/* The watchdog of the window calls (see the top of this file). The calling
+ * thread arms it with plain atomic stores (no lock on the hot path); the
+ * watchdog looks every 20 ms. */
+typedef struct watchdog {
+    _Atomic double deadline;    /* 0: disarmed */
+    _Atomic(const char *) what; /* the armed call: a string literal */
+    atomic_size_t peer;
+    atomic_bool quit;
+    bool running;
+    pthread_t thread;
+    _Atomic double timeout_s;   /* for the message */
+    size_t rank;
+} watchdog;
 
 typedef struct mpi_comm {
     herd_comm base;
     MPI_Comm world;
+    watchdog dog;
 } mpi_comm;
 
 struct herd_req {
@@ -75,6 +107,65 @@ static herd_status mpi_fail(herd_comm *c, int rc, const char *what)
     } while (0)
 
 static MPI_Comm world_of(herd_comm *c) { return ((mpi_comm *)c)->world; }
+
+#ifndef HERD_SIM
+static void *watchdog_main(void *p)
+{
+    watchdog *d = p;
+    while (!atomic_load(&d->quit)) {
+        struct timespec ts = {0, 20000000L};
+        nanosleep(&ts, NULL);
+        double deadline = atomic_load(&d->deadline);
+        if (deadline == 0 || herd__now() < deadline)
+            continue;
+        char msg[256];
+        int n = snprintf(msg, sizeof msg,
+                         "herd: rank %zu: timed out after %g s in %s on rank %zu's window (no timed form in MPI: "
+                         "rank %zu ends here, and mpirun the job)\n",
+                         d->rank, atomic_load(&d->timeout_s), atomic_load(&d->what), atomic_load(&d->peer), d->rank);
+        if (n > 0 && write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1) < 0)
+            n = 0; /* nowhere left to say it */
+        _exit(1); /* the caller's thread is inside MPI: nothing else ends the wait */
+    }
+    return NULL;
+}
+#endif
+
+static void watchdog_start(mpi_comm *m)
+{
+#ifdef HERD_SIM
+    (void)m; /* SimGrid ends a simulation whose ranks all block, in simulated time */
+#else
+    watchdog *d = &m->dog;
+    d->rank = m->base.rank;
+    /* without the thread, window calls wait unbounded, as they did before */
+    d->running = pthread_create(&d->thread, NULL, watchdog_main, d) == 0;
+#endif
+}
+
+static void watchdog_stop(mpi_comm *m)
+{
+    if (!m->dog.running)
+        return;
+    atomic_store(&m->dog.quit, true);
+    pthread_join(m->dog.thread, NULL);
+    m->dog.running = false;
+}
+
+/* Runs one window call under the watchdog, deadline the caller's or now
+ * plus the timeout. */
+#define GUARDED(c, what_, peer_, deadline_, call)                                  \
+    do {                                                                           \
+        watchdog *herd__d = &((mpi_comm *)(c))->dog;                               \
+        atomic_store(&herd__d->timeout_s, (c)->timeout_s);                         \
+        atomic_store(&herd__d->what, (what_));                                     \
+        atomic_store(&herd__d->peer, (peer_));                                     \
+        atomic_store(&herd__d->deadline, (deadline_));                             \
+        int herd__grc = (call);                                                    \
+        atomic_store(&herd__d->deadline, 0.0);                                     \
+        if (herd__grc != MPI_SUCCESS)                                              \
+            return mpi_fail((c), herd__grc, #call);                                \
+    } while (0)
 
 static herd_status m_start(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, bool recv, herd_req **req)
 {
@@ -212,7 +303,6 @@ static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, herd_win
 
 static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive, double deadline)
 {
-    (void)deadline; /* MPI_Win_lock has no timed form */
     if (w->local)
         return HERD_OK;
 #ifdef HERD_SIM
@@ -222,7 +312,8 @@ static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exc
      * Exclusive locks alone are right; readers just take turns. */
     exclusive = true;
 #endif
-    MPI_TRY(c, MPI_Win_lock(exclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, (int)target, 0, w->win));
+    GUARDED(c, "MPI_Win_lock", target, deadline,
+            MPI_Win_lock(exclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, (int)target, 0, w->win));
     return HERD_OK;
 }
 
@@ -235,7 +326,7 @@ static herd_status m_win_unlock(herd_comm *c, herd_win *w, size_t target)
      * next holder can read the old value (lost fetch-and-add increments). */
     MPI_TRY(c, MPI_Win_flush((int)target, w->win));
 #endif
-    MPI_TRY(c, MPI_Win_unlock((int)target, w->win));
+    GUARDED(c, "MPI_Win_unlock", target, herd__comm_deadline(c), MPI_Win_unlock((int)target, w->win));
     return HERD_OK;
 }
 
@@ -245,7 +336,8 @@ static herd_status m_win_get(herd_comm *c, herd_win *w, size_t target, size_t of
         memcpy(dst, w->local + offset, bytes);
         return HERD_OK;
     }
-    MPI_TRY(c, MPI_Get(dst, (int)bytes, MPI_BYTE, (int)target, (MPI_Aint)offset, (int)bytes, MPI_BYTE, w->win));
+    GUARDED(c, "MPI_Get", target, herd__comm_deadline(c),
+            MPI_Get(dst, (int)bytes, MPI_BYTE, (int)target, (MPI_Aint)offset, (int)bytes, MPI_BYTE, w->win));
     return HERD_OK;
 }
 
@@ -255,7 +347,8 @@ static herd_status m_win_put(herd_comm *c, herd_win *w, size_t target, size_t of
         memcpy(w->local + offset, src, bytes);
         return HERD_OK;
     }
-    MPI_TRY(c, MPI_Put(src, (int)bytes, MPI_BYTE, (int)target, (MPI_Aint)offset, (int)bytes, MPI_BYTE, w->win));
+    GUARDED(c, "MPI_Put", target, herd__comm_deadline(c),
+            MPI_Put(src, (int)bytes, MPI_BYTE, (int)target, (MPI_Aint)offset, (int)bytes, MPI_BYTE, w->win));
     return HERD_OK;
 }
 
@@ -271,8 +364,9 @@ static herd_status m_win_accumulate(herd_comm *c, herd_win *w, size_t target, si
         }
         return HERD_OK;
     }
-    MPI_TRY(c, MPI_Accumulate(src, (int)count, MPI_FLOAT, (int)target, (MPI_Aint)offset, (int)count, MPI_FLOAT,
-                              MPI_SUM, w->win));
+    GUARDED(c, "MPI_Accumulate", target, herd__comm_deadline(c),
+            MPI_Accumulate(src, (int)count, MPI_FLOAT, (int)target, (MPI_Aint)offset, (int)count, MPI_FLOAT, MPI_SUM,
+                           w->win));
     return HERD_OK;
 }
 
@@ -280,13 +374,13 @@ static herd_status m_win_flush(herd_comm *c, herd_win *w, size_t target)
 {
     if (w->local)
         return HERD_OK;
-    MPI_TRY(c, MPI_Win_flush((int)target, w->win));
+    GUARDED(c, "MPI_Win_flush", target, herd__comm_deadline(c), MPI_Win_flush((int)target, w->win));
     return HERD_OK;
 }
 
 static herd_status m_win_free(herd_comm *c, herd_win *w)
 {
-    if (w->local) {
+    if (w->local || c->failed) { /* failed: the job is about to be aborted */
         free(w);
         return HERD_OK;
     }
@@ -316,7 +410,9 @@ static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, do
 static void m_free(herd_comm *c)
 {
     mpi_comm *m = (mpi_comm *)c;
-    MPI_Comm_free(&m->world);
+    watchdog_stop(m);
+    if (!c->failed) /* collective, as win_free */
+        MPI_Comm_free(&m->world);
     free(m);
 }
 
@@ -377,11 +473,31 @@ herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_
     m->base.size = (size_t)size;
     m->base.timeout_s = 60;
     m->base.any_thread = provided >= MPI_THREAD_SERIALIZED;
+    watchdog_start(m);
     *out = &m->base;
     return HERD_OK;
 }
 
 void herd_comm_shutdown(void) { herd_mpi_finalize(); }
+
+void herd_comm_abort(int code)
+{
+    int inited = 0, finalized = 0, size = 1;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized)
+        return;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size <= 1)
+        return;
+    /* The ranks blocked behind a stalled one time out within moments of each
+     * other, and the first to abort silences the rest: in a ring allreduce
+     * that first one may name only its neighbour, not the straggler two hops
+     * away. A second's grace lets every one of them report. */
+    struct timespec grace = {1, 0};
+    nanosleep(&grace, NULL);
+    MPI_Abort(MPI_COMM_WORLD, code);
+}
 
 herd_status herd_mpi_finalize(void)
 {

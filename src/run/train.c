@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -58,6 +59,7 @@ typedef struct worker_ctx {
     int32_t *y;
     double slow_factor;
     size_t fail_step;     /* --fail: stop for good at this step (SIZE_MAX: never) */
+    herd_fail_mode fail_mode; /* how (resolved: never DEFAULT) */
     bool lost;            /* stopped by --fail while the others go on */
     herd_win *claim_win;  /* asynchronous algorithms: the shared batch counter */
     uint64_t claim_buf[2];/* on rank 0: the counter, and the stop word (see announce_stop) */
@@ -78,6 +80,23 @@ bool herd_worker_lost(const herd_worker *w, size_t rank)
 {
     const herd_run *r = w->run;
     return r && r->lost && rank < w->nworkers && atomic_load(&r->lost[rank]);
+}
+
+static const char *const fail_mode_names[] = {"default", "stop", "exit0", "exit1", "abort", "kill"};
+
+herd_status herd_fail_mode_parse(const char *s, herd_fail_mode *out)
+{
+    for (size_t i = HERD_FAIL_STOP; i < sizeof fail_mode_names / sizeof fail_mode_names[0]; i++)
+        if (!strcmp(s, fail_mode_names[i])) {
+            *out = (herd_fail_mode)i;
+            return HERD_OK;
+        }
+    return HERD_EINVAL;
+}
+
+const char *herd_fail_mode_name(herd_fail_mode m)
+{
+    return (size_t)m < sizeof fail_mode_names / sizeof fail_mode_names[0] ? fail_mode_names[m] : "?";
 }
 
 void herd_train_config_defaults(herd_train_config *cfg)
@@ -372,11 +391,17 @@ static herd_status injected_failure(worker_ctx *c)
 {
     herd_run *r = c->run;
     herd_worker *w = &c->w;
-    herd__log_record(&r->log, "fail", "\"worker\":%zu,\"step\":%zu", w->rank, w->step);
-    if (r->mpi) { /* a process that dies: what the others must survive or report */
-        fprintf(stderr, "herd: worker %zu stops at step %zu (--fail)\n", w->rank, w->step);
-        fflush(NULL);
-        _exit(1);
+    herd__log_record(&r->log, "fail", "\"worker\":%zu,\"step\":%zu,\"mode\":\"%s\"", w->rank, w->step,
+                     herd_fail_mode_name(c->fail_mode));
+    if (c->fail_mode != HERD_FAIL_STOP) { /* mpi: a process that dies, as the others must survive or report */
+        fprintf(stderr, "herd: worker %zu dies at step %zu (--fail %zu@%zu:%s)\n", w->rank, w->step, w->rank,
+                w->step, herd_fail_mode_name(c->fail_mode));
+        fflush(NULL); /* the log's "fail" record and the line above */
+        if (c->fail_mode == HERD_FAIL_ABORT)
+            abort();
+        if (c->fail_mode == HERD_FAIL_KILL)
+            raise(SIGKILL);
+        _exit(c->fail_mode == HERD_FAIL_EXIT0 ? 0 : 1); /* no MPI_Finalize: the process just ends */
     }
     if (r->algo_ops->async) {
         atomic_store(&r->lost[w->rank], true);
@@ -839,7 +864,15 @@ static void *worker_thread(void *p)
     if (c->st < 0) {
         if (!c->w.err.msg[0] && c->w.comm && c->w.comm->err.msg[0])
             c->w.err = c->w.comm->err;
+        /* an engine's message names the peer waited for; where the hook
+         * that passed it on did not say the step, the run says it */
+        if (c->st != HERD_EREMOTE && c->w.err.msg[0] && !strstr(c->w.err.msg, "step")) {
+            herd_err e = c->w.err;
+            herd_err_set(&c->w.err, c->st, "%s (worker %zu, step %zu)", e.msg, c->w.rank, c->w.step);
+        }
         atomic_store(&c->run->abort, 1);
+        if (c->w.comm)
+            c->w.comm->failed = true; /* no collective teardown (mpi): the job ends */
         /* wake the workers blocked waiting for this one */
         if (c->st != HERD_EREMOTE && !c->agreed_stop && c->run->world)
             herd_threads_world_fail(c->run->world, c->w.rank);
@@ -887,7 +920,7 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
     c->fail_step = SIZE_MAX;
     for (size_t i = 0; i < cfg->nfail; i++)
         if (cfg->fail[i].rank == rank && cfg->fail[i].step < c->fail_step)
-            c->fail_step = cfg->fail[i].step;
+            c->fail_step = cfg->fail[i].step, c->fail_mode = cfg->fail[i].mode;
     c->slow_factor = 1.0;
     for (size_t i = 0; i < cfg->nslow; i++)
         if (cfg->slow[i].rank == rank)
@@ -947,6 +980,25 @@ static herd_status gather_totals(herd_run *r, worker_ctx *workers, run_totals *t
     return st;
 }
 
+/* --fail modes: on threads a worker can only stop (a process death would
+ * take every worker with it); on mpi a rank dies as a process does, and
+ * the others must survive or report it. Resolves DEFAULT to the engine's. */
+static herd_status check_fail_modes(herd_train_config *cfg, bool mpi, herd_err *err)
+{
+    for (size_t i = 0; i < cfg->nfail; i++) {
+        herd_fail *f = &cfg->fail[i];
+        if (f->mode == HERD_FAIL_DEFAULT)
+            f->mode = mpi ? HERD_FAIL_EXIT1 : HERD_FAIL_STOP;
+        if (mpi != (f->mode != HERD_FAIL_STOP))
+            return herd_err_set(err, HERD_EINVAL,
+                                "--fail %zu@%zu:%s: the %s engine's mode%s %s", f->rank, f->step,
+                                herd_fail_mode_name(f->mode), mpi ? "mpi" : "threads", mpi ? "s are" : " is",
+                                mpi ? "exit0, exit1 (the default), abort and kill"
+                                    : "stop (the worker's thread ends; exit0, exit1, abort and kill would end every worker's process)");
+    }
+    return HERD_OK;
+}
+
 /* Picks the engine and, for mpi, this process's rank and the world size. */
 static herd_status choose_engine(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, herd_err *err)
 {
@@ -984,6 +1036,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     memset(res, 0, sizeof *res);
     HERD_TRY(choose_engine(cfg, &r, &eff, err));
     HERD_TRY(check_config(&eff, &r.algo_ops, err));
+    HERD_TRY(check_fail_modes(&eff, r.mpi != NULL, err));
     HERD_TRY(herd__ckpt_check(&eff, r.algo_ops, r.engine, err));
     if (r.first_rank != 0) {
         /* one log per process: rank 0 writes FILE, rank r FILE.rank<r> */
@@ -1112,6 +1165,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     herd__log_record(&r.log, "end", "\"test_acc\":%.6f,\"test_loss\":%.6f,\"wall_s\":%.6f,\"train_img_per_s\":%.3f,\"lost\":%zu",
                      res->test_acc, res->test_loss, res->wall_s, res->train_img_per_s, res->nlost);
 out:
+    if (st < 0 && r.mpi)
+        r.mpi->failed = true; /* as in worker_thread: no collective teardown */
     if (workers)
         for (size_t i = 0; i < r.nlocal; i++)
             worker_teardown(&workers[i]);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/engines.h"
 #include "herd/herd_comm.h"
@@ -46,6 +47,41 @@ static int check_allreduce(herd_comm *c, size_t count, herd_allreduce_opts o, co
     return bad;
 }
 
+/* --lock-stall (tests/mpi/fail_matrix.sh): rank 1 holds an exclusive lock
+ * on rank 0's window far longer than the 1 s timeout; rank 2's lock must
+ * not wait past it. MPI_Win_lock has no timed form: the engine's watchdog
+ * ends rank 2 with a message naming rank 0's window, and mpirun the job.
+ * Returns only if nothing stopped it (a failure of the check). */
+static int lock_stall(herd_comm *c)
+{
+    float cell = 0;
+    herd_win *w = NULL;
+    c->timeout_s = 1;
+    if (c->size < 3 || herd_comm_win_create(c, &cell, sizeof cell, &w) != HERD_OK) {
+        fprintf(stderr, "mpi_checks --lock-stall: needs 3 ranks and a window\n");
+        return 2;
+    }
+    if (c->rank == 1 && herd_comm_win_lock(c, w, 0, true) != HERD_OK)
+        return 2;
+    c->timeout_s = 30; /* the barrier is not what is checked */
+    if (herd_comm_barrier(c) != HERD_OK)
+        return 2;
+    c->timeout_s = 1;
+    if (c->rank == 1) {
+        struct timespec ts = {20, 0};
+        nanosleep(&ts, NULL);
+    }
+    if (c->rank == 2 && herd_comm_win_lock(c, w, 0, true) == HERD_OK) {
+        float one = 1;
+        herd_comm_win_accumulate(c, w, 0, 0, &one, 1);
+        herd_comm_win_unlock(c, w, 0);
+    }
+    c->timeout_s = 30;
+    herd_comm_barrier(c);
+    fprintf(stderr, "rank %zu: FAIL lock-stall: rank 2 was never stopped\n", c->rank);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     herd_comm *c;
@@ -54,6 +90,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "mpi_checks: %s\n", err.msg);
         return 2;
     }
+    if (argc > 1 && !strcmp(argv[1], "--lock-stall"))
+        return lock_stall(c);
     c->timeout_s = 30;
     size_t n = c->size, counts[] = {0, 1, n > 1 ? n - 1 : 1, n, n + 1, 1000, 100003};
     int failed = 0, total = 0;
