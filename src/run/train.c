@@ -251,6 +251,7 @@ static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
     herd_worker *w = &c->w;
     size_t dim = herd_dataset_dim(&r->test);
     herd_model_evaluate(w->model, r->test.x, r->test_y, r->test.n, dim, &c->test_loss, &c->test_acc);
+    herd__simtime_eval(w->model, r->test.n);
     c->worker0_acc = c->test_acc;
     c->eval_model = "worker0";
     const char *name = NULL;
@@ -261,6 +262,7 @@ static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
         if (st == HERD_OK && name) {
             memcpy(w->params, c->eval_buf + w->nparams, w->nparams * sizeof(float));
             herd_model_evaluate(w->model, r->test.x, r->test_y, r->test.n, dim, &c->test_loss, &c->test_acc);
+            herd__simtime_eval(w->model, r->test.n);
             memcpy(w->params, c->eval_buf, w->nparams * sizeof(float));
             c->eval_model = name;
         }
