@@ -47,6 +47,8 @@ const char *herd_model_name(const herd_model *m);
 size_t herd_model_max_batch(const herd_model *m);
 /* Floating-point operations of one training step (forward + backward) per example. */
 double herd_model_train_flops(const herd_model *m);
+/* Floating-point operations of one forward pass (evaluation) per example. */
+double herd_model_forward_flops(const herd_model *m);
 
 /* Forward pass on x (batch examples, NCHW floats). train selects batch-norm
  * behaviour (batch statistics and running-average update vs running stats). */

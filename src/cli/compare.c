@@ -245,7 +245,20 @@ static void gp_title(char *out, size_t cap, const cmp_row *r, bool with_workers)
     out[k] = 0;
 }
 
-static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, const char *where, const char *time_unit)
+/* The time axis in the unit that keeps its numbers readable: simulated runs
+ * of small models last milliseconds. */
+static void time_axis(const cmp_row *rows, size_t nrows, bool sim, char *label, size_t cap, double *scale)
+{
+    double tmax = 0;
+    for (size_t i = 0; i < nrows; i++)
+        if (rows[i].ok && rows[i].wall > tmax)
+            tmax = rows[i].wall;
+    const char *unit = tmax < 1e-3 ? "us" : tmax < 1 ? "ms" : "s";
+    *scale = tmax < 1e-3 ? 1e6 : tmax < 1 ? 1e3 : 1;
+    snprintf(label, cap, "%s (%s)", sim ? "simulated time" : "time", unit);
+}
+
+static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, const char *where, bool sim)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/plots.gp", o->out);
@@ -265,14 +278,16 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
         int x, y;
         bool logx;
     } plots[] = {
-        {"accuracy_time", "Test accuracy against time", "time (%s)", "test accuracy", 2, 3, false},
+        {"accuracy_time", "Test accuracy against time", NULL, "test accuracy", 2, 3, false},
         {"accuracy_epochs", "Test accuracy against epochs", "epoch", "test accuracy", 1, 3, false},
-        {"loss_time", "Training loss against time", "time (%s)", "training loss (epoch mean)", 2, 5, false},
+        {"loss_time", "Training loss against time", NULL, "training loss (epoch mean)", 2, 5, false},
         {"loss_epochs", "Test loss against epochs", "epoch", "test loss", 1, 4, false},
     };
+    char time_label[64];
+    double tscale;
+    time_axis(rows, nrows, sim, time_label, sizeof time_label, &tscale);
     for (size_t p = 0; p < sizeof plots / sizeof plots[0]; p++) {
-        char xl[96];
-        snprintf(xl, sizeof xl, plots[p].xlabel, time_unit);
+        const char *xl = plots[p].xlabel ? plots[p].xlabel : time_label;
         bool epochs = plots[p].x == 1;
         fprintf(g, "\nset output '%s/%s.png'\nset title \"%s (%s, %s)\"\nset xlabel '%s'\nset ylabel '%s'\n%s\nplot ",
                 o->out, plots[p].file, plots[p].title, where, o->model ? o->model : "lenet", xl, plots[p].ylabel,
@@ -283,7 +298,8 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
                 continue;
             char t[320];
             gp_title(t, sizeof t, &rows[i], true);
-            fprintf(g, "%s\\\n  '%s' using %d:%d title \"%s\"", first ? "" : ", ", rows[i].dat, plots[p].x, plots[p].y, t);
+            fprintf(g, "%s\\\n  '%s' using ($%d*%g):%d title \"%s\"", first ? "" : ", ", rows[i].dat, plots[p].x,
+                    epochs ? 1.0 : tscale, plots[p].y, t);
             first = false;
         }
         fprintf(g, "%s\n", first ? "NaN notitle" : "");
@@ -477,7 +493,7 @@ int herd__cli_compare(int argc, char **argv)
     if (csv)
         fclose(csv);
     fflush(stdout);
-    if (!o.no_plots && write_plots(&o, rows, nrows, where, unit) == 0)
+    if (!o.no_plots && write_plots(&o, rows, nrows, where, sim) == 0)
         fprintf(stderr, "herd compare: plots in %s/*.png (script %s/plots.gp)\n", o.out, o.out);
     free(rows);
     return failed ? 1 : 0;

@@ -509,9 +509,10 @@ static int bench_train(int argc, char **argv)
             1e3 * dt / (double)b_steps, gflops);
     if (b_json)
         printf("{\"impl\":\"herd\",\"model\":\"%s\",\"batch\":%zu,\"steps\":%zu,\"threads\":%zu,"
-               "\"img_per_s\":%.3f,\"step_ms\":%.6f,\"gflops\":%.3f,\"train_mflop_per_img\":%.4f}\n",
+               "\"img_per_s\":%.3f,\"step_ms\":%.6f,\"gflops\":%.3f,\"train_mflop_per_img\":%.4f,"
+               "\"fwd_mflop_per_img\":%.6f,\"nparams\":%zu}\n",
                b_model, b_batch, b_steps, b_threads, ips, 1e3 * dt / (double)b_steps, gflops,
-               herd_model_train_flops(m) * 1e-6);
+               herd_model_train_flops(m) * 1e-6, herd_model_forward_flops(m) * 1e-6, herd_model_nparams(m));
     free(y);
     herd_optim_free(&o);
     herd_model_free(m);

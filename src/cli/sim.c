@@ -273,13 +273,25 @@ typedef struct sim_platform {
     double speed;       /* flop/s a host sustains on training steps */
 } sim_platform;
 
-/* Host speeds are sustained training rates (a GPU of the paper's time on
- * small convolutional models), not peaks; --host-speed overrides them. */
+/* Host speeds are sustained training rates, not peaks: compute time is the
+ * step's FLOPs (herd_model_train_flops) over them, so they carry what a
+ * framework of the paper's time reached on its GPU. Where a seed gives a
+ * figure, the rate comes from it:
+ *   ib-100g  seed 003: one learner trains an epoch of CIFAR-10 (50000
+ *            images) on ResNet-20 in 18.04 s; herd counts 244 MFLOP per
+ *            image for a training step of resnet20 -> 0.68 Tflop/s.
+ *   ib-56g   seed 002: 95 epochs of ImageNet (1.28 M images) on AlexNet in
+ *            1.5 min on 512 GPUs at a speedup of 410.2 -> 3300 images/s per
+ *            GPU; AlexNet's training step is ~4.3 GFLOP per image (3 x 0.72
+ *            G multiply-adds) -> 14 Tflop/s (fp16 on the GPU).
+ * Seed 004 (10gbe) gives no compute figure: 8 Tflop/s per node is assumed;
+ * slow-cloud's 0.2 Tflop/s is a CPU virtual machine. --host-speed
+ * overrides. */
 static const sim_platform platforms[] = {
-    {"ib-100g", "100 Gb/s EDR InfiniBand, 1 us, 4 Tflop/s hosts (seed 003: 16 nodes)", 16, 100e9 / 8, 1e-6, 4e12},
-    {"ib-56g", "56 Gb/s FDR InfiniBand, 1.5 us, 4 Tflop/s hosts (seed 002: 64 to 512 GPUs)", 64, 56e9 / 8, 1.5e-6, 4e12},
+    {"ib-100g", "100 Gb/s EDR InfiniBand, 1 us, 0.68 Tflop/s hosts (seed 003: 16 nodes)", 16, 100e9 / 8, 1e-6, 0.68e12},
+    {"ib-56g", "56 Gb/s FDR InfiniBand, 1.5 us, 14 Tflop/s hosts (seed 002: 64 to 512 GPUs)", 64, 56e9 / 8, 1.5e-6, 14e12},
     {"10gbe", "10 Gb/s Ethernet, 25 us, 8 Tflop/s hosts (seed 004: 32 nodes)", 32, 10e9 / 8, 25e-6, 8e12},
-    {"slow-cloud", "1 Gb/s, 500 us, 200 Gflop/s hosts (virtual machines of a cloud)", 16, 1e9 / 8, 500e-6, 0.2e12},
+    {"slow-cloud", "1 Gb/s, 500 us, 0.2 Tflop/s hosts (virtual machines of a cloud)", 16, 1e9 / 8, 500e-6, 0.2e12},
 };
 enum { NPLATFORMS = sizeof platforms / sizeof platforms[0] };
 

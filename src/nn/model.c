@@ -808,6 +808,14 @@ double herd_model_train_flops(const herd_model *m)
     return f;
 }
 
+double herd_model_forward_flops(const herd_model *m)
+{
+    double f = 0;
+    for (size_t i = 0; i < m->nlayers; i++)
+        f += m->layers[i]->fwd_flops;
+    return f;
+}
+
 void herd_model_forward(herd_model *m, const float *x, size_t batch, bool train)
 {
     HERD_ASSERT(batch > 0 && batch <= m->max_batch);

@@ -11,14 +11,25 @@
 
 #include "herd/herd_data.h"
 
-void herd__simtime_step(const herd_model *m, size_t batch)
+/* Executes flops on this rank's simulated host, unless SimGrid measures. */
+static void charge(double flops)
 {
     const char *mode = getenv("HERD_SIM_COMPUTE");
     if (mode && !strcmp(mode, "measured"))
         return;
-    double flops = herd_model_train_flops(m) * (double)batch;
     if (flops > 0)
         smpi_execute_flops(flops);
+}
+
+void herd__simtime_step(const herd_model *m, size_t batch)
+{
+    charge(herd_model_train_flops(m) * (double)batch +
+           HERD_SIM_UPDATE_FLOPS_PER_PARAM * (double)herd_model_nparams(m));
+}
+
+void herd__simtime_eval(const herd_model *m, size_t n)
+{
+    charge(herd_model_forward_flops(m) * (double)n);
 }
 
 /* ---- data sets shared by the simulated ranks ---- */
@@ -115,6 +126,11 @@ void __wrap_herd_dataset_free(herd_dataset *d)
 void herd__simtime_step(const herd_model *m, size_t batch)
 {
     (void)m, (void)batch;
+}
+
+void herd__simtime_eval(const herd_model *m, size_t n)
+{
+    (void)m, (void)n;
 }
 
 #endif

@@ -5,8 +5,13 @@
 #   2. end-to-end training of several algorithms under smpirun
 #      (tests/mpi/train_checks.sh with herd-sim);
 #   3. through `herd sim`: the summary, repeatability (same seed, same
-#      simulated times, losses and log, twice), a slow host, compute time
-#      from FLOPs, and the alpha-beta time of a ring allreduce.
+#      simulated times, losses and log, twice), compute time from FLOPs
+#      (steps, update, evaluation), each named platform's link and host
+#      speed as written and reported, platforms/*.xml as herd sim writes
+#      them, a slow host, the alpha-beta time of a ring allreduce, and herd
+#      compare on a simulated platform.
+# Every command runs under timeout; every check compares against an exact
+# or closed-form expectation and counts as FAIL otherwise.
 # usage: tests/sim/run.sh BUILD SIM_BUILD "SIZES" "ALGO:RANKS ..."
 set -u
 build=$1 sim_build=$2 sizes=$3 train=$4
@@ -22,7 +27,7 @@ field() { sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p" "$1" | tail -1; }
 # -- 1. mpi_checks under smpirun ------------------------------------------
 max=1
 for n in $sizes; do [ "$n" -gt "$max" ] && max=$n; done
-if ! "$herd" sim --workers "$max" --keep "$tmp/plat" --dry-run -- train 2>"$tmp/dry.txt"; then
+if ! timeout 60 "$herd" sim --workers "$max" --keep "$tmp/plat" --dry-run -- train 2>"$tmp/dry.txt"; then
     bad "herd sim --dry-run wrote no platform"; cat "$tmp/dry.txt"
 fi
 smpirun=(smpirun -platform "$tmp/plat/platform.xml" -hostfile "$tmp/plat/hosts" -quiet --log=root.thres:warning
@@ -73,23 +78,68 @@ for algo in allreduce adpsgd osgp; do
     rm -f "$tmp"/r?.log
 done
 
-# compute time comes from FLOPs: one worker, sgd: wall_s = steps * batch * flops/img / speed
-mflop=$("$build/herd" bench train --model lenet --shape 1x28x28:10 --batch 16 --steps 1 --warmup 0 --json 2>/dev/null |
-        sed -n 's/.*"train_mflop_per_img":\([0-9.e+-]*\).*/\1/p')
+# compute time comes from FLOPs: one worker, sgd, two epochs: wall_s = steps x (batch x train FLOPs/img +
+# 6 FLOPs/parameter for the update) / speed, plus worker 0's evaluation after epoch 1 (test examples x
+# forward FLOPs/img; the final evaluation comes after wall_s)
+bt=$(timeout 60 "$build/herd" bench train --model lenet --shape 1x28x28:10 --batch 16 --steps 1 --warmup 0 --json 2>/dev/null)
+mflop=$(printf '%s' "$bt" | sed -n 's/.*"train_mflop_per_img":\([0-9.e+-]*\).*/\1/p')
+fwd=$(printf '%s' "$bt" | sed -n 's/.*"fwd_mflop_per_img":\([0-9.e+-]*\).*/\1/p')
+np=$(printf '%s' "$bt" | sed -n 's/.*"nparams":\([0-9]*\).*/\1/p')
 timeout 120 "$herd" sim --workers 1 --host-speed 1Gf -- train --algo sgd --data synthetic:1x28x28:10 --model lenet \
-    --epochs 1 --batch 16 --train-limit 512 --test-limit 256 --no-progress --quiet --json >"$tmp/c.json" 2>/dev/null
+    --epochs 2 --batch 16 --train-limit 512 --test-limit 256 --no-progress --quiet --json >"$tmp/c.json" 2>/dev/null
 steps=$(field "$tmp/c.json" steps) wall=$(field "$tmp/c.json" wall_s)
-if [ -n "$mflop" ] && [ -n "$steps" ] &&
-    awk -v m="$mflop" -v s="$steps" -v w="$wall" 'BEGIN { t = s * 16 * m * 1e6 / 1e9; exit !(w > 0.999 * t && w < 1.001 * t) }'; then
-    ok "compute from FLOPs: lenet, $steps steps x 16 x $mflop MFLOP at 1 Gflop/s = $wall s simulated"
+if [ -n "$mflop" ] && [ -n "$fwd" ] && [ -n "$np" ] && [ "$steps" = 64 ] &&
+    awk -v m="$mflop" -v f="$fwd" -v p="$np" -v s="$steps" -v w="$wall" \
+        'BEGIN { t = (s * (16 * m * 1e6 + 6 * p) + 256 * f * 1e6) / 1e9; exit !(w > 0.999 * t && w < 1.001 * t) }'; then
+    ok "compute from FLOPs: lenet, $steps steps x (16 x $mflop MFLOP + 6 x $np) + 256 x $fwd MFLOP at 1 Gflop/s = $wall s simulated"
 else
-    bad "compute from FLOPs: lenet, steps '$steps', $mflop MFLOP/img, wall_s '$wall'"
+    bad "compute from FLOPs: lenet, steps '$steps' (want 64), $mflop/$fwd MFLOP/img, $np parameters, wall_s '$wall'"
 fi
 
-# a host 10x slower: compute-bound allreduce takes ~10x as long
+# the named platforms: the generated file and the summary carry the table's link and host speed
+# (name, Gb/s, us host to host, Gflop/s; the file's latency is per link, half of host to host)
+for spec in "ib-100g 100 1 680" "ib-56g 56 1.5 14000" "10gbe 10 25 8000" "slow-cloud 1 500 200"; do
+    read -r name gbps lat_us gflops <<<"$spec"
+    rm -rf "$tmp/p"
+    timeout 120 "$herd" sim --platform "$name" --workers 2 --keep "$tmp/p" -- train --algo allreduce "${small[@]}" --epochs 1 \
+        >"$tmp/p.json" 2>/dev/null
+    x=$(grep -m1 '<host id="node-0"' "$tmp/p/platform.xml" 2>/dev/null; grep -m1 '<link id="node-1_link"' "$tmp/p/platform.xml" 2>/dev/null)
+    want_x=$(awk -v g="$gbps" -v l="$lat_us" -v f="$gflops" 'BEGIN {
+        printf "    <host id=\"node-0\" speed=\"%.15gf\"/>\n", f * 1e9
+        printf "    <link id=\"node-1_link\" bandwidth=\"%.15gBps\" latency=\"%.15gs\" sharing_policy=\"SPLITDUPLEX\"/>", g * 1e9 / 8, l * 1e-6 / 2 }')
+    got="$(field "$tmp/p.json" link_gbps) $(field "$tmp/p.json" link_lat_us) $(field "$tmp/p.json" host_gflops)"
+    if [ "$x" = "$want_x" ] && [ "$got" = "$gbps $lat_us $gflops" ] && grep -q "\"platform\":\"$name\"" "$tmp/p.json"; then
+        ok "platform $name: $gbps Gb/s, $lat_us us, $gflops Gflop/s in the platform file and the summary"
+    else
+        bad "platform $name: summary '$got', want '$gbps $lat_us $gflops'; file:"; printf '%s\n%s\n' "$x" "$want_x"
+    fi
+done
+# --link and --host-speed override, and say so in the summary
+timeout 120 "$herd" sim --platform ib-100g --workers 2 --link 25Gbps:5us --host-speed 2Tf -- train --algo allreduce "${small[@]}" \
+    --epochs 1 >"$tmp/o.json" 2>/dev/null
+got="$(field "$tmp/o.json" link_gbps) $(field "$tmp/o.json" link_lat_us) $(field "$tmp/o.json" host_gflops)"
+if [ "$got" = "25 5 2000" ]; then
+    ok "--link 25Gbps:5us --host-speed 2Tf: summary $got"
+else
+    bad "--link 25Gbps:5us --host-speed 2Tf: summary '$got', want '25 5 2000'"
+fi
+# platforms/*.xml are what herd sim writes at the papers' sizes
+for spec in "ib-100g 16 ib-100g" "ib-56g 64 ib-56g" "ib-56g 512 ib-56g-512" "10gbe 32 10gbe" "slow-cloud 16 slow-cloud"; do
+    read -r name n file <<<"$spec"
+    rm -rf "$tmp/p"
+    timeout 60 "$herd" sim --platform "$name" --workers "$n" --keep "$tmp/p" --dry-run -- train 2>/dev/null
+    if cmp -s "$tmp/p/platform.xml" "platforms/$file.xml"; then
+        ok "platforms/$file.xml is herd sim --platform $name --workers $n"
+    else
+        bad "platforms/$file.xml differs from herd sim --platform $name --workers $n (regenerate it)"
+    fi
+done
+
+# a host 10x slower: compute-bound allreduce takes ~10x as long (--eval-every 2: no evaluation between
+# the epochs, which worker 0 would do at its own speed)
 fast=(--link 1000Gbps:0.1us --host-speed 1Gf)
-timeout 120 "$herd" sim --workers 4 "${fast[@]}" -- train --algo allreduce "${small[@]}" >"$tmp/f.json" 2>/dev/null
-timeout 120 "$herd" sim --workers 4 "${fast[@]}" --slow 2:10 -- train --algo allreduce "${small[@]}" >"$tmp/g.json" 2>/dev/null
+timeout 120 "$herd" sim --workers 4 "${fast[@]}" -- train --algo allreduce "${small[@]}" --eval-every 2 >"$tmp/f.json" 2>/dev/null
+timeout 120 "$herd" sim --workers 4 "${fast[@]}" --slow 2:10 -- train --algo allreduce "${small[@]}" --eval-every 2 >"$tmp/g.json" 2>/dev/null
 a=$(field "$tmp/f.json" wall_s) b=$(field "$tmp/g.json" wall_s)
 if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > 9 * a && b < 11 * a) }'; then
     ok "--slow 2:10: allreduce $a s -> $b s simulated"
