@@ -524,14 +524,17 @@ static herd_status barrier_locked(herd_comm *c, double deadline, const char *wha
     return HERD_OK;
 }
 
-static herd_status t_barrier(herd_comm *c, double deadline)
+/* A barrier; `what` says where, for the timeout's message. */
+static herd_status barrier_at(herd_comm *c, double deadline, const char *what)
 {
     herd_threads_world *w = world_of(c);
     pthread_mutex_lock(&w->mu);
-    herd_status st = barrier_locked(c, deadline, "in a barrier");
+    herd_status st = barrier_locked(c, deadline, what);
     pthread_mutex_unlock(&w->mu);
     return st;
 }
+
+static herd_status t_barrier(herd_comm *c, double deadline) { return barrier_at(c, deadline, "in a barrier"); }
 
 /* ---- allreduce in shared memory (the engine's own) ---------------------- */
 
@@ -572,15 +575,6 @@ static void ar_chunk(size_t count, size_t n, size_t i, size_t *lo, size_t *hi)
     *hi = (first + q + (i < r)) * 16 < count ? (first + q + (i < r)) * 16 : count;
 }
 
-static herd_status ar_barrier(herd_comm *c, double deadline, const char *what)
-{
-    herd_threads_world *w = world_of(c);
-    pthread_mutex_lock(&w->mu);
-    herd_status st = barrier_locked(c, deadline, what);
-    pthread_mutex_unlock(&w->mu);
-    return st;
-}
-
 static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, double deadline)
 {
     herd_threads_world *w = world_of(c);
@@ -596,7 +590,7 @@ static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, do
     ar_chunk(count, n, r, &lo, &hi);
     sum_in_rank_order(bufs, n, buf, lo, hi);
     c->bytes_sent += 2 * (n - 1) * (hi - lo) * sizeof(float); /* what the others read of this buffer */
-    st = ar_barrier(c, deadline, "in an allreduce, waiting for the other sums");
+    st = barrier_at(c, deadline, "in an allreduce, waiting for the other sums");
     if (st < 0)
         return st;
     for (size_t j = 0; j < n; j++) {
@@ -604,7 +598,7 @@ static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, do
         if (j != r && hi > lo)
             memcpy(buf + lo, bufs[j] + lo, (hi - lo) * sizeof(float));
     }
-    return ar_barrier(c, deadline, "in an allreduce, waiting for the others to copy");
+    return barrier_at(c, deadline, "in an allreduce, waiting for the others to copy");
 }
 
 /* ---- windows ---------------------------------------------------------- */
