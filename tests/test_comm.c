@@ -882,6 +882,70 @@ static void test_allreduce_native_rank_order(void)
         RUN_RANKS(world_sizes[s], 20, body_native_rank_order, NULL);
 }
 
+/* opts.scale and opts.nonfinite, on herd's ring and the engine's own: the
+ * result has exactly the bits of the plain sum times the scale in a pass of
+ * its own, and every rank gets the same answer on finiteness: none for
+ * finite inputs; yes for a NaN or an Inf placed on one rank at the start,
+ * the middle or the end of the buffer (so in every rank's chunk in turn);
+ * yes for finite inputs whose sum overflows. */
+typedef struct mean_ctx {
+    herd_allreduce_impl impl;
+} mean_ctx;
+
+static int body_allreduce_mean_check(herd_comm *c, void *arg)
+{
+    const mean_ctx *a = arg;
+    size_t n = c->size, counts[] = {1, 17, 4099, 70001};
+    float scale = 1.0f / (float)n;
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        size_t count = counts[k];
+        float *buf = malloc(count * sizeof *buf), *ref = malloc(count * sizeof *ref);
+        CHECK(c, buf && ref);
+        for (size_t i = 0; i < count; i++)
+            ref[i] = buf[i] = h_val(c->rank, i);
+        herd_allreduce_opts plain = {.impl = a->impl};
+        CHECK_OK(c, herd_allreduce(c, ref, count, &plain));
+        for (size_t i = 0; i < count; i++)
+            ref[i] *= scale;
+        bool bad = true;
+        herd_allreduce_opts o = {.impl = a->impl, .scale = scale, .nonfinite = &bad};
+        CHECK_OK(c, herd_allreduce(c, buf, count, &o));
+        CHECK(c, memcmp(buf, ref, count * sizeof *buf) == 0);
+        CHECK(c, !bad);
+        /* one rank's NaN or Inf, wherever it is, reaches every rank's answer */
+        size_t where[] = {0, count / 2, count - 1};
+        for (size_t p = 0; p < 3; p++)
+            for (int inf = 0; inf < 2; inf++) {
+                for (size_t i = 0; i < count; i++)
+                    buf[i] = h_val(c->rank, i);
+                if (c->rank == (p + (size_t)inf) % n)
+                    buf[where[p]] = inf ? INFINITY : NAN;
+                bad = false;
+                CHECK_OK(c, herd_allreduce(c, buf, count, &o));
+                CHECK(c, bad);
+            }
+        /* finite everywhere, but the sum overflows */
+        for (size_t i = 0; i < count; i++)
+            buf[i] = i == count / 2 ? FLT_MAX : 1.0f;
+        bad = false;
+        CHECK_OK(c, herd_allreduce(c, buf, count, &o));
+        CHECK(c, bad == (n > 1));
+        free(buf);
+        free(ref);
+    }
+    return 0;
+}
+
+static void test_allreduce_mean_check(void)
+{
+    herd_allreduce_impl impls[] = {HERD_ALLREDUCE_RING, HERD_ALLREDUCE_NATIVE};
+    for (size_t m = 0; m < 2; m++)
+        for (size_t s = 0; s < sizeof world_sizes / sizeof world_sizes[0]; s++) {
+            mean_ctx a = {.impl = impls[m]};
+            RUN_RANKS(world_sizes[s], 20, body_allreduce_mean_check, &a);
+        }
+}
+
 /* A rank that never joins the shared-memory allreduce: the others time out
  * with a message saying what they waited for, and nothing hangs. */
 static int body_native_missing(herd_comm *c, void *arg)
@@ -1265,6 +1329,7 @@ const herd_test herd_tests_comm[] = {
     {"comm_allreduce_native_exact", test_allreduce_native_exact, 60},
     {"comm_allreduce_native_rank_order", test_allreduce_native_rank_order, 60},
     {"comm_allreduce_native_missing_rank", test_allreduce_native_missing_rank, 20},
+    {"comm_allreduce_mean_check", test_allreduce_mean_check, 60},
     {"comm_allreduce_f16", test_allreduce_f16, 60},
     {"comm_allreduce_f16_small_segments", test_allreduce_f16_small_segments, 60},
     {"comm_allreduce_bf16", test_allreduce_bf16, 60},

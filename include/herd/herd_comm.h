@@ -55,8 +55,11 @@ typedef struct herd_comm_ops {
     herd_status (*win_flush)(herd_comm *c, herd_win *w, size_t target);
     /* Collective. */
     herd_status (*win_free)(herd_comm *c, herd_win *w);
-    /* Optional: the engine's own float-sum allreduce (MPI_Allreduce); NULL if none. */
-    herd_status (*allreduce_native)(herd_comm *c, float *buf, size_t count, double deadline);
+    /* Optional: the engine's own float-sum allreduce (MPI_Allreduce); NULL if
+     * none. buf = scale x (the sum); nonfinite, when not NULL: whether the
+     * result holds a NaN or Inf (the same answer on every rank). */
+    herd_status (*allreduce_native)(herd_comm *c, float *buf, size_t count, float scale, bool *nonfinite,
+                                    double deadline);
     /* The engine's own allreduce beats herd's ring and is what "auto" picks
      * (threads: the buffers are in shared memory, no message need move them). */
     bool native_preferred;
@@ -138,10 +141,15 @@ typedef struct herd_allreduce_opts {
     size_t segment_bytes;     /* pipeline segment; 0: default (1 MiB) */
     herd_dtype wire;          /* what travels on the wire; sums are done in fp32 */
     herd_allreduce_impl impl; /* 0: auto */
+    float scale;              /* the result is scale x the sum (the mean: 1/size); 0: 1 */
+    bool *nonfinite;          /* not NULL: set to whether the result holds a NaN or Inf */
 } herd_allreduce_opts;
 
 /* In place: buf = sum over ranks of buf (count floats; same count on every
- * rank); opts NULL: auto, fp32. Every rank ends with the same bits. Ring algorithm: reduce-scatter then all-gather over `size` chunks,
+ * rank), times opts->scale; opts NULL: auto, fp32. Every rank ends with the
+ * same bits: each element's sum is rounded, then multiplied by the scale, as
+ * a separate pass would (an engine may do both, and the finiteness check, in
+ * one pass over memory, as the threads engine's own does). Ring algorithm: reduce-scatter then all-gather over `size` chunks,
  * each chunk pipelined in segments; each rank sends 2(n-1)/n of the buffer. */
 herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *opts);
 /* buf on every rank = buf on root. */

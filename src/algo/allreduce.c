@@ -99,11 +99,9 @@ static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n
     *bad = false;
     if (dtype == HERD_F32) {
         herd_allreduce_opts o = wire_opts(w, HERD_F32);
-        if ((st = herd_allreduce(w->comm, buf, n, &o)) < 0)
-            return st;
-        scale(buf, n, inv);
-        *bad = !herd__all_finite(buf, n);
-        return HERD_OK;
+        o.scale = inv; /* the mean and its check, fused into the sum where the engine can */
+        o.nonfinite = bad;
+        return herd_allreduce(w->comm, buf, n, &o);
     }
     /* keep an fp32 copy in case the low-precision sum overflows */
     float *copy = malloc((n ? n : 1) * sizeof(float));

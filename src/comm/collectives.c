@@ -1,6 +1,7 @@
 /* Collectives built once on the transport (herd_comm_* only), so they run on
  * every engine: ring allreduce, ring allgather, broadcast; fp16/bf16 wires. */
 #include "comm/comm_internal.h"
+#include "core/finite.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -302,13 +303,32 @@ herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_al
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allreduce: buf is NULL for %zu floats", c->rank, count);
     if (count > SIZE_MAX / sizeof(float))
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allreduce: count %zu is too large", c->rank, count);
-    if (count == 0 || c->size == 1)
+    float scale = o.scale != 0.0f ? o.scale : 1.0f;
+    if (o.nonfinite)
+        *o.nonfinite = false;
+    if (count == 0)
         return HERD_OK;
+    if (c->size == 1) {
+        herd__allreduce_finish(buf, count, scale, o.nonfinite);
+        return HERD_OK;
+    }
     /* the engine's own allreduce sums fp32 on its wire: it serves fp32 only */
     bool native = o.impl == HERD_ALLREDUCE_NATIVE || (o.impl == HERD_ALLREDUCE_AUTO && c->ops->native_preferred);
     if (native && o.wire == HERD_F32 && c->ops->allreduce_native)
-        return c->ops->allreduce_native(c, buf, count, herd__comm_deadline(c));
-    return ring_allreduce(c, buf, count, o.wire, o.segment_bytes);
+        return c->ops->allreduce_native(c, buf, count, scale, o.nonfinite, herd__comm_deadline(c));
+    herd_status st = ring_allreduce(c, buf, count, o.wire, o.segment_bytes);
+    if (st == HERD_OK)
+        herd__allreduce_finish(buf, count, scale, o.nonfinite);
+    return st;
+}
+
+void herd__allreduce_finish(float *buf, size_t count, float scale, bool *nonfinite)
+{
+    if (scale != 1.0f)
+        for (size_t i = 0; i < count; i++)
+            buf[i] *= scale;
+    if (nonfinite)
+        *nonfinite = !herd__all_finite(buf, count);
 }
 
 /* ---- allgather (ring) and broadcast (binomial tree) ----------------- */

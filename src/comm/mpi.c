@@ -391,7 +391,7 @@ static herd_status m_win_free(herd_comm *c, herd_win *w)
     return HERD_OK;
 }
 
-static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, double deadline)
+static herd_status m_allreduce_sum(herd_comm *c, float *buf, size_t count, double deadline)
 {
     MPI_Request r;
     if (count > (size_t)INT32_MAX)
@@ -405,6 +405,15 @@ static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, do
 #endif
     MPI_TRY(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c), &r));
     return poll_collective(c, &r, deadline, "MPI_Allreduce");
+}
+
+static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, float scale, bool *nonfinite,
+                                      double deadline)
+{
+    herd_status st = m_allreduce_sum(c, buf, count, deadline);
+    if (st == HERD_OK)
+        herd__allreduce_finish(buf, count, scale, nonfinite);
+    return st;
 }
 
 static void m_free(herd_comm *c)

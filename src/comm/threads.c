@@ -32,6 +32,7 @@
  */
 #include "comm/comm_internal.h"
 #include "core/clock.h"
+#include "core/finite.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -107,6 +108,7 @@ struct herd_threads_world {
     size_t *bar_in;       /* per rank: 1 + the generation it last arrived in (for messages) */
     win_slot *wins;
     float **ar_buf;       /* the shared-memory allreduce: each rank's buffer */
+    bool *ar_bad;         /* and whether the chunk it summed holds a NaN or Inf */
     atomic_size_t failed; /* 0, or 1 + the failed rank */
     atomic_bool closed;   /* every worker thread has ended */
 };
@@ -167,11 +169,12 @@ herd_status herd_threads_world_create(size_t n, herd_threads_world **out, herd_e
         w->box = calloc(n, sizeof *w->box);
     if (w) {
         w->ar_buf = calloc(n, sizeof *w->ar_buf);
+        w->ar_bad = calloc(n, sizeof *w->ar_bad);
         w->bar_in = calloc(n, sizeof *w->bar_in);
     }
-    if (!w || !w->box || !w->ar_buf || !w->bar_in) {
+    if (!w || !w->box || !w->ar_buf || !w->ar_bad || !w->bar_in) {
         if (w)
-            free(w->box), free(w->ar_buf), free(w->bar_in);
+            free(w->box), free(w->ar_buf), free(w->ar_bad), free(w->bar_in);
         free(w);
         return herd_err_set(err, HERD_ENOMEM, "threads engine: out of memory for %zu workers", n);
     }
@@ -218,6 +221,7 @@ void herd_threads_world_free(herd_threads_world *w)
     }
     free(w->box);
     free(w->ar_buf);
+    free(w->ar_bad);
     free(w->bar_in);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
@@ -548,11 +552,16 @@ static herd_status t_barrier(herd_comm *c, double deadline) { return barrier_at(
  * through memory, where a ring of messages moves about 3.5x. */
 enum { AR_BLOCK = 2048 }; /* floats summed at once: 8 KiB stays in L1 */
 
-/* dst[lo, hi) = bufs[0] + ... + bufs[n-1] on [lo, hi), summed in that order;
- * dst may be one of bufs. */
-static void sum_in_rank_order(float *const *bufs, size_t n, float *dst, size_t lo, size_t hi)
+/* dst[lo, hi) = scale x (bufs[0] + ... + bufs[n-1]) on [lo, hi), summed in
+ * that order, each sum rounded before the multiplication; dst may be one of
+ * bufs. Returns false when check and a result is a NaN or Inf. The scale and
+ * the check work on the block while it is in L1: no pass over memory of
+ * their own. */
+static bool sum_in_rank_order(float *const *bufs, size_t n, float *dst, size_t lo, size_t hi, float scale,
+                              bool check)
 {
     float acc[AR_BLOCK];
+    bool finite = true;
     for (size_t b = lo; b < hi; b += AR_BLOCK) {
         size_t m = hi - b < AR_BLOCK ? hi - b : AR_BLOCK;
         memcpy(acc, bufs[0] + b, m * sizeof(float));
@@ -561,8 +570,14 @@ static void sum_in_rank_order(float *const *bufs, size_t n, float *dst, size_t l
             for (size_t i = 0; i < m; i++)
                 acc[i] += src[i];
         }
+        if (scale != 1.0f)
+            for (size_t i = 0; i < m; i++)
+                acc[i] *= scale;
+        if (check && !herd__all_finite(acc, m))
+            finite = false;
         memcpy(dst + b, acc, m * sizeof(float));
     }
+    return finite;
 }
 
 /* Chunk i of count floats over n ranks, in whole 64-byte lines where the
@@ -575,7 +590,8 @@ static void ar_chunk(size_t count, size_t n, size_t i, size_t *lo, size_t *hi)
     *hi = (first + q + (i < r)) * 16 < count ? (first + q + (i < r)) * 16 : count;
 }
 
-static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, double deadline)
+static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, float scale, bool *nonfinite,
+                                      double deadline)
 {
     herd_threads_world *w = world_of(c);
     size_t n = w->n, r = c->rank, lo, hi;
@@ -588,7 +604,9 @@ static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, do
     /* the pointers stay put until everyone has passed the last barrier */
     float *const *bufs = w->ar_buf;
     ar_chunk(count, n, r, &lo, &hi);
-    sum_in_rank_order(bufs, n, buf, lo, hi);
+    /* each rank checks the chunk it summed; the answers meet in ar_bad,
+     * read between the second and the third barrier */
+    w->ar_bad[r] = !sum_in_rank_order(bufs, n, buf, lo, hi, scale, nonfinite != NULL);
     c->bytes_sent += 2 * (n - 1) * (hi - lo) * sizeof(float); /* what the others read of this buffer */
     st = barrier_at(c, deadline, "in an allreduce, waiting for the other sums");
     if (st < 0)
@@ -597,6 +615,8 @@ static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, do
         ar_chunk(count, n, j, &lo, &hi);
         if (j != r && hi > lo)
             memcpy(buf + lo, bufs[j] + lo, (hi - lo) * sizeof(float));
+        if (nonfinite && w->ar_bad[j])
+            *nonfinite = true;
     }
     return barrier_at(c, deadline, "in an allreduce, waiting for the others to copy");
 }

@@ -47,6 +47,33 @@ static int check_allreduce(herd_comm *c, size_t count, herd_allreduce_opts o, co
     return bad;
 }
 
+/* opts.scale and opts.nonfinite: the mean's bits are the sum's times 1/n;
+ * every rank learns of a NaN that only the last rank holds, at the end of
+ * the buffer (in the last rank's chunk), and of none when there is none. */
+static int check_mean(herd_comm *c, size_t count, herd_allreduce_impl impl, const char *what)
+{
+    size_t n = c->size;
+    float *buf = malloc((count ? count : 1) * sizeof(float)), scale = 1.0f / (float)n;
+    float k = (float)(n * (n + 1) / 2);
+    int bad = 0;
+    for (int nan = 0; nan < 2 && !bad; nan++) {
+        for (size_t i = 0; i < count; i++)
+            buf[i] = (float)(c->rank + 1) * v(i);
+        if (nan && count && c->rank == n - 1)
+            buf[count - 1] = NAN;
+        bool nonfinite = !nan;
+        herd_allreduce_opts o = {.impl = impl, .scale = scale, .nonfinite = &nonfinite};
+        bad = herd_allreduce(c, buf, count, &o) != HERD_OK || nonfinite != (nan && count);
+        for (size_t i = 0; i + (size_t)nan < count && !bad; i++)
+            bad = buf[i] != k * v(i) * scale;
+    }
+    if (bad)
+        fprintf(stderr, "rank %zu: FAIL mean and check, %s, count=%zu: %s\n", c->rank, what, count,
+                herd_comm_last_error(c));
+    free(buf);
+    return bad;
+}
+
 /* --lock-stall (tests/mpi/fail_matrix.sh): rank 1 holds an exclusive lock
  * on rank 0's window far longer than the 1 s timeout; rank 2's lock must
  * not wait past it. MPI_Win_lock has no timed form: the engine's watchdog
@@ -104,6 +131,8 @@ int main(int argc, char **argv)
         failed += check_allreduce(c, counts[i], native, "native"), total++;
         failed += check_allreduce(c, counts[i], f16, "fp16 wire"), total++;
         failed += check_allreduce(c, counts[i], bf16, "bf16 wire"), total++;
+        failed += check_mean(c, counts[i], HERD_ALLREDUCE_RING, "ring"), total++;
+        failed += check_mean(c, counts[i], HERD_ALLREDUCE_NATIVE, "native"), total++;
     }
     /* broadcast from every root */
     for (size_t root = 0; root < n; root++) {
