@@ -638,7 +638,7 @@ static void test_resume_allreduce_fp16(void)
     herd_train_config c = run_config("lenet", "allreduce", 2, NULL);
     c.allreduce.comm_dtype = HERD_F16;
     resume_matches_cfg(c, 7);
-    c.allreduce.comm_dtype = HERD_BF16, c.allreduce.overlap = false;
+    c.allreduce.comm_dtype = HERD_BF16, c.allreduce.overlap = HERD_OVERLAP_OFF;
     resume_matches_cfg(c, 16);
 }
 

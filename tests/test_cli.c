@@ -88,6 +88,12 @@ static void test_usage_errors(void)
     RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--workers", "2", "--algo", "allreduce", "--fail", "1@2:kill");
     ASSERT_EQ_INT(o.code, 1);
     ASSERT_STR_CONTAINS(o.err, "--fail 1@2:kill: the threads engine's mode is stop");
+    RUN(&o, "train", "--overlap", "maybe");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "--overlap must be on, off or auto, got 'maybe'");
+    RUN(&o, "train", "--overlap", "on", "--no-overlap");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "--no-overlap contradicts --overlap on");
     RUN(&o, "frobnicate");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "unknown command 'frobnicate'");

@@ -56,7 +56,7 @@ static herd_train_config sync_config(const sync_case *k)
     herd_train_config c = base(k->algo, k->workers, k->model ? k->model : "linear");
     if (!strcmp(k->algo, "allreduce")) {
         c.allreduce.bucket_bytes = k->bucket;
-        c.allreduce.overlap = k->overlap;
+        c.allreduce.overlap = k->overlap ? HERD_OVERLAP_ON : HERD_OVERLAP_OFF;
         c.allreduce.impl = k->native ? HERD_ALLREDUCE_NATIVE : HERD_ALLREDUCE_RING;
         c.allreduce.comm_dtype = k->dtype;
         c.allreduce.csc_ratio = k->csc;

@@ -165,7 +165,7 @@ static void test_allreduce_options(void)
         herd_train_config c = small("linear");
         c.algo = "allreduce", c.workers = 3, c.batch = 16;
         c.allreduce.bucket_bytes = cases[i].bucket;
-        c.allreduce.overlap = cases[i].overlap;
+        c.allreduce.overlap = cases[i].overlap ? HERD_OVERLAP_ON : HERD_OVERLAP_OFF;
         c.allreduce.comm_dtype = cases[i].dtype;
         c.allreduce.csc_ratio = cases[i].csc;
         c.allreduce.csc_chunk_bytes = 256;
@@ -176,6 +176,35 @@ static void test_allreduce_options(void)
         if (!(r.test_acc > 0.85 && r.replica_max_diff == 0.0))
             herd_test_fail(__FILE__, __LINE__, "case %zu: test_acc %.4f, replica diff %g", i, r.test_acc,
                            r.replica_max_diff);
+    }
+}
+
+/* --overlap auto: on, unless the threads engine's workers take every core
+ * (their compute threads: workers x threads); on and off as asked. */
+static void test_overlap_auto(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    struct {
+        size_t workers, threads;
+        herd_overlap asked;
+        bool want;
+    } cases[] = {
+        {2, 1, HERD_OVERLAP_AUTO, 2 < cores},
+        {2, (size_t)(cores > 1 ? cores : 1), HERD_OVERLAP_AUTO, false},
+        {2, 1, HERD_OVERLAP_ON, true},
+        {2, 1, HERD_OVERLAP_OFF, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd_train_config c = small("linear");
+        c.algo = "allreduce", c.workers = cases[i].workers, c.threads = cases[i].threads, c.batch = 16;
+        c.max_steps = 3, c.allreduce.overlap = cases[i].asked;
+        herd_train_result r;
+        herd_err err = {0};
+        if (herd_train(&c, &r, &err) != HERD_OK)
+            herd_test_fail(__FILE__, __LINE__, "case %zu: %s", i, err.msg);
+        if (r.overlap != cases[i].want)
+            herd_test_fail(__FILE__, __LINE__, "case %zu: overlap %d, want %d (%ld cores)", i, r.overlap,
+                           cases[i].want, cores);
     }
 }
 
@@ -276,6 +305,7 @@ const herd_test herd_tests_train[] = {
     {"train_fail_modes_threads", test_fail_modes_threads, 60},
     {"train_allreduce_equals_big_batch", test_allreduce_equals_big_batch, 120},
     {"train_allreduce_options", test_allreduce_options, 120},
+    {"train_overlap_auto", test_overlap_auto, 60},
     {"train_learns", test_learns, 60},
     {"train_deterministic", test_deterministic, 120},
     {"train_config_errors", test_config_errors, 60},

@@ -27,10 +27,17 @@ typedef struct herd_slow {
     double factor; /* compute takes factor times as long (>= 1) */
 } herd_slow;
 
+/* Whether a bucket's allreduce starts while backward goes on. Auto: yes,
+ * except on the threads engine when its workers' compute threads already
+ * take every core of the machine: there the reduction is copying by the
+ * CPU, and a communication thread would only take a core from another
+ * worker's backward (herd_train resolves auto to on or off). */
+typedef enum herd_overlap { HERD_OVERLAP_AUTO, HERD_OVERLAP_ON, HERD_OVERLAP_OFF } herd_overlap;
+
 /* Options of the synchronous allreduce family (ALGORITHMS.md, seed 002). */
 typedef struct herd_allreduce_config {
     size_t bucket_bytes;   /* lazy allreduce: fuse gradients into buckets of this size (0: one per layer) */
-    bool overlap;          /* start a bucket's allreduce while backward goes on */
+    herd_overlap overlap;  /* start a bucket's allreduce while backward goes on (default auto) */
     int comm_dtype;        /* herd_dtype on the wire: HERD_F32, HERD_F16, HERD_BF16 */
     double csc_ratio;      /* coarse-grained sparse: fraction of chunks sent per step (0 or 1: dense) */
     size_t csc_chunk_bytes;/* chunk size for csc_ratio (default 32 KiB) */
@@ -159,6 +166,7 @@ typedef struct herd_train_result {
     double worker0_acc;     /* worker 0's own model (equals test_acc when eval_model is "worker0") */
     size_t nlost;           /* workers lost to --fail that the others survived */
     size_t lost[HERD_MAX_FAIL];
+    bool overlap;           /* allreduce: whether buckets were reduced while backward went on (auto resolved) */
     size_t skipped_steps;   /* --skip-nonfinite: updates not applied; synchronous: worker 0's (every
                              * worker skips the same), asynchronous: this process's workers' together */
     /* test_acc/test_loss/train_loss are valid where rank == 0 */

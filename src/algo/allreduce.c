@@ -74,6 +74,10 @@ typedef struct ar_state {
     bool csc;
 } ar_state;
 
+/* Auto, where herd_train has not resolved it (a caller driving the algorithm
+ * itself), is on. */
+static bool overlapping(const herd_worker *w) { return w->cfg->allreduce.overlap != HERD_OVERLAP_OFF; }
+
 static herd_allreduce_opts wire_opts(const herd_worker *w, int dtype)
 {
     return (herd_allreduce_opts){
@@ -212,7 +216,7 @@ static herd_status ar_init(herd_algo *a, herd_worker *w)
     a->state = s;
     s->w = w;
     s->loss_scale = 1024.0f;
-    if (w->cfg->allreduce.overlap && w->comm->any_thread && w->nworkers > 1) {
+    if (overlapping(w) && w->comm->any_thread && w->nworkers > 1) {
         pthread_mutex_init(&s->q.mu, NULL);
         pthread_cond_init(&s->q.cv, NULL);
         if (pthread_create(&s->q.thread, NULL, comm_thread, s) != 0) {
@@ -254,7 +258,8 @@ static herd_status ar_grad_ready(herd_algo *a, herd_worker *w, size_t off, size_
     /* ranges arrive from the end of the array towards its start */
     HERD_ASSERT(off + len == s->lo);
     s->lo = off;
-    if ((s->hi - s->lo) * sizeof(float) >= w->cfg->allreduce.bucket_bytes && w->cfg->allreduce.overlap)
+    if ((s->hi - s->lo) * sizeof(float) >= w->cfg->allreduce.bucket_bytes &&
+        overlapping(w))
         return flush(s, w);
     return HERD_OK;
 }
@@ -339,7 +344,7 @@ static herd_status ar_after_backward(herd_algo *a, herd_worker *w)
     herd_status st;
     if (s->csc)
         st = csc_step(s, w);
-    else if (w->cfg->allreduce.overlap) {
+    else if (overlapping(w)) {
         st = flush(s, w);
         herd_status st2 = drain(s, w);
         if (st == HERD_OK)

@@ -206,6 +206,7 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
 
 static herd_train_config tcfg;
 static bool t_json, t_no_progress, t_nesterov, t_no_overlap;
+static const char *t_overlap = "auto";
 static const char *t_comm_dtype = "fp32", *t_allreduce = "auto";
 static size_t t_max_staleness = SIZE_MAX;
 
@@ -238,7 +239,8 @@ static const opt train_opts[] = {
     {"max-steps", OPT_SIZE, &tcfg.max_steps, "stop after N steps per worker"},
     {"timeout", OPT_DOUBLE, &tcfg.comm_timeout_s, "seconds a worker may wait for another before failing (default 60)"},
     {"bucket-bytes", OPT_SIZE, &tcfg.allreduce.bucket_bytes, "allreduce: fuse gradients into buckets of N bytes (default 4194304; 0: per layer)"},
-    {"no-overlap", OPT_FLAG, &t_no_overlap, "allreduce: reduce buckets only after backward"},
+    {"overlap", OPT_STR, &t_overlap, "allreduce: on (reduce a bucket while backward goes on), off (after backward) or auto (default: on, except on the threads engine when its workers take every core)"},
+    {"no-overlap", OPT_FLAG, &t_no_overlap, "allreduce: the same as --overlap off"},
     {"comm-dtype", OPT_STR, &t_comm_dtype, "allreduce: fp32, fp16 or bf16 on the wire (default fp32)"},
     {"csc-ratio", OPT_DOUBLE, &tcfg.allreduce.csc_ratio, "allreduce: send only this fraction of gradient chunks per step"},
     {"csc-chunk-bytes", OPT_SIZE, &tcfg.allreduce.csc_chunk_bytes, "allreduce: chunk size for --csc-ratio (default 32768)"},
@@ -276,7 +278,19 @@ static int cmd_train(int argc, char **argv)
     parse_opts("train", train_opts, argc, argv, 2, train_usage);
     tcfg.optim.nesterov = t_nesterov;
     tcfg.progress = !t_no_progress;
-    tcfg.allreduce.overlap = !t_no_overlap;
+    if (!strcmp(t_overlap, "on"))
+        tcfg.allreduce.overlap = HERD_OVERLAP_ON;
+    else if (!strcmp(t_overlap, "off"))
+        tcfg.allreduce.overlap = HERD_OVERLAP_OFF;
+    else if (!strcmp(t_overlap, "auto"))
+        tcfg.allreduce.overlap = HERD_OVERLAP_AUTO;
+    else
+        die_usage("train", "--overlap must be on, off or auto, got '%s'", t_overlap);
+    if (t_no_overlap) {
+        if (tcfg.allreduce.overlap == HERD_OVERLAP_ON)
+            die_usage("train", "--no-overlap contradicts --overlap %s", t_overlap);
+        tcfg.allreduce.overlap = HERD_OVERLAP_OFF;
+    }
     if (!strcmp(t_comm_dtype, "fp32"))
         tcfg.allreduce.comm_dtype = HERD_F32;
     else if (!strcmp(t_comm_dtype, "fp16"))

@@ -122,7 +122,7 @@ void herd_train_config_defaults(herd_train_config *cfg)
     cfg->comm_timeout_s = 60;
     cfg->allreduce = (herd_allreduce_config){
         .bucket_bytes = 4u << 20,
-        .overlap = true,
+        .overlap = HERD_OVERLAP_AUTO,
         .comm_dtype = HERD_F32,
         .csc_chunk_bytes = 32u << 10,
     };
@@ -1037,6 +1037,11 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     char log_path[4096];
     memset(res, 0, sizeof *res);
     HERD_TRY(choose_engine(cfg, &r, &eff, err));
+    if (eff.allreduce.overlap == HERD_OVERLAP_AUTO) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        bool spare = r.mpi || cores < 1 || r.nlocal * eff.threads < (size_t)cores;
+        eff.allreduce.overlap = spare ? HERD_OVERLAP_ON : HERD_OVERLAP_OFF;
+    }
     HERD_TRY(check_config(&eff, &r.algo_ops, err));
     HERD_TRY(check_fail_modes(&eff, r.mpi != NULL, err));
     HERD_TRY(herd__ckpt_check(&eff, r.algo_ops, r.engine, err));
@@ -1140,6 +1145,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     res->model = cfg->model;
     res->rank = r.first_rank;
     res->workers = eff.workers;
+    res->overlap = eff.allreduce.overlap == HERD_OVERLAP_ON;
     /* asynchronous workers share the epochs: worker 0 may have seen few of them */
     res->epochs = r.algo_ops->async && !eff.max_steps ? eff.epochs : w0->w.epoch + (w0->w.epoch < eff.epochs ? 1 : 0);
     res->test_acc = w0->test_acc;
@@ -1200,5 +1206,8 @@ void herd_train_result_json(const herd_train_result *res, FILE *f)
             res->eval_model ? res->eval_model : "worker0", res->worker0_acc, res->skipped_steps);
     for (size_t i = 0; i < res->nlost; i++)
         fprintf(f, "%s%zu", i ? "," : "", res->lost[i]);
-    fputs("]}", f);
+    fputs("]", f);
+    if (res->algo && !strcmp(res->algo, "allreduce"))
+        fprintf(f, ",\"overlap\":%s", res->overlap ? "true" : "false");
+    fputs("}", f);
 }
