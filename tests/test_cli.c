@@ -90,7 +90,7 @@ static void test_usage_errors(void)
     ASSERT_STR_CONTAINS(o.err, "--fail 1@2:kill: the threads engine's mode is stop");
     RUN(&o, "train", "--overlap", "maybe");
     ASSERT_EQ_INT(o.code, 2);
-    ASSERT_STR_CONTAINS(o.err, "--overlap must be on, off or auto, got 'maybe'");
+    ASSERT_STR_CONTAINS(o.err, "--overlap must be auto, on or off, got 'maybe'");
     RUN(&o, "train", "--overlap", "on", "--no-overlap");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "--no-overlap contradicts --overlap on");

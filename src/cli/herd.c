@@ -34,6 +34,23 @@ static _Noreturn void die_usage(const char *cmd, const char *fmt, const char *ar
     exit(2);
 }
 
+/* The index of val in names (NULL-terminated; the indexes are the enum's
+ * values), or a usage error listing the choices. */
+static int pick(const char *cmd, const char *flag, const char *val, const char *const *names)
+{
+    int i = 0;
+    for (; names[i]; i++)
+        if (!strcmp(val, names[i]))
+            return i;
+    char msg[256];
+    int len = snprintf(msg, sizeof msg, "%s must be ", flag);
+    for (int j = 0; j < i && len > 0 && (size_t)len < sizeof msg; j++)
+        len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s", names[j],
+                        j + 2 < i ? ", " : j + 2 == i ? " or " : "");
+    snprintf(msg + len, len > 0 && (size_t)len < sizeof msg ? sizeof msg - (size_t)len : 0, ", got '%%s'");
+    die_usage(cmd, msg, val);
+}
+
 static void print_opts(const opt *opts)
 {
     for (const opt *o = opts; o->name; o++) {
@@ -278,35 +295,16 @@ static int cmd_train(int argc, char **argv)
     parse_opts("train", train_opts, argc, argv, 2, train_usage);
     tcfg.optim.nesterov = t_nesterov;
     tcfg.progress = !t_no_progress;
-    if (!strcmp(t_overlap, "on"))
-        tcfg.allreduce.overlap = HERD_OVERLAP_ON;
-    else if (!strcmp(t_overlap, "off"))
-        tcfg.allreduce.overlap = HERD_OVERLAP_OFF;
-    else if (!strcmp(t_overlap, "auto"))
-        tcfg.allreduce.overlap = HERD_OVERLAP_AUTO;
-    else
-        die_usage("train", "--overlap must be on, off or auto, got '%s'", t_overlap);
+    static const char *const overlaps[] = {"auto", "on", "off", NULL}, *const dtypes[] = {"fp32", "fp16", "bf16", NULL},
+                             *const impls[] = {"auto", "ring", "native", NULL};
+    tcfg.allreduce.overlap = (herd_overlap)pick("train", "--overlap", t_overlap, overlaps);
     if (t_no_overlap) {
         if (tcfg.allreduce.overlap == HERD_OVERLAP_ON)
             die_usage("train", "--no-overlap contradicts --overlap %s", t_overlap);
         tcfg.allreduce.overlap = HERD_OVERLAP_OFF;
     }
-    if (!strcmp(t_comm_dtype, "fp32"))
-        tcfg.allreduce.comm_dtype = HERD_F32;
-    else if (!strcmp(t_comm_dtype, "fp16"))
-        tcfg.allreduce.comm_dtype = HERD_F16;
-    else if (!strcmp(t_comm_dtype, "bf16"))
-        tcfg.allreduce.comm_dtype = HERD_BF16;
-    else
-        die_usage("train", "--comm-dtype must be fp32, fp16 or bf16, got '%s'", t_comm_dtype);
-    if (!strcmp(t_allreduce, "ring"))
-        tcfg.allreduce.impl = HERD_ALLREDUCE_RING;
-    else if (!strcmp(t_allreduce, "native"))
-        tcfg.allreduce.impl = HERD_ALLREDUCE_NATIVE;
-    else if (!strcmp(t_allreduce, "auto"))
-        tcfg.allreduce.impl = HERD_ALLREDUCE_AUTO;
-    else
-        die_usage("train", "--allreduce must be ring, native or auto, got '%s'", t_allreduce);
+    tcfg.allreduce.comm_dtype = pick("train", "--comm-dtype", t_comm_dtype, dtypes);
+    tcfg.allreduce.impl = (herd_allreduce_impl)pick("train", "--allreduce", t_allreduce, impls);
     if (t_max_staleness != SIZE_MAX) {
         if (t_max_staleness > 1000000)
             die_usage("train", "--max-staleness must be at most 1000000, got %s", "a larger value");
