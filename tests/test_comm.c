@@ -882,12 +882,14 @@ static void test_allreduce_native_rank_order(void)
         RUN_RANKS(world_sizes[s], 20, body_native_rank_order, NULL);
 }
 
-/* opts.scale and opts.nonfinite, on herd's ring and the engine's own: the
- * result has exactly the bits of the plain sum times the scale in a pass of
- * its own, and every rank gets the same answer on finiteness: none for
- * finite inputs; yes for a NaN or an Inf placed on one rank at the start,
- * the middle or the end of the buffer (so in every rank's chunk in turn);
- * yes for finite inputs whose sum overflows. */
+/* opts.scale, opts.nonfinite and opts.input_nonfinite, on herd's ring and
+ * the engine's own: the result has exactly the bits of the plain sum times
+ * the scale in a pass of its own, and every rank gets the same answer on the
+ * result's finiteness: none for finite inputs; yes for a NaN or an Inf
+ * placed on one rank at the start, the middle or the end of the buffer (so
+ * in every rank's chunk in turn); yes for finite inputs whose sum overflows.
+ * input_nonfinite: set on the rank whose input held the NaN or Inf, on no
+ * other, and not for the overflow. */
 typedef struct mean_ctx {
     herd_allreduce_impl impl;
 } mean_ctx;
@@ -907,29 +909,30 @@ static int body_allreduce_mean_check(herd_comm *c, void *arg)
         CHECK_OK(c, herd_allreduce(c, ref, count, &plain));
         for (size_t i = 0; i < count; i++)
             ref[i] *= scale;
-        bool bad = true;
-        herd_allreduce_opts o = {.impl = a->impl, .scale = scale, .nonfinite = &bad};
+        bool bad = true, in_bad = false;
+        herd_allreduce_opts o = {.impl = a->impl, .scale = scale, .nonfinite = &bad, .input_nonfinite = &in_bad};
         CHECK_OK(c, herd_allreduce(c, buf, count, &o));
         CHECK(c, memcmp(buf, ref, count * sizeof *buf) == 0);
-        CHECK(c, !bad);
+        CHECK(c, !bad && !in_bad);
         /* one rank's NaN or Inf, wherever it is, reaches every rank's answer */
         size_t where[] = {0, count / 2, count - 1};
         for (size_t p = 0; p < 3; p++)
             for (int inf = 0; inf < 2; inf++) {
                 for (size_t i = 0; i < count; i++)
                     buf[i] = h_val(c->rank, i);
-                if (c->rank == (p + (size_t)inf) % n)
+                bool holder = c->rank == (p + (size_t)inf) % n;
+                if (holder)
                     buf[where[p]] = inf ? INFINITY : NAN;
-                bad = false;
+                bad = in_bad = false;
                 CHECK_OK(c, herd_allreduce(c, buf, count, &o));
-                CHECK(c, bad);
+                CHECK(c, bad && in_bad == holder);
             }
         /* finite everywhere, but the sum overflows */
         for (size_t i = 0; i < count; i++)
             buf[i] = i == count / 2 ? FLT_MAX : 1.0f;
-        bad = false;
+        bad = in_bad = false;
         CHECK_OK(c, herd_allreduce(c, buf, count, &o));
-        CHECK(c, bad == (n > 1));
+        CHECK(c, bad == (n > 1) && !in_bad);
         free(buf);
         free(ref);
     }

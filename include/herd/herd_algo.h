@@ -128,6 +128,12 @@ typedef struct herd_algo_ops {
      * it says so (the worker loop then applies no update). NULL: the worker
      * loop agrees on it with a one-float allreduce of its own. */
     bool (*nonfinite)(herd_algo *a, herd_worker *w);
+    /* Optional, synchronous algorithms: after after_backward, whether this
+     * worker's own gradient held a NaN or an Inf, as the algorithm found on
+     * its way (allreduce: while summing it). Where given, the worker loop
+     * does not read the gradient to check it itself (a pass over memory);
+     * it uses the answer to name the worker(s) when the run stops. */
+    bool (*own_nonfinite)(herd_algo *a, herd_worker *w);
 } herd_algo_ops;
 
 struct herd_algo {

@@ -28,6 +28,7 @@
 typedef struct herd_comm herd_comm;
 typedef struct herd_req herd_req; /* engine-defined */
 typedef struct herd_win herd_win; /* engine-defined; starts with a herd_win_base */
+struct herd_allreduce_opts; /* below, with the collectives */
 
 typedef struct herd_comm_ops {
     const char *name;
@@ -56,9 +57,10 @@ typedef struct herd_comm_ops {
     /* Collective. */
     herd_status (*win_free)(herd_comm *c, herd_win *w);
     /* Optional: the engine's own float-sum allreduce (MPI_Allreduce); NULL if
-     * none. buf = scale x (the sum); nonfinite, when not NULL: whether the
-     * result holds a NaN or Inf (the same answer on every rank). */
-    herd_status (*allreduce_native)(herd_comm *c, float *buf, size_t count, float scale, bool *nonfinite,
+     * none. All of herd_allreduce_opts but segment_bytes, wire (fp32) and
+     * impl applies: buf = o->scale (never 0 here) x the sum, and the
+     * finiteness answers. */
+    herd_status (*allreduce_native)(herd_comm *c, float *buf, size_t count, const struct herd_allreduce_opts *o,
                                     double deadline);
     /* The engine's own allreduce beats herd's ring and is what "auto" picks
      * (threads: the buffers are in shared memory, no message need move them). */
@@ -143,6 +145,7 @@ typedef struct herd_allreduce_opts {
     herd_allreduce_impl impl; /* 0: auto */
     float scale;              /* the result is scale x the sum (the mean: 1/size); 0: 1 */
     bool *nonfinite;          /* not NULL: set to whether the result holds a NaN or Inf */
+    bool *input_nonfinite;    /* not NULL: set (never cleared) when this rank's own input held a NaN or Inf */
 } herd_allreduce_opts;
 
 /* In place: buf = sum over ranks of buf (count floats; same count on every

@@ -65,6 +65,7 @@ typedef struct ar_state {
     float loss_scale;
     size_t clean_steps;
     bool nonfinite;      /* this step's reduced gradient holds a NaN or Inf */
+    bool own_bad;        /* and this worker's own gradient did */
     /* csc */
     float *residual;     /* nparams */
     float *norms;        /* nchunks */
@@ -103,8 +104,9 @@ static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n
     *bad = false;
     if (dtype == HERD_F32) {
         herd_allreduce_opts o = wire_opts(w, HERD_F32);
-        o.scale = inv; /* the mean and its check, fused into the sum where the engine can */
+        o.scale = inv; /* the mean and the checks, fused into the sum where the engine can */
         o.nonfinite = bad;
+        o.input_nonfinite = &s->own_bad;
         return herd_allreduce(w->comm, buf, n, &o);
     }
     /* keep an fp32 copy in case the low-precision sum overflows */
@@ -112,6 +114,8 @@ static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n
     if (!copy)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for an fp16 bucket");
     memcpy(copy, buf, n * sizeof(float));
+    if (!herd__all_finite(copy, n))
+        s->own_bad = true;
     scale(buf, n, s->loss_scale * inv);
     herd_allreduce_opts o = wire_opts(w, dtype);
     st = herd_allreduce(w->comm, buf, n, &o);
@@ -246,7 +250,7 @@ static herd_status ar_before_step(herd_algo *a, herd_worker *w)
 {
     ar_state *s = a->state;
     s->lo = s->hi = w->nparams;
-    s->nonfinite = false;
+    s->nonfinite = s->own_bad = false;
     return HERD_OK;
 }
 
@@ -278,6 +282,8 @@ static herd_status csc_step(ar_state *s, herd_worker *w)
     herd_status st;
     size_t n = w->nparams;
     float *g = w->grads;
+    if (!herd__all_finite(g, n)) /* the residual is finite: a bad step never touches it */
+        s->own_bad = true;
     for (size_t i = 0; i < n; i++)
         g[i] += s->residual[i];
     for (size_t c = 0; c < s->nchunks; c++) {
@@ -436,6 +442,12 @@ static bool ar_nonfinite(herd_algo *a, herd_worker *w)
     return ((ar_state *)a->state)->nonfinite;
 }
 
+static bool ar_own_nonfinite(herd_algo *a, herd_worker *w)
+{
+    (void)w;
+    return ((ar_state *)a->state)->own_bad;
+}
+
 static void ar_free(herd_algo *a, herd_worker *w)
 {
     (void)w;
@@ -472,4 +484,5 @@ const herd_algo_ops herd__algo_allreduce = {
     .save = ar_save,
     .load = ar_load,
     .nonfinite = ar_nonfinite,
+    .own_nonfinite = ar_own_nonfinite,
 };

@@ -303,32 +303,36 @@ herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_al
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allreduce: buf is NULL for %zu floats", c->rank, count);
     if (count > SIZE_MAX / sizeof(float))
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allreduce: count %zu is too large", c->rank, count);
-    float scale = o.scale != 0.0f ? o.scale : 1.0f;
+    if (o.scale == 0.0f)
+        o.scale = 1.0f;
     if (o.nonfinite)
         *o.nonfinite = false;
     if (count == 0)
         return HERD_OK;
-    if (c->size == 1) {
-        herd__allreduce_finish(buf, count, scale, o.nonfinite);
-        return HERD_OK;
-    }
     /* the engine's own allreduce sums fp32 on its wire: it serves fp32 only */
     bool native = o.impl == HERD_ALLREDUCE_NATIVE || (o.impl == HERD_ALLREDUCE_AUTO && c->ops->native_preferred);
-    if (native && o.wire == HERD_F32 && c->ops->allreduce_native)
-        return c->ops->allreduce_native(c, buf, count, scale, o.nonfinite, herd__comm_deadline(c));
-    herd_status st = ring_allreduce(c, buf, count, o.wire, o.segment_bytes);
+    if (c->size > 1 && native && o.wire == HERD_F32 && c->ops->allreduce_native)
+        return c->ops->allreduce_native(c, buf, count, &o, herd__comm_deadline(c));
+    herd__allreduce_start(buf, count, &o);
+    herd_status st = c->size > 1 ? ring_allreduce(c, buf, count, o.wire, o.segment_bytes) : HERD_OK;
     if (st == HERD_OK)
-        herd__allreduce_finish(buf, count, scale, o.nonfinite);
+        herd__allreduce_finish(buf, count, &o);
     return st;
 }
 
-void herd__allreduce_finish(float *buf, size_t count, float scale, bool *nonfinite)
+void herd__allreduce_start(const float *buf, size_t count, const herd_allreduce_opts *o)
 {
-    if (scale != 1.0f)
+    if (o->input_nonfinite && !herd__all_finite(buf, count))
+        *o->input_nonfinite = true;
+}
+
+void herd__allreduce_finish(float *buf, size_t count, const herd_allreduce_opts *o)
+{
+    if (o->scale != 1.0f)
         for (size_t i = 0; i < count; i++)
-            buf[i] *= scale;
-    if (nonfinite)
-        *nonfinite = !herd__all_finite(buf, count);
+            buf[i] *= o->scale;
+    if (o->nonfinite)
+        *o->nonfinite = !herd__all_finite(buf, count);
 }
 
 /* ---- allgather (ring) and broadcast (binomial tree) ----------------- */

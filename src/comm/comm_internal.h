@@ -17,9 +17,12 @@ double herd__comm_deadline(const herd_comm *c);
  * so tests can force many segments on small buffers. */
 herd_status herd__broadcast_seg(herd_comm *c, void *buf, size_t bytes, size_t root, size_t segment_bytes);
 
-/* The part of herd_allreduce after the sum, for an engine that does not fuse
- * it: buf *= scale (when not 1); *nonfinite (when not NULL) = whether buf
- * holds a NaN or Inf. One pass over buf. */
-void herd__allreduce_finish(float *buf, size_t count, float scale, bool *nonfinite);
+/* The parts of herd_allreduce around the sum, for an engine that does not
+ * fuse them into it (o->scale already 1 for "none"). Before: sets
+ * *o->input_nonfinite when buf holds a NaN or Inf (when asked). After: buf
+ * *= o->scale; *o->nonfinite = whether buf holds a NaN or Inf (when asked).
+ * One pass over buf each, none where nothing is asked. */
+void herd__allreduce_start(const float *buf, size_t count, const herd_allreduce_opts *o);
+void herd__allreduce_finish(float *buf, size_t count, const herd_allreduce_opts *o);
 
 #endif

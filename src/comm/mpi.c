@@ -407,12 +407,13 @@ static herd_status m_allreduce_sum(herd_comm *c, float *buf, size_t count, doubl
     return poll_collective(c, &r, deadline, "MPI_Allreduce");
 }
 
-static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, float scale, bool *nonfinite,
+static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *o,
                                       double deadline)
 {
+    herd__allreduce_start(buf, count, o);
     herd_status st = m_allreduce_sum(c, buf, count, deadline);
     if (st == HERD_OK)
-        herd__allreduce_finish(buf, count, scale, nonfinite);
+        herd__allreduce_finish(buf, count, o);
     return st;
 }
 

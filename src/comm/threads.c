@@ -109,6 +109,7 @@ struct herd_threads_world {
     win_slot *wins;
     float **ar_buf;       /* the shared-memory allreduce: each rank's buffer */
     bool *ar_bad;         /* and whether the chunk it summed holds a NaN or Inf */
+    bool *ar_in_bad;      /* n x n: [r * n + j]: rank j's buffer, in the chunk rank r summed, did */
     atomic_size_t failed; /* 0, or 1 + the failed rank */
     atomic_bool closed;   /* every worker thread has ended */
 };
@@ -170,11 +171,12 @@ herd_status herd_threads_world_create(size_t n, herd_threads_world **out, herd_e
     if (w) {
         w->ar_buf = calloc(n, sizeof *w->ar_buf);
         w->ar_bad = calloc(n, sizeof *w->ar_bad);
+        w->ar_in_bad = n <= SIZE_MAX / n ? calloc(n * n, sizeof *w->ar_in_bad) : NULL;
         w->bar_in = calloc(n, sizeof *w->bar_in);
     }
-    if (!w || !w->box || !w->ar_buf || !w->ar_bad || !w->bar_in) {
+    if (!w || !w->box || !w->ar_buf || !w->ar_bad || !w->ar_in_bad || !w->bar_in) {
         if (w)
-            free(w->box), free(w->ar_buf), free(w->ar_bad), free(w->bar_in);
+            free(w->box), free(w->ar_buf), free(w->ar_bad), free(w->ar_in_bad), free(w->bar_in);
         free(w);
         return herd_err_set(err, HERD_ENOMEM, "threads engine: out of memory for %zu workers", n);
     }
@@ -222,6 +224,7 @@ void herd_threads_world_free(herd_threads_world *w)
     free(w->box);
     free(w->ar_buf);
     free(w->ar_bad);
+    free(w->ar_in_bad);
     free(w->bar_in);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
@@ -554,21 +557,26 @@ enum { AR_BLOCK = 2048 }; /* floats summed at once: 8 KiB stays in L1 */
 
 /* dst[lo, hi) = scale x (bufs[0] + ... + bufs[n-1]) on [lo, hi), summed in
  * that order, each sum rounded before the multiplication; dst may be one of
- * bufs. Returns false when check and a result is a NaN or Inf. The scale and
- * the check work on the block while it is in L1: no pass over memory of
- * their own. */
+ * bufs. Returns false when check and a result is a NaN or Inf; src_bad (n
+ * flags, or NULL): set for each buffer holding a NaN or Inf on [lo, hi).
+ * The scale and the checks work on a block while it is in L1: no pass over
+ * memory of their own. */
 static bool sum_in_rank_order(float *const *bufs, size_t n, float *dst, size_t lo, size_t hi, float scale,
-                              bool check)
+                              bool check, bool *src_bad)
 {
     float acc[AR_BLOCK];
     bool finite = true;
     for (size_t b = lo; b < hi; b += AR_BLOCK) {
         size_t m = hi - b < AR_BLOCK ? hi - b : AR_BLOCK;
         memcpy(acc, bufs[0] + b, m * sizeof(float));
+        if (src_bad && !herd__all_finite(acc, m))
+            src_bad[0] = true;
         for (size_t j = 1; j < n; j++) {
             const float *src = bufs[j] + b;
             for (size_t i = 0; i < m; i++)
                 acc[i] += src[i];
+            if (src_bad && !herd__all_finite(src, m))
+                src_bad[j] = true;
         }
         if (scale != 1.0f)
             for (size_t i = 0; i < m; i++)
@@ -590,7 +598,7 @@ static void ar_chunk(size_t count, size_t n, size_t i, size_t *lo, size_t *hi)
     *hi = (first + q + (i < r)) * 16 < count ? (first + q + (i < r)) * 16 : count;
 }
 
-static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, float scale, bool *nonfinite,
+static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *o,
                                       double deadline)
 {
     herd_threads_world *w = world_of(c);
@@ -604,9 +612,13 @@ static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, fl
     /* the pointers stay put until everyone has passed the last barrier */
     float *const *bufs = w->ar_buf;
     ar_chunk(count, n, r, &lo, &hi);
-    /* each rank checks the chunk it summed; the answers meet in ar_bad,
-     * read between the second and the third barrier */
-    w->ar_bad[r] = !sum_in_rank_order(bufs, n, buf, lo, hi, scale, nonfinite != NULL);
+    /* each rank checks the chunk it summed, and every buffer's part of it;
+     * the answers meet in ar_bad and row r of ar_in_bad, read between the
+     * second and the third barrier */
+    bool *in_bad = o->input_nonfinite ? w->ar_in_bad + r * n : NULL;
+    if (in_bad)
+        memset(in_bad, 0, n * sizeof *in_bad);
+    w->ar_bad[r] = !sum_in_rank_order(bufs, n, buf, lo, hi, o->scale, o->nonfinite != NULL, in_bad);
     c->bytes_sent += 2 * (n - 1) * (hi - lo) * sizeof(float); /* what the others read of this buffer */
     st = barrier_at(c, deadline, "in an allreduce, waiting for the other sums");
     if (st < 0)
@@ -615,8 +627,10 @@ static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, fl
         ar_chunk(count, n, j, &lo, &hi);
         if (j != r && hi > lo)
             memcpy(buf + lo, bufs[j] + lo, (hi - lo) * sizeof(float));
-        if (nonfinite && w->ar_bad[j])
-            *nonfinite = true;
+        if (o->nonfinite && w->ar_bad[j])
+            *o->nonfinite = true;
+        if (o->input_nonfinite && w->ar_in_bad[j * n + r])
+            *o->input_nonfinite = true;
     }
     return barrier_at(c, deadline, "in an allreduce, waiting for the others to copy");
 }

@@ -447,7 +447,8 @@ static bool nan_injected(const worker_ctx *c)
 
 /* Backward has produced grads[off, off + len): the NaN of --inject-nan, or
  * of a non-finite loss (so that what the workers reduce carries it), goes
- * into the first range; then the range is checked. */
+ * into the first range; then the range is checked, unless the algorithm
+ * checks the gradient on its way (own_nonfinite). */
 static void grads_arrived(worker_ctx *c, size_t off, size_t len)
 {
     float *g = c->w.grads + off;
@@ -455,7 +456,7 @@ static void grads_arrived(worker_ctx *c, size_t off, size_t len)
         g[0] = NAN;
         c->nf.poison = false;
     }
-    if (!c->nf.grad && !herd__all_finite(g, len))
+    if (!c->nf.grad && !c->algo.ops->own_nonfinite && !herd__all_finite(g, len))
         c->nf.grad = true;
 }
 
@@ -677,6 +678,8 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     if (async)
         HERD_TRY(async_nonfinite(c, e, &skip));
     CALL_HOOK(c, after_backward);
+    if (!async && c->algo.ops->own_nonfinite && c->algo.ops->own_nonfinite(&c->algo, w))
+        c->nf.grad = true;
     if (!async)
         HERD_TRY(sync_nonfinite(c, e, &skip));
     /* a skipped step still runs the algorithm's exchanges (of finite weights):

@@ -47,9 +47,10 @@ static int check_allreduce(herd_comm *c, size_t count, herd_allreduce_opts o, co
     return bad;
 }
 
-/* opts.scale and opts.nonfinite: the mean's bits are the sum's times 1/n;
- * every rank learns of a NaN that only the last rank holds, at the end of
- * the buffer (in the last rank's chunk), and of none when there is none. */
+/* opts.scale, opts.nonfinite and opts.input_nonfinite: the mean's bits are
+ * the sum's times 1/n; every rank learns of a NaN that only the last rank
+ * holds, at the end of the buffer (in the last rank's chunk), and of none
+ * when there is none; only the last rank hears that its input held it. */
 static int check_mean(herd_comm *c, size_t count, herd_allreduce_impl impl, const char *what)
 {
     size_t n = c->size;
@@ -61,9 +62,10 @@ static int check_mean(herd_comm *c, size_t count, herd_allreduce_impl impl, cons
             buf[i] = (float)(c->rank + 1) * v(i);
         if (nan && count && c->rank == n - 1)
             buf[count - 1] = NAN;
-        bool nonfinite = !nan;
-        herd_allreduce_opts o = {.impl = impl, .scale = scale, .nonfinite = &nonfinite};
-        bad = herd_allreduce(c, buf, count, &o) != HERD_OK || nonfinite != (nan && count);
+        bool nonfinite = !nan, mine = false;
+        herd_allreduce_opts o = {.impl = impl, .scale = scale, .nonfinite = &nonfinite, .input_nonfinite = &mine};
+        bad = herd_allreduce(c, buf, count, &o) != HERD_OK || nonfinite != (nan && count) ||
+              mine != (nan && count && c->rank == n - 1);
         for (size_t i = 0; i + (size_t)nan < count && !bad; i++)
             bad = buf[i] != k * v(i) * scale;
     }
