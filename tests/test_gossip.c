@@ -500,6 +500,24 @@ static void test_train_survives_lost_worker(void)
     }
 }
 
+/* osgp with a stalled in-neighbour (far slower than --timeout and
+ * --max-delay): the worker stops within the timeout naming it, and the
+ * message ends with what it waited for (a polled wait has no engine error
+ * to append). */
+static void test_train_stall_named(void)
+{
+    herd_train_config c = small("osgp", 2);
+    c.comm_timeout_s = 0.3;
+    c.nslow = 1, c.slow[0] = (herd_slow){1, 1e6};
+    herd_train_result r;
+    herd_err err = {0};
+    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_ETIMEOUT);
+    ASSERT_STR_CONTAINS(err.msg, "waiting for in-neighbour 1 at step ");
+    size_t len = strlen(err.msg);
+    if (len < 2 || err.msg[len - 1] == ' ' || err.msg[len - 1] == ':')
+        herd_test_fail(__FILE__, __LINE__, "the message ends in a separator: '%s'", err.msg);
+}
+
 const herd_test herd_tests_gossip[] = {
     {"gossip_dpsgd_mixing_doubly_stochastic", test_dpsgd_mixing_doubly_stochastic, 60},
     {"gossip_sgp_pushsum_invariants", test_sgp_pushsum_invariants, 120},
@@ -512,5 +530,6 @@ const herd_test herd_tests_gossip[] = {
     {"gossip_train_learns", test_train_learns, 120},
     {"gossip_train_sync_deterministic", test_train_sync_deterministic, 120},
     {"gossip_train_survives_lost_worker", test_train_survives_lost_worker, 120},
+    {"gossip_train_stall_named", test_train_stall_named, 60},
     HERD_TEST_END,
 };

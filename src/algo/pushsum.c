@@ -326,9 +326,12 @@ static void nap(double *us)
 
 static herd_status ps_fail(ps_state *s, herd_worker *w, herd_status st, const char *what)
 {
+    /* a polled wait that ran out has no engine error to add */
+    const char *detail = herd_comm_last_error(w->comm);
     if (!w->err.msg[0])
-        herd_err_set(&w->err, st, "worker %zu (%s, %s): %s at step %zu: %s", w->rank, s->osgp ? "osgp" : "sgp",
-                     herd__gossip_topology_name(s->topo), what, w->step, herd_comm_last_error(w->comm));
+        herd_err_set(&w->err, st, "worker %zu (%s, %s): %s at step %zu%s%s", w->rank, s->osgp ? "osgp" : "sgp",
+                     herd__gossip_topology_name(s->topo), what, w->step, detail && *detail ? ": " : "",
+                     detail ? detail : "");
     return st;
 }
 
