@@ -26,6 +26,7 @@ static const sync_case sync_cases[] = {
     {"allreduce", 3, 4096, false, false, true, HERD_BF16, 0, NULL},
     {"allreduce", 3, 4u << 20, true, false, true, HERD_F32, 0.5, NULL},
     {"allreduce", 3, 4u << 20, true, true, true, HERD_F32, 0, NULL},
+    {"allreduce", 3, 4096, false, true, true, HERD_F32, 0, "mlp"}, /* shared memory, the update fused into it */
     {"easgd", 3, 0, false, false, false, HERD_F32, 0, NULL},
     {"dpsgd", 3, 0, false, false, false, HERD_F32, 0, NULL},
     {"sgp", 3, 0, false, false, false, HERD_F32, 0, NULL},

@@ -179,6 +179,31 @@ static void test_allreduce_options(void)
     }
 }
 
+/* The threads engine's shared-memory allreduce without overlap takes the
+ * optimizer step inside the allreduce, reading the others' sums where they
+ * lie: the same run, bit for bit, as the same sums copied back first and
+ * stepped after (with overlap, which does not fuse), on a model of several
+ * layers and buckets, for 2 and 3 workers. */
+static void test_allreduce_fused_update(void)
+{
+    for (size_t n = 2; n <= 3; n++) {
+        herd_train_result r[2];
+        for (int fused = 0; fused < 2; fused++) {
+            herd_train_config c = small("mlp");
+            c.algo = "allreduce", c.workers = n, c.batch = 16, c.epochs = 1, c.train_limit = 768;
+            c.allreduce.impl = HERD_ALLREDUCE_NATIVE, c.allreduce.bucket_bytes = 4096;
+            c.allreduce.overlap = fused ? HERD_OVERLAP_OFF : HERD_OVERLAP_ON;
+            herd_err err = {0};
+            if (herd_train(&c, &r[fused], &err) != HERD_OK)
+                herd_test_fail(__FILE__, __LINE__, "%zu workers, fused %d: %s", n, fused, err.msg);
+            ASSERT_TRUE(r[fused].replica_max_diff == 0.0);
+        }
+        ASSERT_TRUE(r[0].train_loss == r[1].train_loss);
+        ASSERT_TRUE(r[0].test_loss == r[1].test_loss);
+        ASSERT_TRUE(r[1].test_acc > 0.5);
+    }
+}
+
 /* --overlap auto: on, unless the threads engine's workers take every core
  * (their compute threads: workers x threads); on and off as asked. */
 static void test_overlap_auto(void)
@@ -306,6 +331,7 @@ const herd_test herd_tests_train[] = {
     {"train_allreduce_equals_big_batch", test_allreduce_equals_big_batch, 120},
     {"train_allreduce_options", test_allreduce_options, 120},
     {"train_overlap_auto", test_overlap_auto, 60},
+    {"train_allreduce_fused_update", test_allreduce_fused_update, 60},
     {"train_learns", test_learns, 60},
     {"train_deterministic", test_deterministic, 120},
     {"train_config_errors", test_config_errors, 60},

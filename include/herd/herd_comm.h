@@ -146,6 +146,15 @@ typedef struct herd_allreduce_opts {
     float scale;              /* the result is scale x the sum (the mean: 1/size); 0: 1 */
     bool *nonfinite;          /* not NULL: set to whether the result holds a NaN or Inf */
     bool *input_nonfinite;    /* not NULL: set (never cleared) when this rank's own input held a NaN or Inf */
+    /* Not NULL: the result is handed to apply instead of being left in buf:
+     * apply(apply_ctx, lo, hi, r) for ranges covering [0, count) once each,
+     * r[0, hi - lo) being the result on [lo, hi), where it may live in
+     * another rank's buffer (read it, do not keep the pointer); buf is then
+     * left holding anything. Not called at all when nonfinite is asked for
+     * and the result holds a NaN or Inf. An engine with the buffers in
+     * shared memory so saves copying the others' parts of the result. */
+    void (*apply)(void *apply_ctx, size_t lo, size_t hi, const float *r);
+    void *apply_ctx;
 } herd_allreduce_opts;
 
 /* In place: buf = sum over ranks of buf (count floats; same count on every

@@ -49,5 +49,8 @@ herd_status herd_optim_init(herd_optim *o, const herd_optim_config *cfg, size_t 
 void herd_optim_free(herd_optim *o);
 /* One step on p[off, off+len) with gradient g[off, off+len) at rate lr. */
 void herd_optim_step(herd_optim *o, float *p, const float *g, size_t off, size_t len, float lr);
+/* The same step, the gradient of p[off, off+len) being g_at[0, len) (it may
+ * live elsewhere than a whole-model array: in another worker's buffer). */
+void herd_optim_step_from(herd_optim *o, float *p, const float *g_at, size_t off, size_t len, float lr);
 
 #endif

@@ -66,6 +66,8 @@ typedef struct ar_state {
     size_t clean_steps;
     bool nonfinite;      /* this step's reduced gradient holds a NaN or Inf */
     bool own_bad;        /* and this worker's own gradient did */
+    bool applied;        /* the optimizer step is done: fused into the allreduce */
+    size_t *cuts, ncuts, cap_cuts; /* no overlap: where this step's buckets start, last first */
     /* csc */
     float *residual;     /* nparams */
     float *norms;        /* nchunks */
@@ -78,6 +80,18 @@ typedef struct ar_state {
 /* Auto, where herd_train has not resolved it (a caller driving the algorithm
  * itself), is on. */
 static bool overlapping(const herd_worker *w) { return w->cfg->allreduce.overlap != HERD_OVERLAP_OFF; }
+
+/* Whether the optimizer step goes into the allreduce: fp32, dense, no
+ * overlap, and the engine's own allreduce in shared memory (where the
+ * others' sums can be read where they lie instead of copied). */
+static bool fused_update(const herd_worker *w)
+{
+    const herd_allreduce_config *ac = &w->cfg->allreduce;
+    const herd_comm_ops *ops = w->comm->ops;
+    bool native = ac->impl == HERD_ALLREDUCE_NATIVE || (ac->impl == HERD_ALLREDUCE_AUTO && ops->native_preferred);
+    return native && ops->native_preferred && ops->allreduce_native && ac->comm_dtype == HERD_F32 &&
+           !(ac->csc_ratio > 0.0 && ac->csc_ratio < 1.0) && !overlapping(w) && w->nworkers > 1;
+}
 
 static herd_allreduce_opts wire_opts(const herd_worker *w, int dtype)
 {
@@ -94,9 +108,21 @@ static void scale(float *x, size_t n, float s)
         x[i] *= s;
 }
 
+/* The optimizer step on a range of the averaged gradient, wherever the
+ * engine hands it over (the threads engine: in the buffer of the worker that
+ * summed it, which saves copying it into ours). */
+static void apply_update(void *p, size_t lo, size_t hi, const float *mean)
+{
+    ar_state *s = p;
+    herd_worker *w = s->w;
+    herd_optim_step_from(&w->optim, w->params, mean, lo, hi - lo, w->lr);
+}
+
 /* Averages buf[0, n) over the workers, in the configured wire type; *bad:
- * the average holds a NaN or Inf (the same on every worker). */
-static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n, bool *bad)
+ * the average holds a NaN or Inf (the same on every worker). update (fp32,
+ * buf the whole gradient): the optimizer step is taken on the average as
+ * the allreduce delivers it, unless *bad, and buf is left holding anything. */
+static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n, bool *bad, bool update)
 {
     herd_status st;
     float inv = 1.0f / (float)w->nworkers;
@@ -107,7 +133,13 @@ static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n
         o.scale = inv; /* the mean and the checks, fused into the sum where the engine can */
         o.nonfinite = bad;
         o.input_nonfinite = &s->own_bad;
-        return herd_allreduce(w->comm, buf, n, &o);
+        if (update) {
+            HERD_ASSERT(buf == w->grads && n == w->nparams);
+            o.apply = apply_update, o.apply_ctx = s;
+        }
+        if ((st = herd_allreduce(w->comm, buf, n, &o)) == HERD_OK && update && !*bad)
+            s->applied = true;
+        return st;
     }
     /* keep an fp32 copy in case the low-precision sum overflows */
     float *copy = malloc((n ? n : 1) * sizeof(float));
@@ -154,7 +186,7 @@ static void *comm_thread(void *p)
         q->busy = true;
         pthread_mutex_unlock(&q->mu);
         bool bad = false;
-        herd_status st = skip ? HERD_OK : reduce_mean(s, s->w, s->w->grads + lo, hi - lo, &bad);
+        herd_status st = skip ? HERD_OK : reduce_mean(s, s->w, s->w->grads + lo, hi - lo, &bad, false);
         pthread_mutex_lock(&q->mu);
         if (st < 0 && q->st == HERD_OK)
             q->st = st;
@@ -184,7 +216,7 @@ static herd_status flush(ar_state *s, herd_worker *w)
         pthread_mutex_unlock(&q->mu);
     } else {
         bool bad;
-        st = reduce_mean(s, w, w->grads + s->lo, s->hi - s->lo, &bad);
+        st = reduce_mean(s, w, w->grads + s->lo, s->hi - s->lo, &bad, false);
         s->nonfinite = s->nonfinite || bad;
     }
     s->hi = s->lo;
@@ -250,7 +282,8 @@ static herd_status ar_before_step(herd_algo *a, herd_worker *w)
 {
     ar_state *s = a->state;
     s->lo = s->hi = w->nparams;
-    s->nonfinite = s->own_bad = false;
+    s->nonfinite = s->own_bad = s->applied = false;
+    s->ncuts = 0;
     return HERD_OK;
 }
 
@@ -262,9 +295,19 @@ static herd_status ar_grad_ready(herd_algo *a, herd_worker *w, size_t off, size_
     /* ranges arrive from the end of the array towards its start */
     HERD_ASSERT(off + len == s->lo);
     s->lo = off;
-    if ((s->hi - s->lo) * sizeof(float) >= w->cfg->allreduce.bucket_bytes &&
-        overlapping(w))
+    if ((s->hi - s->lo) * sizeof(float) < w->cfg->allreduce.bucket_bytes)
+        return HERD_OK;
+    if (overlapping(w))
         return flush(s, w);
+    /* no overlap: the same buckets, reduced after backward */
+    if (s->ncuts == s->cap_cuts) {
+        size_t cap = s->cap_cuts ? 2 * s->cap_cuts : 16, *cuts = realloc(s->cuts, cap * sizeof *cuts);
+        if (!cuts)
+            return herd_err_set(&w->err, HERD_ENOMEM, "out of memory");
+        s->cuts = cuts, s->cap_cuts = cap;
+    }
+    s->cuts[s->ncuts++] = s->lo;
+    s->hi = s->lo;
     return HERD_OK;
 }
 
@@ -326,7 +369,7 @@ static herd_status csc_step(ar_state *s, herd_worker *w)
         }
     }
     bool bad;
-    st = reduce_mean(s, w, s->packed, packed, &bad);
+    st = reduce_mean(s, w, s->packed, packed, &bad, false);
     s->nonfinite = s->nonfinite || bad;
     if (st == HERD_OK) {
         packed = 0;
@@ -356,17 +399,27 @@ static herd_status ar_after_backward(herd_algo *a, herd_worker *w)
         if (st == HERD_OK)
             st = st2;
     }
+    else if (fused_update(w)) {
+        /* the engine's own allreduce in shared memory: one call, the update
+         * taken where the sums lie. Buckets would only add barriers here,
+         * and a bucket found non-finite after others were applied would
+         * leave a half-taken step. */
+        bool bad;
+        st = reduce_mean(s, w, w->grads, w->nparams, &bad, true);
+        s->nonfinite = bad;
+    }
     else {
-        /* no overlap: the whole gradient, bucket by bucket, after backward */
-        size_t bucket = w->cfg->allreduce.bucket_bytes / sizeof(float);
-        if (bucket == 0)
-            bucket = w->nparams;
+        /* no overlap: the buckets backward reported (cut where overlap
+         * would have cut them), last first, after backward */
+        bool bad;
         st = HERD_OK;
-        for (size_t hi = w->nparams; hi > 0 && st == HERD_OK;) {
-            size_t lo = hi > bucket ? hi - bucket : 0;
-            bool bad;
-            st = reduce_mean(s, w, w->grads + lo, hi - lo, &bad);
-            s->nonfinite = s->nonfinite || bad;
+        size_t hi = w->nparams;
+        for (size_t k = 0; k <= s->ncuts && st == HERD_OK; k++) {
+            size_t lo = k < s->ncuts ? s->cuts[k] : 0;
+            if (hi > lo) {
+                st = reduce_mean(s, w, w->grads + lo, hi - lo, &bad, false);
+                s->nonfinite = s->nonfinite || bad;
+            }
             hi = lo;
         }
     }
@@ -448,6 +501,14 @@ static bool ar_own_nonfinite(herd_algo *a, herd_worker *w)
     return ((ar_state *)a->state)->own_bad;
 }
 
+/* The optimizer step, unless the allreduce took it already. */
+static herd_status ar_step(herd_algo *a, herd_worker *w)
+{
+    if (!((ar_state *)a->state)->applied)
+        herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
+    return HERD_OK;
+}
+
 static void ar_free(herd_algo *a, herd_worker *w)
 {
     (void)w;
@@ -467,6 +528,7 @@ static void ar_free(herd_algo *a, herd_worker *w)
     free(s->norms);
     free(s->order);
     free(s->packed);
+    free(s->cuts);
     free(s);
     a->state = NULL;
 }
@@ -480,6 +542,7 @@ const herd_algo_ops herd__algo_allreduce = {
     .before_step = ar_before_step,
     .grad_ready = ar_grad_ready,
     .after_backward = ar_after_backward,
+    .step = ar_step,
     .free = ar_free,
     .save = ar_save,
     .load = ar_load,

@@ -333,6 +333,8 @@ void herd__allreduce_finish(float *buf, size_t count, const herd_allreduce_opts 
             buf[i] *= o->scale;
     if (o->nonfinite)
         *o->nonfinite = !herd__all_finite(buf, count);
+    if (o->apply && !(o->nonfinite && *o->nonfinite))
+        o->apply(o->apply_ctx, 0, count, buf);
 }
 
 /* ---- allgather (ring) and broadcast (binomial tree) ----------------- */

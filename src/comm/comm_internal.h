@@ -20,8 +20,9 @@ herd_status herd__broadcast_seg(herd_comm *c, void *buf, size_t bytes, size_t ro
 /* The parts of herd_allreduce around the sum, for an engine that does not
  * fuse them into it (o->scale already 1 for "none"). Before: sets
  * *o->input_nonfinite when buf holds a NaN or Inf (when asked). After: buf
- * *= o->scale; *o->nonfinite = whether buf holds a NaN or Inf (when asked).
- * One pass over buf each, none where nothing is asked. */
+ * *= o->scale; *o->nonfinite = whether buf holds a NaN or Inf (when asked);
+ * then o->apply on the whole of buf (when given, and not non-finite). One
+ * pass over buf each, none where nothing is asked. */
 void herd__allreduce_start(const float *buf, size_t count, const herd_allreduce_opts *o);
 void herd__allreduce_finish(float *buf, size_t count, const herd_allreduce_opts *o);
 

@@ -623,14 +623,24 @@ static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, co
     st = barrier_at(c, deadline, "in an allreduce, waiting for the other sums");
     if (st < 0)
         return st;
+    bool bad = false;
     for (size_t j = 0; j < n; j++) {
-        ar_chunk(count, n, j, &lo, &hi);
-        if (j != r && hi > lo)
-            memcpy(buf + lo, bufs[j] + lo, (hi - lo) * sizeof(float));
-        if (o->nonfinite && w->ar_bad[j])
-            *o->nonfinite = true;
+        bad = bad || w->ar_bad[j];
         if (o->input_nonfinite && w->ar_in_bad[j * n + r])
             *o->input_nonfinite = true;
+    }
+    if (o->nonfinite)
+        *o->nonfinite = bad;
+    /* every chunk from its owner's buffer: copied into ours, or handed to
+     * apply where it lies (no copy) */
+    for (size_t j = 0; j < n; j++) {
+        ar_chunk(count, n, j, &lo, &hi);
+        if (hi <= lo)
+            continue;
+        if (o->apply && !(o->nonfinite && bad))
+            o->apply(o->apply_ctx, lo, hi, bufs[j] + lo);
+        else if (!o->apply && j != r)
+            memcpy(buf + lo, bufs[j] + lo, (hi - lo) * sizeof(float));
     }
     return barrier_at(c, deadline, "in an allreduce, waiting for the others to copy");
 }

@@ -61,9 +61,13 @@ void herd_optim_free(herd_optim *o)
 
 void herd_optim_step(herd_optim *o, float *p, const float *g, size_t off, size_t len, float lr)
 {
+    herd_optim_step_from(o, p, g + off, off, len, lr);
+}
+
+void herd_optim_step_from(herd_optim *o, float *p, const float *gg, size_t off, size_t len, float lr)
+{
     const float wd = o->cfg.weight_decay, mu = o->cfg.momentum;
     float *pp = p + off;
-    const float *gg = g + off;
     if (!o->v) {
         for (size_t i = 0; i < len; i++)
             pp[i] -= lr * (gg[i] + wd * pp[i]);
