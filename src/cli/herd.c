@@ -291,7 +291,12 @@ static void train_usage(void)
 
 static int cmd_train(int argc, char **argv)
 {
+    /* defaults again: a process may run several commands (the CLI fuzzer),
+     * and a value left from the last one may point into its freed argv */
     herd_train_config_defaults(&tcfg);
+    t_json = t_no_progress = t_nesterov = t_no_overlap = false;
+    t_overlap = "auto", t_comm_dtype = "fp32", t_allreduce = "auto";
+    t_max_staleness = SIZE_MAX;
     parse_opts("train", train_opts, argc, argv, 2, train_usage);
     tcfg.optim.nesterov = t_nesterov;
     tcfg.progress = !t_no_progress;
@@ -372,7 +377,9 @@ static const opt bench_gemm_opts[] = {
     {NULL, 0, NULL, NULL},
 };
 
-static herd_bench_allreduce_config bar = {.workers = 2, .min_bytes = 4096, .max_bytes = 64u << 20, .warmup = 2, .iters = 10, .timeout_s = 60};
+static const herd_bench_allreduce_config bar_defaults = {
+    .workers = 2, .min_bytes = 4096, .max_bytes = 64u << 20, .warmup = 2, .iters = 10, .timeout_s = 60};
+static herd_bench_allreduce_config bar;
 static const char *bar_dtype = "fp32", *bar_impl = "ring";
 
 static const opt bench_allreduce_opts[] = {
@@ -422,6 +429,7 @@ static double memcpy_gbs(size_t bytes)
 
 static int bench_allreduce(int argc, char **argv)
 {
+    bar = bar_defaults, bar_dtype = "fp32", bar_impl = "ring"; /* as in cmd_train */
     parse_opts("bench", bench_allreduce_opts, argc, argv, 3, bench_usage);
     if (!strcmp(bar_dtype, "fp16"))
         bar.opts.wire = HERD_F16;
