@@ -81,16 +81,16 @@ typedef struct ar_state {
  * itself), is on. */
 static bool overlapping(const herd_worker *w) { return w->cfg->allreduce.overlap != HERD_OVERLAP_OFF; }
 
-/* Whether the optimizer step goes into the allreduce: fp32, dense, no
- * overlap, and the engine's own allreduce in shared memory (where the
- * others' sums can be read where they lie instead of copied). */
+/* Whether the optimizer step goes into the allreduce (after_backward asks
+ * only when neither csc nor overlap is on): fp32, not the ring, on an engine
+ * whose own allreduce has the buffers in shared memory (the others' sums
+ * are read where they lie instead of copied). */
 static bool fused_update(const herd_worker *w)
 {
     const herd_allreduce_config *ac = &w->cfg->allreduce;
     const herd_comm_ops *ops = w->comm->ops;
-    bool native = ac->impl == HERD_ALLREDUCE_NATIVE || (ac->impl == HERD_ALLREDUCE_AUTO && ops->native_preferred);
-    return native && ops->native_preferred && ops->allreduce_native && ac->comm_dtype == HERD_F32 &&
-           !(ac->csc_ratio > 0.0 && ac->csc_ratio < 1.0) && !overlapping(w) && w->nworkers > 1;
+    return ac->impl != HERD_ALLREDUCE_RING && ops->native_preferred && ops->allreduce_native &&
+           ac->comm_dtype == HERD_F32;
 }
 
 static herd_allreduce_opts wire_opts(const herd_worker *w, int dtype)

@@ -637,7 +637,7 @@ static herd_status t_allreduce_native(herd_comm *c, float *buf, size_t count, co
         ar_chunk(count, n, j, &lo, &hi);
         if (hi <= lo)
             continue;
-        if (o->apply && !(o->nonfinite && bad))
+        if (o->apply && !bad) /* bad only where nonfinite was asked for */
             o->apply(o->apply_ctx, lo, hi, bufs[j] + lo);
         else if (!o->apply && j != r)
             memcpy(buf + lo, bufs[j] + lo, (hi - lo) * sizeof(float));
