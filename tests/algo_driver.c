@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_rng.h"
+#include "run/run.h"
 
 typedef struct drive_shared {
     const drive_config *dc;
@@ -140,6 +141,7 @@ herd_status drive_run(const drive_config *dc, const drive_problem *p, drive_resu
 {
     herd_status st = HERD_OK;
     size_t n = dc->cfg.workers;
+    void *opts = NULL;
     memset(res, 0, sizeof *res);
     drive_shared sh = {.dc = dc, .p = p, .ops = herd_algo_find(dc->cfg.algo)};
     drive_worker *ws = calloc(n, sizeof *ws);
@@ -160,6 +162,7 @@ herd_status drive_run(const drive_config *dc, const drive_problem *p, drive_resu
         st = herd_err_set(err, HERD_ENOMEM, "driver: out of memory");
         goto out;
     }
+    HERD_TRY(herd__algo_opts_parse(sh.ops, &dc->cfg, &opts, err));
     HERD_TRY(herd_threads_world_create(n, &sh.world, err));
     for (size_t i = 0; i < n; i++) {
         drive_worker *d = &ws[i];
@@ -168,7 +171,7 @@ herd_status drive_run(const drive_config *dc, const drive_problem *p, drive_resu
         d->algo.ops = sh.ops;
         d->t_start = res->t_start + i * dc->steps;
         d->t_done = res->t_done + i * dc->steps;
-        w->rank = i, w->nworkers = n, w->cfg = &dc->cfg, w->nparams = p->dim;
+        w->rank = i, w->nworkers = n, w->cfg = &dc->cfg, w->opts = opts, w->nparams = p->dim;
         w->steps_per_epoch = dc->steps_per_epoch ? dc->steps_per_epoch : dc->steps;
         w->params = malloc(p->dim * sizeof(float));
         w->grads = calloc(p->dim, sizeof(float));
@@ -236,6 +239,7 @@ out:
         free(d->w.grads);
     }
     herd_threads_world_free(sh.world);
+    free(opts);
     pthread_mutex_destroy(&sh.mu);
     pthread_cond_destroy(&sh.cv);
     free(ws);

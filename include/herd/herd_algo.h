@@ -41,6 +41,7 @@
 
 #include "herd/herd_comm.h"
 #include "herd/herd_nn.h"
+#include "herd/herd_opt.h"
 #include "herd/herd_optim.h"
 #include "herd/herd_run.h"
 #include "herd/herd_status.h"
@@ -59,6 +60,9 @@ typedef struct herd_worker {
     size_t epoch;
     size_t steps_per_epoch;
     const herd_train_config *cfg;
+    const void *opts;      /* the algorithm's own options (ops->opts), parsed and checked */
+    bool cores_taken;      /* the compute threads of this process's workers take every core
+                            * of the machine (a helper thread would take one from them) */
     herd_comm *comm;       /* this worker's endpoint; rank/size as above */
     uint64_t bytes_sent;   /* bytes sent by the algorithm (beyond comm's own count) */
     double comm_wait_s;    /* time blocked in communication (beyond comm's own count) */
@@ -78,9 +82,27 @@ herd_status herd_worker_stopping(herd_worker *w);
 typedef struct herd_algo_ops {
     const char *name;
     const char *summary;  /* one line for --help */
-    const char *family;   /* "sgd", "allreduce", "ps", "easgd", "gossip": which option groups apply */
     size_t min_workers, max_workers; /* 0: no bound */
     bool async;           /* see above: shared batch counter, survives lost workers */
+    /* The algorithm's own flags (herd_opt.h), NULL-name terminated, filling
+     * a struct of opts_size bytes that the worker sees as w->opts. The CLI
+     * parses and lists them; herd_train fills the defaults, applies the
+     * run's (herd_train_config_set) and refuses an option of another
+     * algorithm, naming the algorithms that take it. Several tables (a
+     * family's members) may share one. */
+    const herd_opt *opts;
+    size_t opts_size;
+    /* Optional: checks the options against the rest of the run (bounds that
+     * depend on the number of workers), before any worker starts. */
+    herd_status (*check)(const struct herd_algo_ops *ops, const void *opts, const herd_train_config *cfg,
+                         herd_err *err);
+    /* Which member of a family this table is, for the family's file (ps.c
+     * keeps its server-momentum and lock-free variants here); NULL: none. */
+    const void *variant;
+    /* Whether a run of this algorithm keeps nothing between steps beyond
+     * each worker's weights and optimizer, so checkpoints need no save/load
+     * of its own (sgd). */
+    bool stateless;
     herd_status (*init)(herd_algo *a, herd_worker *w);
     herd_status (*before_step)(herd_algo *a, herd_worker *w);
     herd_status (*grad_ready)(herd_algo *a, herd_worker *w, size_t off, size_t len);
@@ -99,6 +121,10 @@ typedef struct herd_algo_ops {
      * log record, as `,"key":value` JSON members (at most cap bytes, NUL
      * included); called after end_epoch. */
     void (*log_epoch)(herd_algo *a, herd_worker *w, char *buf, size_t cap);
+    /* Appends the algorithm's own members of the run's JSON summary (on
+     * worker 0, after the run), as `,"key":value` (at most cap bytes, NUL
+     * included). */
+    void (*summary_json)(herd_algo *a, herd_worker *w, char *buf, size_t cap);
     void (*free)(herd_algo *a, herd_worker *w);
     /* Checkpoints (--checkpoint; see herd_ckpt.h and src/run/ckpt_run.h).
      * Optional: NULL means the algorithm keeps no state between steps beyond
@@ -145,5 +171,15 @@ struct herd_algo {
 const herd_algo_ops *herd_algo_find(const char *name);
 /* Every algorithm, NULL-terminated. */
 extern const herd_algo_ops *const herd_algos[];
+
+/* ops's options from their defaults and args (as herd_train_config's
+ * algo_args), into out (ops->opts_size bytes), without ops->check: an
+ * option ops does not have is HERD_EINVAL naming the algorithms that do. */
+herd_status herd_algo_opts_parse(const herd_algo_ops *ops, const herd_arg *args, size_t nargs, void *out, herd_err *err);
+
+/* The first algorithm's row for option `name` (and that algorithm in
+ * *owner), or NULL when no algorithm has it: how a command line tells an
+ * algorithm's flag from an unknown one before it knows the algorithm. */
+const herd_opt *herd_algo_opt_find(const char *name, const herd_algo_ops **owner);
 
 #endif

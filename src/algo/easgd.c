@@ -81,6 +81,20 @@ typedef struct ea_state {
     uint64_t sent0, recv0; /* comm's byte counts at the epoch's start */
 } ea_state;
 
+/* The options (ALGORITHMS.md, seed 000). */
+typedef struct ea_opts {
+    double alpha;  /* moving rate; 0: beta / n with beta = 0.9 */
+    size_t period; /* local steps between exchanges with the center */
+} ea_opts;
+
+static const herd_opt ea_opt_table[] = {
+    {"elastic-alpha", HERD_OPT_DOUBLE, offsetof(ea_opts, alpha), NULL, HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, 0, 1, NULL,
+     NULL, "moving rate toward the center (default 0.9/workers)"},
+    {"elastic-period", HERD_OPT_SIZE, offsetof(ea_opts, period), "1", HERD_OPT_BOUNDED, 1, 1000000, NULL, NULL,
+     "local steps between exchanges with the center"},
+    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+
 static herd_status ea_init(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
@@ -88,13 +102,8 @@ static herd_status ea_init(herd_algo *a, herd_worker *w)
     if (!s)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the elastic averaging state");
     a->state = s;
-    const char *nm = a->ops->name;
-    s->kind = !strcmp(nm, "easgd")     ? EA_SYNC
-            : !strcmp(nm, "ameasgd")   ? EA_MOMENTUM
-            : !strcmp(nm, "hogwild-easgd") ? EA_HOGWILD
-            : !strcmp(nm, "eawild")    ? EA_WILD
-                                       : EA_ASYNC;
-    const herd_elastic_config *ec = &w->cfg->elastic;
+    s->kind = *(const ea_kind *)a->ops->variant;
+    const ea_opts *ec = w->opts;
     s->alpha = ec->alpha > 0 ? (float)ec->alpha : 0.9f / (float)w->nworkers;
     s->period = ec->period ? ec->period : 1;
     herd_optim_config oc = w->cfg->optim;
@@ -356,11 +365,16 @@ static void ea_free(herd_algo *a, herd_worker *w)
     a->state = NULL;
 }
 
-#define EA_OPS(var, nm, is_async, text)                                                        \
+static const ea_kind kind_sync = EA_SYNC, kind_async = EA_ASYNC, kind_momentum = EA_MOMENTUM,
+                     kind_hogwild = EA_HOGWILD, kind_wild = EA_WILD;
+
+#define EA_OPS(var, nm, kind, is_async, text)                                                  \
     const herd_algo_ops var = {                                                                \
         .name = nm,                                                                            \
         .summary = text,                                                                       \
-        .family = "easgd",                                                                     \
+        .opts = ea_opt_table,                                                                  \
+        .opts_size = sizeof(ea_opts),                                                          \
+        .variant = &kind,                                                                      \
         .min_workers = 1,                                                                      \
         .async = is_async,                                                                     \
         .init = ea_init,                                                                       \
@@ -376,13 +390,13 @@ static void ea_free(herd_algo *a, herd_worker *w)
         .load = ea_load,                                                                       \
     }
 
-EA_OPS(herd__algo_easgd, "easgd", false,
+EA_OPS(herd__algo_easgd, "easgd", kind_sync, false,
        "synchronous elastic averaging SGD: all workers pull toward one center at once");
-EA_OPS(herd__algo_aeasgd, "aeasgd", true,
+EA_OPS(herd__algo_aeasgd, "aeasgd", kind_async, true,
        "asynchronous EASGD: each worker exchanges with the center under its lock");
-EA_OPS(herd__algo_ameasgd, "ameasgd", true,
+EA_OPS(herd__algo_ameasgd, "ameasgd", kind_momentum, true,
        "asynchronous momentum EASGD: Nesterov momentum in the local steps");
-EA_OPS(herd__algo_hogwild_easgd, "hogwild-easgd", true,
+EA_OPS(herd__algo_hogwild_easgd, "hogwild-easgd", kind_hogwild, true,
        "asynchronous EASGD without a lock on the center");
-EA_OPS(herd__algo_eawild, "eawild", true,
+EA_OPS(herd__algo_eawild, "eawild", kind_wild, true,
        "EA-wild: lock-free, non-blocking exchanges overlapped with the next step");

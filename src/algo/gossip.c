@@ -48,6 +48,7 @@
  * its neighbour-picking random stream and its counters.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,9 +62,24 @@ enum { TAG_DPSGD = 0x6470 };
 
 /* ---- shared with pushsum.c (gossip.h) ----------------------------------- */
 
+static const char *const topo_names[] = {"ring", "exp", "random", NULL};
+
+#define TOPOLOGY_ROW                                                                                       \
+    {"topology", HERD_OPT_STR, offsetof(herd__gossip_opts, topology), NULL, 0, 0, 0, topo_names, NULL,    \
+     "who talks to whom (default: the algorithm's)"}
+#define END_ROW {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL}
+
+const herd_opt herd__gossip_opt_table[] = {TOPOLOGY_ROW, END_ROW};
+const herd_opt herd__osgp_opt_table[] = {
+    TOPOLOGY_ROW,
+    {"max-delay", HERD_OPT_SIZE, offsetof(herd__gossip_opts, max_delay), "1", HERD_OPT_BOUNDED, 0, 1000000, NULL, NULL,
+     "steps a worker goes on without hearing from an in-neighbour"},
+    END_ROW,
+};
+
 herd_topo herd__gossip_topology(const herd_worker *w, herd_topo dflt)
 {
-    const char *t = w->cfg->gossip.topology;
+    const char *t = ((const herd__gossip_opts *)w->opts)->topology;
     if (!t)
         return dflt;
     return !strcmp(t, "ring") ? HERD_TOPO_RING : !strcmp(t, "exp") ? HERD_TOPO_EXP : HERD_TOPO_RANDOM;
@@ -383,7 +399,8 @@ static void dp_free(herd_algo *a, herd_worker *w)
 const herd_algo_ops herd__algo_dpsgd = {
     .name = "dpsgd",
     .summary = "D-PSGD: synchronous gossip, x_i averaged with its neighbours every step (--topology ring|exp|random)",
-    .family = "gossip",
+    .opts = herd__gossip_opt_table,
+    .opts_size = sizeof(herd__gossip_opts),
     .min_workers = 1,
     .async = false,
     .init = dp_init,
@@ -648,7 +665,8 @@ static void ad_free(herd_algo *a, herd_worker *w)
 const herd_algo_ops herd__algo_adpsgd = {
     .name = "adpsgd",
     .summary = "AD-PSGD: asynchronous gossip, active workers average atomically with one passive neighbour",
-    .family = "gossip",
+    .opts = herd__gossip_opt_table,
+    .opts_size = sizeof(herd__gossip_opts),
     .min_workers = 1,
     .async = true,
     .init = ad_init,
