@@ -102,11 +102,10 @@ static herd_status drive_loop(drive_worker *d)
         HERD_TRY(wait_turn(d));
         if (d->algo.ops->grad_ready)
             HERD_TRY(d->algo.ops->grad_ready(&d->algo, w, 0, w->nparams));
-        HOOK(d, after_backward);
-        if (d->algo.ops->step)
-            HERD_TRY(d->algo.ops->step(&d->algo, w));
-        else
-            herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
+        herd_step_result res = {0};
+        if (d->algo.ops->after_backward)
+            HERD_TRY(d->algo.ops->after_backward(&d->algo, w, &res));
+        HERD_TRY(herd_algo_update(&d->algo, w, &res, false));
         d->t_done[s] = herd__now();
         HOOK(d, after_step);
         end_turn(d);
@@ -180,7 +179,7 @@ herd_status drive_run(const drive_config *dc, const drive_problem *p, drive_resu
             goto out;
         }
         memcpy(w->params, p->x0, p->dim * sizeof(float));
-        HERD_TRY(herd_optim_init(&w->optim, &dc->cfg.optim, p->dim, err));
+        HERD_TRY(herd_algo_optim_init(sh.ops, opts, &dc->cfg.optim, p->dim, &w->optim, err));
         HERD_TRY(herd_comm_threads_create(sh.world, i, &w->comm, err));
         w->comm->timeout_s = dc->timeout_s > 0 ? dc->timeout_s : 20;
     }

@@ -894,7 +894,7 @@ static void load_and_save_again(herd_train_config c, const char *dir, const char
         ASSERT_OK(herd_model_create(c.model, train.c, train.h, train.w, train.nclasses, c.batch, c.seed, &w->model, &err));
         w->params = herd_model_params(w->model), w->grads = herd_model_grads(w->model);
         w->nparams = herd_model_nparams(w->model);
-        ASSERT_OK(herd_optim_init(&w->optim, &c.optim, w->nparams, &err));
+        ASSERT_OK(herd_algo_optim_init(herd_algo_find(c.algo), opts, &c.optim, w->nparams, &w->optim, &err));
         ASSERT_OK(herd_loader_init(&rw[i].loader, &train, c.batch, i, c.workers, c.seed, true, &err));
         w->steps_per_epoch = herd_loader_steps(&rw[i].loader);
         ASSERT_OK(herd_comm_threads_create(world, i, &w->comm, &err));

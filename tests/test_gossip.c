@@ -67,11 +67,10 @@ static herd_status gloop(gworker *d)
             struct timespec ts = {0, (long)(us * 1000)};
             nanosleep(&ts, NULL);
         }
-        GHOOK(d, after_backward);
-        if (d->algo.ops->step)
-            HERD_TRY(d->algo.ops->step(&d->algo, w));
-        else
-            herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
+        herd_step_result res = {0};
+        if (d->algo.ops->after_backward)
+            HERD_TRY(d->algo.ops->after_backward(&d->algo, w, &res));
+        HERD_TRY(herd_algo_update(&d->algo, w, &res, false));
         GHOOK(d, after_step);
         w->step++;
     }
@@ -125,7 +124,7 @@ static void grun_run(grun *g)
         ASSERT_TRUE(w->params && w->grads);
         for (size_t j = 0; j < g->dim; j++)
             w->params[j] = g->init(i, j);
-        ASSERT_OK(herd_optim_init(&w->optim, &cfg.optim, g->dim, &err));
+        ASSERT_OK(herd_algo_optim_init(ops, opts, &cfg.optim, g->dim, &w->optim, &err));
         ASSERT_OK(herd_comm_threads_create(world, i, &w->comm, &err));
         w->comm->timeout_s = 20;
     }

@@ -446,7 +446,7 @@ static herd_status csc_step(ar_state *s, herd_worker *w)
     return st;
 }
 
-static herd_status ar_after_backward(herd_algo *a, herd_worker *w)
+static herd_status ar_after_backward(herd_algo *a, herd_worker *w, herd_step_result *res)
 {
     ar_state *s = a->state;
     herd_status st;
@@ -486,6 +486,9 @@ static herd_status ar_after_backward(herd_algo *a, herd_worker *w)
         s->loss_scale *= 2.0f;
         s->clean_steps = 0;
     }
+    res->applied = s->applied;
+    res->nonfinite = s->nonfinite;
+    res->own_nonfinite = s->own_bad;
     return st;
 }
 
@@ -548,26 +551,6 @@ static herd_status ar_load(herd_algo *a, herd_worker *w, const void *buf, size_t
     return herd__state_end(&in, w, "allreduce");
 }
 
-static bool ar_nonfinite(herd_algo *a, herd_worker *w)
-{
-    (void)w;
-    return ((ar_state *)a->state)->nonfinite;
-}
-
-static bool ar_own_nonfinite(herd_algo *a, herd_worker *w)
-{
-    (void)w;
-    return ((ar_state *)a->state)->own_bad;
-}
-
-/* The optimizer step, unless the allreduce took it already. */
-static herd_status ar_step(herd_algo *a, herd_worker *w)
-{
-    if (!((ar_state *)a->state)->applied)
-        herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
-    return HERD_OK;
-}
-
 static void ar_summary_json(herd_algo *a, herd_worker *w, char *buf, size_t cap)
 {
     (void)a;
@@ -610,10 +593,9 @@ const herd_algo_ops herd__algo_allreduce = {
     .before_step = ar_before_step,
     .grad_ready = ar_grad_ready,
     .after_backward = ar_after_backward,
-    .step = ar_step,
     .free = ar_free,
     .save = ar_save,
     .load = ar_load,
-    .nonfinite = ar_nonfinite,
-    .own_nonfinite = ar_own_nonfinite,
+    .agrees_nonfinite = true,
+    .checks_gradient = true,
 };

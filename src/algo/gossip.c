@@ -288,8 +288,9 @@ out:
 }
 
 /* Waits for the neighbours and averages: x_i <- sum_j W_ij x_j. */
-static herd_status dp_after_backward(herd_algo *a, herd_worker *w)
+static herd_status dp_after_backward(herd_algo *a, herd_worker *w, herd_step_result *res)
 {
+    (void)res;
     herd_status st = HERD_OK;
     dp_state *s = a->state;
     size_t n = w->nparams;
@@ -512,8 +513,9 @@ static size_t ad_pick(ad_state *s, const herd_worker *w)
 }
 
 /* Active: x_i, x_j <- (x_i + x_j)/2, atomic under j's exclusive lock. */
-static herd_status ad_after_backward(herd_algo *a, herd_worker *w)
+static herd_status ad_after_backward(herd_algo *a, herd_worker *w, herd_step_result *res)
 {
+    (void)res;
     herd_status st = HERD_OK;
     ad_state *s = a->state;
     if (!s->active || s->ncand == 0)
@@ -544,15 +546,17 @@ out:
     return st;
 }
 
-/* The local step; its result goes to the window: an active worker's as is
- * (it alone writes there), a passive worker's as a delta added to whatever
- * averages happened since before_step. */
-static herd_status ad_step(herd_algo *a, herd_worker *w)
+/* After the local step (the worker's optimizer), its result goes to the
+ * window: an active worker's as is (it alone writes there), a passive
+ * worker's as a delta added to whatever averages happened since
+ * before_step. A skipped update has nothing to publish. */
+static herd_status ad_publish(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
     ad_state *s = a->state;
     size_t n = w->nparams, bytes = n * sizeof(float);
-    herd_optim_step(&w->optim, w->params, w->grads, 0, n, w->lr);
+    if (w->skipped)
+        return HERD_OK;
     HERD_TRY(herd_comm_win_lock(w->comm, s->win, w->rank, true));
     if (s->active) {
         st = herd_comm_win_put(w->comm, s->win, w->rank, 0, w->params, bytes);
@@ -672,7 +676,7 @@ const herd_algo_ops herd__algo_adpsgd = {
     .init = ad_init,
     .before_step = ad_before_step,
     .after_backward = ad_after_backward,
-    .step = ad_step,
+    .after_step = ad_publish,
     .end_epoch = ad_end_epoch,
     .finish = ad_finish,
     .eval_params = ad_eval_params,

@@ -92,6 +92,14 @@ static const herd_opt ps_opt_table[] = {
 static const ps_opts *opts_of(const herd_worker *w) { return w->opts; }
 static ps_kind kind_of(const herd_algo_ops *ops) { return *(const ps_kind *)ops->variant; }
 
+/* The server keeps the momentum (amsgd) and the worker's gradient goes to
+ * it: the worker's own optimizer keeps no momentum buffer. */
+static void ps_optim_config(const herd_algo_ops *ops, const void *opts, herd_optim_config *oc)
+{
+    (void)ops, (void)opts;
+    oc->momentum = 0.0f, oc->nesterov = false;
+}
+
 static herd_status ps_check(const herd_algo_ops *ops, const void *opts, const herd_train_config *cfg, herd_err *err)
 {
     const ps_opts *o = opts;
@@ -356,11 +364,9 @@ static herd_status apply_update(ps_state *s, herd_worker *w, size_t k, size_t lo
     herd_status st = HERD_OK;
     herd_center *c = &s->center;
     if (s->kind == PS_AMSGD) {
-        float mu = w->cfg->optim.momentum;
         HERD_TRY(herd_center_get(c, k, SLOT_V, s->buf));
         HERD_TRY(herd_center_flush(c, k));
-        for (size_t i = lo; i < hi; i++)
-            s->buf[i] = mu * s->buf[i] - s->upd[i];
+        herd_optim_heavy_ball(w->cfg->optim.momentum, s->buf, s->upd, lo, hi);
         HERD_TRY(herd_center_put(c, k, SLOT_V, s->buf));
         HERD_TRY(herd_center_accumulate(c, k, SLOT_W, s->buf));
     } else {
@@ -478,10 +484,7 @@ static herd_status ps_step(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
     ps_state *s = a->state;
-    float wd = w->cfg->optim.weight_decay;
-    if (wd != 0.0f)
-        for (size_t i = 0; i < w->nparams; i++)
-            w->grads[i] += wd * w->params[i];
+    herd_optim_decay(w->cfg->optim.weight_decay, w->grads, w->params, w->nparams);
     for (size_t k = 0; k < s->center.shards; k++)
         HERD_TRY(s->kind == PS_HOGWILD ? push_hogwild(s, w, k, w->lr) : push_locked(s, w, k, w->lr));
     /* SSP counts a step as finished once its gradient is pushed: a worker
@@ -618,6 +621,7 @@ static const ps_kind kind_asgd = PS_ASGD, kind_amsgd = PS_AMSGD, kind_hogwild = 
         .opts = ps_opt_table,                                                                  \
         .opts_size = sizeof(ps_opts),                                                          \
         .check = ps_check,                                                                     \
+        .optim_config = ps_optim_config,                                                       \
         .variant = &kind,                                                                      \
         .min_workers = 1,                                                                      \
         .async = true,                                                                         \

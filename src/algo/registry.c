@@ -70,3 +70,23 @@ const herd_opt *herd_algo_opt_find(const char *name, const herd_algo_ops **owner
     }
     return NULL;
 }
+
+herd_status herd_algo_update(herd_algo *a, herd_worker *w, const herd_step_result *res, bool skip)
+{
+    w->skipped = skip;
+    if (skip || (res && res->applied))
+        return HERD_OK;
+    if (a->ops->step)
+        return a->ops->step(a, w);
+    herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
+    return HERD_OK;
+}
+
+herd_status herd_algo_optim_init(const herd_algo_ops *ops, const void *opts, const herd_optim_config *run, size_t n,
+                                 herd_optim *out, herd_err *err)
+{
+    herd_optim_config oc = *run;
+    if (ops->optim_config)
+        ops->optim_config(ops, opts, &oc);
+    return herd_optim_init(out, &oc, n, err);
+}

@@ -67,24 +67,24 @@ static herd_status stopped_by(worker_ctx *c, uint64_t word)
                         (double)c->w.lr, c->run->cfg->skip_nonfinite ? "" : " (--skip-nonfinite drops such gradients)");
 }
 
-herd_status herd_worker_stopping(herd_worker *w)
+herd_status herd__stop_check(worker_ctx *c, herd_err *err)
 {
     herd_status st = HERD_OK;
-    if (!w->run)
-        return HERD_OK;
-    worker_ctx *c = (worker_ctx *)(void *)((char *)w - offsetof(worker_ctx, w));
+    herd_comm *comm = c->w.comm;
     double now = herd__now();
     if (!c->claim_win || now - c->stop_read_at < 0.01)
         return HERD_OK;
     c->stop_read_at = now;
     uint64_t word = 0;
-    HERD_TRY(herd_comm_win_lock(w->comm, c->claim_win, 0, false));
-    st = herd_comm_win_get(w->comm, c->claim_win, 0, sizeof(uint64_t), &word, sizeof word);
-    herd_status st2 = herd_comm_win_unlock(w->comm, c->claim_win, 0);
+    HERD_TRY(herd_comm_win_lock(comm, c->claim_win, 0, false));
+    st = herd_comm_win_get(comm, c->claim_win, 0, sizeof(uint64_t), &word, sizeof word);
+    herd_status st2 = herd_comm_win_unlock(comm, c->claim_win, 0);
     if (st == HERD_OK)
         st = st2;
     if (st == HERD_OK && word)
         st = stopped_by(c, word);
+    if (st < 0 && err != &c->w.err)
+        *err = c->w.err;
 out:
     return st;
 }

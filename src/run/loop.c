@@ -22,11 +22,16 @@
 #include "run/simtime.h"
 #include "run/run.h"
 
-bool herd_worker_lost(const herd_worker *w, size_t rank)
+/* What the algorithm may ask of the run (herd_algo.h, herd_peers). */
+static bool peer_lost(void *ctx, size_t rank)
 {
-    const herd_run *r = w->run;
-    return r && r->lost && rank < w->nworkers && atomic_load(&r->lost[rank]);
+    const herd_run *r = ((worker_ctx *)ctx)->run;
+    return r->lost && atomic_load(&r->lost[rank]);
 }
+
+static herd_status run_stopping(void *ctx, herd_err *err) { return herd__stop_check(ctx, err); }
+
+const herd_peers_ops herd__run_peers = {.lost = peer_lost, .stopping = run_stopping};
 
 /* A straggler's extra time: slept in slices of at most 50 ms, so a run
  * that another worker has already failed does not wait it out. */
@@ -231,19 +236,16 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
         straggle(r, t_compute * (c->slow_factor - 1.0));
     if (async)
         HERD_TRY(herd__nf_async(c, e, &skip));
-    CALL_HOOK(c, after_backward);
-    if (!async && c->algo.ops->own_nonfinite && c->algo.ops->own_nonfinite(&c->algo, w))
+    herd_step_result res = {0};
+    if (c->algo.ops->after_backward)
+        HERD_TRY(c->algo.ops->after_backward(&c->algo, w, &res));
+    if (!async && c->algo.ops->checks_gradient && res.own_nonfinite)
         c->nf.grad = true;
     if (!async)
-        HERD_TRY(herd__nf_sync(c, e, &skip));
-    /* a skipped step still runs the algorithm's exchanges (of finite weights):
-     * its peers count on them */
-    if (skip)
-        ;
-    else if (c->algo.ops->step)
-        HERD_TRY(c->algo.ops->step(&c->algo, w));
-    else
-        herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
+        HERD_TRY(herd__nf_sync(c, e, &res, &skip));
+    /* the update, in one place; a skipped step still runs the algorithm's
+     * exchanges (of finite weights): its peers count on them */
+    HERD_TRY(herd_algo_update(&c->algo, w, &res, skip));
     CALL_HOOK(c, after_step);
     w->step++, e->steps++;
     c->images += cfg->batch;

@@ -2,7 +2,7 @@
  *
  * Every worker checks its own loss and gradient each step. Synchronous
  * algorithms then agree, from what the workers share, whether any worker's
- * was non-finite (allreduce: its reduced gradient, via its nonfinite hook;
+ * was non-finite (allreduce: its reduced gradient, as after_backward says;
  * the others: a one-float allreduce), so all stop, or all skip the update,
  * at the same step. An asynchronous worker never pushes what it found: it
  * stops and leaves a stop word in the batch counter's window that every
@@ -62,7 +62,7 @@ void herd__nf_grads_arrived(worker_ctx *c, size_t off, size_t len)
         g[0] = NAN;
         c->nf.poison = false;
     }
-    if (!c->nf.grad && !c->algo.ops->own_nonfinite && !herd__all_finite(g, len))
+    if (!c->nf.grad && !c->algo.ops->checks_gradient && !herd__all_finite(g, len))
         c->nf.grad = true;
 }
 
@@ -138,14 +138,14 @@ static herd_status name_workers(worker_ctx *c, char *buf, size_t cap)
 }
 
 /* Synchronous: after after_backward, every worker the same answer. */
-herd_status herd__nf_sync(worker_ctx *c, epoch_stats *e, bool *skip)
+herd_status herd__nf_sync(worker_ctx *c, epoch_stats *e, const herd_step_result *res, bool *skip)
 {
     herd_status st = HERD_OK;
     herd_worker *w = &c->w;
     bool bad;
     *skip = false;
-    if (c->algo.ops->nonfinite) {
-        bad = c->algo.ops->nonfinite(&c->algo, w);
+    if (c->algo.ops->agrees_nonfinite) {
+        bad = res->nonfinite;
     } else {
         float f = herd__nf_code(c) ? 1.0f : 0.0f;
         if ((st = herd_allreduce(w->comm, &f, 1, &(herd_allreduce_opts){.wire = HERD_F32})) < 0) {

@@ -107,6 +107,8 @@ herd_status herd__algo_opts_parse(const herd_algo_ops *ops, const herd_train_con
 herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, herd_train_result *res, herd_err *err);
 
 /* loop.c */
+/* What the algorithms may ask of the run (herd_peers; ctx: the worker_ctx). */
+extern const herd_peers_ops herd__run_peers;
 /* A worker's whole run, on its thread: sets c->st. */
 void *herd__worker_thread(void *c);
 /* Evaluation on worker 0 (logs and reports). */
@@ -122,7 +124,7 @@ bool herd__nf_injected(const worker_ctx *c);
 /* Backward has produced grads[off, off + len): poisons and checks it. */
 void herd__nf_grads_arrived(worker_ctx *c, size_t off, size_t len);
 /* After after_backward: skip the step's update (*skip), go on, or stop. */
-herd_status herd__nf_sync(worker_ctx *c, epoch_stats *e, bool *skip);
+herd_status herd__nf_sync(worker_ctx *c, epoch_stats *e, const herd_step_result *res, bool *skip);
 herd_status herd__nf_async(worker_ctx *c, epoch_stats *e, bool *skip);
 
 /* claim.c */
@@ -130,5 +132,8 @@ herd_status herd__nf_async(worker_ctx *c, epoch_stats *e, bool *skip);
 herd_status herd__claim_batch(worker_ctx *c, uint64_t *index, uint64_t hold);
 /* This worker stops on a non-finite value: tells the others. */
 void herd__announce_stop(worker_ctx *c);
+/* herd_worker_stopping (herd_algo.h) for worker c: reads the stop word at
+ * most every 10 ms. */
+herd_status herd__stop_check(worker_ctx *c, herd_err *err);
 
 #endif

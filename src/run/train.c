@@ -31,14 +31,16 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
     const herd_train_config *cfg = r->cfg;
     c->run = r;
     herd_worker *w = &c->w;
-    w->rank = rank, w->nworkers = cfg->workers, w->cfg = cfg, w->run = r;
+    w->rank = rank, w->nworkers = cfg->workers, w->cfg = cfg;
     w->opts = r->algo_opts, w->cores_taken = r->cores_taken;
     HERD_TRY(herd_model_create(cfg->model, r->train.c, r->train.h, r->train.w, r->train.nclasses,
                                cfg->batch, cfg->seed, &w->model, err));
     w->params = herd_model_params(w->model);
     w->grads = herd_model_grads(w->model);
     w->nparams = herd_model_nparams(w->model);
-    HERD_TRY(herd_optim_init(&w->optim, &cfg->optim, w->nparams, err));
+    c->algo.ops = r->algo_ops;
+    w->peers = (herd_peers){&herd__run_peers, c};
+    HERD_TRY(herd_algo_optim_init(c->algo.ops, r->algo_opts, &cfg->optim, w->nparams, &w->optim, err));
     HERD_TRY(herd_loader_init(&c->loader, &r->train, cfg->batch, rank, cfg->workers, cfg->seed, true, err));
     w->steps_per_epoch = herd_loader_steps(&c->loader);
     if (w->steps_per_epoch == 0) {
@@ -58,7 +60,6 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
     else
         HERD_TRY(herd_comm_threads_create(r->world, rank, &w->comm, err));
     w->comm->timeout_s = cfg->comm_timeout_s;
-    c->algo.ops = r->algo_ops;
     if (c->algo.ops->eval_params && !(c->eval_buf = malloc(2 * w->nparams * sizeof(float)))) {
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for evaluation");
         goto out;
