@@ -12,18 +12,8 @@
 
 static herd_train_config learn_config(const char *algo, size_t workers)
 {
-    herd_train_config c;
-    herd_train_config_defaults(&c);
-    c.data = "synthetic:1x12x12:4";
-    c.model = "linear";
-    c.algo = algo;
-    c.workers = workers;
-    c.epochs = 2;
+    herd_train_config c = herd_test_config("linear", algo, workers);
     c.batch = 16;
-    c.train_limit = 2048;
-    c.test_limit = 512;
-    c.quiet = true;
-    c.progress = false;
     c.comm_timeout_s = 20;
     c.optim.lr = 0.2f;
     return c;
