@@ -3,24 +3,25 @@
 
 #include "algo/algos.h"
 
-/* Every algorithm, in the order `herd algos` lists them: one line each. The
- * table of algorithm X is herd__algo_X, defined in its own file. */
-#define HERD_ALGOS(X)   \
-    X(sgd)              \
-    X(allreduce)        \
-    X(asgd)             \
-    X(amsgd)            \
-    X(hogwild)          \
-    X(easgd)            \
-    X(aeasgd)           \
-    X(ameasgd)          \
-    X(hogwild_easgd)    \
-    X(eawild)           \
-    X(dpsgd)            \
-    X(adpsgd)           \
-    X(sgp)              \
-    X(osgp)             \
-    X(localsgd) X(postlocal)
+/* Every algorithm, in the order `herd algos` lists them: one line each (the
+ * table of algorithm x is herd__algo_x, defined in its own file). */
+#define HERD_ALGOS(X)          \
+    X(sgd)                     \
+    X(allreduce)               \
+    X(asgd)                    \
+    X(amsgd)                   \
+    X(hogwild)                 \
+    X(easgd)                   \
+    X(aeasgd)                  \
+    X(ameasgd)                 \
+    X(hogwild_easgd)           \
+    X(eawild)                  \
+    X(dpsgd)                   \
+    X(adpsgd)                  \
+    X(sgp)                     \
+    X(osgp)                    \
+    X(localsgd) X(postlocal)   \
+    /* a new algorithm: one line above this one */
 
 #define DECLARE(x) extern const herd_algo_ops herd__algo_##x;
 #define ENTRY(x) &herd__algo_##x,
