@@ -1008,14 +1008,14 @@ static herd_status check_fail_modes(herd_train_config *cfg, bool mpi, herd_err *
 static herd_status choose_engine(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, herd_err *err)
 {
     herd_status st = HERD_OK;
-    const char *e = cfg->engine && *cfg->engine ? cfg->engine : herd_mpi_launched() ? "mpi" : "threads";
+    const char *e = cfg->engine && *cfg->engine ? cfg->engine : herd__mpi_launched() ? "mpi" : "threads";
     if (!strcmp(e, "threads")) {
         r->engine = "threads", r->first_rank = 0, r->nlocal = cfg->workers;
         return HERD_OK;
     }
     if (strcmp(e, "mpi"))
         return herd_err_set(err, HERD_EINVAL, "unknown engine '%s' (choose threads or mpi)", e);
-    HERD_TRY(herd_comm_mpi_create(NULL, NULL, &r->mpi, err));
+    HERD_TRY(herd__comm_mpi_create(NULL, NULL, &r->mpi, err));
     if (cfg->workers != 1 && cfg->workers != r->mpi->size) {
         st = herd_err_set(err, HERD_EINVAL,
                           "--workers %zu does not match the %zu MPI ranks (on the mpi engine each rank is one worker)",
@@ -1047,7 +1047,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     }
     HERD_TRY(check_config(&eff, &r.algo_ops, err));
     HERD_TRY(check_fail_modes(&eff, r.mpi != NULL, err));
-    HERD_TRY(herd__ckpt_check(&eff, r.algo_ops, r.engine, err));
+    HERD_TRY(herd__ckpt_check(&eff, r.algo_ops, herd_engine_find(r.engine), err));
     if (r.first_rank != 0) {
         /* one log per process: rank 0 writes FILE, rank r FILE.rank<r> */
         eff.quiet = true;
