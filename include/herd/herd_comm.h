@@ -80,7 +80,7 @@ struct herd_comm {
     const herd_comm_ops *ops;
     size_t rank, size;
     double timeout_s;     /* for every wait; default 60 */
-    bool any_thread;      /* may be driven from a thread other than its creator's (one at a time) */
+    bool any_thread;      /* set by the engine; callers ask herd_comm_any_thread */
     uint64_t bytes_sent, bytes_recv;
     double wait_s;        /* time spent blocked in wait/barrier/lock */
     herd_err err;         /* detail of the last failure */

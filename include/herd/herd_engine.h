@@ -28,12 +28,12 @@
  *     called at most once per local rank; each endpoint is freed
  *     (herd_comm_free) before world_free, and none is used after it. A failed
  *     call leaves nothing to free (*out NULL).
- *   - Threading: launched, world_create, close, world_free, shutdown and
- *     abort are called from one thread (the program's), never concurrently
- *     with each other; endpoint may be called from the thread that will
- *     drive the endpoint; fail from any thread at any time, concurrently
- *     with the endpoints' waits (that is its point). An endpoint is driven by
- *     one thread at a time (herd_comm.h).
+ *   - Threading: launched, world_create, endpoint, close, world_free,
+ *     shutdown and abort are called from one thread (the program's), never
+ *     concurrently with each other; fail from any thread at any time,
+ *     concurrently with the endpoints' waits (that is its point). An
+ *     endpoint is driven by one thread at a time (herd_comm.h): the one that
+ *     made it, or any other where herd_comm_any_thread says so.
  *   - Waits: every wait an endpoint makes ends by the deadline its ops hook
  *     is given (HERD_ETIMEOUT naming the peer) or by fail (HERD_EREMOTE
  *     naming the failed rank); nothing spins without bound. world_create and

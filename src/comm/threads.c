@@ -28,6 +28,9 @@
  * Failure: herd_threads_world_fail wakes every waiter (receives, barrier,
  * window locks); each then returns HERD_EREMOTE naming the failed rank.
  *
+ * The engine table (herd__engine_threads, at the end) is these same
+ * functions on the world's herd_world base: every worker is local.
+ *
  * Lock order: world->mu before a window's mu; a mailbox's mu alone.
  */
 #include "comm/comm_internal.h"
