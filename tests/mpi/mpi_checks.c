@@ -116,8 +116,9 @@ int main(int argc, char **argv)
     herd_world *world = NULL;
     const herd_engine *e = NULL;
     herd_err err = {0};
-    /* through the table, as a run does: under mpirun no --engine picks mpi */
-    if (herd_engine_pick(NULL, &e, &err) != HERD_OK || herd_world_create(e, 0, &world, &err) != HERD_OK ||
+    /* through the table, as a run does (by name: under SimGrid no launcher
+     * variable need say that smpirun started this process) */
+    if (herd_engine_pick("mpi", &e, &err) != HERD_OK || herd_world_create(e, 0, &world, &err) != HERD_OK ||
         herd_world_endpoint(world, world->first_rank, &c, &err) != HERD_OK) {
         fprintf(stderr, "mpi_checks: %s\n", err.msg);
         return 2;
