@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_rng.h"
+#include "run/run.h"
 
 typedef struct drive_shared {
     const drive_config *dc;
@@ -101,11 +102,10 @@ static herd_status drive_loop(drive_worker *d)
         HERD_TRY(wait_turn(d));
         if (d->algo.ops->grad_ready)
             HERD_TRY(d->algo.ops->grad_ready(&d->algo, w, 0, w->nparams));
-        HOOK(d, after_backward);
-        if (d->algo.ops->step)
-            HERD_TRY(d->algo.ops->step(&d->algo, w));
-        else
-            herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
+        herd_step_result res = {0};
+        if (d->algo.ops->after_backward)
+            HERD_TRY(d->algo.ops->after_backward(&d->algo, w, &res));
+        HERD_TRY(herd_algo_update(&d->algo, w, &res, false));
         d->t_done[s] = herd__now();
         HOOK(d, after_step);
         end_turn(d);
@@ -140,6 +140,7 @@ herd_status drive_run(const drive_config *dc, const drive_problem *p, drive_resu
 {
     herd_status st = HERD_OK;
     size_t n = dc->cfg.workers;
+    void *opts = NULL;
     memset(res, 0, sizeof *res);
     drive_shared sh = {.dc = dc, .p = p, .ops = herd_algo_find(dc->cfg.algo)};
     drive_worker *ws = calloc(n, sizeof *ws);
@@ -160,6 +161,7 @@ herd_status drive_run(const drive_config *dc, const drive_problem *p, drive_resu
         st = herd_err_set(err, HERD_ENOMEM, "driver: out of memory");
         goto out;
     }
+    HERD_TRY(herd__algo_opts_parse(sh.ops, &dc->cfg, &opts, err));
     HERD_TRY(herd_threads_world_create(n, &sh.world, err));
     for (size_t i = 0; i < n; i++) {
         drive_worker *d = &ws[i];
@@ -168,7 +170,7 @@ herd_status drive_run(const drive_config *dc, const drive_problem *p, drive_resu
         d->algo.ops = sh.ops;
         d->t_start = res->t_start + i * dc->steps;
         d->t_done = res->t_done + i * dc->steps;
-        w->rank = i, w->nworkers = n, w->cfg = &dc->cfg, w->nparams = p->dim;
+        w->rank = i, w->nworkers = n, w->cfg = &dc->cfg, w->opts = opts, w->nparams = p->dim;
         w->steps_per_epoch = dc->steps_per_epoch ? dc->steps_per_epoch : dc->steps;
         w->params = malloc(p->dim * sizeof(float));
         w->grads = calloc(p->dim, sizeof(float));
@@ -177,7 +179,7 @@ herd_status drive_run(const drive_config *dc, const drive_problem *p, drive_resu
             goto out;
         }
         memcpy(w->params, p->x0, p->dim * sizeof(float));
-        HERD_TRY(herd_optim_init(&w->optim, &dc->cfg.optim, p->dim, err));
+        HERD_TRY(herd_algo_optim_init(sh.ops, opts, &dc->cfg.optim, p->dim, &w->optim, err));
         HERD_TRY(herd_comm_threads_create(sh.world, i, &w->comm, err));
         w->comm->timeout_s = dc->timeout_s > 0 ? dc->timeout_s : 20;
     }
@@ -236,6 +238,7 @@ out:
         free(d->w.grads);
     }
     herd_threads_world_free(sh.world);
+    free(opts);
     pthread_mutex_destroy(&sh.mu);
     pthread_cond_destroy(&sh.cv);
     free(ws);

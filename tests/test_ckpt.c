@@ -3,6 +3,7 @@
  * random points never leaves a torn checkpoint; thousands of corruptions all
  * refused with a specific error; no path out of the directory; and a run
  * stopped and resumed ends bit-for-bit where an uninterrupted one does. */
+#include "fixtures.h"
 #include "harness.h"
 #include "herd/herd_algo.h"
 #include "herd/herd_ckpt.h"
@@ -636,18 +637,18 @@ static void test_resume_resnet_buffers(void) { resume_matches("resnet20", "sgd",
 static void test_resume_allreduce_fp16(void)
 {
     herd_train_config c = run_config("lenet", "allreduce", 2, NULL);
-    c.allreduce.comm_dtype = HERD_F16;
+    herd_test_set(&c, "comm-dtype", "fp16");
     resume_matches_cfg(c, 7);
-    c.allreduce.comm_dtype = HERD_BF16, c.allreduce.overlap = HERD_OVERLAP_OFF;
+    herd_test_set(&c, "comm-dtype", "bf16"), herd_test_set(&c, "overlap", "off");
     resume_matches_cfg(c, 16);
 }
 
 static void test_resume_allreduce_csc(void)
 {
     herd_train_config c = run_config("lenet", "allreduce", 2, NULL);
-    c.allreduce.csc_ratio = 0.3, c.allreduce.csc_chunk_bytes = 256;
+    herd_test_set(&c, "csc-ratio", "0.3"), herd_test_set(&c, "csc-chunk-bytes", "256");
     resume_matches_cfg(c, 7);
-    c.allreduce.comm_dtype = HERD_F16; /* the residual and the loss scale together */
+    herd_test_set(&c, "comm-dtype", "fp16"); /* the residual and the loss scale together */
     resume_matches_cfg(c, 8);
 }
 
@@ -657,7 +658,7 @@ static void test_resume_dpsgd(void)
 {
     herd_train_config c = run_config("lenet", "dpsgd", 3, NULL);
     resume_matches_cfg(c, 7);
-    c.workers = 4, c.gossip.topology = "random";
+    c.workers = 4, herd_test_set(&c, "topology", "random");
     resume_matches_cfg(c, 4);
 }
 
@@ -668,7 +669,7 @@ static void test_resume_sgp(void)
 {
     herd_train_config c = run_config("lenet", "sgp", 3, NULL);
     resume_matches_cfg(c, 5);
-    c.workers = 4, c.gossip.topology = "random";
+    c.workers = 4, herd_test_set(&c, "topology", "random");
     resume_matches_cfg(c, 9);
 }
 
@@ -717,9 +718,9 @@ static void test_resume_refusals(void)
     d = c, d.algo = "osgp";
     expect_train_error(&d, HERD_EUNSUPPORTED, "--algo osgp keeps state between steps that herd cannot checkpoint yet");
     /* what the algorithm's record says the run was */
-    d = c, d.resume = true, d.allreduce.comm_dtype = HERD_F16;
+    d = c, d.resume = true, herd_test_set(&d, "comm-dtype", "fp16");
     expect_train_error(&d, HERD_EINVAL, "written with --comm-dtype fp32; this run has --comm-dtype fp16");
-    d = c, d.resume = true, d.allreduce.csc_ratio = 0.5;
+    d = c, d.resume = true, herd_test_set(&d, "csc-ratio", "0.5");
     expect_train_error(&d, HERD_EINVAL, "--csc-ratio 1");
     snprintf(p, sizeof p, "%s/empty", herd_test_tmpdir());
     d = c, d.checkpoint_dir = p, d.resume = true;
@@ -788,12 +789,12 @@ static void test_algo_hooks(void)
     ASSERT_OK(herd_comm_threads_create(world, 0, &w.comm, &err));
     herd_loader l;
     ASSERT_OK(herd_loader_init(&l, &d, 8, 0, 1, cfg.seed, true, &err));
-    const herd_algo_ops ops = {.name = "fake", .family = "gossip", .save = fake_save, .load = fake_load};
+    const herd_algo_ops ops = {.name = "fake", .save = fake_save, .load = fake_load};
     fake_state fs = {{11, 22, 33}};
     herd_algo a = {.ops = &ops, .state = &fs};
     const herd_engine *threads = herd_engine_find("threads"), *mpi = herd_engine_find("mpi");
     ASSERT_OK(herd__ckpt_check(&cfg, &ops, threads, &err));
-    const herd_algo_ops nohooks = {.name = "fake", .family = "gossip"};
+    const herd_algo_ops nohooks = {.name = "fake"};
     ASSERT_EQ_INT(herd__ckpt_check(&cfg, &nohooks, threads, &err), HERD_EUNSUPPORTED);
     ASSERT_STR_CONTAINS(err.msg, "--algo fake keeps state between steps that herd cannot checkpoint yet");
     /* the engine's capability decides, not its name */
@@ -893,13 +894,14 @@ static void load_and_save_again(herd_train_config c, const char *dir, const char
     ASSERT_TRUE(c.workers <= 4);
     memset(rw, 0, sizeof rw);
     herd__ckpt_run *from = NULL, *to = NULL;
+    void *opts = herd_test_algo_opts(&cin);
     for (size_t i = 0; i < c.workers; i++) {
         herd_worker *w = &rw[i].w;
-        w->rank = i, w->nworkers = c.workers, w->cfg = &cin;
+        w->rank = i, w->nworkers = c.workers, w->cfg = &cin, w->opts = opts;
         ASSERT_OK(herd_model_create(c.model, train.c, train.h, train.w, train.nclasses, c.batch, c.seed, &w->model, &err));
         w->params = herd_model_params(w->model), w->grads = herd_model_grads(w->model);
         w->nparams = herd_model_nparams(w->model);
-        ASSERT_OK(herd_optim_init(&w->optim, &c.optim, w->nparams, &err));
+        ASSERT_OK(herd_algo_optim_init(herd_algo_find(c.algo), opts, &c.optim, w->nparams, &w->optim, &err));
         ASSERT_OK(herd_loader_init(&rw[i].loader, &train, c.batch, i, c.workers, c.seed, true, &err));
         w->steps_per_epoch = herd_loader_steps(&rw[i].loader);
         ASSERT_OK(herd_comm_threads_create(world, i, &w->comm, &err));
@@ -933,6 +935,7 @@ static void load_and_save_again(herd_train_config c, const char *dir, const char
     herd__ckpt_run_free(from);
     herd__ckpt_run_free(to);
     herd_threads_world_free(world);
+    free(opts);
     herd_dataset_free(&train);
     herd_dataset_free(&test);
     char fa[700], fb[700];
@@ -1042,9 +1045,9 @@ static void test_async_refusals(void)
     expect_train_error(&d, HERD_EUNSUPPORTED, "which --fail");
     d = c, d.max_steps = 5;
     expect_train_error(&d, HERD_EUNSUPPORTED, "which --max-steps");
-    d = c, d.ps.softsync = 2;
+    d = c, herd_test_set(&d, "softsync", "2");
     expect_train_error(&d, HERD_EUNSUPPORTED, "which --softsync");
-    d = c, d.ps.max_staleness = 1;
+    d = c, herd_test_set(&d, "max-staleness", "1");
     expect_train_error(&d, HERD_EUNSUPPORTED, "which --max-staleness");
     d = c, d.algo = "osgp";
     expect_train_error(&d, HERD_EUNSUPPORTED, "--algo osgp keeps state between steps that herd cannot checkpoint yet");
@@ -1062,19 +1065,19 @@ static void test_algo_records(void)
     herd_train_result r;
     train_ok(&c, &r);
     herd_train_config d = c;
-    d.resume = true, d.gossip.topology = "ring";
+    d.resume = true, herd_test_set(&d, "topology", "ring");
     expect_train_error(&d, HERD_EINVAL, "written with --topology exp; this run has --topology ring");
     make_dir(dir, sizeof dir, "rec-asgd");
     c = run_config("linear", "asgd", 2, dir);
     c.epochs = 1;
     train_ok(&c, &r);
-    d = c, d.resume = true, d.ps.shards = 2;
+    d = c, d.resume = true, herd_test_set(&d, "ps-shards", "2");
     expect_train_error(&d, HERD_EINVAL, "written with --ps-shards 1; this run has --ps-shards 2");
     make_dir(dir, sizeof dir, "rec-ea");
     c = run_config("linear", "aeasgd", 2, dir);
     c.epochs = 1;
     train_ok(&c, &r);
-    d = c, d.resume = true, d.elastic.period = 2;
+    d = c, d.resume = true, herd_test_set(&d, "elastic-period", "2");
     expect_train_error(&d, HERD_EINVAL, "--elastic-period 1; this run has");
 
     herd_worker w = {.rank = 3};

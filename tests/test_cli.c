@@ -91,8 +91,11 @@ static void test_usage_errors(void)
     RUN(&o, "train", "--overlap", "maybe");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "--overlap must be auto, on or off, got 'maybe'");
-    RUN(&o, "train", "--overlap", "on", "--no-overlap");
-    ASSERT_EQ_INT(o.code, 2);
+    RUN(&o, "train", "--overlap", "on");
+    ASSERT_EQ_INT(o.code, 2); /* the form is checked as flags are read, whose option it is once --algo is known */
+    ASSERT_STR_CONTAINS(o.err, "--overlap applies to allreduce, not --algo sgd");
+    RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--algo", "allreduce", "--overlap", "on", "--no-overlap");
+    ASSERT_EQ_INT(o.code, 1);
     ASSERT_STR_CONTAINS(o.err, "--no-overlap contradicts --overlap on");
     RUN(&o, "frobnicate");
     ASSERT_EQ_INT(o.code, 2);

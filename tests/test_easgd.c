@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "algo_driver.h"
+#include "fixtures.h"
 #include "harness.h"
 #include "herd/herd_rng.h"
 #include "herd/herd_run.h"
@@ -18,7 +19,7 @@ static void test_sync_closed_form(void)
     enum { N = 3, STEPS = 24, PERIOD = 2, DIM = 10 };
     drive_problem p = drive_problem_make(DIM, 0.3f, 9);
     drive_config dc = drive_config_make("easgd", N, STEPS, 0.1f);
-    dc.cfg.elastic.period = PERIOD;
+    herd_test_set(&dc.cfg, "elastic-period", herd_test_fmt("%d", PERIOD));
     drive_result r, r2;
     drive_run_ok(&dc, &p, &r);
     drive_run_ok(&dc, &p, &r2);
@@ -72,7 +73,7 @@ static void test_exchange_conserves(void)
     drive_problem p = drive_problem_make(32, 0.0f, 4);
     for (size_t a = 0; a < 5; a++) {
         drive_config dc = drive_config_make(algos[a], 1, 1, 0.1f);
-        dc.cfg.elastic.alpha = 0.3;
+        herd_test_set(&dc.cfg, "elastic-alpha", "0.3");
         drive_result r;
         drive_run_ok(&dc, &p, &r);
         for (size_t j = 0; j < p.dim; j++) {
@@ -101,7 +102,7 @@ static void test_async_converge(void)
     for (size_t a = 0; a < 4; a++)
         for (size_t n = 2; n <= 8; n += 6) {
             drive_config dc = drive_config_make(algos[a], n, 400, a == 1 ? 0.02f : 0.1f);
-            dc.cfg.elastic.period = a % 2 ? 4 : 1;
+            herd_test_set(&dc.cfg, "elastic-period", a % 2 ? "4" : "1");
             dc.sleep_us[n - 1] = 200;
             drive_result r;
             drive_run_ok(&dc, &p, &r);
@@ -202,7 +203,7 @@ static void test_checkpoint_resume(void)
     c.quiet = true;
     c.progress = false;
     c.checkpoint_every = 3;
-    c.elastic.period = 2;
+    herd_test_set(&c, "elastic-period", "2");
     herd_train_result a, b;
     herd_err err = {0};
     c.checkpoint_dir = da;

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "algo_driver.h"
+#include "fixtures.h"
 #include "harness.h"
 #include "herd/herd_algo.h"
 #include "herd/herd_comm.h"
@@ -66,11 +67,10 @@ static herd_status gloop(gworker *d)
             struct timespec ts = {0, (long)(us * 1000)};
             nanosleep(&ts, NULL);
         }
-        GHOOK(d, after_backward);
-        if (d->algo.ops->step)
-            HERD_TRY(d->algo.ops->step(&d->algo, w));
-        else
-            herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
+        herd_step_result res = {0};
+        if (d->algo.ops->after_backward)
+            HERD_TRY(d->algo.ops->after_backward(&d->algo, w, &res));
+        HERD_TRY(herd_algo_update(&d->algo, w, &res, false));
         GHOOK(d, after_step);
         w->step++;
     }
@@ -97,8 +97,10 @@ static void grun_run(grun *g)
     herd_train_config_defaults(&cfg);
     cfg.algo = g->algo;
     cfg.workers = n;
-    cfg.gossip.topology = g->topology;
-    cfg.gossip.max_delay = g->max_delay;
+    if (g->topology)
+        herd_test_set(&cfg, "topology", g->topology);
+    if (!strcmp(g->algo, "osgp"))
+        herd_test_set(&cfg, "max-delay", herd_test_fmt("%zu", g->max_delay));
     cfg.optim.lr = g->lr;
     cfg.optim.momentum = 0;
     cfg.optim.weight_decay = 0;
@@ -108,6 +110,7 @@ static void grun_run(grun *g)
     herd_threads_world *world;
     herd_err err = {0};
     ASSERT_OK(herd_threads_world_create(n, &world, &err));
+    void *opts = herd_test_algo_opts(&cfg);
     gworker *ws = calloc(n, sizeof *ws);
     pthread_t *th = calloc(n, sizeof *th);
     ASSERT_TRUE(ws && th);
@@ -115,13 +118,13 @@ static void grun_run(grun *g)
         gworker *d = &ws[i];
         herd_worker *w = &d->w;
         d->g = g, d->world = world, d->cfg = &cfg, d->algo.ops = ops;
-        w->rank = i, w->nworkers = n, w->cfg = &cfg, w->nparams = g->dim, w->steps_per_epoch = g->steps;
+        w->rank = i, w->nworkers = n, w->cfg = &cfg, w->opts = opts, w->nparams = g->dim, w->steps_per_epoch = g->steps;
         w->params = malloc(g->dim * sizeof(float));
         w->grads = calloc(g->dim, sizeof(float));
         ASSERT_TRUE(w->params && w->grads);
         for (size_t j = 0; j < g->dim; j++)
             w->params[j] = g->init(i, j);
-        ASSERT_OK(herd_optim_init(&w->optim, &cfg.optim, g->dim, &err));
+        ASSERT_OK(herd_algo_optim_init(ops, opts, &cfg.optim, g->dim, &w->optim, &err));
         ASSERT_OK(herd_comm_threads_create(world, i, &w->comm, &err));
         w->comm->timeout_s = 20;
     }
@@ -170,6 +173,7 @@ static void grun_run(grun *g)
         free(ws[i].w.grads);
     }
     herd_threads_world_free(world);
+    free(opts);
     free(ws);
     free(th);
 }
@@ -358,7 +362,7 @@ static void test_no_deadlock_random_slowdowns(void)
             dc.timeout_s = 20;
             for (size_t i = 0; i < n; i++)
                 dc.sleep_us[i] = 2000 * herd_rng_uniform(&rng);
-            dc.cfg.gossip.topology = topologies[(a + n) % 3];
+            herd_test_set(&dc.cfg, "topology", topologies[(a + n) % 3]);
             drive_result r;
             run_drive(&dc, &p, &r);
             for (size_t i = 0; i < n * p.dim; i++)
@@ -377,7 +381,7 @@ static void test_convergence_convex(void)
     for (size_t a = 0; a < 4; a++)
         for (size_t t = 0; t < 3; t++) {
             drive_config dc = drive_config_make(algos[a], 5, 400, 0.1f);
-            dc.cfg.gossip.topology = topologies[t];
+            herd_test_set(&dc.cfg, "topology", topologies[t]);
             dc.steps_per_epoch = 100;
             drive_result r;
             run_drive(&dc, &p, &r);
@@ -401,20 +405,20 @@ static void test_osgp_tau0_equals_sgp(void)
     for (size_t t = 0; t < 3; t++) {
         drive_config dc = drive_config_make("sgp", 6, 120, 0.1f);
         dc.steps_per_epoch = 40;
-        dc.cfg.gossip.topology = topologies[t];
+        herd_test_set(&dc.cfg, "topology", topologies[t]);
         for (size_t i = 0; i < 6; i++)
             dc.sleep_us[i] = 300.0 * (double)(i % 3);
         drive_result a, b;
         run_drive(&dc, &p, &a);
         dc.cfg.algo = "osgp";
-        dc.cfg.gossip.max_delay = 0;
+        herd_test_set(&dc.cfg, "max-delay", "0");
         run_drive(&dc, &p, &b);
         if (memcmp(a.x, b.x, 6 * p.dim * sizeof(float)) != 0)
             herd_test_fail(__FILE__, __LINE__, "%s: osgp --max-delay 0 differs from sgp: %.9g vs %.9g", topologies[t],
                            (double)b.x[0], (double)a.x[0]);
         drive_result_free(&b);
         /* and tau > 0 is not: messages are mixed as they come */
-        dc.cfg.gossip.max_delay = 3;
+        herd_test_set(&dc.cfg, "max-delay", "3");
         run_drive(&dc, &p, &b);
         double e = drive_max_error(&p, b.eval);
         if (!(e < 0.1))
@@ -470,7 +474,7 @@ static void test_train_sync_deterministic(void)
         herd_train_config c = small(sync[a], 3);
         c.model = "lenet";
         c.epochs = 1;
-        c.gossip.topology = "random";
+        herd_test_set(&c, "topology", "random");
         herd_train_result x, y;
         ASSERT_OK(herd_train(&c, &x, NULL));
         ASSERT_OK(herd_train(&c, &y, NULL));

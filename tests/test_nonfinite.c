@@ -3,6 +3,7 @@
  * synchronous run at that step, naming it; --skip-nonfinite skips that
  * update on every worker alike; an asynchronous run never lets it reach the
  * server, center or neighbours; a real divergence is reported as one. */
+#include "fixtures.h"
 #include "harness.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_run.h"
@@ -56,12 +57,12 @@ static herd_train_config sync_config(const sync_case *k)
 {
     herd_train_config c = base(k->algo, k->workers, k->model ? k->model : "linear");
     if (!strcmp(k->algo, "allreduce")) {
-        c.allreduce.bucket_bytes = k->bucket;
-        c.allreduce.overlap = k->overlap ? HERD_OVERLAP_ON : HERD_OVERLAP_OFF;
-        c.allreduce.impl = k->native ? HERD_ALLREDUCE_NATIVE : HERD_ALLREDUCE_RING;
-        c.allreduce.comm_dtype = k->dtype;
-        c.allreduce.csc_ratio = k->csc;
-        c.allreduce.csc_chunk_bytes = 256;
+        herd_test_set(&c, "bucket-bytes", herd_test_fmt("%zu", (size_t)k->bucket));
+        herd_test_set(&c, "overlap", k->overlap ? "on" : "off");
+        herd_test_set(&c, "allreduce", k->native ? "native" : "ring");
+        herd_test_set(&c, "comm-dtype", herd_test_dtype(k->dtype));
+        herd_test_set(&c, "csc-ratio", herd_test_fmt("%.17g", (double)k->csc));
+        herd_test_set(&c, "csc-chunk-bytes", "256");
     }
     return c;
 }

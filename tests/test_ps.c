@@ -7,6 +7,7 @@
 
 #include "algo/center.h"
 #include "algo_driver.h"
+#include "fixtures.h"
 #include "harness.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_run.h"
@@ -24,10 +25,14 @@ static void test_converges(void)
             drive_config dc = drive_config_make(algos[a], 4, 300, 0.1f);
             if (a == 1)
                 dc.cfg.optim.lr = 0.05f, dc.cfg.optim.momentum = 0.5f;
-            dc.cfg.ps.staleness_lr = variant == 1;
-            dc.cfg.ps.softsync = variant == 2 ? 2 : 1;
-            dc.cfg.ps.max_staleness = variant == 3 ? 1 : -1;
-            dc.cfg.ps.shards = variant == 4 ? 3 : 1;
+            if (variant == 1)
+                herd_test_set(&dc.cfg, "staleness-lr", NULL);
+            if (variant == 2)
+                herd_test_set(&dc.cfg, "softsync", "2");
+            if (variant == 3)
+                herd_test_set(&dc.cfg, "max-staleness", "1");
+            if (variant == 4)
+                herd_test_set(&dc.cfg, "ps-shards", "3");
             dc.sleep_us[3] = 200; /* one slower worker: real staleness */
             drive_result r;
             drive_run_ok(&dc, &p, &r);
@@ -56,7 +61,8 @@ static void test_staleness_schedule(void)
     }
     for (int slr = 0; slr < 2; slr++) {
         drive_config dc = drive_config_make("asgd", N, ROUNDS, 0.1f);
-        dc.cfg.ps.staleness_lr = slr;
+        if (slr)
+            herd_test_set(&dc.cfg, "staleness-lr", NULL);
         dc.schedule = sched;
         dc.schedule_len = sizeof sched / sizeof *sched;
         dc.steps_per_epoch = ROUNDS;
@@ -91,8 +97,8 @@ static void test_softsync_n_is_allreduce(void)
     drive_problem p = drive_problem_make(96, 0.2f, 11);
     for (int mom = 0; mom < 2; mom++) {
         drive_config ps = drive_config_make(mom ? "amsgd" : "asgd", N, STEPS, 0.05f);
-        ps.cfg.ps.softsync = N;
-        ps.cfg.ps.shards = 2;
+        herd_test_set(&ps.cfg, "softsync", herd_test_fmt("%d", (int)N));
+        herd_test_set(&ps.cfg, "ps-shards", "2");
         ps.sleep_us[1] = 300;
         drive_config ar = drive_config_make("allreduce", N, STEPS, 0.05f);
         ps.cfg.optim.momentum = ar.cfg.optim.momentum = mom ? 0.9f : 0.0f;
@@ -153,7 +159,7 @@ static void test_ssp_bound(void)
     drive_problem p = drive_problem_make(16, 0.01f, 5);
     for (long s = 0; s <= 3; s += 3) {
         drive_config dc = drive_config_make("asgd", N, STEPS, 0.05f);
-        dc.cfg.ps.max_staleness = s;
+        herd_test_set(&dc.cfg, "max-staleness", herd_test_fmt("%ld", (long)s));
         dc.sleep_us[2] = 2000;
         drive_result r;
         drive_run_ok(&dc, &p, &r);
@@ -299,7 +305,7 @@ static void test_lost_workers(void)
     ASSERT_NEAR(r.images, 2 * 2048, 0, 0); /* the lost worker claimed no batch it did not train */
 
     c.fail[0] = (herd_fail){.rank = 0, .step = 0};
-    c.ps.softsync = 2;
+    herd_test_set(&c, "softsync", "2");
     memset(&err, 0, sizeof err);
     ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EREMOTE);
     ASSERT_STR_CONTAINS(err.msg, "worker 0, which holds parameter-server shard 0");
@@ -317,8 +323,8 @@ static void test_lost_workers(void)
 static void test_waits_survive_stops(void)
 {
     herd_train_config c = small("asgd", 3);
-    c.ps.max_staleness = 1;
-    c.ps.softsync = 2;
+    herd_test_set(&c, "max-staleness", "1");
+    herd_test_set(&c, "softsync", "2");
     c.train_limit = 16 * 3 * 7; /* 21 batches: the last softsync group is short */
     c.fail[0] = (herd_fail){.rank = 1, .step = 3};
     c.nfail = 1;
@@ -335,15 +341,15 @@ static void test_option_errors(void)
     herd_train_result r;
     herd_err err = {0};
     herd_train_config c = small("allreduce", 2);
-    c.ps.softsync = 2;
+    herd_test_set(&c, "softsync", "2");
     ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
-    ASSERT_STR_CONTAINS(err.msg, "--softsync applies to the parameter-server algorithms");
+    ASSERT_STR_CONTAINS(err.msg, "--softsync applies to asgd, amsgd, hogwild, not --algo allreduce");
     c = small("hogwild", 2);
-    c.ps.softsync = 2;
+    herd_test_set(&c, "softsync", "2");
     ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "not hogwild");
     c = small("asgd", 2);
-    c.ps.shards = 3;
+    herd_test_set(&c, "ps-shards", "3");
     ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "--ps-shards must be in [1, workers = 2]");
     c = small("asgd", 2);

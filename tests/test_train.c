@@ -1,5 +1,6 @@
 /* End-to-end runs of herd_train() on small synthetic data: it learns, it is
  * deterministic, bad configurations and divergence are reported. */
+#include "fixtures.h"
 #include "harness.h"
 #include "herd/herd_ckpt.h"
 #include "herd/herd_comm.h"
@@ -64,7 +65,7 @@ static void test_config_errors(void)
 {
     herd_train_config c = small("linear");
     c.workers = 2;
-    expect_error(&c, HERD_EINVAL, "sgd is the single-worker baseline");
+    expect_error(&c, HERD_EINVAL, "(sgd: single-worker SGD (the baseline))");
     c = small("linear"), c.algo = "gossip9";
     expect_error(&c, HERD_EINVAL, "unknown algorithm 'gossip9'");
     c = small("nosuch");
@@ -164,11 +165,11 @@ static void test_allreduce_options(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         herd_train_config c = small("linear");
         c.algo = "allreduce", c.workers = 3, c.batch = 16;
-        c.allreduce.bucket_bytes = cases[i].bucket;
-        c.allreduce.overlap = cases[i].overlap ? HERD_OVERLAP_ON : HERD_OVERLAP_OFF;
-        c.allreduce.comm_dtype = cases[i].dtype;
-        c.allreduce.csc_ratio = cases[i].csc;
-        c.allreduce.csc_chunk_bytes = 256;
+        herd_test_set(&c, "bucket-bytes", herd_test_fmt("%zu", (size_t)cases[i].bucket));
+        herd_test_set(&c, "overlap", cases[i].overlap ? "on" : "off");
+        herd_test_set(&c, "comm-dtype", herd_test_dtype(cases[i].dtype));
+        herd_test_set(&c, "csc-ratio", herd_test_fmt("%.17g", (double)cases[i].csc));
+        herd_test_set(&c, "csc-chunk-bytes", "256");
         herd_train_result r;
         herd_err err = {0};
         if (herd_train(&c, &r, &err) != HERD_OK)
@@ -191,8 +192,8 @@ static void test_allreduce_fused_update(void)
         for (int fused = 0; fused < 2; fused++) {
             herd_train_config c = small("mlp");
             c.algo = "allreduce", c.workers = n, c.batch = 16, c.epochs = 1, c.train_limit = 768;
-            c.allreduce.impl = HERD_ALLREDUCE_NATIVE, c.allreduce.bucket_bytes = 4096;
-            c.allreduce.overlap = fused ? HERD_OVERLAP_OFF : HERD_OVERLAP_ON;
+            herd_test_set(&c, "allreduce", "native"), herd_test_set(&c, "bucket-bytes", "4096");
+            herd_test_set(&c, "overlap", fused ? "off" : "on");
             herd_err err = {0};
             if (herd_train(&c, &r[fused], &err) != HERD_OK)
                 herd_test_fail(__FILE__, __LINE__, "%zu workers, fused %d: %s", n, fused, err.msg);
@@ -211,25 +212,27 @@ static void test_overlap_auto(void)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     struct {
         size_t workers, threads;
-        herd_overlap asked;
+        const char *asked;
         bool want;
     } cases[] = {
-        {2, 1, HERD_OVERLAP_AUTO, 2 < cores},
-        {2, (size_t)(cores > 1 ? cores : 1), HERD_OVERLAP_AUTO, false},
-        {2, 1, HERD_OVERLAP_ON, true},
-        {2, 1, HERD_OVERLAP_OFF, false},
+        {2, 1, "auto", 2 < cores},
+        {2, (size_t)(cores > 1 ? cores : 1), "auto", false},
+        {2, 1, "on", true},
+        {2, 1, "off", false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         herd_train_config c = small("linear");
         c.algo = "allreduce", c.workers = cases[i].workers, c.threads = cases[i].threads, c.batch = 16;
-        c.max_steps = 3, c.allreduce.overlap = cases[i].asked;
+        c.max_steps = 3;
+        herd_test_set(&c, "overlap", cases[i].asked);
         herd_train_result r;
         herd_err err = {0};
         if (herd_train(&c, &r, &err) != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "case %zu: %s", i, err.msg);
-        if (r.overlap != cases[i].want)
-            herd_test_fail(__FILE__, __LINE__, "case %zu: overlap %d, want %d (%ld cores)", i, r.overlap,
-                           cases[i].want, cores);
+        const char *want = cases[i].want ? "\"overlap\":true" : "\"overlap\":false";
+        if (!strstr(r.algo_json, want))
+            herd_test_fail(__FILE__, __LINE__, "case %zu: summary has '%s', want %s (%ld cores)", i, r.algo_json,
+                           want, cores);
     }
 }
 

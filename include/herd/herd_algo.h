@@ -7,14 +7,19 @@
  *   forward, loss
  *   grad_ready(off,len) for each parameter range as backward finishes it,
  *                      last layer first (e.g. start a bucket's allreduce)
- *   after_backward     (e.g. wait for the allreduce, push a gradient)
- *   step               the update; NULL means the local optimizer step on
- *                      every parameter with the worker's learning rate
+ *   after_backward     (e.g. wait for the allreduce); fills a herd_step_result:
+ *                      whether it took the update itself, and what it found
+ *                      non-finite
+ *   the update         the worker's optimizer step (w->optim, src/optim/) on
+ *                      every parameter with the worker's learning rate, done
+ *                      by the loop, unless after_backward took it; or the
+ *                      algorithm's own `step` where the update is not a
+ *                      local one (a push to a parameter server)
  *   after_step         (e.g. gossip, elastic exchange)
  *
- * Between backward and step the worker loop checks the loss and gradient
- * for NaN and Inf (herd_run.h, skip_nonfinite): a step it skips runs every
- * hook but the update (step, or the local optimizer step), so the
+ * Between backward and the update the worker loop checks the loss and
+ * gradient for NaN and Inf (herd_run.h, skip_nonfinite): a step it skips
+ * runs every hook but the update (w->skipped says so to after_step), so the
  * algorithm's exchanges go on with finite weights; an asynchronous worker
  * that stops on one returns before after_backward.
  *
@@ -41,11 +46,47 @@
 
 #include "herd/herd_comm.h"
 #include "herd/herd_nn.h"
+#include "herd/herd_opt.h"
 #include "herd/herd_optim.h"
 #include "herd/herd_run.h"
 #include "herd/herd_status.h"
 
 typedef struct herd_algo herd_algo;
+
+/* What an algorithm may ask of the run it is part of, placed in the worker
+ * by the worker loop (an algorithm never calls into src/run/). NULL ops: no
+ * run around it (a test driving the hooks itself): nobody is lost and the
+ * run never stops. */
+typedef struct herd_peers_ops {
+    /* Whether worker `rank` was lost (--fail) while the run went on. */
+    bool (*lost)(void *ctx, size_t rank);
+    /* HERD_ENONFINITE, with err saying who and where, once another worker
+     * stopped the run on a non-finite value; else HERD_OK. */
+    herd_status (*stopping)(void *ctx, herd_err *err);
+} herd_peers_ops;
+
+typedef struct herd_peers {
+    const herd_peers_ops *ops;
+    void *ctx;
+} herd_peers;
+
+/* What after_backward tells the worker loop about this step. */
+typedef struct herd_step_result {
+    /* The update is taken (allreduce: fused into the reduction): the loop
+     * takes no optimizer step. */
+    bool applied;
+    /* Synchronous algorithms: what the workers reduced together this step
+     * (allreduce: the averaged gradient) holds a NaN or Inf; the same on
+     * every worker, and the algorithm's state is as if the step never
+     * happened. Answered only where ops->agrees_nonfinite; elsewhere the
+     * loop agrees on it with a one-float allreduce of its own. */
+    bool nonfinite;
+    /* This worker's own gradient held a NaN or Inf, as the algorithm found
+     * on its way (allreduce: while summing it); only where
+     * ops->checks_gradient, and then the loop does not read the gradient
+     * itself (a pass over memory). */
+    bool own_nonfinite;
+} herd_step_result;
 
 /* What an algorithm sees of the worker it runs in. */
 typedef struct herd_worker {
@@ -59,32 +100,70 @@ typedef struct herd_worker {
     size_t epoch;
     size_t steps_per_epoch;
     const herd_train_config *cfg;
+    const void *opts;      /* the algorithm's own options (ops->opts), parsed and checked */
+    bool cores_taken;      /* the compute threads of this process's workers take every core
+                            * of the machine (a helper thread would take one from them) */
     herd_comm *comm;       /* this worker's endpoint; rank/size as above */
     uint64_t bytes_sent;   /* bytes sent by the algorithm (beyond comm's own count) */
     double comm_wait_s;    /* time blocked in communication (beyond comm's own count) */
     herd_err err;          /* detail for a failing hook */
-    const void *run;       /* the worker loop's own (for herd_worker_lost) */
+    bool skipped;          /* this step's update was not applied (--skip-nonfinite) */
+    herd_peers peers;      /* the run around the worker */
 } herd_worker;
 
 /* Whether worker `rank` was lost (--fail) while the run went on. */
-bool herd_worker_lost(const herd_worker *w, size_t rank);
+static inline bool herd_worker_lost(const herd_worker *w, size_t rank)
+{
+    return w->peers.ops && rank < w->nworkers && w->peers.ops->lost(w->peers.ctx, rank);
+}
 
 /* Asynchronous algorithms, in a wait for other workers: HERD_ENONFINITE
  * (w->err says who and where) once a worker has stopped the run on a
  * non-finite value, so nobody waits out --timeout for a worker that is gone.
- * Reads the run's shared state at most every 10 ms; HERD_OK outside a run. */
-herd_status herd_worker_stopping(herd_worker *w);
+ * Cheap: the run reads its shared state at most every 10 ms. */
+static inline herd_status herd_worker_stopping(herd_worker *w)
+{
+    return w->peers.ops ? w->peers.ops->stopping(w->peers.ctx, &w->err) : HERD_OK;
+}
 
 typedef struct herd_algo_ops {
     const char *name;
     const char *summary;  /* one line for --help */
-    const char *family;   /* "sgd", "allreduce", "ps", "easgd", "gossip": which option groups apply */
     size_t min_workers, max_workers; /* 0: no bound */
     bool async;           /* see above: shared batch counter, survives lost workers */
+    /* The algorithm's own flags (herd_opt.h), NULL-name terminated, filling
+     * a struct of opts_size bytes that the worker sees as w->opts. The CLI
+     * parses and lists them; herd_train fills the defaults, applies the
+     * run's (herd_train_config_set) and refuses an option of another
+     * algorithm, naming the algorithms that take it. Several tables (a
+     * family's members) may share one. */
+    const herd_opt *opts;
+    size_t opts_size;
+    /* Optional: checks the options against the rest of the run (bounds that
+     * depend on the number of workers), before any worker starts. */
+    herd_status (*check)(const struct herd_algo_ops *ops, const void *opts, const herd_train_config *cfg,
+                         herd_err *err);
+    /* Which member of a family this table is, for the family's file (ps.c
+     * keeps its server-momentum and lock-free variants here); NULL: none. */
+    const void *variant;
+    /* Optional: the worker's optimizer (w->optim, which takes the local
+     * update) as this algorithm needs it, from the run's --lr, --momentum...
+     * (elastic averaging's local rule is plain SGD; a parameter server keeps
+     * the momentum itself, not the worker). */
+    void (*optim_config)(const struct herd_algo_ops *ops, const void *opts, herd_optim_config *oc);
+    /* after_backward answers herd_step_result's nonfinite (synchronous) and
+     * own_nonfinite, see there. */
+    bool agrees_nonfinite;
+    bool checks_gradient;
+    /* Whether a run of this algorithm keeps nothing between steps beyond
+     * each worker's weights and optimizer, so checkpoints need no save/load
+     * of its own (sgd). */
+    bool stateless;
     herd_status (*init)(herd_algo *a, herd_worker *w);
     herd_status (*before_step)(herd_algo *a, herd_worker *w);
     herd_status (*grad_ready)(herd_algo *a, herd_worker *w, size_t off, size_t len);
-    herd_status (*after_backward)(herd_algo *a, herd_worker *w);
+    herd_status (*after_backward)(herd_algo *a, herd_worker *w, herd_step_result *res);
+    /* The update where it is not the worker's optimizer step (see above). */
     herd_status (*step)(herd_algo *a, herd_worker *w);
     herd_status (*after_step)(herd_algo *a, herd_worker *w);
     herd_status (*end_epoch)(herd_algo *a, herd_worker *w);
@@ -99,6 +178,10 @@ typedef struct herd_algo_ops {
      * log record, as `,"key":value` JSON members (at most cap bytes, NUL
      * included); called after end_epoch. */
     void (*log_epoch)(herd_algo *a, herd_worker *w, char *buf, size_t cap);
+    /* Appends the algorithm's own members of the run's JSON summary (on
+     * worker 0, after the run), as `,"key":value` (at most cap bytes, NUL
+     * included). */
+    void (*summary_json)(herd_algo *a, herd_worker *w, char *buf, size_t cap);
     void (*free)(herd_algo *a, herd_worker *w);
     /* Checkpoints (--checkpoint; see herd_ckpt.h and src/run/ckpt_run.h).
      * Optional: NULL means the algorithm keeps no state between steps beyond
@@ -120,20 +203,6 @@ typedef struct herd_algo_ops {
      * HERD_EINVAL, with w->err saying so. */
     herd_status (*save)(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len);
     herd_status (*load)(herd_algo *a, herd_worker *w, const void *buf, size_t len);
-    /* Non-finite values (herd_run.h, skip_nonfinite). Synchronous algorithms
-     * only: after after_backward, whether what the workers reduced together
-     * this step (allreduce: the averaged gradient) holds a NaN or an Inf. It
-     * must give the same answer on every worker, from the shared result, and
-     * the algorithm's own state must be as if the step never happened when
-     * it says so (the worker loop then applies no update). NULL: the worker
-     * loop agrees on it with a one-float allreduce of its own. */
-    bool (*nonfinite)(herd_algo *a, herd_worker *w);
-    /* Optional, synchronous algorithms: after after_backward, whether this
-     * worker's own gradient held a NaN or an Inf, as the algorithm found on
-     * its way (allreduce: while summing it). Where given, the worker loop
-     * does not read the gradient to check it itself (a pass over memory);
-     * it uses the answer to name the worker(s) when the run stops. */
-    bool (*own_nonfinite)(herd_algo *a, herd_worker *w);
 } herd_algo_ops;
 
 struct herd_algo {
@@ -145,5 +214,26 @@ struct herd_algo {
 const herd_algo_ops *herd_algo_find(const char *name);
 /* Every algorithm, NULL-terminated. */
 extern const herd_algo_ops *const herd_algos[];
+
+/* The worker's optimizer for an algorithm: the run's settings as
+ * ops->optim_config adjusts them, for n parameters. */
+herd_status herd_algo_optim_init(const herd_algo_ops *ops, const void *opts, const herd_optim_config *run, size_t n,
+                                 herd_optim *out, herd_err *err);
+
+/* A step's update, in one place (the worker loop's, and any driver of the
+ * hooks): nothing when skip or after_backward took it (res->applied), the
+ * algorithm's own step where it has one, else the worker's optimizer step
+ * on every parameter at w->lr. Sets w->skipped for after_step. */
+herd_status herd_algo_update(herd_algo *a, herd_worker *w, const herd_step_result *res, bool skip);
+
+/* ops's options from their defaults and args (as herd_train_config's
+ * algo_args), into out (ops->opts_size bytes), without ops->check: an
+ * option ops does not have is HERD_EINVAL naming the algorithms that do. */
+herd_status herd_algo_opts_parse(const herd_algo_ops *ops, const herd_arg *args, size_t nargs, void *out, herd_err *err);
+
+/* The first algorithm's row for option `name` (and that algorithm in
+ * *owner), or NULL when no algorithm has it: how a command line tells an
+ * algorithm's flag from an unknown one before it knows the algorithm. */
+const herd_opt *herd_algo_opt_find(const char *name, const herd_algo_ops **owner);
 
 #endif

@@ -53,4 +53,12 @@ void herd_optim_step(herd_optim *o, float *p, const float *g, size_t off, size_t
  * live elsewhere than a whole-model array: in another worker's buffer). */
 void herd_optim_step_from(herd_optim *o, float *p, const float *g_at, size_t off, size_t len, float lr);
 
+/* For an update taken elsewhere than in the worker (a parameter server,
+ * which keeps its momentum in its shard): the same weight decay and
+ * heavy-ball momentum as the step above, as separate pieces.
+ * g[0, n) += wd * p[0, n). */
+void herd_optim_decay(float wd, float *g, const float *p, size_t n);
+/* v[lo, hi) = mu * v - upd (the update to add to the weights is then v). */
+void herd_optim_heavy_ball(float mu, float *v, const float *upd, size_t lo, size_t hi);
+
 #endif

@@ -27,43 +27,14 @@ typedef struct herd_slow {
     double factor; /* compute takes factor times as long (>= 1) */
 } herd_slow;
 
-/* Whether a bucket's allreduce starts while backward goes on. Auto: yes,
- * except on the threads engine when its workers' compute threads already
- * take every core of the machine: there the reduction is copying by the
- * CPU, and a communication thread would only take a core from another
- * worker's backward (herd_train resolves auto to on or off). */
-typedef enum herd_overlap { HERD_OVERLAP_AUTO, HERD_OVERLAP_ON, HERD_OVERLAP_OFF } herd_overlap;
+/* An option of the run's algorithm, as typed: `--ps-shards 4` is
+ * {"ps-shards", "4"}, a bare flag `--staleness-lr` {"staleness-lr", NULL}.
+ * The algorithm's table (herd_algo_ops.opts) says what it means. */
+typedef struct herd_arg {
+    const char *name, *value;
+} herd_arg;
 
-/* Options of the synchronous allreduce family (ALGORITHMS.md, seed 002). */
-typedef struct herd_allreduce_config {
-    size_t bucket_bytes;   /* lazy allreduce: fuse gradients into buckets of this size (0: one per layer) */
-    herd_overlap overlap;  /* start a bucket's allreduce while backward goes on (default auto) */
-    int comm_dtype;        /* herd_dtype on the wire: HERD_F32, HERD_F16, HERD_BF16 */
-    double csc_ratio;      /* coarse-grained sparse: fraction of chunks sent per step (0 or 1: dense) */
-    size_t csc_chunk_bytes;/* chunk size for csc_ratio (default 32 KiB) */
-    herd_allreduce_impl impl; /* herd's ring, the engine's own (MPI_Allreduce, shared memory), or auto */
-    size_t segment_bytes;  /* ring pipeline segment (0: default) */
-} herd_allreduce_config;
-
-/* Options of the parameter-server family (ALGORITHMS.md, seeds 000/001). */
-typedef struct herd_ps_config {
-    size_t shards;        /* ranks holding a slice of the global weights (default 1: rank 0) */
-    bool staleness_lr;    /* a gradient of staleness tau >= 1 is applied with lr / tau */
-    size_t softsync;      /* n-softsync: gradients averaged per update (default 1: fully asynchronous) */
-    long max_staleness;   /* SSP bound s: no worker starts step t before all finished t - s (-1: none) */
-} herd_ps_config;
-
-/* Options of the elastic averaging family (ALGORITHMS.md, seed 000). */
-typedef struct herd_elastic_config {
-    double alpha;   /* moving rate; 0: beta / n with beta = 0.9 */
-    size_t period;  /* local steps between exchanges with the center (default 1) */
-} herd_elastic_config;
-
-/* Options of the decentralized and push-sum families (seeds 003/004). */
-typedef struct herd_gossip_config {
-    const char *topology; /* ring, exp or random; NULL: the algorithm's default */
-    size_t max_delay;     /* osgp: steps a worker goes on without hearing from an in-neighbour */
-} herd_gossip_config;
+enum { HERD_MAX_ALGO_ARGS = 32 };
 
 enum { HERD_MAX_FAIL = 16 };
 
@@ -123,10 +94,10 @@ typedef struct herd_train_config {
     bool quiet;             /* nothing on stderr but errors */
     size_t max_steps;       /* stop after this many steps per worker (0: no limit); benchmarks */
     double comm_timeout_s;  /* a worker blocked in communication longer fails (default 60) */
-    herd_allreduce_config allreduce;
-    herd_ps_config ps;
-    herd_elastic_config elastic;
-    herd_gossip_config gossip;
+    /* The algorithm's own options (herd_train_config_set), applied in order
+     * over its defaults; an option the algorithm does not have is refused. */
+    herd_arg algo_args[HERD_MAX_ALGO_ARGS];
+    size_t nalgo_args;
     herd_fail fail[HERD_MAX_FAIL];
     size_t nfail;
     /* Checkpoints (herd_ckpt.h): threads engine, synchronous algorithms. */
@@ -148,6 +119,12 @@ typedef struct herd_train_config {
 /* Fills cfg with the defaults `herd train` uses. */
 void herd_train_config_defaults(herd_train_config *cfg);
 
+/* Sets the algorithm's option `name` (without "--") to value (NULL: a bare
+ * flag), as `--name value` would; the strings must outlive cfg. Checked by
+ * herd_train against the algorithm's table; HERD_ENOMEM when cfg holds
+ * HERD_MAX_ALGO_ARGS already. */
+herd_status herd_train_config_set(herd_train_config *cfg, const char *name, const char *value);
+
 typedef struct herd_train_result {
     const char *algo, *engine, *model;
     size_t rank;            /* this process's first worker (mpi: its rank; threads: 0) */
@@ -166,7 +143,7 @@ typedef struct herd_train_result {
     double worker0_acc;     /* worker 0's own model (equals test_acc when eval_model is "worker0") */
     size_t nlost;           /* workers lost to --fail that the others survived */
     size_t lost[HERD_MAX_FAIL];
-    bool overlap;           /* allreduce: whether buckets were reduced while backward went on (auto resolved) */
+    char algo_json[256];    /* the algorithm's own summary members (`,"key":value`...; allreduce: overlap) */
     size_t skipped_steps;   /* --skip-nonfinite: updates not applied; synchronous: worker 0's (every
                              * worker skips the same), asynchronous: this process's workers' together */
     /* test_acc/test_loss/train_loss are valid where rank == 0 */

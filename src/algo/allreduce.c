@@ -36,6 +36,8 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,9 +79,66 @@ typedef struct ar_state {
     bool csc;
 } ar_state;
 
-/* Auto, where herd_train has not resolved it (a caller driving the algorithm
- * itself), is on. */
-static bool overlapping(const herd_worker *w) { return w->cfg->allreduce.overlap != HERD_OVERLAP_OFF; }
+/* The options (ALGORITHMS.md, seed 002). */
+typedef enum ar_overlap { OVERLAP_AUTO, OVERLAP_ON, OVERLAP_OFF } ar_overlap;
+
+typedef struct ar_opts {
+    size_t bucket_bytes;    /* lazy allreduce: fuse gradients into buckets of this size (0: one per layer) */
+    int overlap;            /* ar_overlap: start a bucket's allreduce while backward goes on */
+    bool no_overlap;        /* the same as overlap off */
+    int comm_dtype;         /* herd_dtype on the wire */
+    double csc_ratio;       /* coarse-grained sparse: fraction of chunks sent per step (0 or 1: dense) */
+    size_t csc_chunk_bytes; /* chunk size for csc_ratio */
+    int impl;               /* herd_allreduce_impl */
+    size_t segment_bytes;   /* ring pipeline segment (0: default) */
+} ar_opts;
+
+static const char *const overlap_names[] = {"auto", "on", "off", NULL};
+static const char *const dtype_names[] = {"fp32", "fp16", "bf16", NULL};     /* herd_dtype's order */
+static const char *const impl_names[] = {"auto", "ring", "native", NULL};   /* herd_allreduce_impl's order */
+
+static const herd_opt ar_opt_table[] = {
+    {"bucket-bytes", HERD_OPT_SIZE, offsetof(ar_opts, bucket_bytes), "4194304", 0, 0, 0, NULL, NULL,
+     "fuse gradients into buckets of N bytes (0: one per layer)"},
+    {"overlap", HERD_OPT_CHOICE, offsetof(ar_opts, overlap), "auto", 0, 0, 0, overlap_names, NULL,
+     "reduce a bucket while backward goes on (on), after backward (off), or on except where the workers' compute "
+     "threads take every core (auto)"},
+    {"no-overlap", HERD_OPT_BOOL, offsetof(ar_opts, no_overlap), NULL, 0, 0, 0, NULL, NULL, "the same as --overlap off"},
+    {"comm-dtype", HERD_OPT_CHOICE, offsetof(ar_opts, comm_dtype), "fp32", 0, 0, 0, dtype_names, NULL,
+     "what goes on the wire (16-bit: with a dynamic loss scale)"},
+    {"csc-ratio", HERD_OPT_DOUBLE, offsetof(ar_opts, csc_ratio), "0", HERD_OPT_BOUNDED, 0, 1, NULL, NULL,
+     "coarse-grained sparse: send only this fraction of gradient chunks per step"},
+    {"csc-chunk-bytes", HERD_OPT_SIZE, offsetof(ar_opts, csc_chunk_bytes), "32768", 0, 0, 0, NULL, NULL,
+     "chunk size for --csc-ratio"},
+    {"allreduce", HERD_OPT_CHOICE, offsetof(ar_opts, impl), "auto", 0, 0, 0, impl_names, NULL,
+     "herd's ring, the engine's own (MPI_Allreduce; shared memory on threads), or auto (the engine's own where it "
+     "prefers it: threads)"},
+    {"segment-bytes", HERD_OPT_SIZE, offsetof(ar_opts, segment_bytes), "0", 0, 0, 0, NULL, NULL,
+     "ring pipeline segment (0: 1 MiB)"},
+    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+
+static herd_status ar_check(const herd_algo_ops *ops, const void *opts, const herd_train_config *cfg, herd_err *err)
+{
+    (void)ops, (void)cfg;
+    const ar_opts *o = opts;
+    if (o->no_overlap && o->overlap == OVERLAP_ON)
+        return herd_err_set(err, HERD_EINVAL, "--no-overlap contradicts --overlap on");
+    if (o->csc_ratio > 0.0 && o->csc_ratio < 1.0 && o->csc_chunk_bytes < sizeof(float))
+        return herd_err_set(err, HERD_EINVAL, "--csc-chunk-bytes must be at least 4, got %zu", o->csc_chunk_bytes);
+    return HERD_OK;
+}
+
+static const ar_opts *opts_of(const herd_worker *w) { return w->opts; }
+
+/* Auto is on unless the workers' compute threads take every core: there the
+ * reduction is copying by the CPU, and a communication thread would only
+ * take a core from another worker's backward. */
+static bool overlapping(const herd_worker *w)
+{
+    const ar_opts *o = opts_of(w);
+    return !o->no_overlap && (o->overlap == OVERLAP_ON || (o->overlap == OVERLAP_AUTO && !w->cores_taken));
+}
 
 /* Whether the optimizer step goes into the allreduce (after_backward asks
  * only when neither csc nor overlap is on): fp32, not the ring, on an engine
@@ -87,17 +146,17 @@ static bool overlapping(const herd_worker *w) { return w->cfg->allreduce.overlap
  * are read where they lie instead of copied). */
 static bool fused_update(const herd_worker *w)
 {
-    const herd_allreduce_config *ac = &w->cfg->allreduce;
-    herd_allreduce_opts o = {.wire = (herd_dtype)ac->comm_dtype, .impl = ac->impl};
+    const ar_opts *ac = opts_of(w);
+    herd_allreduce_opts o = {.wire = (herd_dtype)ac->comm_dtype, .impl = (herd_allreduce_impl)ac->impl};
     return herd_allreduce_applies_in_place(w->comm, &o);
 }
 
 static herd_allreduce_opts wire_opts(const herd_worker *w, int dtype)
 {
     return (herd_allreduce_opts){
-        .segment_bytes = w->cfg->allreduce.segment_bytes,
+        .segment_bytes = opts_of(w)->segment_bytes,
         .wire = (herd_dtype)dtype,
-        .impl = w->cfg->allreduce.impl,
+        .impl = (herd_allreduce_impl)opts_of(w)->impl,
     };
 }
 
@@ -125,7 +184,7 @@ static herd_status reduce_mean(ar_state *s, herd_worker *w, float *buf, size_t n
 {
     herd_status st;
     float inv = 1.0f / (float)w->nworkers;
-    int dtype = w->cfg->allreduce.comm_dtype;
+    int dtype = opts_of(w)->comm_dtype;
     *bad = false;
     if (dtype == HERD_F32) {
         herd_allreduce_opts o = wire_opts(w, HERD_F32);
@@ -261,10 +320,10 @@ static herd_status ar_init(herd_algo *a, herd_worker *w)
         }
         s->q.started = true;
     }
-    double r = w->cfg->allreduce.csc_ratio;
+    double r = opts_of(w)->csc_ratio;
     s->csc = r > 0.0 && r < 1.0;
     if (s->csc) {
-        size_t cb = w->cfg->allreduce.csc_chunk_bytes ? w->cfg->allreduce.csc_chunk_bytes : 32768;
+        size_t cb = opts_of(w)->csc_chunk_bytes ? opts_of(w)->csc_chunk_bytes : 32768;
         s->chunk = cb / sizeof(float) ? cb / sizeof(float) : 1;
         s->nchunks = (w->nparams + s->chunk - 1) / s->chunk;
         s->residual = calloc(w->nparams, sizeof(float));
@@ -294,7 +353,7 @@ static herd_status ar_grad_ready(herd_algo *a, herd_worker *w, size_t off, size_
     /* ranges arrive from the end of the array towards its start */
     HERD_ASSERT(off + len == s->lo);
     s->lo = off;
-    if ((s->hi - s->lo) * sizeof(float) < w->cfg->allreduce.bucket_bytes)
+    if ((s->hi - s->lo) * sizeof(float) < opts_of(w)->bucket_bytes)
         return HERD_OK;
     if (overlapping(w))
         return flush(s, w);
@@ -347,7 +406,7 @@ static herd_status csc_step(ar_state *s, herd_worker *w)
         return HERD_OK;
     }
     qsort_r(s->order, s->nchunks, sizeof(size_t), cmp_chunk, s->norms);
-    size_t k = (size_t)ceil(w->cfg->allreduce.csc_ratio * (double)s->nchunks);
+    size_t k = (size_t)ceil(opts_of(w)->csc_ratio * (double)s->nchunks);
     if (k < 1)
         k = 1;
     /* chunks in index order within the selection, so the packing is canonical */
@@ -386,7 +445,7 @@ static herd_status csc_step(ar_state *s, herd_worker *w)
     return st;
 }
 
-static herd_status ar_after_backward(herd_algo *a, herd_worker *w)
+static herd_status ar_after_backward(herd_algo *a, herd_worker *w, herd_step_result *res)
 {
     ar_state *s = a->state;
     herd_status st;
@@ -422,10 +481,13 @@ static herd_status ar_after_backward(herd_algo *a, herd_worker *w)
             hi = lo;
         }
     }
-    if (st == HERD_OK && !s->nonfinite && w->cfg->allreduce.comm_dtype != HERD_F32 && ++s->clean_steps >= 1000) {
+    if (st == HERD_OK && !s->nonfinite && opts_of(w)->comm_dtype != HERD_F32 && ++s->clean_steps >= 1000) {
         s->loss_scale *= 2.0f;
         s->clean_steps = 0;
     }
+    res->applied = s->applied;
+    res->nonfinite = s->nonfinite;
+    res->own_nonfinite = s->own_bad;
     return st;
 }
 
@@ -443,8 +505,8 @@ static herd_status ar_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, 
     ar_state *s = a->state;
     herd__state_out o = herd__state_out_make(buf, cap);
     herd__state_put_u64(&o, AR_LAYOUT);
-    herd__state_put_u64(&o, (uint64_t)w->cfg->allreduce.comm_dtype);
-    herd__state_put_f64(&o, s->csc ? w->cfg->allreduce.csc_ratio : 1.0);
+    herd__state_put_u64(&o, (uint64_t)opts_of(w)->comm_dtype);
+    herd__state_put_f64(&o, s->csc ? opts_of(w)->csc_ratio : 1.0);
     herd__state_put_u64(&o, s->csc ? s->chunk : 0);
     herd__state_put_f64(&o, (double)s->loss_scale);
     herd__state_put_u64(&o, s->clean_steps);
@@ -468,11 +530,11 @@ static herd_status ar_load(herd_algo *a, herd_worker *w, const void *buf, size_t
     uint64_t clean = herd__state_get_u64(&in);
     if (in.bad)
         return herd__state_end(&in, w, "allreduce");
-    if (dtype != (uint64_t)w->cfg->allreduce.comm_dtype)
+    if (dtype != (uint64_t)opts_of(w)->comm_dtype)
         return herd_err_set(&w->err, HERD_EINVAL,
                             "worker %zu: the checkpoint was written with --comm-dtype %s; this run has --comm-dtype %s",
-                            w->rank, dtype_name(dtype), dtype_name((uint64_t)w->cfg->allreduce.comm_dtype));
-    double my_ratio = s->csc ? w->cfg->allreduce.csc_ratio : 1.0;
+                            w->rank, dtype_name(dtype), dtype_name((uint64_t)opts_of(w)->comm_dtype));
+    double my_ratio = s->csc ? opts_of(w)->csc_ratio : 1.0;
     uint64_t my_chunk = s->csc ? s->chunk : 0;
     if (ratio != my_ratio || chunk != my_chunk)
         return herd_err_set(&w->err, HERD_EINVAL,
@@ -488,24 +550,10 @@ static herd_status ar_load(herd_algo *a, herd_worker *w, const void *buf, size_t
     return herd__state_end(&in, w, "allreduce");
 }
 
-static bool ar_nonfinite(herd_algo *a, herd_worker *w)
+static void ar_summary_json(herd_algo *a, herd_worker *w, char *buf, size_t cap)
 {
-    (void)w;
-    return ((ar_state *)a->state)->nonfinite;
-}
-
-static bool ar_own_nonfinite(herd_algo *a, herd_worker *w)
-{
-    (void)w;
-    return ((ar_state *)a->state)->own_bad;
-}
-
-/* The optimizer step, unless the allreduce took it already. */
-static herd_status ar_step(herd_algo *a, herd_worker *w)
-{
-    if (!((ar_state *)a->state)->applied)
-        herd_optim_step(&w->optim, w->params, w->grads, 0, w->nparams, w->lr);
-    return HERD_OK;
+    (void)a;
+    snprintf(buf, cap, ",\"overlap\":%s", overlapping(w) ? "true" : "false");
 }
 
 static void ar_free(herd_algo *a, herd_worker *w)
@@ -535,16 +583,18 @@ static void ar_free(herd_algo *a, herd_worker *w)
 const herd_algo_ops herd__algo_allreduce = {
     .name = "allreduce",
     .summary = "synchronous SGD, gradients averaged by ring allreduce (buckets, overlap, fp16, sparse)",
-    .family = "allreduce",
     .min_workers = 1,
+    .opts = ar_opt_table,
+    .opts_size = sizeof(ar_opts),
+    .check = ar_check,
+    .summary_json = ar_summary_json,
     .init = ar_init,
     .before_step = ar_before_step,
     .grad_ready = ar_grad_ready,
     .after_backward = ar_after_backward,
-    .step = ar_step,
     .free = ar_free,
     .save = ar_save,
     .load = ar_load,
-    .nonfinite = ar_nonfinite,
-    .own_nonfinite = ar_own_nonfinite,
+    .agrees_nonfinite = true,
+    .checks_gradient = true,
 };

@@ -47,8 +47,9 @@
  * every worker between two steps (ckpt_run.h): each worker first completes
  * what it has in flight (eawild's transfers, in the save hook's sizing
  * call, so it holds no lock at the checkpoint's barrier), then rank 0 saves
- * the center under its exclusive lock, and every worker its local momentum
- * (ameasgd) and eawild the center it read at its last exchange. The epoch
+ * the center under its exclusive lock, and eawild the center it read at its
+ * last exchange (ameasgd's local momentum is the worker's optimizer, which
+ * every checkpoint holds). The epoch
  * figures go along, except blocked_s and the byte counts (timings and the
  * transport's counters start over). The record also holds alpha and the
  * period, refused on resume if they differ.
@@ -74,12 +75,25 @@ typedef struct ea_state {
     float *c_next;      /* eawild: the read in flight */
     float *d;           /* nparams */
     bool pending;       /* eawild: an exchange's transfers are in flight (shared lock held) */
-    herd_optim local;   /* the local step's optimizer */
     double dist_sum;    /* this epoch: sum of ||x - c|| at exchanges */
     size_t nexch;       /* this epoch's exchanges */
     double blocked_s;   /* this epoch: time waited in exchanges */
     uint64_t sent0, recv0; /* comm's byte counts at the epoch's start */
 } ea_state;
+
+/* The options (ALGORITHMS.md, seed 000). */
+typedef struct ea_opts {
+    double alpha;  /* moving rate; 0: beta / n with beta = 0.9 */
+    size_t period; /* local steps between exchanges with the center */
+} ea_opts;
+
+static const herd_opt ea_opt_table[] = {
+    {"elastic-alpha", HERD_OPT_DOUBLE, offsetof(ea_opts, alpha), NULL, HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, 0, 1, NULL,
+     NULL, "moving rate toward the center (default 0.9/workers)"},
+    {"elastic-period", HERD_OPT_SIZE, offsetof(ea_opts, period), "1", HERD_OPT_BOUNDED, 1, 1000000, NULL, NULL,
+     "local steps between exchanges with the center"},
+    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+};
 
 static herd_status ea_init(herd_algo *a, herd_worker *w)
 {
@@ -88,24 +102,10 @@ static herd_status ea_init(herd_algo *a, herd_worker *w)
     if (!s)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the elastic averaging state");
     a->state = s;
-    const char *nm = a->ops->name;
-    s->kind = !strcmp(nm, "easgd")     ? EA_SYNC
-            : !strcmp(nm, "ameasgd")   ? EA_MOMENTUM
-            : !strcmp(nm, "hogwild-easgd") ? EA_HOGWILD
-            : !strcmp(nm, "eawild")    ? EA_WILD
-                                       : EA_ASYNC;
-    const herd_elastic_config *ec = &w->cfg->elastic;
+    s->kind = *(const ea_kind *)a->ops->variant;
+    const ea_opts *ec = w->opts;
     s->alpha = ec->alpha > 0 ? (float)ec->alpha : 0.9f / (float)w->nworkers;
     s->period = ec->period ? ec->period : 1;
-    herd_optim_config oc = w->cfg->optim;
-    if (s->kind == EA_MOMENTUM) {
-        oc.nesterov = true;
-        if (oc.momentum == 0.0f)
-            oc.momentum = 0.9f;
-    } else {
-        oc.momentum = 0.0f, oc.nesterov = false;
-    }
-    HERD_TRY(herd_optim_init(&s->local, &oc, w->nparams, &w->err));
     s->d = malloc(w->nparams * sizeof(float));
     if (s->kind == EA_SYNC || s->kind == EA_WILD)
         s->c = malloc(w->nparams * sizeof(float));
@@ -123,11 +123,18 @@ out:
     return st;
 }
 
-static herd_status ea_step(herd_algo *a, herd_worker *w)
+/* The local rule: plain SGD, or Nesterov momentum for ameasgd (--momentum,
+ * 0.9 when it is 0). */
+static void ea_optim_config(const herd_algo_ops *ops, const void *opts, herd_optim_config *oc)
 {
-    ea_state *s = a->state;
-    herd_optim_step(&s->local, w->params, w->grads, 0, w->nparams, w->lr);
-    return HERD_OK;
+    (void)opts;
+    if (*(const ea_kind *)ops->variant == EA_MOMENTUM) {
+        oc->nesterov = true;
+        if (oc->momentum == 0.0f)
+            oc->momentum = 0.9f;
+    } else {
+        oc->momentum = 0.0f, oc->nesterov = false;
+    }
 }
 
 /* d = alpha (x - c); x -= d; records ||x - c||. */
@@ -231,7 +238,7 @@ out:
 
 /* eawild: the transfers started at the last exchange had this step's
  * forward and backward to complete in. */
-static herd_status ea_after_backward(herd_algo *a, herd_worker *w)
+static herd_status ea_settle(herd_algo *a, herd_worker *w)
 {
     herd_status st = complete_pending(a->state, w);
     if (st < 0 && !w->err.msg[0])
@@ -248,7 +255,11 @@ static herd_status ea_after_step(herd_algo *a, herd_worker *w)
     return exchange(s, w);
 }
 
-static herd_status ea_settle(herd_algo *a, herd_worker *w) { return ea_after_backward(a, w); }
+static herd_status ea_after_backward(herd_algo *a, herd_worker *w, herd_step_result *res)
+{
+    (void)res;
+    return ea_settle(a, w);
+}
 
 static herd_status ea_eval_params(herd_algo *a, herd_worker *w, float *out, const char **name)
 {
@@ -284,7 +295,7 @@ static void ea_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
     s->sent0 = w->comm->bytes_sent, s->recv0 = w->comm->bytes_recv;
 }
 
-static const uint64_t EA_LAYOUT = HERD__STATE_LAYOUT('e', 'a', 's', 'g', 1);
+static const uint64_t EA_LAYOUT = HERD__STATE_LAYOUT('e', 'a', 's', 'g', 2);
 
 static herd_status ea_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
 {
@@ -299,8 +310,6 @@ static herd_status ea_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, 
     herd__state_put_u64(&o, s->period);
     if (s->c)
         herd__state_put(&o, s->c, w->nparams * sizeof(float));
-    if (s->local.v)
-        herd__state_put(&o, s->local.v, s->local.n * sizeof(float));
     if (s->kind != EA_SYNC)
         st = herd_center_save(&s->center, &o);
     herd__state_put_f64(&o, s->dist_sum);
@@ -331,8 +340,6 @@ static herd_status ea_load(herd_algo *a, herd_worker *w, const void *buf, size_t
                             w->rank, alpha, (unsigned long long)period, (double)s->alpha, s->period);
     if (s->c)
         herd__state_get(&in, s->c, w->nparams * sizeof(float));
-    if (s->local.v)
-        herd__state_get(&in, s->local.v, s->local.n * sizeof(float));
     if (s->kind != EA_SYNC && (st = herd_center_load(&s->center, &in, w, what)) < 0)
         return st;
     s->dist_sum = herd__state_get_f64(&in);
@@ -348,7 +355,6 @@ static void ea_free(herd_algo *a, herd_worker *w)
     complete_pending(s, w);
     if (s->kind != EA_SYNC)
         herd_center_free(&s->center);
-    herd_optim_free(&s->local);
     free(s->c);
     free(s->c_next);
     free(s->d);
@@ -356,16 +362,21 @@ static void ea_free(herd_algo *a, herd_worker *w)
     a->state = NULL;
 }
 
-#define EA_OPS(var, nm, is_async, text)                                                        \
+static const ea_kind kind_sync = EA_SYNC, kind_async = EA_ASYNC, kind_momentum = EA_MOMENTUM,
+                     kind_hogwild = EA_HOGWILD, kind_wild = EA_WILD;
+
+#define EA_OPS(var, nm, kind, is_async, text)                                                  \
     const herd_algo_ops var = {                                                                \
         .name = nm,                                                                            \
         .summary = text,                                                                       \
-        .family = "easgd",                                                                     \
+        .opts = ea_opt_table,                                                                  \
+        .opts_size = sizeof(ea_opts),                                                          \
+        .variant = &kind,                                                                      \
         .min_workers = 1,                                                                      \
         .async = is_async,                                                                     \
         .init = ea_init,                                                                       \
         .after_backward = ea_after_backward,                                                   \
-        .step = ea_step,                                                                       \
+        .optim_config = ea_optim_config,                                                       \
         .after_step = ea_after_step,                                                           \
         .end_epoch = ea_settle,                                                                \
         .finish = ea_settle,                                                                   \
@@ -376,13 +387,13 @@ static void ea_free(herd_algo *a, herd_worker *w)
         .load = ea_load,                                                                       \
     }
 
-EA_OPS(herd__algo_easgd, "easgd", false,
+EA_OPS(herd__algo_easgd, "easgd", kind_sync, false,
        "synchronous elastic averaging SGD: all workers pull toward one center at once");
-EA_OPS(herd__algo_aeasgd, "aeasgd", true,
+EA_OPS(herd__algo_aeasgd, "aeasgd", kind_async, true,
        "asynchronous EASGD: each worker exchanges with the center under its lock");
-EA_OPS(herd__algo_ameasgd, "ameasgd", true,
+EA_OPS(herd__algo_ameasgd, "ameasgd", kind_momentum, true,
        "asynchronous momentum EASGD: Nesterov momentum in the local steps");
-EA_OPS(herd__algo_hogwild_easgd, "hogwild-easgd", true,
+EA_OPS(herd__algo_hogwild_easgd, "hogwild-easgd", kind_hogwild, true,
        "asynchronous EASGD without a lock on the center");
-EA_OPS(herd__algo_eawild, "eawild", true,
+EA_OPS(herd__algo_eawild, "eawild", kind_wild, true,
        "EA-wild: lock-free, non-blocking exchanges overlapped with the next step");

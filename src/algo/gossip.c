@@ -48,6 +48,7 @@
  * its neighbour-picking random stream and its counters.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,9 +62,24 @@ enum { TAG_DPSGD = 0x6470 };
 
 /* ---- shared with pushsum.c (gossip.h) ----------------------------------- */
 
+static const char *const topo_names[] = {"ring", "exp", "random", NULL};
+
+#define TOPOLOGY_ROW                                                                                       \
+    {"topology", HERD_OPT_STR, offsetof(herd__gossip_opts, topology), NULL, 0, 0, 0, topo_names, NULL,    \
+     "who talks to whom (default: the algorithm's)"}
+#define END_ROW {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL}
+
+const herd_opt herd__gossip_opt_table[] = {TOPOLOGY_ROW, END_ROW};
+const herd_opt herd__osgp_opt_table[] = {
+    TOPOLOGY_ROW,
+    {"max-delay", HERD_OPT_SIZE, offsetof(herd__gossip_opts, max_delay), "1", HERD_OPT_BOUNDED, 0, 1000000, NULL, NULL,
+     "steps a worker goes on without hearing from an in-neighbour"},
+    END_ROW,
+};
+
 herd_topo herd__gossip_topology(const herd_worker *w, herd_topo dflt)
 {
-    const char *t = w->cfg->gossip.topology;
+    const char *t = ((const herd__gossip_opts *)w->opts)->topology;
     if (!t)
         return dflt;
     return !strcmp(t, "ring") ? HERD_TOPO_RING : !strcmp(t, "exp") ? HERD_TOPO_EXP : HERD_TOPO_RANDOM;
@@ -272,8 +288,9 @@ out:
 }
 
 /* Waits for the neighbours and averages: x_i <- sum_j W_ij x_j. */
-static herd_status dp_after_backward(herd_algo *a, herd_worker *w)
+static herd_status dp_after_backward(herd_algo *a, herd_worker *w, herd_step_result *res)
 {
+    (void)res;
     herd_status st = HERD_OK;
     dp_state *s = a->state;
     size_t n = w->nparams;
@@ -383,7 +400,8 @@ static void dp_free(herd_algo *a, herd_worker *w)
 const herd_algo_ops herd__algo_dpsgd = {
     .name = "dpsgd",
     .summary = "D-PSGD: synchronous gossip, x_i averaged with its neighbours every step (--topology ring|exp|random)",
-    .family = "gossip",
+    .opts = herd__gossip_opt_table,
+    .opts_size = sizeof(herd__gossip_opts),
     .min_workers = 1,
     .async = false,
     .init = dp_init,
@@ -495,8 +513,9 @@ static size_t ad_pick(ad_state *s, const herd_worker *w)
 }
 
 /* Active: x_i, x_j <- (x_i + x_j)/2, atomic under j's exclusive lock. */
-static herd_status ad_after_backward(herd_algo *a, herd_worker *w)
+static herd_status ad_after_backward(herd_algo *a, herd_worker *w, herd_step_result *res)
 {
+    (void)res;
     herd_status st = HERD_OK;
     ad_state *s = a->state;
     if (!s->active || s->ncand == 0)
@@ -527,15 +546,17 @@ out:
     return st;
 }
 
-/* The local step; its result goes to the window: an active worker's as is
- * (it alone writes there), a passive worker's as a delta added to whatever
- * averages happened since before_step. */
-static herd_status ad_step(herd_algo *a, herd_worker *w)
+/* After the local step (the worker's optimizer), its result goes to the
+ * window: an active worker's as is (it alone writes there), a passive
+ * worker's as a delta added to whatever averages happened since
+ * before_step. A skipped update has nothing to publish. */
+static herd_status ad_publish(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
     ad_state *s = a->state;
     size_t n = w->nparams, bytes = n * sizeof(float);
-    herd_optim_step(&w->optim, w->params, w->grads, 0, n, w->lr);
+    if (w->skipped)
+        return HERD_OK;
     HERD_TRY(herd_comm_win_lock(w->comm, s->win, w->rank, true));
     if (s->active) {
         st = herd_comm_win_put(w->comm, s->win, w->rank, 0, w->params, bytes);
@@ -648,13 +669,14 @@ static void ad_free(herd_algo *a, herd_worker *w)
 const herd_algo_ops herd__algo_adpsgd = {
     .name = "adpsgd",
     .summary = "AD-PSGD: asynchronous gossip, active workers average atomically with one passive neighbour",
-    .family = "gossip",
+    .opts = herd__gossip_opt_table,
+    .opts_size = sizeof(herd__gossip_opts),
     .min_workers = 1,
     .async = true,
     .init = ad_init,
     .before_step = ad_before_step,
     .after_backward = ad_after_backward,
-    .step = ad_step,
+    .after_step = ad_publish,
     .end_epoch = ad_end_epoch,
     .finish = ad_finish,
     .eval_params = ad_eval_params,

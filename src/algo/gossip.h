@@ -14,7 +14,16 @@
 
 typedef enum herd_topo { HERD_TOPO_RING, HERD_TOPO_EXP, HERD_TOPO_RANDOM } herd_topo;
 
-/* cfg->gossip.topology, or dflt when none was given. */
+/* The options of the decentralized and push-sum algorithms (seeds 003/004):
+ * herd__gossip_opt_table has --topology, herd__osgp_opt_table --max-delay too. */
+typedef struct herd__gossip_opts {
+    const char *topology; /* ring, exp or random; NULL: the algorithm's default */
+    size_t max_delay;     /* osgp: steps a worker goes on without hearing from an in-neighbour */
+} herd__gossip_opts;
+extern const herd_opt herd__gossip_opt_table[];
+extern const herd_opt herd__osgp_opt_table[];
+
+/* --topology, or dflt when none was given. */
 herd_topo herd__gossip_topology(const herd_worker *w, herd_topo dflt);
 const char *herd__gossip_topology_name(herd_topo t);
 

@@ -53,6 +53,7 @@
  * checkpoint (herd refuses them together).
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,60 @@ enum { CNT_COUNT, CNT_GROUP, CNT_FINISHED };
 enum { NHIST = 9 }; /* staleness 0, 1, 2, 3, 4-7, 8-15, 16-31, 32-63, 64+ */
 
 typedef enum ps_kind { PS_ASGD, PS_AMSGD, PS_HOGWILD } ps_kind;
+
+/* The options (ALGORITHMS.md, seeds 000/001). */
+typedef struct ps_opts {
+    size_t shards;      /* ranks holding a slice of the global weights (rank 0..shards-1) */
+    bool staleness_lr;  /* a gradient of staleness tau >= 1 is applied with lr / tau */
+    size_t softsync;    /* n-softsync: gradients averaged per update (1: fully asynchronous) */
+    long max_staleness; /* SSP bound s: no worker starts step t before all finished t - s (-1: none) */
+} ps_opts;
+
+static const herd_opt ps_opt_table[] = {
+    {"ps-shards", HERD_OPT_SIZE, offsetof(ps_opts, shards), "1", HERD_OPT_BOUNDED, 1, 4096, NULL, NULL,
+     "spread the global weights over ranks 0..N-1 (at most the workers)"},
+    {"staleness-lr", HERD_OPT_BOOL, offsetof(ps_opts, staleness_lr), NULL, 0, 0, 0, NULL, NULL,
+     "divide the learning rate by each gradient's staleness"},
+    {"softsync", HERD_OPT_SIZE, offsetof(ps_opts, softsync), "1", HERD_OPT_BOUNDED, 1, 4096, NULL, NULL,
+     "average N gradients per update (n-softsync; N = workers is synchronous)"},
+    {"max-staleness", HERD_OPT_LONG, offsetof(ps_opts, max_staleness), "-1", HERD_OPT_BOUNDED, 0, 1000000, NULL, NULL,
+     "no worker runs more than N steps ahead of the slowest (SSP; default none)"},
+    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+
+static const ps_opts *opts_of(const herd_worker *w) { return w->opts; }
+static ps_kind kind_of(const herd_algo_ops *ops) { return *(const ps_kind *)ops->variant; }
+
+/* The server keeps the momentum (amsgd) and the worker's gradient goes to
+ * it: the worker's own optimizer keeps no momentum buffer. */
+static void ps_optim_config(const herd_algo_ops *ops, const void *opts, herd_optim_config *oc)
+{
+    (void)ops, (void)opts;
+    oc->momentum = 0.0f, oc->nesterov = false;
+}
+
+static herd_status ps_check(const herd_algo_ops *ops, const void *opts, const herd_train_config *cfg, herd_err *err)
+{
+    const ps_opts *o = opts;
+    if (o->shards > cfg->workers)
+        return herd_err_set(err, HERD_EINVAL, "--ps-shards must be in [1, workers = %zu], got %zu", cfg->workers, o->shards);
+    if (o->softsync > cfg->workers)
+        return herd_err_set(err, HERD_EINVAL, "--softsync must be in [1, workers = %zu], got %zu", cfg->workers, o->softsync);
+    if (kind_of(ops) == PS_HOGWILD && o->softsync > 1)
+        return herd_err_set(err, HERD_EINVAL,
+                            "--softsync needs a server that takes one gradient at a time: use asgd or amsgd, not hogwild");
+    /* an asynchronous checkpoint stops every worker at a hold of the shared
+     * batch counter: nothing may keep a worker waiting inside its step */
+    const char *why = o->softsync > 1        ? "--softsync (a worker waits in its step for others to fill its group)"
+                    : o->max_staleness >= 0 ? "--max-staleness (a worker waits in its step for slower ones)"
+                                            : NULL;
+    if (cfg->checkpoint_dir && why)
+        return herd_err_set(err, HERD_EUNSUPPORTED,
+                            "--checkpoint: --algo %s is asynchronous; its checkpoints stop every worker at the same "
+                            "point of the shared batch counter, which %s rules out",
+                            ops->name, why);
+    return HERD_OK;
+}
 
 typedef struct ps_state {
     ps_kind kind;
@@ -125,15 +180,12 @@ static size_t lost_count(const herd_worker *w)
 static herd_status ps_init(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
-    const herd_ps_config *pc = &w->cfg->ps;
+    const ps_opts *pc = w->opts;
     ps_state *s = calloc(1, sizeof *s);
     if (!s)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the parameter server state");
     a->state = s;
-    s->kind = !strcmp(a->ops->name, "amsgd") ? PS_AMSGD : !strcmp(a->ops->name, "hogwild") ? PS_HOGWILD : PS_ASGD;
-    if (s->kind == PS_HOGWILD && pc->softsync > 1)
-        return herd_err_set(&w->err, HERD_EINVAL,
-                            "--softsync needs a server that takes one gradient at a time: use asgd or amsgd, not hogwild");
+    s->kind = kind_of(a->ops);
     double updates = (double)w->cfg->epochs * (double)w->steps_per_epoch * (double)w->nworkers;
     if (updates > 16777216.0)
         return herd_err_set(&w->err, HERD_EUNSUPPORTED,
@@ -223,7 +275,7 @@ static herd_status ssp_ready(ps_state *s, herd_worker *w, size_t need, bool *rea
 
 static herd_status ssp_wait(ps_state *s, herd_worker *w)
 {
-    long bound = w->cfg->ps.max_staleness;
+    long bound = opts_of(w)->max_staleness;
     if (bound < 0 || (long)w->step <= bound)
         return HERD_OK;
     size_t need = w->step - (size_t)bound;
@@ -295,7 +347,7 @@ static float stale_eta(ps_state *s, herd_worker *w, size_t k, float count, float
         tau = 0;
     if (k == 0)
         record_staleness(s, tau);
-    return w->cfg->ps.staleness_lr && tau >= 1 ? eta_base / (float)tau : eta_base;
+    return opts_of(w)->staleness_lr && tau >= 1 ? eta_base / (float)tau : eta_base;
 }
 
 /* upd[lo, hi) = scale * g */
@@ -312,11 +364,9 @@ static herd_status apply_update(ps_state *s, herd_worker *w, size_t k, size_t lo
     herd_status st = HERD_OK;
     herd_center *c = &s->center;
     if (s->kind == PS_AMSGD) {
-        float mu = w->cfg->optim.momentum;
         HERD_TRY(herd_center_get(c, k, SLOT_V, s->buf));
         HERD_TRY(herd_center_flush(c, k));
-        for (size_t i = lo; i < hi; i++)
-            s->buf[i] = mu * s->buf[i] - s->upd[i];
+        herd_optim_heavy_ball(w->cfg->optim.momentum, s->buf, s->upd, lo, hi);
         HERD_TRY(herd_center_put(c, k, SLOT_V, s->buf));
         HERD_TRY(herd_center_accumulate(c, k, SLOT_W, s->buf));
     } else {
@@ -341,7 +391,7 @@ static herd_status apply_group(ps_state *s, herd_worker *w, size_t k, float have
     HERD_TRY(herd_center_flush(c, k)); /* the accumulates into ACC and GROUP land before we read and reset them */
     HERD_TRY(herd_center_get(c, k, SLOT_ACC, s->upd));
     HERD_TRY(herd_center_flush(c, k));
-    float scale = (float)w->cfg->ps.softsync / have;
+    float scale = (float)opts_of(w)->softsync / have;
     if (scale != 1.0f)
         for (size_t i = lo; i < hi; i++)
             s->upd[i] *= scale;
@@ -384,7 +434,7 @@ static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, float eta_
 {
     herd_status st = HERD_OK;
     herd_center *c = &s->center;
-    size_t lo, hi, softsync = w->cfg->ps.softsync;
+    size_t lo, hi, softsync = opts_of(w)->softsync;
     herd_center_range(c, k, &lo, &hi);
     float v[2] = {0}; /* COUNT, GROUP */
     HERD_TRY(herd_center_lock(c, k, true));
@@ -434,10 +484,7 @@ static herd_status ps_step(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
     ps_state *s = a->state;
-    float wd = w->cfg->optim.weight_decay;
-    if (wd != 0.0f)
-        for (size_t i = 0; i < w->nparams; i++)
-            w->grads[i] += wd * w->params[i];
+    herd_optim_decay(w->cfg->optim.weight_decay, w->grads, w->params, w->nparams);
     for (size_t k = 0; k < s->center.shards; k++)
         HERD_TRY(s->kind == PS_HOGWILD ? push_hogwild(s, w, k, w->lr) : push_locked(s, w, k, w->lr));
     /* SSP counts a step as finished once its gradient is pushed: a worker
@@ -445,13 +492,13 @@ static herd_status ps_step(herd_algo *a, herd_worker *w)
      * would fill it */
     if (s->ssp_win)
         HERD_TRY(ssp_publish(s, w, w->step + 1));
-    if (w->cfg->ps.softsync > 1)
+    if (opts_of(w)->softsync > 1)
         for (size_t k = 0; k < s->center.shards; k++) {
             st = wait_until(s, w, group_ready, k);
             if (st == HERD_ETIMEOUT)
                 herd_err_set(&w->err, HERD_ETIMEOUT,
                              "worker %zu: waited %g s for its softsync group on shard %zu to fill (%.0f of %zu gradients)",
-                             w->rank, w->comm->timeout_s, k, (double)s->group_have, w->cfg->ps.softsync);
+                             w->rank, w->comm->timeout_s, k, (double)s->group_have, opts_of(w)->softsync);
             if (st < 0)
                 goto out;
         }
@@ -466,7 +513,7 @@ static herd_status ps_finish(herd_algo *a, herd_worker *w)
     ps_state *s = a->state;
     if (s->ssp_win)
         HERD_TRY(ssp_publish(s, w, UINT64_MAX));
-    if (w->cfg->ps.softsync > 1)
+    if (opts_of(w)->softsync > 1)
         for (size_t k = 0; k < s->center.shards; k++) {
             HERD_TRY(herd_center_lock(&s->center, k, true));
             st = herd_center_add_count(&s->center, k, CNT_FINISHED, 1.0f);
@@ -565,11 +612,17 @@ static void ps_free(herd_algo *a, herd_worker *w)
     a->state = NULL;
 }
 
-#define PS_OPS(var, nm, text)                                                                  \
+static const ps_kind kind_asgd = PS_ASGD, kind_amsgd = PS_AMSGD, kind_hogwild = PS_HOGWILD;
+
+#define PS_OPS(var, nm, kind, text)                                                            \
     const herd_algo_ops var = {                                                                \
         .name = nm,                                                                            \
         .summary = text,                                                                       \
-        .family = "ps",                                                                        \
+        .opts = ps_opt_table,                                                                  \
+        .opts_size = sizeof(ps_opts),                                                          \
+        .check = ps_check,                                                                     \
+        .optim_config = ps_optim_config,                                                       \
+        .variant = &kind,                                                                      \
         .min_workers = 1,                                                                      \
         .async = true,                                                                         \
         .init = ps_init,                                                                       \
@@ -583,6 +636,6 @@ static void ps_free(herd_algo *a, herd_worker *w)
         .load = ps_load,                                                                       \
     }
 
-PS_OPS(herd__algo_asgd, "asgd", "asynchronous SGD on a parameter server (Downpour), one gradient at a time");
-PS_OPS(herd__algo_amsgd, "amsgd", "asynchronous momentum SGD: the parameter server keeps the momentum");
-PS_OPS(herd__algo_hogwild, "hogwild", "Hogwild!: lock-free asynchronous SGD on a parameter server");
+PS_OPS(herd__algo_asgd, "asgd", kind_asgd, "asynchronous SGD on a parameter server (Downpour), one gradient at a time");
+PS_OPS(herd__algo_amsgd, "amsgd", kind_amsgd, "asynchronous momentum SGD: the parameter server keeps the momentum");
+PS_OPS(herd__algo_hogwild, "hogwild", kind_hogwild, "Hogwild!: lock-free asynchronous SGD on a parameter server");

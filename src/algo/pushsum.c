@@ -29,7 +29,7 @@
  * step k, a last-message flag); mixing is the weighted mean z_i <- z_i +
  * w / (w_i + w) (z - z_i), w_i += w, which is x_i += w z, w_i += w without
  * ever forming a numerator (weights fall far below 1 on a slow link with a
- * large tau; numerators in floats would underflow). Bounded delay tau (cfg->gossip.max_delay): at the end of its step
+ * large tau; numerators in floats would underflow). Bounded delay tau (--max-delay): at the end of its step
  * k a worker has mixed in every message sent to it at steps <= k - tau,
  * waiting for a missing one (an in-neighbour that stopped or was lost is not
  * waited for). sgp is tau = 0: every message is mixed at exactly the step it
@@ -153,7 +153,7 @@ static herd_status ps_init(herd_algo *a, herd_worker *w)
     a->state = s;
     size_t n = w->nworkers, i = w->rank, np = w->nparams ? w->nparams : 1;
     s->osgp = a->ops->async;
-    s->tau = s->osgp ? w->cfg->gossip.max_delay : 0;
+    s->tau = s->osgp ? ((const herd__gossip_opts *)w->opts)->max_delay : 0;
     s->topo = herd__gossip_topology(w, HERD_TOPO_EXP);
     s->L = herd__gossip_log2ceil(n);
     s->wt = 1.0;
@@ -614,15 +614,16 @@ static void ps_free(herd_algo *a, herd_worker *w)
     a->state = NULL;
 }
 
-#define PUSHSUM_OPS(nm, is_async, save_fn, load_fn, text)                                                 \
+#define PUSHSUM_OPS(nm, is_async, table, save_fn, load_fn, text)                                          \
     {                                                                                                     \
-        .name = nm, .summary = text, .family = "gossip", .min_workers = 1, .async = is_async,             \
+        .name = nm, .summary = text, .min_workers = 1, .async = is_async,                                 \
+        .opts = table, .opts_size = sizeof(herd__gossip_opts),                                            \
         .init = ps_init, .after_step = ps_after_step, .end_epoch = ps_end_epoch,         \
         .finish = ps_finish, .eval_params = ps_eval_params, .log_epoch = ps_log_epoch, .free = ps_free,   \
         .save = save_fn, .load = load_fn,                                                                 \
     }
 
 const herd_algo_ops herd__algo_sgp =
-    PUSHSUM_OPS("sgp", false, ps_save, ps_load, "SGP: push-sum gossip with de-biased models, one peer per step (--topology exp|ring|random)");
+    PUSHSUM_OPS("sgp", false, herd__gossip_opt_table, ps_save, ps_load, "SGP: push-sum gossip with de-biased models, one peer per step (--topology exp|ring|random)");
 const herd_algo_ops herd__algo_osgp =
-    PUSHSUM_OPS("osgp", true, NULL, NULL, "overlap SGP: asynchronous push-sum, messages may be --max-delay steps late");
+    PUSHSUM_OPS("osgp", true, herd__osgp_opt_table, NULL, NULL, "overlap SGP: asynchronous push-sum, messages may be --max-delay steps late");

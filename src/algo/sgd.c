@@ -5,7 +5,7 @@
 const herd_algo_ops herd__algo_sgd = {
     .name = "sgd",
     .summary = "single-worker SGD (the baseline)",
-    .family = "sgd",
+    .stateless = true,
     .min_workers = 1,
     .max_workers = 1,
 };

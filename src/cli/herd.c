@@ -2,12 +2,14 @@
  * The only place in herd that prints usage and calls exit(). */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "herd/herd_algo.h"
+#include "herd/herd_opt.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_data.h"
 #include "herd/herd_nn.h"
@@ -97,7 +99,35 @@ static int parse_rank_at_step(const char *s, size_t *rank, size_t *step)
 }
 
 /* Parses argv[first..] against opts; exits with a message on any error. */
-static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, int first, void (*usage)(void))
+/* `--name [value]` of an algorithm's option (herd_algo_ops.opts), for
+ * herd train: its form and bounds are checked here (a usage error), which
+ * algorithm takes it once --algo is known (cmd_train). */
+static int algo_flag(const char *cmd, herd_train_config *cfg, const char *name, const char *val, int i, int argc,
+                     char **argv)
+{
+    const herd_algo_ops *owner;
+    const herd_opt *row = herd_algo_opt_find(name, &owner);
+    if (!row)
+        die_usage(cmd, "unknown flag '--%s'", name);
+    if (!herd_opt_takes_value(row) && val)
+        die_usage(cmd, "flag '--%s' takes no value", name);
+    if (herd_opt_takes_value(row) && !val) {
+        if (i + 1 >= argc)
+            die_usage(cmd, "flag '--%s' needs a value", name);
+        val = argv[++i];
+    }
+    _Alignas(max_align_t) char scratch[512];
+    herd_err err = {0};
+    HERD_ASSERT(owner->opts_size <= sizeof scratch);
+    if (herd_opt_parse(row, scratch, val, &err) < 0)
+        die_usage(cmd, "%s", err.msg);
+    if (herd_train_config_set(cfg, row->name, val) < 0)
+        die_usage(cmd, "too many algorithm options (at most %s)", "32");
+    return i;
+}
+
+static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, int first, void (*usage)(void),
+                       herd_train_config *algo_cfg)
 {
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
@@ -117,6 +147,10 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
         const opt *o = opts;
         while (o->name && strcmp(o->name, name))
             o++;
+        if (!o->name && algo_cfg) {
+            i = algo_flag(cmd, algo_cfg, name, val, i, argc, argv);
+            continue;
+        }
         if (!o->name)
             die_usage(cmd, "unknown flag '%s'", a);
         if (o->kind == OPT_FLAG) {
@@ -222,10 +256,7 @@ static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, 
 /* ---- herd train ------------------------------------------------------ */
 
 static herd_train_config tcfg;
-static bool t_json, t_no_progress, t_nesterov, t_no_overlap;
-static const char *t_overlap = "auto";
-static const char *t_comm_dtype = "fp32", *t_allreduce = "auto";
-static size_t t_max_staleness = SIZE_MAX;
+static bool t_json, t_no_progress, t_nesterov;
 
 static const opt train_opts[] = {
     {"data", OPT_STR, &tcfg.data, "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)"},
@@ -255,22 +286,6 @@ static const opt train_opts[] = {
     {"eval-every", OPT_SIZE, &tcfg.eval_every, "evaluate every N epochs (default 1)"},
     {"max-steps", OPT_SIZE, &tcfg.max_steps, "stop after N steps per worker"},
     {"timeout", OPT_DOUBLE, &tcfg.comm_timeout_s, "seconds a worker may wait for another before failing (default 60)"},
-    {"bucket-bytes", OPT_SIZE, &tcfg.allreduce.bucket_bytes, "allreduce: fuse gradients into buckets of N bytes (default 4194304; 0: per layer)"},
-    {"overlap", OPT_STR, &t_overlap, "allreduce: on (reduce a bucket while backward goes on), off (after backward) or auto (default: on, except on the threads engine when its workers take every core)"},
-    {"no-overlap", OPT_FLAG, &t_no_overlap, "allreduce: the same as --overlap off"},
-    {"comm-dtype", OPT_STR, &t_comm_dtype, "allreduce: fp32, fp16 or bf16 on the wire (default fp32)"},
-    {"csc-ratio", OPT_DOUBLE, &tcfg.allreduce.csc_ratio, "allreduce: send only this fraction of gradient chunks per step"},
-    {"csc-chunk-bytes", OPT_SIZE, &tcfg.allreduce.csc_chunk_bytes, "allreduce: chunk size for --csc-ratio (default 32768)"},
-    {"allreduce", OPT_STR, &t_allreduce, "allreduce: ring (herd's), native (the engine's: MPI_Allreduce, shared memory on threads) or auto (default: native on threads, ring on mpi and sim)"},
-    {"segment-bytes", OPT_SIZE, &tcfg.allreduce.segment_bytes, "allreduce: ring pipeline segment (default 1 MiB)"},
-    {"ps-shards", OPT_SIZE, &tcfg.ps.shards, "parameter server: spread the global weights over ranks 0..N-1 (default 1)"},
-    {"staleness-lr", OPT_FLAG, &tcfg.ps.staleness_lr, "parameter server: divide the learning rate by each gradient's staleness"},
-    {"softsync", OPT_SIZE, &tcfg.ps.softsync, "parameter server: average N gradients per update (n-softsync; default 1)"},
-    {"max-staleness", OPT_SIZE, &t_max_staleness, "parameter server: no worker runs more than N steps ahead of the slowest (SSP)"},
-    {"elastic-alpha", OPT_DOUBLE, &tcfg.elastic.alpha, "elastic averaging: moving rate (default 0.9/workers)"},
-    {"elastic-period", OPT_SIZE, &tcfg.elastic.period, "elastic averaging: local steps between exchanges (default 1)"},
-    {"topology", OPT_STR, &tcfg.gossip.topology, "gossip: ring, exp or random (default: the algorithm's)"},
-    {"max-delay", OPT_SIZE, &tcfg.gossip.max_delay, "osgp: steps a worker goes on without hearing from a neighbour (default 1)"},
     {"fail", OPT_FAIL, &tcfg, "RANK@STEP[:MODE]: worker RANK fails on purpose at step STEP (repeatable); MODE: threads engine stop (its thread ends; the default), mpi engine exit0, exit1 (the default), abort or kill (SIGKILL): the process dies"},
     {"skip-nonfinite", OPT_FLAG, &tcfg.skip_nonfinite, "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row"},
     {"inject-nan", OPT_INJECT, &tcfg, "for testing: a NaN goes into worker RANK's gradient at its step STEP (repeatable)"},
@@ -283,10 +298,30 @@ static const opt train_opts[] = {
 
 _Static_assert(HERD_NONFINITE_MAX_SKIPS == 10, "--skip-nonfinite's help says 10");
 
+/* Each algorithm's options, once per table (a family shares one). */
+static void print_algo_opts(void)
+{
+    for (size_t i = 0; herd_algos[i]; i++) {
+        const herd_opt *t = herd_algos[i]->opts;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = herd_algos[j]->opts == t;
+        if (!t || !t->name || seen)
+            continue;
+        fprintf(stderr, "\noptions of --algo ");
+        for (size_t j = i, k = 0; herd_algos[j]; j++)
+            if (herd_algos[j]->opts == t)
+                fprintf(stderr, "%s%s", k++ ? ", " : "", herd_algos[j]->name);
+        fprintf(stderr, ":\n");
+        herd_opt_print(t, stderr);
+    }
+}
+
 static void train_usage(void)
 {
     fprintf(stderr, "usage: herd train [flags]\n\nTrains a model data-parallel and prints its test accuracy.\n\n");
     print_opts(train_opts);
+    print_algo_opts();
 }
 
 static int cmd_train(int argc, char **argv)
@@ -294,26 +329,18 @@ static int cmd_train(int argc, char **argv)
     /* defaults again: a process may run several commands (the CLI fuzzer),
      * and a value left from the last one may point into its freed argv */
     herd_train_config_defaults(&tcfg);
-    t_json = t_no_progress = t_nesterov = t_no_overlap = false;
-    t_overlap = "auto", t_comm_dtype = "fp32", t_allreduce = "auto";
-    t_max_staleness = SIZE_MAX;
-    parse_opts("train", train_opts, argc, argv, 2, train_usage);
+    t_json = t_no_progress = t_nesterov = false;
+    parse_opts("train", train_opts, argc, argv, 2, train_usage, &tcfg);
     tcfg.optim.nesterov = t_nesterov;
     tcfg.progress = !t_no_progress;
-    static const char *const overlaps[] = {"auto", "on", "off", NULL}, *const dtypes[] = {"fp32", "fp16", "bf16", NULL},
-                             *const impls[] = {"auto", "ring", "native", NULL};
-    tcfg.allreduce.overlap = (herd_overlap)pick("train", "--overlap", t_overlap, overlaps);
-    if (t_no_overlap) {
-        if (tcfg.allreduce.overlap == HERD_OVERLAP_ON)
-            die_usage("train", "--no-overlap contradicts --overlap %s", t_overlap);
-        tcfg.allreduce.overlap = HERD_OVERLAP_OFF;
-    }
-    tcfg.allreduce.comm_dtype = pick("train", "--comm-dtype", t_comm_dtype, dtypes);
-    tcfg.allreduce.impl = (herd_allreduce_impl)pick("train", "--allreduce", t_allreduce, impls);
-    if (t_max_staleness != SIZE_MAX) {
-        if (t_max_staleness > 1000000)
-            die_usage("train", "--max-staleness must be at most 1000000, got %s", "a larger value");
-        tcfg.ps.max_staleness = (long)t_max_staleness;
+    /* the algorithm's options against its table (an option of another algorithm is a usage error) */
+    const herd_algo_ops *ops = herd_algo_find(tcfg.algo);
+    if (ops) {
+        void *o = calloc(1, ops->opts_size ? ops->opts_size : 1);
+        herd_err oerr = {0};
+        if (!o || herd_algo_opts_parse(ops, tcfg.algo_args, tcfg.nalgo_args, o, &oerr) < 0)
+            die_usage("train", "%s", o ? oerr.msg : "out of memory");
+        free(o);
     }
     if (tcfg.eval_every == 0) {
         fprintf(stderr, "herd: --eval-every must be at least 1\n");
@@ -430,17 +457,12 @@ static double memcpy_gbs(size_t bytes)
 static int bench_allreduce(int argc, char **argv)
 {
     bar = bar_defaults, bar_dtype = "fp32", bar_impl = "ring"; /* as in cmd_train */
-    parse_opts("bench", bench_allreduce_opts, argc, argv, 3, bench_usage);
-    if (!strcmp(bar_dtype, "fp16"))
-        bar.opts.wire = HERD_F16;
-    else if (!strcmp(bar_dtype, "bf16"))
-        bar.opts.wire = HERD_BF16;
-    else if (strcmp(bar_dtype, "fp32"))
-        die_usage("bench", "--comm-dtype must be fp32, fp16 or bf16, got '%s'", bar_dtype);
-    if (strcmp(bar_impl, "ring") && strcmp(bar_impl, "native") && strcmp(bar_impl, "both"))
-        die_usage("bench", "--allreduce must be ring, native or both, got '%s'", bar_impl);
-    bar.opts.impl = !strcmp(bar_impl, "native") ? HERD_ALLREDUCE_NATIVE : HERD_ALLREDUCE_RING;
-    bar.versus_native = !strcmp(bar_impl, "both");
+    parse_opts("bench", bench_allreduce_opts, argc, argv, 3, bench_usage, NULL);
+    static const char *const dtypes[] = {"fp32", "fp16", "bf16", NULL}, *const impls[] = {"ring", "native", "both", NULL};
+    bar.opts.wire = (herd_dtype)pick("bench", "--comm-dtype", bar_dtype, dtypes); /* herd_dtype's order */
+    int impl = pick("bench", "--allreduce", bar_impl, impls);
+    bar.opts.impl = impl == 1 ? HERD_ALLREDUCE_NATIVE : HERD_ALLREDUCE_RING;
+    bar.versus_native = impl == 2;
     herd_bench_row rows[HERD_BENCH_MAX_ROWS];
     size_t nrows = 0, world = 0;
     herd_err err = {0};
@@ -485,7 +507,7 @@ static int bench_allreduce(int argc, char **argv)
 
 static int bench_train(int argc, char **argv)
 {
-    parse_opts("bench", bench_train_opts, argc, argv, 3, bench_usage);
+    parse_opts("bench", bench_train_opts, argc, argv, 3, bench_usage, NULL);
     herd_err err = {0};
     herd_dataset d = {0};
     herd_model *m = NULL;
@@ -542,7 +564,7 @@ static int bench_train(int argc, char **argv)
 
 static int bench_gemm(int argc, char **argv)
 {
-    parse_opts("bench", bench_gemm_opts, argc, argv, 3, bench_usage);
+    parse_opts("bench", bench_gemm_opts, argc, argv, 3, bench_usage, NULL);
     size_t n = b_size;
     if (n == 0 || n > 16384 || b_reps == 0) {
         fprintf(stderr, "herd: bench gemm: --size must be in [1, 16384] and --reps at least 1\n");

@@ -87,3 +87,16 @@ void herd_optim_step_from(herd_optim *o, float *p, const float *gg, size_t off, 
         }
     }
 }
+
+void herd_optim_decay(float wd, float *g, const float *p, size_t n)
+{
+    if (wd != 0.0f)
+        for (size_t i = 0; i < n; i++)
+            g[i] += wd * p[i];
+}
+
+void herd_optim_heavy_ball(float mu, float *v, const float *upd, size_t lo, size_t hi)
+{
+    for (size_t i = lo; i < hi; i++)
+        v[i] = mu * v[i] - upd[i];
+}

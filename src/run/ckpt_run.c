@@ -53,10 +53,10 @@ static uint64_t get64(const unsigned char *p)
 
 /* Whether --checkpoint saves every piece of state `algo` keeps between
  * steps: through its save/load hooks, or because it keeps none beyond the
- * worker's weights and optimizer (the sgd family). */
+ * worker's weights and optimizer (ops->stateless). */
 static bool can_checkpoint(const herd_algo_ops *algo)
 {
-    return (algo->save && algo->load) || (algo->family && !strcmp(algo->family, "sgd"));
+    return (algo->save && algo->load) || algo->stateless;
 }
 
 /* The algorithms --checkpoint takes, as "a, b, c". */
@@ -115,12 +115,9 @@ herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *
         /* an asynchronous run checkpoints where every worker meets at a
          * hold of the batch counter (ckpt_run.h): nothing may keep one
          * worker from getting there */
-        const herd_ps_config *ps = &cfg->ps;
         const char *why = cfg->nfail ? "--fail (a lost worker never comes to the checkpoint)"
                         : cfg->max_steps ? "--max-steps (each worker would stop at its own step, not at a checkpoint)"
-                        : ps->softsync > 1 ? "--softsync (a worker waits in its step for others to fill its group)"
-                        : ps->max_staleness >= 0 ? "--max-staleness (a worker waits in its step for slower ones)"
-                                                 : NULL;
+                                         : NULL;
         if (why)
             return herd_err_set(err, HERD_EUNSUPPORTED,
                                 "--checkpoint: --algo %s is asynchronous; its checkpoints stop every worker at the same "

@@ -1,0 +1,69 @@
+/* herd_opt.h — option tables: a flag's name, type, default, bounds and help
+ * in one row, so that the command line, --help and validation are made from
+ * the same place.
+ *
+ * An algorithm describes its own options this way (herd_algo_ops.opts): the
+ * values live in a struct of the algorithm's, at each row's offset; the CLI
+ * parses `--name value` into it and prints the rows in --help; nothing
+ * outside the algorithm's file names them.
+ *
+ * Ownership: a table is static and read-only; a STR value points into the
+ * string it was parsed from, which must outlive the struct. No state:
+ * reentrant.
+ */
+#ifndef HERD_OPT_H
+#define HERD_OPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "herd/herd_status.h"
+
+typedef enum herd_opt_type {
+    HERD_OPT_BOOL,   /* bool; a flag without a value sets it */
+    HERD_OPT_SIZE,   /* size_t, a non-negative decimal integer */
+    HERD_OPT_LONG,   /* long, a decimal integer (may be negative) */
+    HERD_OPT_DOUBLE, /* double, a finite number */
+    HERD_OPT_FLOAT,  /* float, a finite number */
+    HERD_OPT_STR,    /* const char *: any text, or one of choices when given */
+    HERD_OPT_CHOICE, /* int: the index of the value in choices */
+} herd_opt_type;
+
+enum {
+    HERD_OPT_BOUNDED = 1u << 0,  /* numbers: the value must lie within [min, max] */
+    HERD_OPT_MIN_OPEN = 1u << 1, /* ... and be above min, not equal to it */
+    HERD_OPT_MAX_OPEN = 1u << 2, /* ... and below max */
+};
+
+typedef struct herd_opt {
+    const char *name;            /* the flag without its "--"; NULL ends a table */
+    herd_opt_type type;
+    size_t offset;               /* of the value in the struct the table describes */
+    const char *def;             /* the default as it would be typed; NULL: 0, false, NULL */
+    unsigned flags;              /* HERD_OPT_BOUNDED, ... */
+    double min, max;
+    const char *const *choices;  /* CHOICE: the names, NULL-terminated (the index is the value); STR: the allowed values */
+    const char *meta;            /* for --help ("N", "X", "NAME"); NULL: from the type */
+    const char *help;
+} herd_opt;
+
+/* The row called name in table (NULL-name terminated), or NULL. */
+const herd_opt *herd_opt_find(const herd_opt *table, const char *name);
+
+/* Parses value (NULL for a BOOL given as a bare flag) into obj at o->offset,
+ * checking its form, choices and bounds; HERD_EINVAL with a message naming
+ * the flag ("--softsync must be in [1, 1000000], got 0") otherwise, and
+ * nothing stored. */
+herd_status herd_opt_parse(const herd_opt *o, void *obj, const char *value, herd_err *err);
+
+/* Sets every row of table in obj to its default. */
+herd_status herd_opt_defaults(const herd_opt *table, void *obj, herd_err *err);
+
+/* One line per row ("  --name META   help (default D)"), indented by two. */
+void herd_opt_print(const herd_opt *table, FILE *f);
+
+/* Whether the row takes a value on the command line (every type but BOOL). */
+static inline bool herd_opt_takes_value(const herd_opt *o) { return o->type != HERD_OPT_BOOL; }
+
+#endif

@@ -1,0 +1,147 @@
+/* The run's configuration: defaults, the algorithm's options, validation.
+ * Everything here runs before any worker starts; nothing here knows an
+ * algorithm or an engine by name. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "herd/herd_algo.h"
+#include "run/run.h"
+
+static const char *const fail_mode_names[] = {"default", "stop", "exit0", "exit1", "abort", "kill"};
+
+herd_status herd_fail_mode_parse(const char *s, herd_fail_mode *out)
+{
+    for (size_t i = HERD_FAIL_STOP; i < sizeof fail_mode_names / sizeof fail_mode_names[0]; i++)
+        if (!strcmp(s, fail_mode_names[i])) {
+            *out = (herd_fail_mode)i;
+            return HERD_OK;
+        }
+    return HERD_EINVAL;
+}
+
+const char *herd_fail_mode_name(herd_fail_mode m)
+{
+    return (size_t)m < sizeof fail_mode_names / sizeof fail_mode_names[0] ? fail_mode_names[m] : "?";
+}
+
+void herd_train_config_defaults(herd_train_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->model = "lenet";
+    cfg->algo = "sgd";
+    cfg->workers = 1;
+    cfg->epochs = 5;
+    cfg->batch = 64;
+    cfg->optim = (herd_optim_config){
+        .lr = 0.05f,
+        .momentum = 0.9f,
+        .weight_decay = 5e-4f,
+        .schedule = HERD_SCHED_COSINE,
+        .step_epochs = 30,
+        .step_gamma = 0.1f,
+    };
+    cfg->seed = 1;
+    cfg->threads = 1;
+    cfg->eval_every = 1;
+    cfg->progress = true;
+    cfg->comm_timeout_s = 60;
+    cfg->checkpoint_keep = 3;
+}
+
+herd_status herd_train_config_set(herd_train_config *cfg, const char *name, const char *value)
+{
+    if (cfg->nalgo_args >= HERD_MAX_ALGO_ARGS)
+        return HERD_ENOMEM;
+    cfg->algo_args[cfg->nalgo_args++] = (herd_arg){name, value};
+    return HERD_OK;
+}
+
+herd_status herd__algo_opts_parse(const herd_algo_ops *ops, const herd_train_config *cfg, void **out, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    void *o = calloc(1, ops->opts_size ? ops->opts_size : 1);
+    if (!o)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    HERD_TRY(herd_algo_opts_parse(ops, cfg->algo_args, cfg->nalgo_args, o, err));
+    if (ops->check)
+        HERD_TRY(ops->check(ops, o, cfg, err));
+out:
+    if (st < 0) {
+        free(o);
+        o = NULL;
+    }
+    *out = o;
+    return st;
+}
+
+herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err)
+{
+    if (!cfg->algo || !(*algo = herd_algo_find(cfg->algo))) {
+        char names[512] = "";
+        for (size_t i = 0; herd_algos[i]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     herd_algos[i]->name);
+        return herd_err_set(err, HERD_EINVAL, "unknown algorithm '%s' (choose one of: %s)",
+                            cfg->algo ? cfg->algo : "", names);
+    }
+    if (cfg->workers < 1 || cfg->workers > 4096)
+        return herd_err_set(err, HERD_EINVAL, "--workers must be in [1, 4096], got %zu", cfg->workers);
+    if ((*algo)->min_workers && cfg->workers < (*algo)->min_workers)
+        return herd_err_set(err, HERD_EINVAL, "--algo %s needs at least %zu workers, got %zu",
+                            cfg->algo, (*algo)->min_workers, cfg->workers);
+    if ((*algo)->max_workers && cfg->workers > (*algo)->max_workers)
+        return herd_err_set(err, HERD_EINVAL, "--algo %s runs on at most %zu worker(s), got --workers %zu (%s: %s)",
+                            cfg->algo, (*algo)->max_workers, cfg->workers, cfg->algo, (*algo)->summary);
+    if (cfg->epochs < 1 || cfg->epochs > 100000)
+        return herd_err_set(err, HERD_EINVAL, "--epochs must be in [1, 100000], got %zu", cfg->epochs);
+    if (cfg->batch < 1 || cfg->batch > 65536)
+        return herd_err_set(err, HERD_EINVAL, "--batch must be in [1, 65536], got %zu", cfg->batch);
+    if (!(cfg->optim.lr > 0.0f) || !isfinite(cfg->optim.lr) || cfg->optim.lr > 100.0f)
+        return herd_err_set(err, HERD_EINVAL, "--lr must be in (0, 100], got %g", (double)cfg->optim.lr);
+    if (!(cfg->optim.momentum >= 0.0f && cfg->optim.momentum < 1.0f))
+        return herd_err_set(err, HERD_EINVAL, "--momentum must be in [0, 1), got %g", (double)cfg->optim.momentum);
+    if (!(cfg->optim.weight_decay >= 0.0f && cfg->optim.weight_decay < 1.0f))
+        return herd_err_set(err, HERD_EINVAL, "--weight-decay must be in [0, 1), got %g",
+                            (double)cfg->optim.weight_decay);
+    if (cfg->optim.nesterov && cfg->optim.momentum == 0.0f)
+        return herd_err_set(err, HERD_EINVAL, "--nesterov needs --momentum > 0");
+    if (!(cfg->optim.warmup_epochs >= 0 && cfg->optim.warmup_epochs <= (double)cfg->epochs))
+        return herd_err_set(err, HERD_EINVAL, "--warmup must be in [0, epochs], got %g", cfg->optim.warmup_epochs);
+    if (cfg->threads < 1 || cfg->threads > 256)
+        return herd_err_set(err, HERD_EINVAL, "--threads must be in [1, 256], got %zu", cfg->threads);
+    if (!(cfg->comm_timeout_s > 0 && cfg->comm_timeout_s <= 86400))
+        return herd_err_set(err, HERD_EINVAL, "--timeout must be in (0, 86400] seconds, got %g", cfg->comm_timeout_s);
+    for (size_t i = 0; i < cfg->ninject_nan; i++)
+        if (cfg->inject_nan[i].rank >= cfg->workers)
+            return herd_err_set(err, HERD_EINVAL, "--inject-nan %zu@%zu names worker %zu, but there are %zu workers",
+                                cfg->inject_nan[i].rank, cfg->inject_nan[i].step, cfg->inject_nan[i].rank, cfg->workers);
+    for (size_t i = 0; i < cfg->nfail; i++)
+        if (cfg->fail[i].rank >= cfg->workers)
+            return herd_err_set(err, HERD_EINVAL, "--fail %zu@%zu names worker %zu, but there are %zu workers",
+                                cfg->fail[i].rank, cfg->fail[i].step, cfg->fail[i].rank, cfg->workers);
+    for (size_t i = 0; i < cfg->nslow; i++) {
+        if (cfg->slow[i].rank >= cfg->workers)
+            return herd_err_set(err, HERD_EINVAL, "--slow %zu:%g names worker %zu, but there are %zu workers",
+                                cfg->slow[i].rank, cfg->slow[i].factor, cfg->slow[i].rank, cfg->workers);
+        if (!(cfg->slow[i].factor >= 1.0 && cfg->slow[i].factor <= 1e6))
+            return herd_err_set(err, HERD_EINVAL, "--slow factor must be in [1, 1e6], got %g", cfg->slow[i].factor);
+    }
+    return HERD_OK;
+}
+
+herd_status herd__check_fail_modes(herd_train_config *cfg, bool processes, const char *engine, herd_err *err)
+{
+    for (size_t i = 0; i < cfg->nfail; i++) {
+        herd_fail *f = &cfg->fail[i];
+        if (f->mode == HERD_FAIL_DEFAULT)
+            f->mode = processes ? HERD_FAIL_EXIT1 : HERD_FAIL_STOP;
+        if (processes != (f->mode != HERD_FAIL_STOP))
+            return herd_err_set(err, HERD_EINVAL, "--fail %zu@%zu:%s: the %s engine's mode%s %s", f->rank, f->step,
+                                herd_fail_mode_name(f->mode), engine, processes ? "s are" : " is",
+                                processes ? "exit0, exit1 (the default), abort and kill"
+                                          : "stop (the worker's thread ends; exit0, exit1, abort and kill would end "
+                                            "every worker's process)");
+    }
+    return HERD_OK;
+}

@@ -1,0 +1,418 @@
+/* The worker loop: one worker's epochs and steps, around the algorithm's
+ * hooks (herd_algo.h), with evaluation, --slow and --fail. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "herd/herd_algo.h"
+#include "herd/herd_comm.h"
+#include "herd/herd_data.h"
+#include "herd/herd_nn.h"
+#include "core/clock.h"
+#include "core/finite.h"
+#include "run/ckpt_run.h"
+#include "run/log.h"
+#include "run/simtime.h"
+#include "run/run.h"
+
+/* What the algorithm may ask of the run (herd_algo.h, herd_peers). */
+static bool peer_lost(void *ctx, size_t rank)
+{
+    const herd_run *r = ((worker_ctx *)ctx)->run;
+    return r->lost && atomic_load(&r->lost[rank]);
+}
+
+static herd_status run_stopping(void *ctx, herd_err *err) { return herd__stop_check(ctx, err); }
+
+const herd_peers_ops herd__run_peers = {.lost = peer_lost, .stopping = run_stopping};
+
+/* A straggler's extra time: slept in slices of at most 50 ms, so a run
+ * that another worker has already failed does not wait it out. */
+static void straggle(const herd_run *r, double s)
+{
+    double end = herd__now() + s;
+    for (double left = s; left > 0 && !atomic_load(&r->abort); left = end - herd__now()) {
+        double d = left < 0.05 ? left : 0.05;
+        struct timespec ts = {(time_t)d, (long)((d - floor(d)) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+
+static herd_status on_grad_ready(void *p, size_t off, size_t len)
+{
+    worker_ctx *c = p;
+    herd__nf_grads_arrived(c, off, len);
+    return c->algo.ops->grad_ready(&c->algo, &c->w, off, len);
+}
+
+/* frac: how much of the epoch the workers have done, in [0, 1). */
+static void progress(worker_ctx *c, double frac, double loss, double t_epoch)
+{
+    herd_run *r = c->run;
+    if (!r->tty || !r->cfg->progress || r->cfg->quiet)
+        return;
+    size_t width = 30, done = (size_t)(frac * (double)width);
+    char bar[64];
+    for (size_t i = 0; i < width; i++)
+        bar[i] = i < done ? '#' : '.';
+    bar[width] = 0;
+    double images = frac * (double)(c->w.steps_per_epoch * r->cfg->batch * r->cfg->workers);
+    double ips = t_epoch > 0 ? images / t_epoch : 0;
+    fprintf(stderr, "\repoch %zu/%zu [%s] %3d%%  loss %.4f  %.0f img/s ", c->w.epoch + 1, r->cfg->epochs, bar,
+            (int)(100 * frac), loss, ips);
+    fflush(stderr);
+}
+
+/* Evaluation: a model with a NaN or Inf is not evaluated (it would score
+ * chance, 0.1 on ten classes): the run stops, saying so. */
+static herd_status check_eval_model(worker_ctx *c, const float *x, const char *name)
+{
+    herd_worker *w = &c->w;
+    if (herd__all_finite(x, w->nparams))
+        return HERD_OK;
+    herd__log_record(&c->run->log, "nonfinite", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"model\":\"%s\",\"action\":\"stop\"",
+                     w->rank, w->step, w->epoch + 1, name);
+    return herd_err_set(&w->err, HERD_ENONFINITE,
+                        "epoch %zu, step %zu: %s%s model holds non-finite weights; the run stops: the learning rate "
+                        "%g may be too high",
+                        w->epoch + 1, w->step, strstr(name, "'s") ? "" : "the ", name, (double)w->lr);
+}
+
+/* Evaluation on worker 0: of the model the algorithm says users keep (a
+ * center, an average) and of worker 0's own; logs and reports. */
+herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
+{
+    herd_status st = HERD_OK;
+    herd_run *r = c->run;
+    herd_worker *w = &c->w;
+    size_t dim = herd_dataset_dim(&r->test);
+    if ((st = check_eval_model(c, w->params, "worker 0's")) < 0)
+        return st;
+    herd_model_evaluate(w->model, r->test.x, r->test_y, r->test.n, dim, &c->test_loss, &c->test_acc);
+    herd__simtime_eval(w->model, r->test.n);
+    c->worker0_acc = c->test_acc;
+    c->eval_model = "worker0";
+    const char *name = NULL;
+    if (c->algo.ops->eval_params) {
+        /* evaluate the algorithm's model in w's model, then put w's weights back */
+        memcpy(c->eval_buf, w->params, w->nparams * sizeof(float));
+        st = c->algo.ops->eval_params(&c->algo, w, c->eval_buf + w->nparams, &name);
+        if (st == HERD_OK && name)
+            st = check_eval_model(c, c->eval_buf + w->nparams, name);
+        if (st == HERD_OK && name) {
+            memcpy(w->params, c->eval_buf + w->nparams, w->nparams * sizeof(float));
+            herd_model_evaluate(w->model, r->test.x, r->test_y, r->test.n, dim, &c->test_loss, &c->test_acc);
+            herd__simtime_eval(w->model, r->test.n);
+            memcpy(w->params, c->eval_buf, w->nparams * sizeof(float));
+            c->eval_model = name;
+        }
+        if (st < 0)
+            return st;
+    }
+    herd__log_record(&r->log, "eval",
+                     "\"worker\":%zu,\"epoch\":%zu,\"step\":%zu,\"train_loss\":%.6f,"
+                     "\"test_loss\":%.6f,\"test_acc\":%.6f,\"model\":\"%s\",\"worker0_acc\":%.6f,"
+                     "\"epoch_s\":%.6f,\"lr\":%.6g",
+                     w->rank, w->epoch + 1, w->step, epoch_loss, c->test_loss, c->test_acc, c->eval_model,
+                     c->worker0_acc, t_epoch, (double)w->lr);
+    if (!r->cfg->quiet) {
+        char also[64] = "";
+        if (name)
+            snprintf(also, sizeof also, " (%s; worker 0: %.4f)", name, c->worker0_acc);
+        if (r->tty && r->cfg->progress)
+            fputc('\r', stderr);
+        fprintf(stderr, "epoch %zu/%zu  train_loss %.4f  test_loss %.4f  test_acc %.4f%s  %.1fs%s\n",
+                w->epoch + 1, r->cfg->epochs, epoch_loss, c->test_loss, c->test_acc, also, t_epoch,
+                r->tty && r->cfg->progress ? "                    " : "");
+    }
+    return HERD_OK;
+}
+
+static void epoch_begin(worker_ctx *c, epoch_stats *e, size_t epoch)
+{
+    herd_loader_start_epoch(&c->loader, epoch);
+    c->w.epoch = epoch;
+    *e = (epoch_stats){.t0 = herd__now()};
+}
+
+/* Ends the worker's current epoch: the algorithm's end_epoch, the epoch log
+ * record, and (worker 0, not the run's last epoch) an evaluation. */
+static herd_status epoch_end(worker_ctx *c, epoch_stats *e, bool last)
+{
+    herd_status st = HERD_OK;
+    herd_run *r = c->run;
+    herd_worker *w = &c->w;
+    CALL_HOOK(c, end_epoch);
+    double t_epoch = herd__now() - e->t0;
+    c->train_s += t_epoch;
+    c->last_epoch_s = t_epoch;
+    c->train_loss = e->nloss ? e->loss_sum / (double)e->nloss : 0.0;
+    char extra[1024] = "";
+    if (c->algo.ops->log_epoch)
+        c->algo.ops->log_epoch(&c->algo, w, extra, sizeof extra);
+    if (r->cfg->skip_nonfinite)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ",\"skipped\":%zu", e->skipped);
+    herd__log_record(&r->log, "epoch",
+                     "\"worker\":%zu,\"epoch\":%zu,\"steps\":%zu,\"train_loss\":%.6f,\"epoch_s\":%.6f,"
+                     "\"bytes_sent\":%llu,\"comm_wait_s\":%.6f%s",
+                     w->rank, w->epoch + 1, e->steps, c->train_loss, t_epoch,
+                     (unsigned long long)(w->bytes_sent + w->comm->bytes_sent), w->comm_wait_s + w->comm->wait_s,
+                     extra);
+    if (w->rank == 0 && !last && (w->epoch + 1) % r->cfg->eval_every == 0)
+        HERD_TRY(herd__evaluate(c, c->train_loss, t_epoch));
+out:
+    return st;
+}
+
+/* --fail: this worker stops for good at this step. An asynchronous
+ * algorithm's run goes on without it; a synchronous one stops, naming it. */
+static herd_status injected_failure(worker_ctx *c)
+{
+    herd_run *r = c->run;
+    herd_worker *w = &c->w;
+    herd__log_record(&r->log, "fail", "\"worker\":%zu,\"step\":%zu,\"mode\":\"%s\"", w->rank, w->step,
+                     herd_fail_mode_name(c->fail_mode));
+    if (c->fail_mode != HERD_FAIL_STOP) { /* mpi: a process that dies, as the others must survive or report */
+        fprintf(stderr, "herd: worker %zu dies at step %zu (--fail %zu@%zu:%s)\n", w->rank, w->step, w->rank,
+                w->step, herd_fail_mode_name(c->fail_mode));
+        fflush(NULL); /* the log's "fail" record and the line above */
+        if (c->fail_mode == HERD_FAIL_ABORT)
+            abort();
+        if (c->fail_mode == HERD_FAIL_KILL)
+            raise(SIGKILL);
+        _exit(c->fail_mode == HERD_FAIL_EXIT0 ? 0 : 1); /* no MPI_Finalize: the process just ends */
+    }
+    if (r->algo_ops->async) {
+        atomic_store(&r->lost[w->rank], true);
+        c->lost = true;
+        if (!r->cfg->quiet)
+            fprintf(stderr, "%sworker %zu stops at step %zu (--fail); the others go on\n",
+                    r->tty && r->cfg->progress ? "\r" : "", w->rank, w->step);
+        return HERD_OK;
+    }
+    return herd_err_set(&w->err, HERD_EKILLED, "worker %zu stopped at step %zu (--fail %zu@%zu)", w->rank, w->step,
+                        w->rank, w->step);
+}
+
+/* One step on the batch in c->x, c->y; pos is the run's progress in epochs
+ * (for the learning-rate schedule). */
+static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
+{
+    herd_status st = HERD_OK;
+    herd_run *r = c->run;
+    const herd_train_config *cfg = r->cfg;
+    herd_worker *w = &c->w;
+    w->lr = herd_optim_lr(&cfg->optim, pos, (double)cfg->epochs);
+    CALL_HOOK(c, before_step);
+    double t_compute = herd__now();
+    herd_model_forward(w->model, c->x, cfg->batch, true);
+    float loss = herd_model_loss(w->model, c->y, cfg->batch, NULL);
+    bool async = r->algo_ops->async, skip = false;
+    c->nf = (nonfinite_step){.loss = !isfinite(loss)};
+    c->nf.poison = c->nf.loss || herd__nf_injected(c);
+    herd__simtime_step(w->model, cfg->batch); /* sim engine: the step's modelled compute time */
+    /* a synchronous worker goes through backward whatever its loss: the
+     * others reduce with it */
+    if (!(async && c->nf.loss)) {
+        HERD_TRY(herd_model_backward(w->model, cfg->batch, c->algo.ops->grad_ready ? on_grad_ready : NULL, c));
+        if (!c->algo.ops->grad_ready)
+            herd__nf_grads_arrived(c, 0, w->nparams);
+    }
+    /* --slow scales this worker's compute (forward and backward), not its
+     * waiting: the extra time is spent here, between the pull of
+     * before_step and the push of after_backward/step, as a slower
+     * processor would spend it. A worker's first step is not slowed: its
+     * compute time is mostly one-time kernel compilation and first touches. */
+    t_compute = herd__now() - t_compute;
+    if (c->slow_factor > 1.0 && w->step > 0)
+        straggle(r, t_compute * (c->slow_factor - 1.0));
+    if (async)
+        HERD_TRY(herd__nf_async(c, e, &skip));
+    herd_step_result res = {0};
+    if (c->algo.ops->after_backward)
+        HERD_TRY(c->algo.ops->after_backward(&c->algo, w, &res));
+    if (!async && c->algo.ops->checks_gradient && res.own_nonfinite)
+        c->nf.grad = true;
+    if (!async)
+        HERD_TRY(herd__nf_sync(c, e, &res, &skip));
+    /* the update, in one place; a skipped step still runs the algorithm's
+     * exchanges (of finite weights): its peers count on them */
+    HERD_TRY(herd_algo_update(&c->algo, w, &res, skip));
+    CALL_HOOK(c, after_step);
+    w->step++, e->steps++;
+    c->images += cfg->batch;
+    if (!skip)
+        e->loss_sum += loss, e->nloss++;
+    if (w->rank == 0 && herd__now() - e->last_progress > 0.2) {
+        e->last_progress = herd__now();
+        progress(c, pos - floor(pos), e->loss_sum / (double)e->nloss, e->last_progress - e->t0);
+    }
+out:
+    return st;
+}
+
+/* Whether the worker must stop before its next step. */
+static herd_status before_next(worker_ctx *c, bool *stop)
+{
+    herd_run *r = c->run;
+    *stop = false;
+    if (atomic_load(&r->abort))
+        return HERD_EREMOTE;
+    if (r->cfg->max_steps && c->w.step >= r->cfg->max_steps)
+        *stop = true;
+    else if (c->w.step == c->fail_step) {
+        *stop = true;
+        return injected_failure(c);
+    }
+    return HERD_OK;
+}
+
+/* --resume: the checkpoint's epoch goes on from the step it was written at. */
+static void resume_epoch(worker_ctx *c, epoch_stats *e)
+{
+    c->loader.step = (size_t)c->resume.epoch_step;
+    e->steps = (size_t)c->resume.epoch_step, e->nloss = (size_t)c->resume.nloss, e->loss_sum = c->resume.loss_sum;
+}
+
+/* --checkpoint: collective; every worker saves at the same step, or
+ * (asynchronous) at the same hold of the batch counter, `claimed`. */
+static herd_status checkpoint(worker_ctx *c, const epoch_stats *e, uint64_t claimed)
+{
+    herd__ckpt_cursor cur = {.epoch = c->w.epoch, .epoch_step = e->steps, .step = c->w.step, .nloss = e->nloss,
+                             .loss_sum = e->loss_sum, .claimed = claimed};
+    return herd__ckpt_save(c->run->ckpt, &c->algo, &c->w, &c->loader, &cur);
+}
+
+/* Synchronous algorithms: every worker takes its own slice of every global
+ * step, epoch after epoch. */
+static herd_status loop_static(worker_ctx *c)
+{
+    herd_status st = HERD_OK;
+    const herd_train_config *cfg = c->run->cfg;
+    herd_worker *w = &c->w;
+    epoch_stats e;
+    for (size_t epoch = (size_t)c->resume.epoch; epoch < cfg->epochs; epoch++) {
+        epoch_begin(c, &e, epoch);
+        if (c->resume.step && epoch == c->resume.epoch)
+            resume_epoch(c, &e);
+        bool stop = false;
+        while (!stop) {
+            HERD_TRY(before_next(c, &stop));
+            if (stop || !herd_loader_next(&c->loader, c->x, c->y))
+                break;
+            HERD_TRY(train_step(c, &e, (double)epoch + (double)e.steps / (double)w->steps_per_epoch));
+            if (herd__ckpt_due(c->run->ckpt, w))
+                HERD_TRY(checkpoint(c, &e, 0));
+        }
+        if (c->lost)
+            break;
+        bool last = epoch + 1 == cfg->epochs || stop;
+        HERD_TRY(epoch_end(c, &e, last));
+        if (last)
+            break;
+    }
+out:
+    return st;
+}
+
+/* Asynchronous algorithms: workers claim global batches from one counter, so
+ * an epoch is the whole training set used once by all workers together. */
+static herd_status loop_claimed(worker_ctx *c)
+{
+    herd_status st = HERD_OK;
+    const herd_train_config *cfg = c->run->cfg;
+    herd_worker *w = &c->w;
+    uint64_t per_epoch = (uint64_t)w->steps_per_epoch * w->nworkers, total = per_epoch * cfg->epochs;
+    uint64_t hold = herd__ckpt_next_hold(c->run->ckpt, c->resume.claimed);
+    epoch_stats e = {0};
+    bool started = false, stop = false;
+    if (c->resume.step) { /* --resume: this worker's epoch goes on */
+        epoch_begin(c, &e, (size_t)c->resume.epoch);
+        resume_epoch(c, &e);
+        started = true;
+    }
+    for (;;) {
+        HERD_TRY(before_next(c, &stop));
+        if (stop)
+            break;
+        uint64_t b;
+        HERD_TRY(herd__claim_batch(c, &b, hold));
+        if (b == hold) { /* every worker stops here, between two steps */
+            HERD_TRY(checkpoint(c, &e, b));
+            hold = herd__ckpt_next_hold(c->run->ckpt, b);
+            continue;
+        }
+        if (b >= total)
+            break;
+        size_t epoch = (size_t)(b / per_epoch), index = (size_t)(b % per_epoch);
+        if (!started || epoch != w->epoch) {
+            if (started)
+                HERD_TRY(epoch_end(c, &e, false));
+            epoch_begin(c, &e, epoch);
+            started = true;
+        }
+        herd_loader_batch(&c->loader, index, c->x, c->y);
+        HERD_TRY(train_step(c, &e, (double)epoch + (double)index / (double)per_epoch));
+    }
+    if (started && !c->lost)
+        HERD_TRY(epoch_end(c, &e, true));
+out:
+    if (st == HERD_ENONFINITE)
+        herd__announce_stop(c);
+    return st;
+}
+
+static herd_status worker_loop(worker_ctx *c)
+{
+    herd_status st = HERD_OK;
+    herd_run *r = c->run;
+    herd_worker *w = &c->w;
+    herd_nn_set_threads((int)r->cfg->threads);
+    if (r->algo_ops->async) { /* collective, before the algorithm's own windows */
+        c->claim_buf[0] = c->resume.claimed;
+        c->claim_buf[1] = 0; /* the stop word */
+        HERD_TRY(herd_comm_win_create(w->comm, c->claim_buf, w->rank == 0 ? sizeof c->claim_buf : 0, &c->claim_win));
+    }
+    CALL_HOOK(c, init);
+    if (herd__ckpt_resuming(r->ckpt))
+        HERD_TRY(herd__ckpt_restore_algo(r->ckpt, &c->algo, w));
+    HERD_TRY(r->algo_ops->async ? loop_claimed(c) : loop_static(c));
+    if (c->lost)
+        goto out;
+    CALL_HOOK(c, finish);
+    if (r->mpi && r->algo_ops->async) /* everyone done before the final evaluation */
+        HERD_TRY(herd_comm_barrier(w->comm));
+out:
+    return st;
+}
+
+void *herd__worker_thread(void *p)
+{
+    worker_ctx *c = p;
+    c->st = worker_loop(c);
+    if (c->st < 0) {
+        if (!c->w.err.msg[0] && c->w.comm && c->w.comm->err.msg[0])
+            c->w.err = c->w.comm->err;
+        /* an engine's message names the peer waited for; where the hook
+         * that passed it on did not say the step, the run says it */
+        if (c->st != HERD_EREMOTE && c->w.err.msg[0] && !strstr(c->w.err.msg, "step")) {
+            herd_err e = c->w.err;
+            herd_err_set(&c->w.err, c->st, "%s (worker %zu, step %zu)", e.msg, c->w.rank, c->w.step);
+        }
+        atomic_store(&c->run->abort, 1);
+        if (c->w.comm)
+            c->w.comm->failed = true; /* no collective teardown (mpi): the job ends */
+        /* wake the workers blocked waiting for this one */
+        if (c->st != HERD_EREMOTE && !c->agreed_stop && c->run->world)
+            herd_threads_world_fail(c->run->world, c->w.rank);
+    }
+    return NULL;
+}

@@ -1,0 +1,112 @@
+/* The run's result: totals over every worker (every process), the
+ * summary's figures, and its JSON form. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "herd/herd_run.h"
+#include "run/run.h"
+
+/* Totals over every worker of the run, on every process. */
+typedef struct run_totals {
+    double images, bytes, wait, train_s_max;
+} run_totals;
+
+static herd_status gather_totals(herd_run *r, worker_ctx *workers, run_totals *t, herd_err *err)
+{
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < r->nlocal; i++) {
+        t->images += (double)workers[i].images;
+        t->bytes += (double)(workers[i].w.bytes_sent + workers[i].w.comm->bytes_sent);
+        t->wait += workers[i].w.comm_wait_s + workers[i].w.comm->wait_s;
+        if (workers[i].train_s > t->train_s_max)
+            t->train_s_max = workers[i].train_s;
+    }
+    if (!r->mpi || r->mpi->size == 1)
+        return HERD_OK;
+    run_totals *all = malloc(r->mpi->size * sizeof *all);
+    if (!all)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    herd_status st = herd_allgather(r->mpi, t, all, sizeof *t);
+    if (st == HERD_OK) {
+        memset(t, 0, sizeof *t);
+        for (size_t i = 0; i < r->mpi->size; i++) {
+            t->images += all[i].images, t->bytes += all[i].bytes, t->wait += all[i].wait;
+            if (all[i].train_s_max > t->train_s_max)
+                t->train_s_max = all[i].train_s_max;
+        }
+    } else {
+        herd_err_set(err, st, "%s", herd_comm_last_error(r->mpi));
+    }
+    free(all);
+    return st;
+}
+
+herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, herd_train_result *res, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    const herd_train_config *cfg = r->cfg;
+    run_totals t;
+    HERD_TRY(gather_totals(r, workers, &t, err));
+    worker_ctx *w0 = &workers[0];
+    for (size_t i = 0; i < cfg->workers && res->nlost < HERD_MAX_FAIL; i++)
+        if (atomic_load(&r->lost[i])) {
+            res->lost[res->nlost++] = i;
+            if (!cfg->quiet)
+                fprintf(stderr, "worker %zu was lost at its step %zu; the others finished without it\n", i,
+                        workers[i - r->first_rank].w.step);
+        }
+    res->algo = r->algo_ops->name;
+    res->engine = r->engine;
+    res->model = cfg->model;
+    res->rank = r->first_rank;
+    res->workers = cfg->workers;
+    if (w0->algo.ops->summary_json)
+        w0->algo.ops->summary_json(&w0->algo, &w0->w, res->algo_json, sizeof res->algo_json);
+    /* asynchronous workers share the epochs: worker 0 may have seen few of them */
+    res->epochs = r->algo_ops->async && !cfg->max_steps ? cfg->epochs : w0->w.epoch + (w0->w.epoch < cfg->epochs ? 1 : 0);
+    res->test_acc = w0->test_acc;
+    res->worker0_acc = w0->worker0_acc;
+    res->eval_model = w0->eval_model ? w0->eval_model : "worker0";
+    res->test_loss = w0->test_loss;
+    res->train_loss = w0->train_loss;
+    res->wall_s = wall;
+    res->train_s = t.train_s_max;
+    res->train_img_per_s = t.train_s_max > 0 ? t.images / t.train_s_max : 0;
+    res->images = t.images;
+    res->bytes_sent = (uint64_t)t.bytes;
+    res->steps = w0->w.step;
+    for (size_t i = 0; i < (r->algo_ops->async ? r->nlocal : 1); i++)
+        res->skipped_steps += workers[i].skipped;
+    res->nparams = w0->w.nparams;
+    res->comm_wait_s = t.wait / (double)cfg->workers;
+    /* how far the replicas of this process drifted apart (0 for synchronous algorithms) */
+    for (size_t i = 1; i < r->nlocal; i++)
+        for (size_t k = 0; k < w0->w.nparams; k++) {
+            double d = fabs((double)workers[i].w.params[k] - (double)w0->w.params[k]);
+            if (!(d <= res->replica_max_diff)) /* NaN counts as a difference */
+                res->replica_max_diff = d;
+        }
+    herd__log_record(&r->log, "end", "\"test_acc\":%.6f,\"test_loss\":%.6f,\"wall_s\":%.6f,\"train_img_per_s\":%.3f,\"lost\":%zu",
+                     res->test_acc, res->test_loss, res->wall_s, res->train_img_per_s, res->nlost);
+out:
+    return st;
+}
+
+void herd_train_result_json(const herd_train_result *res, FILE *f)
+{
+    fprintf(f,
+            "{\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
+            "\"steps\":%zu,\"test_acc\":%.6f,\"test_loss\":%.17g,\"train_loss\":%.17g,\"wall_s\":%.6f,"
+            "\"train_s\":%.6f,\"train_img_per_s\":%.3f,\"bytes_sent\":%llu,\"comm_wait_s\":%.6f,"
+            "\"nparams\":%zu,\"eval_model\":\"%s\",\"worker0_acc\":%.6f,\"skipped_steps\":%zu,\"lost\":[",
+            res->algo, res->engine, res->model, res->workers, res->epochs, res->steps, res->test_acc,
+            res->test_loss, res->train_loss, res->wall_s, res->train_s, res->train_img_per_s,
+            (unsigned long long)res->bytes_sent, res->comm_wait_s, res->nparams,
+            res->eval_model ? res->eval_model : "worker0", res->worker0_acc, res->skipped_steps);
+    for (size_t i = 0; i < res->nlost; i++)
+        fprintf(f, "%s%zu", i ? "," : "", res->lost[i]);
+    fputs("]", f);
+    fputs(res->algo_json, f);
+    fputs("}", f);
+}

@@ -1,0 +1,139 @@
+/* run.h — what the files of a training run share (internal to src/run).
+ *
+ * A run is split by concern:
+ *   config.c     defaults, the algorithm's options, validation
+ *   train.c      herd_train: the engine's world, the workers' set-up and
+ *                teardown, threads, the final evaluation
+ *   loop.c       one worker's loop: epochs, steps, the algorithm's hooks,
+ *                evaluation, --slow, --fail
+ *   nonfinite.c  the policy for NaN and Inf in losses and gradients
+ *   claim.c      asynchronous runs: the shared batch counter and the stop word
+ *   result.c     the result: totals over workers, the JSON summary
+ *
+ * One herd_run holds what the workers share (config, data, log, the abort
+ * flag); each worker's worker_ctx owns its model, optimizer, loader and
+ * algorithm state. On the threads engine every worker is a thread of this
+ * process.
+ */
+#ifndef HERD_RUN_RUN_H
+#define HERD_RUN_RUN_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "herd/herd_algo.h"
+#include "herd/herd_comm.h"
+#include "herd/herd_data.h"
+#include "herd/herd_run.h"
+#include "run/ckpt_run.h"
+#include "run/log.h"
+
+typedef struct herd_run {
+    const herd_train_config *cfg;
+    const herd_algo_ops *algo_ops;
+    herd_dataset train, test;
+    int32_t *test_y;
+    herd_log log;
+    herd_threads_world *world; /* threads engine */
+    herd_comm *mpi;            /* mpi engine: this process's endpoint */
+    const char *engine;
+    size_t first_rank, nlocal; /* the workers this process runs */
+    double t0;
+    atomic_int abort; /* set by the first worker that fails */
+    atomic_bool *lost; /* per rank (threads engine): lost to --fail, the others went on */
+    herd__ckpt_run *ckpt; /* --checkpoint (NULL: none) */
+    void *algo_opts;      /* the algorithm's options, parsed (w->opts) */
+    bool cores_taken;     /* the workers' compute threads take every core (w->cores_taken) */
+    bool tty;
+} herd_run;
+
+/* What this worker found non-finite in the step under way. */
+typedef struct nonfinite_step {
+    bool loss, grad;
+    bool poison; /* a NaN still to be written into the gradient (--inject-nan, or after a non-finite loss) */
+} nonfinite_step;
+
+typedef struct worker_ctx {
+    herd_run *run;
+    herd_worker w;
+    herd_algo algo;
+    herd_loader loader;
+    float *x;
+    int32_t *y;
+    double slow_factor;
+    size_t fail_step;     /* --fail: stop for good at this step (SIZE_MAX: never) */
+    herd_fail_mode fail_mode; /* how (resolved: never DEFAULT) */
+    bool lost;            /* stopped by --fail while the others go on */
+    herd_win *claim_win;  /* asynchronous algorithms: the shared batch counter */
+    uint64_t claim_buf[2];/* on rank 0: the counter, and the stop word (see announce_stop) */
+    nonfinite_step nf;
+    size_t skipped, skipped_run; /* --skip-nonfinite: steps not applied, in all and in a row */
+    bool agreed_stop;     /* stopped on a non-finite value with every worker, at the same step */
+    double stop_read_at;  /* herd_worker_stopping: when the stop word was last read */
+    float *eval_buf;      /* 2 x nparams, where the algorithm has eval_params */
+    herd__ckpt_cursor resume; /* --resume: where this worker starts (step 0: from scratch) */
+    /* results */
+    herd_status st;
+    double train_s, train_loss, test_acc, test_loss, worker0_acc, last_epoch_s;
+    const char *eval_model;
+    size_t images;
+} worker_ctx;
+
+/* The per-epoch bookkeeping of one worker. */
+typedef struct epoch_stats {
+    double t0, loss_sum, last_progress;
+    size_t nloss, steps, skipped;
+} epoch_stats;
+
+#define CALL_HOOK(c, hook)                                               \
+    do {                                                                 \
+        if ((c)->algo.ops->hook)                                         \
+            HERD_TRY((c)->algo.ops->hook(&(c)->algo, &(c)->w));          \
+    } while (0)
+
+/* config.c */
+herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err);
+/* --fail modes: where workers are processes (processes), a worker dies as
+ * a process does; else it can only stop. Resolves DEFAULT to the engine's. */
+herd_status herd__check_fail_modes(herd_train_config *cfg, bool processes, const char *engine, herd_err *err);
+/* The algorithm's options (ops->opts) from its defaults and cfg's
+ * algo_args, checked; *out is the caller's to free. */
+herd_status herd__algo_opts_parse(const herd_algo_ops *ops, const herd_train_config *cfg, void **out, herd_err *err);
+
+/* result.c: the totals over every worker (collective on mpi), the final
+ * figures, the "end" log record. */
+herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, herd_train_result *res, herd_err *err);
+
+/* loop.c */
+/* What the algorithms may ask of the run (herd_peers; ctx: the worker_ctx). */
+extern const herd_peers_ops herd__run_peers;
+/* A worker's whole run, on its thread: sets c->st. */
+void *herd__worker_thread(void *c);
+/* Evaluation on worker 0 (logs and reports). */
+herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch);
+
+/* nonfinite.c */
+/* 0: nothing found this step; 1: a non-finite loss; 2: a non-finite gradient. */
+int herd__nf_code(const worker_ctx *c);
+/* "loss", "gradient", "model" for codes 1..3. */
+const char *herd__nf_what(size_t code);
+/* --inject-nan: whether this worker's gradient gets a NaN at this step. */
+bool herd__nf_injected(const worker_ctx *c);
+/* Backward has produced grads[off, off + len): poisons and checks it. */
+void herd__nf_grads_arrived(worker_ctx *c, size_t off, size_t len);
+/* After after_backward: skip the step's update (*skip), go on, or stop. */
+herd_status herd__nf_sync(worker_ctx *c, epoch_stats *e, const herd_step_result *res, bool *skip);
+herd_status herd__nf_async(worker_ctx *c, epoch_stats *e, bool *skip);
+
+/* claim.c */
+/* Claims the next global batch; at the hold the counter stays. */
+herd_status herd__claim_batch(worker_ctx *c, uint64_t *index, uint64_t hold);
+/* This worker stops on a non-finite value: tells the others. */
+void herd__announce_stop(worker_ctx *c);
+/* herd_worker_stopping (herd_algo.h) for worker c: reads the stop word at
+ * most every 10 ms. */
+herd_status herd__stop_check(worker_ctx *c, herd_err *err);
+
+#endif
