@@ -2,7 +2,16 @@
 #ifndef HERD_TEST_FIXTURES_H
 #define HERD_TEST_FIXTURES_H
 
+#include <stddef.h>
+#include <sys/types.h>
+
 #include "herd/herd_run.h"
+
+/* The small training run most end-to-end tests start from: synthetic 12x12
+ * images of 4 classes, 2048 training and 512 test examples, 2 epochs of
+ * batch 32, quiet and without progress lines; everything else herd's
+ * default. Tests assign what they need otherwise after the call. */
+herd_train_config herd_test_config(const char *model, const char *algo, size_t workers);
 
 /* printf into a string that lives as long as the test process (a pool of
  * 256 slots, reused in turn): for option values built from variables. */
@@ -17,5 +26,31 @@ void *herd_test_algo_opts(const herd_train_config *cfg);
 
 /* The wire type's name, as --comm-dtype takes it. */
 const char *herd_test_dtype(int dtype);
+
+/* ---- the herd binary, run as a user runs it ------------------------------ */
+
+/* Starts $HERD_BIN (build/herd when unset) with args (NULL-terminated), its
+ * stdout and stderr written to the files out and err. Fails the test when it
+ * cannot fork; an exec failure exits 127. */
+pid_t herd_test_spawn(const char *const *args, const char *out, const char *err);
+
+/* Waits for pid from herd_test_spawn; returns its exit code, or 128 + the
+ * signal that ended it. One still running after timeout_s (times the
+ * runner's -t scale) is killed and fails the test, so a hang names itself. */
+int herd_test_wait(pid_t pid, unsigned timeout_s);
+
+/* A finished command: exit code (as herd_test_wait) and what it printed. */
+typedef struct herd_test_cmd {
+    int code;
+    char out[16384], err[16384];
+} herd_test_cmd;
+
+/* Runs $HERD_BIN with args to the end (timeout_s at most, as
+ * herd_test_wait), capturing stdout and stderr into o (truncated to fit). */
+void herd_test_run(herd_test_cmd *o, unsigned timeout_s, const char *const *args);
+
+/* herd_test_run for a command that should end quickly: within the 60 s a
+ * test has by default. */
+#define HERD_TEST_RUN(o, ...) herd_test_run((o), 50, (const char *const[]){__VA_ARGS__, NULL})
 
 #endif

@@ -16,4 +16,5 @@
     X(gossip)              \
     X(ckpt)                \
     X(fuzz)                \
-    X(cli)
+    X(cli)                  \
+    X(localsgd)

@@ -529,18 +529,10 @@ static void test_latest_fallback(void)
 
 static herd_train_config run_config(const char *model, const char *algo, size_t workers, const char *dir)
 {
-    herd_train_config c;
-    herd_train_config_defaults(&c);
-    c.data = "synthetic:1x12x12:4";
-    c.model = model;
-    c.algo = algo;
-    c.workers = workers;
+    herd_train_config c = herd_test_config(model, algo, workers);
     c.epochs = 3;
-    c.batch = 32;
     c.train_limit = 512;
     c.test_limit = 256;
-    c.quiet = true;
-    c.progress = false;
     c.checkpoint_dir = dir;
     c.checkpoint_every = 5;
     return c;
@@ -1104,36 +1096,6 @@ static void test_algo_records(void)
 
 /* ---- the command line: killed for real, then --resume -------------------- */
 
-static pid_t spawn(const char *const *args, const char *out, const char *errf)
-{
-    const char *bin = getenv("HERD_BIN");
-    if (!bin)
-        bin = "build/herd";
-    char *argv[64];
-    size_t n = 0;
-    argv[n++] = (char *)bin;
-    for (; args[n - 1] && n < 63; n++)
-        argv[n] = (char *)args[n - 1];
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    ASSERT_TRUE(pid >= 0);
-    if (pid == 0) {
-        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fo, 1), dup2(fe, 2);
-        execv(bin, argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-static int finish(pid_t pid)
-{
-    int status;
-    ASSERT_EQ_INT(waitpid(pid, &status, 0), pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 /* The value of `key` in a --json summary file. */
 static void json_field(const char *path, const char *key, char *val, size_t cap)
 {
@@ -1162,10 +1124,10 @@ static void test_cli_kill_resume(void)
     tmp_path(db, sizeof db, "cli-b");
     tmp_path(out, sizeof out, "out");
     tmp_path(errf, sizeof errf, "err");
-    ASSERT_EQ_INT(finish(spawn((const char *const[]){TRAIN_ARGS, da, "--quiet", NULL}, out, errf)), 0);
+    ASSERT_EQ_INT(herd_test_wait(herd_test_spawn((const char *const[]){TRAIN_ARGS, da, "--quiet", NULL}, out, errf), 100), 0);
     json_field(out, "\"test_loss\":", la, sizeof la);
     /* killed once it has written a checkpoint, at a random moment after */
-    pid_t pid = spawn((const char *const[]){TRAIN_ARGS, db, "--quiet", NULL}, out, errf);
+    pid_t pid = herd_test_spawn((const char *const[]){TRAIN_ARGS, db, "--quiet", NULL}, out, errf);
     uint64_t steps[8];
     size_t n = 0;
     double t0 = herd__now();
@@ -1179,9 +1141,9 @@ static void test_cli_kill_resume(void)
     herd_rng_seed(&r, (uint64_t)getpid(), 0);
     usleep((useconds_t)herd_rng_below(&r, 200000));
     kill(pid, SIGKILL);
-    int code = finish(pid);
+    int code = herd_test_wait(pid, 100);
     ASSERT_TRUE(code == 128 + SIGKILL || code == 0);
-    ASSERT_EQ_INT(finish(spawn((const char *const[]){TRAIN_ARGS, db, "--resume", "--quiet", NULL}, out, errf)), 0);
+    ASSERT_EQ_INT(herd_test_wait(herd_test_spawn((const char *const[]){TRAIN_ARGS, db, "--resume", "--quiet", NULL}, out, errf), 100), 0);
     json_field(out, "\"test_loss\":", lb, sizeof lb);
     ASSERT_TRUE(!strcmp(la, lb));
     snprintf(fa, sizeof fa, "%s/ckpt-64.herd", da);
@@ -1195,7 +1157,7 @@ static void test_cli_kill_resume(void)
     unsigned char *b = read_whole(fb, &len);
     write_whole(fb, b, len - 1);
     free(b);
-    ASSERT_EQ_INT(finish(spawn((const char *const[]){TRAIN_ARGS, db, "--resume", "--keep", "2", NULL}, out, errf)), 0);
+    ASSERT_EQ_INT(herd_test_wait(herd_test_spawn((const char *const[]){TRAIN_ARGS, db, "--resume", "--keep", "2", NULL}, out, errf), 100), 0);
     size_t en;
     unsigned char *e = read_whole(errf, &en);
     char *msg = realloc(e, en + 1);
@@ -1205,7 +1167,7 @@ static void test_cli_kill_resume(void)
     free(msg);
     json_field(out, "\"test_loss\":", lb, sizeof lb);
     ASSERT_TRUE(!strcmp(la, lb));
-    ASSERT_EQ_INT(finish(spawn((const char *const[]){"train", "--resume", NULL}, out, errf)), 1);
+    ASSERT_EQ_INT(herd_test_wait(herd_test_spawn((const char *const[]){"train", "--resume", NULL}, out, errf), 100), 1);
     e = read_whole(errf, &en);
     msg = realloc(e, en + 1);
     msg[en] = 0;

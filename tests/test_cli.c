@@ -1,117 +1,66 @@
 /* The herd command line, run as a user runs it: exit codes, messages, and an
  * end-to-end training run on a slice of Fashion-MNIST. */
+#include "fixtures.h"
 #include "harness.h"
 
-#include <fcntl.h>
 #include <stdbool.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
-typedef struct cmd_out {
-    int code;
-    char out[16384], err[16384];
-} cmd_out;
-
-static void read_all(int fd, char *buf, size_t cap)
-{
-    size_t n = 0;
-    ssize_t r;
-    while (n + 1 < cap && (r = read(fd, buf + n, cap - 1 - n)) > 0)
-        n += (size_t)r;
-    buf[n] = 0;
-}
-
-/* Runs $HERD_BIN with args (NULL-terminated), capturing stdout and stderr. */
-static void run(cmd_out *o, const char *const *args)
-{
-    const char *bin = getenv("HERD_BIN");
-    if (!bin)
-        bin = "build/herd";
-    char *argv[64];
-    size_t n = 0;
-    argv[n++] = (char *)bin;
-    for (; args[n - 1] && n < 63; n++)
-        argv[n] = (char *)args[n - 1];
-    argv[n] = NULL;
-    char of[512], ef[512];
-    snprintf(of, sizeof of, "%s/out", herd_test_tmpdir());
-    snprintf(ef, sizeof ef, "%s/err", herd_test_tmpdir());
-    pid_t pid = fork();
-    ASSERT_TRUE(pid >= 0);
-    if (pid == 0) {
-        int fo = open(of, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(ef, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fo, 1), dup2(fe, 2);
-        execv(bin, argv);
-        _exit(127);
-    }
-    int status;
-    waitpid(pid, &status, 0);
-    o->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    int fd = open(of, O_RDONLY);
-    read_all(fd, o->out, sizeof o->out);
-    close(fd);
-    fd = open(ef, O_RDONLY);
-    read_all(fd, o->err, sizeof o->err);
-    close(fd);
-}
-
-#define RUN(o, ...) run((o), (const char *const[]){__VA_ARGS__, NULL})
-
 static void test_usage_errors(void)
 {
-    cmd_out o;
-    RUN(&o, "train", "--bogus");
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--bogus");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "unknown flag '--bogus'");
-    RUN(&o, "train", "--epochs", "-5");
+    HERD_TEST_RUN(&o, "train", "--epochs", "-5");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "--epochs: expected a non-negative integer, got '-5'");
-    RUN(&o, "train", "--lr", "fast");
+    HERD_TEST_RUN(&o, "train", "--lr", "fast");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "--lr: expected a number");
-    RUN(&o, "train", "--epochs");
+    HERD_TEST_RUN(&o, "train", "--epochs");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "needs a value");
-    RUN(&o, "train", "--slow", "3");
+    HERD_TEST_RUN(&o, "train", "--slow", "3");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "RANK:FACTOR");
     /* --fail RANK@STEP[:MODE]: malformed, an unknown mode, a process death
      * asked of the threads engine (it would end every worker) */
     static const char *const bad_fail[] = {"1", "1@", "@2", "1@2:", "1@2:explode", "1@2:kill:kill", "x@2"};
     for (size_t i = 0; i < sizeof bad_fail / sizeof bad_fail[0]; i++) {
-        RUN(&o, "train", "--fail", bad_fail[i]);
+        HERD_TEST_RUN(&o, "train", "--fail", bad_fail[i]);
         ASSERT_EQ_INT(o.code, 2);
         ASSERT_STR_CONTAINS(o.err, "RANK@STEP[:MODE]");
     }
-    RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--workers", "2", "--algo", "allreduce", "--fail", "1@2:kill");
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--workers", "2", "--algo", "allreduce", "--fail", "1@2:kill");
     ASSERT_EQ_INT(o.code, 1);
     ASSERT_STR_CONTAINS(o.err, "--fail 1@2:kill: the threads engine's mode is stop");
-    RUN(&o, "train", "--overlap", "maybe");
+    HERD_TEST_RUN(&o, "train", "--overlap", "maybe");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "--overlap must be auto, on or off, got 'maybe'");
-    RUN(&o, "train", "--overlap", "on");
+    HERD_TEST_RUN(&o, "train", "--overlap", "on");
     ASSERT_EQ_INT(o.code, 2); /* the form is checked as flags are read, whose option it is once --algo is known */
     ASSERT_STR_CONTAINS(o.err, "--overlap applies to allreduce, not --algo sgd");
-    RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--algo", "allreduce", "--overlap", "on", "--no-overlap");
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--algo", "allreduce", "--overlap", "on", "--no-overlap");
     ASSERT_EQ_INT(o.code, 1);
     ASSERT_STR_CONTAINS(o.err, "--no-overlap contradicts --overlap on");
-    RUN(&o, "frobnicate");
+    HERD_TEST_RUN(&o, "frobnicate");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "unknown command 'frobnicate'");
-    RUN(&o, "train", "--model", "vgg99", "--data", "synthetic:1x8x8:4");
+    HERD_TEST_RUN(&o, "train", "--model", "vgg99", "--data", "synthetic:1x8x8:4");
     ASSERT_EQ_INT(o.code, 1);
     ASSERT_STR_CONTAINS(o.err, "unknown model 'vgg99'");
-    RUN(&o, "train", "--help");
+    HERD_TEST_RUN(&o, "train", "--help");
     ASSERT_EQ_INT(o.code, 0);
     ASSERT_STR_CONTAINS(o.err, "--workers");
 }
 
 static void test_missing_and_corrupt_data(void)
 {
-    cmd_out o;
-    RUN(&o, "train", "--data", "/nonexistent/fmnist");
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--data", "/nonexistent/fmnist");
     ASSERT_EQ_INT(o.code, 1);
     ASSERT_STR_CONTAINS(o.err, "/nonexistent/fmnist");
     /* a data directory whose training images are cut short */
@@ -131,7 +80,7 @@ static void test_missing_and_corrupt_data(void)
             fputc(k % 10, f);
         fclose(f);
     }
-    RUN(&o, "train", "--data", dir);
+    HERD_TEST_RUN(&o, "train", "--data", dir);
     ASSERT_EQ_INT(o.code, 1);
     ASSERT_STR_CONTAINS(o.err, "train-images-idx3-ubyte");
     ASSERT_TRUE(strstr(o.err, "Segmentation") == NULL);
@@ -143,11 +92,11 @@ static void test_train_fashion_slice(void)
 {
     if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) != 0)
         herd_test_fail(__FILE__, __LINE__, "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
-    cmd_out o;
+    herd_test_cmd o;
     char log[512];
     snprintf(log, sizeof log, "%s/log.jsonl", herd_test_tmpdir());
-    RUN(&o, "train", "--model", "lenet", "--epochs", "2", "--train-limit", "4096", "--test-limit", "1000",
-        "--json", "--log", log);
+    herd_test_run(&o, 110, (const char *const[]){"train", "--model", "lenet", "--epochs", "2", "--train-limit", "4096",
+                                                "--test-limit", "1000", "--json", "--log", log, NULL});
     if (o.code != 0)
         herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
     ASSERT_STR_CONTAINS(o.err, "epoch 2/2");

@@ -152,18 +152,8 @@ static void test_train_end_to_end(void)
 {
     const char *algos[] = {"easgd", "aeasgd", "ameasgd", "hogwild-easgd", "eawild"};
     for (size_t a = 0; a < 5; a++) {
-        herd_train_config c;
-        herd_train_config_defaults(&c);
-        c.data = "synthetic:1x12x12:4";
-        c.model = "linear";
-        c.algo = algos[a];
-        c.workers = 3;
-        c.epochs = 2;
+        herd_train_config c = herd_test_config("linear", algos[a], 3);
         c.batch = 16;
-        c.train_limit = 2048;
-        c.test_limit = 512;
-        c.quiet = true;
-        c.progress = false;
         c.comm_timeout_s = 20;
         c.optim.lr = 0.2f;
         if (a > 0) {
@@ -190,18 +180,9 @@ static void test_checkpoint_resume(void)
     snprintf(da, sizeof da, "%s/easgd-straight", herd_test_tmpdir());
     snprintf(db, sizeof db, "%s/easgd-stopped", herd_test_tmpdir());
     ASSERT_TRUE(mkdir(da, 0700) == 0 && mkdir(db, 0700) == 0);
-    herd_train_config c;
-    herd_train_config_defaults(&c);
-    c.data = "synthetic:1x12x12:4";
-    c.model = "linear";
-    c.algo = "easgd";
-    c.workers = 2;
-    c.epochs = 2;
-    c.batch = 32;
+    herd_train_config c = herd_test_config("linear", "easgd", 2);
     c.train_limit = 512; /* 8 steps an epoch */
     c.test_limit = 256;
-    c.quiet = true;
-    c.progress = false;
     c.checkpoint_every = 3;
     herd_test_set(&c, "elastic-period", "2");
     herd_train_result a, b;

@@ -431,27 +431,10 @@ static void test_osgp_tau0_equals_sgp(void)
 
 /* ---- end to end ------------------------------------------------------------------ */
 
-static herd_train_config small(const char *algo, size_t workers)
-{
-    herd_train_config c;
-    herd_train_config_defaults(&c);
-    c.data = "synthetic:1x12x12:4";
-    c.model = "linear";
-    c.algo = algo;
-    c.workers = workers;
-    c.epochs = 2;
-    c.batch = 32;
-    c.train_limit = 2048;
-    c.test_limit = 512;
-    c.quiet = true;
-    c.progress = false;
-    return c;
-}
-
 static void test_train_learns(void)
 {
     for (size_t a = 0; a < 4; a++) {
-        herd_train_config c = small(algos[a], 4);
+        herd_train_config c = herd_test_config("linear", algos[a], 4);
         herd_train_result r;
         herd_err err = {0};
         herd_status st = herd_train(&c, &r, &err);
@@ -471,7 +454,7 @@ static void test_train_sync_deterministic(void)
 {
     const char *sync[] = {"dpsgd", "sgp"};
     for (size_t a = 0; a < 2; a++) {
-        herd_train_config c = small(sync[a], 3);
+        herd_train_config c = herd_test_config("linear", sync[a], 3);
         c.model = "lenet";
         c.epochs = 1;
         herd_test_set(&c, "topology", "random");
@@ -489,7 +472,7 @@ static void test_train_survives_lost_worker(void)
 {
     const char *async[] = {"adpsgd", "osgp"};
     for (size_t a = 0; a < 2; a++) {
-        herd_train_config c = small(async[a], 4);
+        herd_train_config c = herd_test_config("linear", async[a], 4);
         c.nfail = 1;
         c.fail[0] = (herd_fail){.rank = 1, .step = 0};
         c.comm_timeout_s = 20;
@@ -510,7 +493,7 @@ static void test_train_survives_lost_worker(void)
  * to append). */
 static void test_train_stall_named(void)
 {
-    herd_train_config c = small("osgp", 2);
+    herd_train_config c = herd_test_config("linear", "osgp", 2);
     c.comm_timeout_s = 0.3;
     c.nslow = 1, c.slow[0] = (herd_slow){1, 1e6};
     herd_train_result r;

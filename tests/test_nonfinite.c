@@ -37,19 +37,12 @@ enum { NSYNC = sizeof sync_cases / sizeof sync_cases[0], INJECT_STEP = 4 };
 
 static herd_train_config base(const char *algo, size_t workers, const char *model)
 {
-    herd_train_config c;
-    herd_train_config_defaults(&c);
-    c.data = "synthetic:1x12x12:4";
-    c.model = model;
-    c.algo = algo;
-    c.workers = workers;
+    herd_train_config c = herd_test_config(model, algo, workers);
     c.epochs = 1;
     c.batch = 16;
     c.train_limit = 384;
     c.test_limit = 128;
     c.optim.schedule = HERD_SCHED_CONST;
-    c.quiet = true;
-    c.progress = false;
     return c;
 }
 

@@ -249,18 +249,8 @@ static void test_hogwild_loses_nothing(void)
 
 static herd_train_config small(const char *algo, size_t workers)
 {
-    herd_train_config c;
-    herd_train_config_defaults(&c);
-    c.data = "synthetic:1x12x12:4";
-    c.model = "linear";
-    c.algo = algo;
-    c.workers = workers;
-    c.epochs = 2;
+    herd_train_config c = herd_test_config("linear", algo, workers);
     c.batch = 16;
-    c.train_limit = 2048;
-    c.test_limit = 512;
-    c.quiet = true;
-    c.progress = false;
     c.comm_timeout_s = 20;
     return c;
 }

@@ -9,24 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static herd_train_config small(const char *model)
-{
-    herd_train_config c;
-    herd_train_config_defaults(&c);
-    c.data = "synthetic:1x12x12:4";
-    c.model = model;
-    c.epochs = 2;
-    c.batch = 32;
-    c.train_limit = 2048;
-    c.test_limit = 512;
-    c.quiet = true;
-    c.progress = false;
-    return c;
-}
-
 static void test_learns(void)
 {
-    herd_train_config c = small("linear");
+    herd_train_config c = herd_test_config("linear", "sgd", 1);
     herd_train_result r;
     herd_err err = {0};
     herd_status st = herd_train(&c, &r, &err);
@@ -42,7 +27,7 @@ static void test_learns(void)
 /* Same seed, same everything: bit-identical results. */
 static void test_deterministic(void)
 {
-    herd_train_config c = small("lenet");
+    herd_train_config c = herd_test_config("lenet", "sgd", 1);
     herd_train_result a, b;
     ASSERT_OK(herd_train(&c, &a, NULL));
     ASSERT_OK(herd_train(&c, &b, NULL));
@@ -63,22 +48,22 @@ static void expect_error(herd_train_config *c, herd_status want, const char *msg
 
 static void test_config_errors(void)
 {
-    herd_train_config c = small("linear");
+    herd_train_config c = herd_test_config("linear", "sgd", 1);
     c.workers = 2;
     expect_error(&c, HERD_EINVAL, "(sgd: single-worker SGD (the baseline))");
-    c = small("linear"), c.algo = "gossip9";
+    c = herd_test_config("linear", "sgd", 1), c.algo = "gossip9";
     expect_error(&c, HERD_EINVAL, "unknown algorithm 'gossip9'");
-    c = small("nosuch");
+    c = herd_test_config("nosuch", "sgd", 1);
     expect_error(&c, HERD_EINVAL, "unknown model 'nosuch'");
-    c = small("linear"), c.optim.lr = 0;
+    c = herd_test_config("linear", "sgd", 1), c.optim.lr = 0;
     expect_error(&c, HERD_EINVAL, "--lr");
-    c = small("linear"), c.epochs = 0;
+    c = herd_test_config("linear", "sgd", 1), c.epochs = 0;
     expect_error(&c, HERD_EINVAL, "--epochs");
-    c = small("linear"), c.nslow = 1, c.slow[0] = (herd_slow){3, 2.0};
+    c = herd_test_config("linear", "sgd", 1), c.nslow = 1, c.slow[0] = (herd_slow){3, 2.0};
     expect_error(&c, HERD_EINVAL, "names worker 3");
-    c = small("linear"), c.batch = 4096;
+    c = herd_test_config("linear", "sgd", 1), c.batch = 4096;
     expect_error(&c, HERD_EINVAL, "smaller than one global batch");
-    c = small("linear"), c.data = "synthetic:0x1:3";
+    c = herd_test_config("linear", "sgd", 1), c.data = "synthetic:0x1:3";
     herd_train_result r;
     ASSERT_TRUE(herd_train(&c, &r, NULL) < 0);
 }
@@ -87,7 +72,7 @@ static void test_config_errors(void)
  * message that names the problem, instead of training on NaNs. */
 static void test_nonfinite_loss(void)
 {
-    herd_train_config c = small("mlp");
+    herd_train_config c = herd_test_config("mlp", "sgd", 1);
     c.optim.lr = 100.0f;
     c.optim.schedule = HERD_SCHED_CONST;
     expect_error(&c, HERD_ENONFINITE, "learning rate 100 may be too high");
@@ -97,7 +82,7 @@ static void test_log_records(void)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/run.jsonl", herd_test_tmpdir());
-    herd_train_config c = small("linear");
+    herd_train_config c = herd_test_config("linear", "sgd", 1);
     c.log_path = path;
     herd_train_result r;
     ASSERT_OK(herd_train(&c, &r, NULL));
@@ -130,7 +115,7 @@ static void test_log_records(void)
  * float rounding of summing in another order. */
 static void test_allreduce_equals_big_batch(void)
 {
-    herd_train_config one = small("mlp");
+    herd_train_config one = herd_test_config("mlp", "sgd", 1);
     one.epochs = 1, one.batch = 32, one.max_steps = 30;
     one.optim.schedule = HERD_SCHED_CONST;
     herd_train_config four = one;
@@ -163,7 +148,7 @@ static void test_allreduce_options(void)
         {1 << 20, true, HERD_F32, 0.25},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        herd_train_config c = small("linear");
+        herd_train_config c = herd_test_config("linear", "sgd", 1);
         c.algo = "allreduce", c.workers = 3, c.batch = 16;
         herd_test_set(&c, "bucket-bytes", herd_test_fmt("%zu", (size_t)cases[i].bucket));
         herd_test_set(&c, "overlap", cases[i].overlap ? "on" : "off");
@@ -190,7 +175,7 @@ static void test_allreduce_fused_update(void)
     for (size_t n = 2; n <= 3; n++) {
         herd_train_result r[2];
         for (int fused = 0; fused < 2; fused++) {
-            herd_train_config c = small("mlp");
+            herd_train_config c = herd_test_config("mlp", "sgd", 1);
             c.algo = "allreduce", c.workers = n, c.batch = 16, c.epochs = 1, c.train_limit = 768;
             herd_test_set(&c, "allreduce", "native"), herd_test_set(&c, "bucket-bytes", "4096");
             herd_test_set(&c, "overlap", fused ? "off" : "on");
@@ -221,7 +206,7 @@ static void test_overlap_auto(void)
         {2, 1, "off", false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        herd_train_config c = small("linear");
+        herd_train_config c = herd_test_config("linear", "sgd", 1);
         c.algo = "allreduce", c.workers = cases[i].workers, c.threads = cases[i].threads, c.batch = 16;
         c.max_steps = 3;
         herd_test_set(&c, "overlap", cases[i].asked);
@@ -240,7 +225,7 @@ static void test_overlap_auto(void)
  * others fail within the timeout, with a message naming it: never a hang. */
 static void test_stalled_worker_named(void)
 {
-    herd_train_config c = small("linear");
+    herd_train_config c = herd_test_config("linear", "sgd", 1);
     c.algo = "allreduce", c.workers = 2, c.batch = 16;
     c.comm_timeout_s = 0.3;
     /* even 1 us of compute becomes 1 s, past the timeout; the straggle is
@@ -261,7 +246,7 @@ static void test_stall_keeps_checkpoint(void)
     char dir[256];
     snprintf(dir, sizeof dir, "%s/herd-stall-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     ASSERT_TRUE(mkdir(dir, 0700) == 0);
-    herd_train_config c = small("linear");
+    herd_train_config c = herd_test_config("linear", "sgd", 1);
     c.algo = "allreduce", c.workers = 2, c.batch = 16, c.epochs = 1;
     c.checkpoint_dir = dir, c.checkpoint_every = 1; /* the first after step 0, which is never slowed */
     c.comm_timeout_s = 0.5;
@@ -309,7 +294,7 @@ static void test_fail_modes_threads(void)
     ASSERT_EQ_INT(herd_fail_mode_parse("Kill", &m), HERD_EINVAL);
     ASSERT_EQ_INT(m, HERD_FAIL_KILL);
 
-    herd_train_config c = small("linear");
+    herd_train_config c = herd_test_config("linear", "sgd", 1);
     c.algo = "allreduce", c.workers = 2, c.batch = 16;
     herd_train_result r;
     for (herd_fail_mode mode = HERD_FAIL_DEFAULT; mode <= HERD_FAIL_KILL; mode++) {

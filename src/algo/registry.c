@@ -19,7 +19,8 @@
     X(dpsgd)            \
     X(adpsgd)           \
     X(sgp)              \
-    X(osgp)
+    X(osgp)             \
+    X(localsgd) X(postlocal)
 
 #define DECLARE(x) extern const herd_algo_ops herd__algo_##x;
 #define ENTRY(x) &herd__algo_##x,

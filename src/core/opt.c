@@ -105,7 +105,7 @@ herd_status herd_opt_parse(const herd_opt *o, void *obj, const char *value, herd
     if (st < 0)
         return st;
     if (!in_bounds(o, v))
-        return herd_err_set(err, HERD_EINVAL, "--%s must be in %c%g, %g%c, got %s", o->name,
+        return herd_err_set(err, HERD_EINVAL, "--%s must be in %c%.15g, %.15g%c, got %s", o->name,
                             o->flags & HERD_OPT_MIN_OPEN ? '(' : '[', o->min, o->max,
                             o->flags & HERD_OPT_MAX_OPEN ? ')' : ']', value);
     switch (o->type) {
@@ -166,7 +166,7 @@ void herd_opt_print(const herd_opt *table, FILE *f)
             list_choices(o->choices, names, sizeof names);
             snprintf(extra, sizeof extra, "; %s", names);
         }
-        if (o->def && o->type != HERD_OPT_BOOL)
+        if (o->def && o->type != HERD_OPT_BOOL && !strstr(o->help, "default"))
             snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " (default %s)", o->def);
         fprintf(f, "  %-28s %s%s\n", left, o->help, extra);
     }
