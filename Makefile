@@ -43,6 +43,8 @@ $(BUILD)/%.o: %.c
 	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -c $< -o $@
 
 $(BUILD)/src/comm/mpi.o: CPPFLAGS += $(MPI_CFLAGS)
+# the engine registry lists the mpi engine where mpi.c defines it
+$(BUILD)/src/comm/engine.o: CPPFLAGS += $(if $(MPI_CFLAGS),-DHERD_HAVE_MPI)
 
 $(BUILD)/libherd.a: $(LIB_OBJ)
 	@rm -f $@

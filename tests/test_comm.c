@@ -2,9 +2,11 @@
  * collectives and the fp16/bf16 conversions.
  *
  * Multi-rank tests are written as bodies `int body(herd_comm *c, void *arg)`
- * that return 0 when every check held; run_ranks() runs one per thread on a
- * fresh threads world and fails the test if any failed. Bodies use only the
- * herd_comm API, so the same bodies can run on the MPI engine.
+ * that return 0 when every check held; run_ranks_at() runs one per thread on
+ * a fresh world of an engine, made through its table (RUN_RANKS: threads),
+ * and fails the test if any failed. Bodies use only the herd_comm API, so
+ * the same bodies run on every engine (the loopback engine's world of one
+ * included).
  *
  * Allreduce is checked against closed forms: rank r contributes (r+1)*f(i)
  * with integer-valued f, so the fp32 sum n(n+1)/2 * f(i) is exact and every
@@ -15,6 +17,7 @@
 #include "core/clock.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_rng.h"
+#include "herd/herd_run.h"
 
 #include <float.h>
 #include <pthread.h>
@@ -77,22 +80,25 @@ static void *rank_main(void *p)
     return NULL;
 }
 
-/* Runs fn on n threads, one endpoint each of a new world whose waits time
- * out after timeout_s; `meanwhile` (if any) runs on the calling thread while
- * they do. Fails the test if any body failed. */
-static void run_ranks_at(const char *file, int line, size_t n, double timeout_s, rank_body fn, void *arg,
-                         void (*meanwhile)(herd_threads_world *w, void *arg))
+/* Runs fn on n threads, one endpoint each of a new world of `engine` (made
+ * through its table, as a run makes it) whose waits time out after
+ * timeout_s; `meanwhile` (if any) runs on the calling thread while they do.
+ * Fails the test if any body failed. */
+static void run_ranks_at(const char *file, int line, const char *engine, size_t n, double timeout_s, rank_body fn,
+                         void *arg, void (*meanwhile)(herd_world *w, void *arg))
 {
-    herd_threads_world *w;
+    herd_world *w;
     herd_err err = {0};
-    if (herd_threads_world_create(n, &w, &err) != HERD_OK)
-        herd_test_fail(file, line, "world of %zu: %s", n, err.msg);
+    if (herd_world_create(herd_engine_find(engine), n, &w, &err) != HERD_OK)
+        herd_test_fail(file, line, "%s world of %zu: %s", engine, n, err.msg);
+    if (w->nlocal != n)
+        herd_test_fail(file, line, "%s world of %zu runs %zu here", engine, n, w->nlocal);
     rank_run *runs = calloc(n, sizeof *runs);
     pthread_t *th = calloc(n, sizeof *th);
     if (!runs || !th)
         herd_test_fail(file, line, "out of memory");
     for (size_t r = 0; r < n; r++) {
-        if (herd_comm_threads_create(w, r, &runs[r].c, &err) != HERD_OK)
+        if (herd_world_endpoint(w, r, &runs[r].c, &err) != HERD_OK)
             herd_test_fail(file, line, "rank %zu: %s", r, err.msg);
         runs[r].c->timeout_s = timeout_s;
         runs[r].fn = fn, runs[r].arg = arg;
@@ -104,19 +110,21 @@ static void run_ranks_at(const char *file, int line, size_t n, double timeout_s,
         meanwhile(w, arg);
     for (size_t r = 0; r < n; r++)
         pthread_join(th[r], NULL);
+    herd_world_close(w);
     size_t failed = 0;
     for (size_t r = 0; r < n; r++) {
         failed += runs[r].rc != 0;
         herd_comm_free(runs[r].c);
     }
-    herd_threads_world_free(w);
+    herd_world_free(w);
     free(runs);
     free(th);
     if (failed)
         herd_test_fail(file, line, "%zu of %zu ranks failed (see above)", failed, n);
 }
 
-#define RUN_RANKS(n, timeout_s, fn, arg) run_ranks_at(__FILE__, __LINE__, (n), (timeout_s), (fn), (arg), NULL)
+#define RUN_RANKS(n, timeout_s, fn, arg) run_ranks_at(__FILE__, __LINE__, "threads", (n), (timeout_s), (fn), (arg), NULL)
+#define RUN_ON(engine, n, timeout_s, fn, arg) run_ranks_at(__FILE__, __LINE__, (engine), (n), (timeout_s), (fn), (arg), NULL)
 
 static void sleep_s(double s)
 {
@@ -413,21 +421,21 @@ static int body_fail(herd_comm *c, void *arg)
     return 0;
 }
 
-static void fail_when_blocked(herd_threads_world *w, void *arg)
+static void fail_when_blocked(herd_world *w, void *arg)
 {
     fail_ctx *f = arg;
     while (atomic_load(&f->blocking) < 4)
         sleep_s(0.001);
     sleep_s(0.05); /* let them block */
-    herd_threads_world_fail(w, 3);
-    herd_threads_world_fail(w, 1); /* the first failure is the one named */
+    herd_world_fail(w, 3); /* the engine's fail hook: herd_threads_world_fail */
+    herd_world_fail(w, 1); /* the first failure is the one named */
 }
 
 static void test_world_fail(void)
 {
     fail_ctx f;
     atomic_init(&f.blocking, 0);
-    run_ranks_at(__FILE__, __LINE__, 4, 30, body_fail, &f, fail_when_blocked);
+    run_ranks_at(__FILE__, __LINE__, "threads", 4, 30, body_fail, &f, fail_when_blocked);
 }
 
 /* Bad arguments are HERD_EINVAL with a message naming the argument, and
@@ -1311,6 +1319,306 @@ static int body_counters(herd_comm *c, void *arg)
 
 static void test_counters(void) { RUN_RANKS(2, 10, body_counters, NULL); }
 
+/* ---- engines: the registry, the lifecycle, the loopback engine ------ */
+
+/* Every engine has the hooks the seam requires, a unique name, and caps
+ * that agree with its endpoints' ops; threads is the default. */
+static void test_engine_registry(void)
+{
+    ASSERT_TRUE(herd_engines[0] != NULL && strcmp(herd_engines[0]->name, "threads") == 0);
+    for (size_t i = 0; herd_engines[i]; i++) {
+        const herd_engine *e = herd_engines[i];
+        ASSERT_TRUE(e->name && e->world_create && e->endpoint && e->world_free);
+        ASSERT_TRUE(herd_engine_find(e->name) == e);
+        for (size_t j = 0; j < i; j++)
+            ASSERT_TRUE(strcmp(herd_engines[j]->name, e->name) != 0);
+    }
+    ASSERT_TRUE(herd_engine_find("loopback") != NULL);
+    ASSERT_TRUE(herd_engine_find("nope") == NULL && herd_engine_find(NULL) == NULL);
+    char names[256];
+    herd_engine_names(names, sizeof names);
+    ASSERT_STR_CONTAINS(names, "threads, ");
+    ASSERT_STR_CONTAINS(names, "loopback");
+    /* caps against a world of one of each engine not sized by a launcher */
+    for (size_t i = 0; herd_engines[i]; i++) {
+        const herd_engine *e = herd_engines[i];
+        if (e->caps & HERD_ENGINE_LAUNCHER_SIZED)
+            continue; /* its world needs the launcher (tests/mpi) */
+        herd_world *w;
+        herd_comm *c;
+        herd_err err = {0};
+        ASSERT_OK(herd_world_create(e, 1, &w, &err));
+        ASSERT_TRUE(w->engine == e && w->size == 1 && w->first_rank == 0 && w->nlocal == 1);
+        ASSERT_OK(herd_world_endpoint(w, 0, &c, &err));
+        ASSERT_EQ_INT(c->ops->win_create != NULL, (e->caps & HERD_ENGINE_WINDOWS) != 0);
+        ASSERT_EQ_INT(c->ops->allreduce_native != NULL, (e->caps & HERD_ENGINE_NATIVE_ALLREDUCE) != 0);
+        ASSERT_EQ_INT(herd_comm_any_thread(c), (e->caps & HERD_ENGINE_ANY_THREAD) != 0);
+        ASSERT_TRUE(strcmp(c->ops->name, e->name) == 0);
+        herd_comm_free(c);
+        herd_world_free(w);
+    }
+}
+
+/* No name: the engine whose launcher started this process, else threads;
+ * a name: that engine; an unknown one: HERD_EINVAL listing them all. */
+static void test_engine_pick(void)
+{
+    const herd_engine *e = NULL, *launched = NULL;
+    herd_err err = {0};
+    for (size_t i = 0; herd_engines[i] && !launched; i++)
+        if (herd_engines[i]->launched && herd_engines[i]->launched())
+            launched = herd_engines[i];
+    ASSERT_OK(herd_engine_pick(NULL, &e, &err));
+    ASSERT_TRUE(e == (launched ? launched : herd_engine_find("threads")));
+    ASSERT_OK(herd_engine_pick("", &e, &err));
+    ASSERT_TRUE(e == (launched ? launched : herd_engine_find("threads")));
+    ASSERT_OK(herd_engine_pick("loopback", &e, &err));
+    ASSERT_TRUE(e == herd_engine_find("loopback"));
+    ASSERT_EQ_INT(herd_engine_pick("carrier-pigeon", &e, &err), HERD_EINVAL);
+    ASSERT_TRUE(e == NULL);
+    ASSERT_STR_CONTAINS(err.msg, "unknown engine 'carrier-pigeon'");
+    for (size_t i = 0; herd_engines[i]; i++)
+        ASSERT_STR_CONTAINS(err.msg, herd_engines[i]->name);
+    ASSERT_EQ_INT(herd_engine_pick(NULL, NULL, &err), HERD_EINVAL);
+}
+
+/* The lifecycle through the table: the world says which ranks are local,
+ * an endpoint of any other is refused, a world needs a worker, and the
+ * fail hook ends a wait at once. */
+static void test_engine_world(void)
+{
+    const herd_engine *threads = herd_engine_find("threads"), *loopback = herd_engine_find("loopback");
+    herd_world *w = NULL;
+    herd_comm *c = NULL;
+    herd_err err = {0};
+    ASSERT_EQ_INT(herd_world_create(threads, 0, &w, &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "the threads engine needs at least one worker");
+    ASSERT_EQ_INT(herd_world_create(loopback, 2, &w, &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "the loopback engine runs exactly one worker, not 2");
+    ASSERT_TRUE(w == NULL);
+    ASSERT_EQ_INT(herd_world_create(NULL, 1, &w, &err), HERD_EINVAL);
+    ASSERT_OK(herd_world_create(threads, 3, &w, &err));
+    ASSERT_TRUE(w->engine == threads && w->size == 3 && w->first_rank == 0 && w->nlocal == 3);
+    ASSERT_EQ_INT(herd_world_endpoint(w, 3, &c, &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "rank 3 is not run by this process (it runs ranks 0 to 2 of 3)");
+    ASSERT_TRUE(c == NULL);
+    ASSERT_OK(herd_world_endpoint(w, 0, &c, &err));
+    ASSERT_TRUE(c->rank == 0 && c->size == 3);
+    int x = 0;
+    herd_req *r;
+    ASSERT_OK(herd_comm_irecv(c, 2, 5, &x, sizeof x, &r));
+    herd_world_fail(w, 2);
+    double t0 = herd__now();
+    ASSERT_EQ_INT(herd_comm_wait(c, r), HERD_EREMOTE);
+    ASSERT_STR_CONTAINS(herd_comm_last_error(c), "worker 2 failed");
+    ASSERT_TRUE(herd__now() - t0 < 5);
+    herd_world_close(w);
+    herd_comm_free(c);
+    herd_world_free(w);
+    herd_world_fail(NULL, 0), herd_world_close(NULL), herd_world_free(NULL); /* nothing to do */
+}
+
+/* Every rank sends to itself: messages match their receive by tag, first in
+ * first out per tag, whether the receive was posted first or the message
+ * came first; zero-byte messages count; a receive of the wrong length fails
+ * naming both. Any engine, any world size. */
+static int body_self(herd_comm *c, void *arg)
+{
+    (void)arg;
+    size_t me = c->rank;
+    int v[6] = {0}, w = 0;
+    for (int tag = 1; tag <= 3; tag++) /* message first */
+        for (int i = 0; i < 2; i++) {
+            int x = tag * 10 + i;
+            CHECK_OK(c, herd_comm_send(c, me, tag, &x, sizeof x));
+        }
+    for (int tag = 3; tag >= 1; tag--)
+        for (int i = 0; i < 2; i++) {
+            CHECK_OK(c, herd_comm_recv(c, me, tag, &v[0], sizeof v[0]));
+            CHECK(c, v[0] == tag * 10 + i);
+        }
+    herd_req *r[6];
+    for (int i = 0; i < 6; i++) /* receive first: tags 7, 8, 7, 8, 7, 8 */
+        CHECK_OK(c, herd_comm_irecv(c, me, 7 + i % 2, &v[i], sizeof v[i], &r[i]));
+    for (int i = 5; i >= 0; i--) {
+        int x = 100 + i;
+        CHECK_OK(c, herd_comm_send(c, me, 7 + i % 2, &x, sizeof x));
+    }
+    for (int i = 0; i < 6; i++)
+        CHECK_OK(c, herd_comm_wait(c, r[i]));
+    CHECK(c, v[0] == 104 && v[2] == 102 && v[4] == 100 && v[1] == 105 && v[3] == 103 && v[5] == 101);
+    CHECK_OK(c, herd_comm_send(c, me, 9, NULL, 0));
+    CHECK_OK(c, herd_comm_recv(c, me, 9, NULL, 0));
+    CHECK_OK(c, herd_comm_send(c, me, 9, NULL, 0));
+    CHECK_ST(c, herd_comm_recv(c, me, 9, &w, sizeof w), HERD_EINVAL);
+    CHECK_MSG(c, "expected 4 bytes from rank");
+    CHECK_MSG(c, "(tag 9), got 0");
+    bool done = false;
+    CHECK_OK(c, herd_comm_irecv(c, me, 9, &w, sizeof w, &r[0]));
+    CHECK_OK(c, herd_comm_send(c, me, 9, &me, 1));
+    CHECK_ST(c, herd_comm_test(c, r[0], &done), HERD_EINVAL);
+    CHECK(c, done);
+    CHECK(c, c->bytes_sent == 12 * sizeof(int) + 1 && c->bytes_recv == 14 * sizeof(int));
+    return 0;
+}
+
+static void test_engine_self_messages(void)
+{
+    RUN_ON("loopback", 1, 10, body_self, NULL);
+    RUN_RANKS(3, 10, body_self, NULL); /* the same on the threads engine */
+}
+
+/* On the loopback engine a receive nobody sent can only be sent by its own
+ * worker, which is waiting: wait says so at once instead of at the
+ * deadline; test says not done, and cancel takes it back. */
+static void test_engine_loopback_unmatched(void)
+{
+    herd_world *w;
+    herd_comm *c;
+    herd_err err = {0};
+    ASSERT_OK(herd_world_create(herd_engine_find("loopback"), 1, &w, &err));
+    ASSERT_OK(herd_world_endpoint(w, 0, &c, &err));
+    ASSERT_TRUE(c->timeout_s == 60);
+    int x = 0, y = 5;
+    herd_req *r;
+    bool done = true;
+    ASSERT_OK(herd_comm_irecv(c, 0, 3, &x, sizeof x, &r));
+    ASSERT_OK(herd_comm_test(c, r, &done));
+    ASSERT_TRUE(!done);
+    double t0 = herd__now();
+    ASSERT_EQ_INT(herd_comm_wait(c, r), HERD_ETIMEOUT); /* ends r */
+    ASSERT_TRUE(herd__now() - t0 < 1);
+    ASSERT_STR_CONTAINS(herd_comm_last_error(c), "message from rank 0 (tag 3) that was never sent");
+    ASSERT_OK(herd_comm_irecv(c, 0, 3, &x, sizeof x, &r));
+    herd_comm_cancel(c, r);
+    ASSERT_OK(herd_comm_send(c, 0, 3, &y, sizeof y)); /* nobody waits for it now: it stays queued */
+    ASSERT_OK(herd_comm_recv(c, 0, 3, &x, sizeof x));
+    ASSERT_TRUE(x == 5);
+    ASSERT_OK(herd_comm_send(c, 0, 4, &y, sizeof y)); /* never received: freed with the endpoint */
+    ASSERT_EQ_INT(herd_comm_isend(c, 1, 0, &y, sizeof y, &r), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(herd_comm_last_error(c), "peer 1 is not a rank (size 1)");
+    herd_comm_free(c);
+    herd_world_free(w);
+}
+
+/* Barrier and one-sided windows on the loopback engine: the same bodies
+ * as on threads. */
+static void test_engine_loopback_windows(void)
+{
+    barrier_ctx b;
+    for (size_t k = 0; k < BARRIER_ROUNDS; k++)
+        atomic_init(&b.arrived[k], 0);
+    RUN_ON("loopback", 1, 10, body_barrier, &b);
+    RUN_ON("loopback", 1, 10, body_accumulate, NULL);
+    RUN_ON("loopback", 1, 10, body_get_put, NULL);
+    RUN_ON("loopback", 1, 10, body_many_windows, NULL);
+}
+
+/* The collectives on the loopback engine (herd_allreduce's own path: it
+ * has no native allreduce, and "native" falls back), and its answers to
+ * what an algorithm may ask. */
+static int body_applies(herd_comm *c, void *arg)
+{
+    bool shared = *(const bool *)arg;
+    herd_allreduce_opts o = {.wire = HERD_F32};
+    static const herd_allreduce_impl impls[] = {HERD_ALLREDUCE_AUTO, HERD_ALLREDUCE_NATIVE, HERD_ALLREDUCE_RING};
+    for (size_t i = 0; i < 3; i++) {
+        o.impl = impls[i];
+        CHECK(c, herd_allreduce_applies_in_place(c, &o) == (shared && o.impl != HERD_ALLREDUCE_RING));
+    }
+    o = (herd_allreduce_opts){.wire = HERD_F16};
+    CHECK(c, !herd_allreduce_applies_in_place(c, &o));
+    CHECK(c, herd_comm_any_thread(c));
+    return 0;
+}
+
+static void test_engine_loopback_collectives(void)
+{
+    herd_allreduce_impl impls[] = {HERD_ALLREDUCE_AUTO, HERD_ALLREDUCE_RING, HERD_ALLREDUCE_NATIVE};
+    for (size_t m = 0; m < 3; m++) {
+        ar_ctx a = {.wire = HERD_F32, .impl = impls[m]};
+        sweep_counts(&a, 1);
+        RUN_ON("loopback", 1, 10, body_allreduce_exact, &a);
+        mean_ctx mc = {.impl = impls[m]};
+        RUN_ON("loopback", 1, 10, body_allreduce_mean_check, &mc);
+    }
+    RUN_ON("loopback", 1, 10, body_broadcast, NULL);
+    RUN_ON("loopback", 1, 10, body_allgather, NULL);
+    bool shared = false;
+    RUN_ON("loopback", 1, 10, body_applies, &shared);
+    shared = true;
+    RUN_RANKS(2, 10, body_applies, &shared);
+}
+
+/* Windows are a capability: an engine whose ops have none answers every
+ * window call with HERD_EUNSUPPORTED naming itself, and nothing crashes. */
+static void test_engine_no_windows(void)
+{
+    herd_world *w;
+    herd_comm *c;
+    herd_err err = {0};
+    ASSERT_OK(herd_world_create(herd_engine_find("loopback"), 1, &w, &err));
+    ASSERT_OK(herd_world_endpoint(w, 0, &c, &err));
+    const herd_comm_ops *ops = c->ops;
+    herd_comm_ops bare = {.name = "bare", .isend = ops->isend, .irecv = ops->irecv, .wait = ops->wait,
+                          .test = ops->test, .cancel = ops->cancel, .barrier = ops->barrier, .free = ops->free};
+    c->ops = &bare;
+    float x[2] = {1, 2};
+    herd_win *win = (herd_win *)(void *)x; /* never dereferenced: the wrapper stops first */
+    ASSERT_EQ_INT(herd_comm_win_create(c, x, sizeof x, &win), HERD_EUNSUPPORTED);
+    ASSERT_TRUE(win == NULL);
+    ASSERT_STR_CONTAINS(herd_comm_last_error(c), "win_create: the bare engine has no one-sided windows");
+    win = (herd_win *)(void *)x;
+    ASSERT_EQ_INT(herd_comm_win_lock(c, win, 0, true), HERD_EUNSUPPORTED);
+    ASSERT_STR_CONTAINS(herd_comm_last_error(c), "win_lock: the bare engine has no one-sided windows");
+    ASSERT_EQ_INT(herd_comm_win_get(c, win, 0, 0, x, 4), HERD_EUNSUPPORTED);
+    ASSERT_EQ_INT(herd_comm_win_put(c, win, 0, 0, x, 4), HERD_EUNSUPPORTED);
+    ASSERT_EQ_INT(herd_comm_win_accumulate(c, win, 0, 0, x, 1), HERD_EUNSUPPORTED);
+    ASSERT_EQ_INT(herd_comm_win_flush(c, win, 0), HERD_EUNSUPPORTED);
+    ASSERT_EQ_INT(herd_comm_win_unlock(c, win, 0), HERD_EUNSUPPORTED);
+    ASSERT_EQ_INT(herd_comm_win_free(c, win), HERD_EUNSUPPORTED);
+    ASSERT_OK(herd_comm_win_free(c, NULL));
+    ASSERT_TRUE(c->bytes_sent == 0 && c->bytes_recv == 0);
+    ASSERT_OK(herd_allreduce(c, x, 2, NULL)); /* the rest still works */
+    ASSERT_OK(herd_comm_barrier(c));
+    ASSERT_TRUE(!herd_allreduce_applies_in_place(c, &(herd_allreduce_opts){0}));
+    c->ops = ops;
+    herd_comm_free(c);
+    herd_world_free(w);
+}
+
+/* herd bench allreduce launches through the table: any engine, rows with
+ * no wrong element; an unknown engine is refused by name. */
+static void test_engine_bench_allreduce(void)
+{
+    static const struct {
+        const char *engine;
+        size_t workers;
+    } runs[] = {{"threads", 3}, {"loopback", 1}, {NULL, 2}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        herd_bench_allreduce_config cfg = {.engine = runs[k].engine, .workers = runs[k].workers, .min_bytes = 4,
+                                           .max_bytes = 4096, .warmup = 1, .iters = 3, .timeout_s = 10,
+                                           .versus_native = true};
+        herd_bench_row rows[HERD_BENCH_MAX_ROWS];
+        size_t nrows = 0, world = 0;
+        herd_err err = {0};
+        ASSERT_OK(herd_bench_allreduce(&cfg, rows, &nrows, &world, &err));
+        ASSERT_EQ_INT(world, runs[k].workers);
+        ASSERT_EQ_INT(nrows, 11); /* 4 B to 4 KiB */
+        for (size_t i = 0; i < nrows; i++)
+            ASSERT_EQ_INT(rows[i].wrong, 0);
+    }
+    herd_bench_allreduce_config bad = {.engine = "nope", .workers = 2, .min_bytes = 4, .max_bytes = 4, .iters = 1};
+    herd_bench_row rows[HERD_BENCH_MAX_ROWS];
+    size_t nrows = 0, world = 0;
+    herd_err err = {0};
+    ASSERT_EQ_INT(herd_bench_allreduce(&bad, rows, &nrows, &world, &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "unknown engine 'nope'");
+    bad.engine = "loopback";
+    ASSERT_EQ_INT(herd_bench_allreduce(&bad, rows, &nrows, &world, &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "exactly one worker");
+}
+
 const herd_test herd_tests_comm[] = {
     {"comm_p2p_tags", test_p2p_tags, 10},
     {"comm_p2p_many_recv_first", test_p2p_many_recv_first, 20},
@@ -1322,6 +1630,15 @@ const herd_test herd_tests_comm[] = {
     {"comm_world_fail", test_world_fail, 10},
     {"comm_argument_errors", test_argument_errors, 10},
     {"comm_counters", test_counters, 10},
+    {"comm_engine_registry", test_engine_registry, 10},
+    {"comm_engine_pick", test_engine_pick, 10},
+    {"comm_engine_world", test_engine_world, 10},
+    {"comm_engine_self_messages", test_engine_self_messages, 10},
+    {"comm_engine_loopback_unmatched", test_engine_loopback_unmatched, 10},
+    {"comm_engine_loopback_windows", test_engine_loopback_windows, 10},
+    {"comm_engine_loopback_collectives", test_engine_loopback_collectives, 20},
+    {"comm_engine_no_windows", test_engine_no_windows, 10},
+    {"comm_engine_bench_allreduce", test_engine_bench_allreduce, 30},
     {"comm_barrier_16", test_barrier_16, 10},
     {"comm_win_accumulate", test_win_accumulate, 20},
     {"comm_win_get_put", test_win_get_put, 10},

@@ -4,10 +4,13 @@
  * A herd_comm is one worker's endpoint: rank, size, non-blocking tagged
  * send/receive, barrier, and one-sided windows (expose a flat buffer; others
  * lock / get / put / accumulate / unlock it without the owner's help).
- * Engines fill a herd_comm_ops table (src/comm/threads.c, src/comm/mpi.c);
+ * Engines (herd_engine.h: how a run's worlds and endpoints are made, and
+ * what a new engine implements) fill a herd_comm_ops table per endpoint;
  * callers use only the herd_comm_* wrappers below, which check arguments,
- * count bytes and time spent waiting, and enforce timeouts. Nothing here
- * knows what a layer or a model is.
+ * count bytes and time spent waiting, and enforce timeouts. What an
+ * algorithm may ask of its endpoint is asked here too (herd_comm_any_thread,
+ * herd_allreduce_applies_in_place), never of the ops table or the engine.
+ * Nothing here knows what a layer or a model is.
  *
  * Threading: a herd_comm belongs to one worker thread; it may not be used by
  * two threads at once. Every wait takes a timeout: a peer that stops
@@ -23,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "herd/herd_engine.h"
 #include "herd/herd_status.h"
 
 typedef struct herd_comm herd_comm;
@@ -30,8 +34,11 @@ typedef struct herd_req herd_req; /* engine-defined */
 typedef struct herd_win herd_win; /* engine-defined; starts with a herd_win_base */
 struct herd_allreduce_opts; /* below, with the collectives */
 
+/* Required: isend, irecv, wait, test, cancel, barrier, free. The window
+ * hooks all or none (the engine's HERD_ENGINE_WINDOWS); allreduce_native
+ * optional. */
 typedef struct herd_comm_ops {
-    const char *name;
+    const char *name; /* the engine's */
     herd_status (*isend)(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req);
     herd_status (*irecv)(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req);
     /* Waits until req completes or the deadline (monotonic seconds) passes;
@@ -42,7 +49,8 @@ typedef struct herd_comm_ops {
     /* Abandons a request that will not be waited for (after a failure). */
     void (*cancel)(herd_comm *c, herd_req *req);
     herd_status (*barrier)(herd_comm *c, double deadline);
-    /* Collective: every rank exposes `bytes` bytes at base (may differ per rank). */
+    /* Collective: every rank exposes `bytes` bytes at base (may differ per
+     * rank). NULL: no one-sided windows (the wrappers say HERD_EUNSUPPORTED). */
     herd_status (*win_create)(herd_comm *c, void *base, size_t bytes, herd_win **win);
     herd_status (*win_lock)(herd_comm *c, herd_win *w, size_t target, bool exclusive, double deadline);
     herd_status (*win_unlock)(herd_comm *c, herd_win *w, size_t target);
@@ -72,7 +80,7 @@ struct herd_comm {
     const herd_comm_ops *ops;
     size_t rank, size;
     double timeout_s;     /* for every wait; default 60 */
-    bool any_thread;      /* may be driven from a thread other than its creator's (one at a time) */
+    bool any_thread;      /* set by the engine; callers ask herd_comm_any_thread */
     uint64_t bytes_sent, bytes_recv;
     double wait_s;        /* time spent blocked in wait/barrier/lock */
     herd_err err;         /* detail of the last failure */
@@ -103,21 +111,27 @@ herd_status herd_comm_win_free(herd_comm *c, herd_win *w);
 void herd_comm_free(herd_comm *c);
 /* The detail of the last failure on c. */
 const char *herd_comm_last_error(const herd_comm *c);
+/* Whether c may be driven from a thread other than its creator's (one at a
+ * time): a communication thread beside compute. */
+bool herd_comm_any_thread(const herd_comm *c);
 
-/* Shuts down the engines that need it (MPI_Finalize) before the program
- * exits; harmless when none was started. */
+/* Every registered engine's shutdown hook (MPI_Finalize), before the
+ * program exits; harmless when none was started. */
 void herd_comm_shutdown(void);
-/* Where this process is a rank of an MPI job of several ranks, ends the whole
- * job with exit status `code` (MPI_Abort) after a second's grace for the
- * other ranks that failed too to report: a rank that failed must neither
- * leave the others waiting for it nor wait for them in the collective
- * MPI_Finalize. Returns at once when there is no such job. */
+/* Every registered engine's abort hook: where this process is a rank of a
+ * job of several (MPI), ends the whole job with exit status `code`
+ * (MPI_Abort) after a second's grace for the other ranks that failed too to
+ * report: a rank that failed must neither leave the others waiting for it
+ * nor wait for them in the collective MPI_Finalize. Returns at once when
+ * there is no such job. */
 void herd_comm_abort(int code);
 
 /* ---- the threads engine ------------------------------------------------ */
 
-/* What the workers of one process share. Create it once, then one endpoint
- * per worker thread; free the world after every endpoint is freed. */
+/* What the workers of one process share: the threads engine's world (it
+ * starts with a herd_world; herd_engine_find("threads") makes one through
+ * the table as well). Create it once, then one endpoint per worker thread;
+ * free the world after every endpoint is freed. */
 typedef struct herd_threads_world herd_threads_world;
 herd_status herd_threads_world_create(size_t nworkers, herd_threads_world **out, herd_err *err);
 void herd_threads_world_free(herd_threads_world *w);
@@ -164,6 +178,13 @@ typedef struct herd_allreduce_opts {
  * one pass over memory, as the threads engine's own does). Ring algorithm: reduce-scatter then all-gather over `size` chunks,
  * each chunk pipelined in segments; each rank sends 2(n-1)/n of the buffer. */
 herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *opts);
+/* Whether herd_allreduce(c, ..., o) takes the engine's own allreduce with
+ * the buffers in shared memory (HERD_ENGINE_SHARED_MEMORY), which hands
+ * o->apply each range of the result where it lies, possibly in another
+ * rank's buffer, so an update passed as apply reads the result without a
+ * copy. Asks o->impl and o->wire only, and answers alike for every world
+ * size (a caller choosing its path on it takes the same path everywhere). */
+bool herd_allreduce_applies_in_place(const herd_comm *c, const herd_allreduce_opts *o);
 /* buf on every rank = buf on root. */
 herd_status herd_broadcast(herd_comm *c, void *buf, size_t bytes, size_t root);
 /* out (size * bytes) = concatenation of every rank's `in` (bytes each). */

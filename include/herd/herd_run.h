@@ -155,8 +155,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
 enum { HERD_BENCH_MAX_ROWS = 64 };
 
 typedef struct herd_bench_allreduce_config {
-    const char *engine;           /* NULL: mpi when launched by MPI, else threads */
-    size_t workers;               /* threads engine */
+    const char *engine;           /* a registered engine (herd_engine.h); NULL: herd_engine_pick's default */
+    size_t workers;               /* ignored where the engine's launcher sizes the run (mpi) */
     size_t min_bytes, max_bytes;  /* sizes doubled from min to max */
     size_t warmup, iters;
     double timeout_s;

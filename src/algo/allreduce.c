@@ -147,9 +147,8 @@ static bool overlapping(const herd_worker *w)
 static bool fused_update(const herd_worker *w)
 {
     const ar_opts *ac = opts_of(w);
-    const herd_comm_ops *ops = w->comm->ops;
-    return ac->impl != HERD_ALLREDUCE_RING && ops->native_preferred && ops->allreduce_native &&
-           ac->comm_dtype == HERD_F32;
+    herd_allreduce_opts o = {.wire = (herd_dtype)ac->comm_dtype, .impl = (herd_allreduce_impl)ac->impl};
+    return herd_allreduce_applies_in_place(w->comm, &o);
 }
 
 static herd_allreduce_opts wire_opts(const herd_worker *w, int dtype)
@@ -311,7 +310,7 @@ static herd_status ar_init(herd_algo *a, herd_worker *w)
     a->state = s;
     s->w = w;
     s->loss_scale = 1024.0f;
-    if (overlapping(w) && w->comm->any_thread && w->nworkers > 1) {
+    if (overlapping(w) && herd_comm_any_thread(w->comm) && w->nworkers > 1) {
         pthread_mutex_init(&s->q.mu, NULL);
         pthread_cond_init(&s->q.cv, NULL);
         if (pthread_create(&s->q.thread, NULL, comm_thread, s) != 0) {

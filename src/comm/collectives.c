@@ -320,6 +320,14 @@ herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_al
     return st;
 }
 
+bool herd_allreduce_applies_in_place(const herd_comm *c, const herd_allreduce_opts *o)
+{
+    /* herd_allreduce's native path on an engine that prefers its own (the
+     * shared-memory one), without its world-size test */
+    return o->impl != HERD_ALLREDUCE_RING && c->ops->native_preferred && c->ops->allreduce_native &&
+           o->wire == HERD_F32;
+}
+
 void herd__allreduce_start(const float *buf, size_t count, const herd_allreduce_opts *o)
 {
     if (o->input_nonfinite && !herd__all_finite(buf, count))

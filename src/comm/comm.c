@@ -130,6 +130,16 @@ herd_status herd_comm_barrier(herd_comm *c)
     return st;
 }
 
+/* Windows are a capability (HERD_ENGINE_WINDOWS): an engine without them
+ * leaves every win_* hook NULL, and a caller learns so here, not by a crash. */
+static herd_status check_windows(herd_comm *c, const char *fn)
+{
+    if (!c->ops->win_create || !c->ops->win_lock)
+        return herd_err_set(&c->err, HERD_EUNSUPPORTED, "rank %zu: %s: the %s engine has no one-sided windows",
+                            c->rank, fn, c->ops->name);
+    return HERD_OK;
+}
+
 herd_status herd_comm_win_create(herd_comm *c, void *base, size_t bytes, herd_win **win)
 {
     herd_status st;
@@ -137,6 +147,8 @@ herd_status herd_comm_win_create(herd_comm *c, void *base, size_t bytes, herd_wi
         (st = check_ptr(c, win, "win_create", "win")) < 0)
         return st;
     *win = NULL;
+    if ((st = check_windows(c, "win_create")) < 0)
+        return st;
     double t0 = herd__now();
     st = c->ops->win_create(c, base, bytes, win);
     c->wait_s += herd__now() - t0;
@@ -146,8 +158,10 @@ herd_status herd_comm_win_create(herd_comm *c, void *base, size_t bytes, herd_wi
 /* The checks shared by every window call that names a target. */
 static herd_status check_win(herd_comm *c, const herd_win *w, size_t target, const char *fn)
 {
-    herd_status st = check_ptr(c, w, fn, "win");
-    return st < 0 ? st : check_rank(c, target, fn, "target");
+    herd_status st;
+    if ((st = check_windows(c, fn)) < 0 || (st = check_ptr(c, w, fn, "win")) < 0)
+        return st;
+    return check_rank(c, target, fn, "target");
 }
 
 herd_status herd_comm_win_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive)
@@ -215,8 +229,11 @@ herd_status herd_comm_win_free(herd_comm *c, herd_win *w)
 {
     if (!w)
         return HERD_OK;
+    herd_status st = check_windows(c, "win_free");
+    if (st < 0)
+        return st;
     double t0 = herd__now();
-    herd_status st = c->ops->win_free(c, w);
+    st = c->ops->win_free(c, w);
     c->wait_s += herd__now() - t0;
     return st;
 }
@@ -228,3 +245,5 @@ void herd_comm_free(herd_comm *c)
 }
 
 const char *herd_comm_last_error(const herd_comm *c) { return c->err.msg; }
+
+bool herd_comm_any_thread(const herd_comm *c) { return c->any_thread; }

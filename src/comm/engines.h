@@ -1,5 +1,6 @@
-/* engines.h — constructors of the engines beyond threads (internal to herd,
- * used by src/run and src/cli). */
+/* engines.h — the mpi engine's entry points that the training run still
+ * calls directly (internal to herd). Everything else reaches an engine
+ * through its table (herd_engine.h); these go once the run does too. */
 #ifndef HERD_COMM_ENGINES_H
 #define HERD_COMM_ENGINES_H
 
@@ -7,12 +8,11 @@
 
 #include "herd/herd_comm.h"
 
-/* Whether this build has the mpi engine, and whether this process was
- * started by an MPI launcher (mpirun, srun, smpirun). */
-bool herd_mpi_compiled(void);
-bool herd_mpi_launched(void);
-/* Initializes MPI (if needed) and returns this rank's endpoint. */
-herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_err *err);
-herd_status herd_mpi_finalize(void);
+/* Whether this process was started by an MPI launcher (mpirun, srun,
+ * smpirun); false where the mpi engine is not compiled in. */
+bool herd__mpi_launched(void);
+/* Initializes MPI (if needed) and returns this rank's endpoint; where the
+ * mpi engine is not compiled in, HERD_EUNSUPPORTED saying so. */
+herd_status herd__comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_err *err);
 
 #endif

@@ -1,7 +1,9 @@
 /* The MPI engine: one worker per MPI rank (Open MPI or MPICH; SimGrid SMPI
  * compiles it unchanged). The only file of herd that includes mpi.h; built
- * only when the build finds mpicc (HERD_HAVE_MPI), otherwise
- * herd_comm_mpi_create says the engine is not compiled in.
+ * only when the build finds mpicc (HERD_HAVE_MPI), and only then in the
+ * registry; otherwise herd__comm_mpi_create says the engine is not compiled
+ * in. A world is the job's MPI_COMM_WORLD: size ranks, this process runs
+ * one of them (first_rank = its rank); the endpoint is a duplicate of it.
  *
  * Waits poll MPI_Test with a short sleep between polls so that a deadline can
  * be enforced (MPI has no timed wait) without spinning a core; windows are
@@ -33,22 +35,15 @@
 
 #ifndef HERD_HAVE_MPI
 
-bool herd_mpi_compiled(void) { return false; }
-bool herd_mpi_launched(void) { return false; }
+bool herd__mpi_launched(void) { return false; }
 
-herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_err *err)
+herd_status herd__comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_err *err)
 {
     (void)argc, (void)argv;
     *out = NULL;
     return herd_err_set(err, HERD_EUNSUPPORTED,
                         "the mpi engine is not compiled into this herd (install libopenmpi-dev and rebuild)");
 }
-
-herd_status herd_mpi_finalize(void) { return HERD_OK; }
-
-void herd_comm_shutdown(void) {}
-
-void herd_comm_abort(int code) { (void)code; }
 
 #else
 
@@ -446,9 +441,7 @@ static const herd_comm_ops mpi_ops = {
     .free = m_free,
 };
 
-bool herd_mpi_compiled(void) { return true; }
-
-bool herd_mpi_launched(void)
+bool herd__mpi_launched(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS",
                                        "SMPI_RANK_COUNT"};
@@ -458,17 +451,23 @@ bool herd_mpi_launched(void)
     return false;
 }
 
-herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_err *err)
+/* Initializes MPI unless done already (argc and argv may be NULL). */
+static herd_status mpi_start(int *argc, char ***argv, herd_err *err)
 {
     int inited = 0, provided = 0;
-    *out = NULL;
     MPI_Initialized(&inited);
     /* SERIALIZED lets the allreduce overlap thread make the calls while the
      * compute thread makes none; where the library gives less, no overlap. */
     if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return herd_err_set(err, HERD_EIO, "MPI_Init failed");
-    if (inited)
-        MPI_Query_thread(&provided);
+    return HERD_OK;
+}
+
+/* This rank's endpoint, on its own duplicate of MPI_COMM_WORLD (collective). */
+static herd_status new_endpoint(herd_comm **out, herd_err *err)
+{
+    int provided = 0;
+    MPI_Query_thread(&provided);
     mpi_comm *m = calloc(1, sizeof *m);
     if (!m)
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
@@ -488,9 +487,55 @@ herd_status herd_comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_
     return HERD_OK;
 }
 
-void herd_comm_shutdown(void) { herd_mpi_finalize(); }
+herd_status herd__comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_err *err)
+{
+    *out = NULL;
+    herd_status st = mpi_start(argc, argv, err);
+    return st < 0 ? st : new_endpoint(out, err);
+}
 
-void herd_comm_abort(int code)
+/* ---- the engine table ------------------------------------------------- */
+
+extern const herd_engine herd__engine_mpi; /* below */
+
+static herd_status e_world_create(size_t workers, herd_world **out, herd_err *err)
+{
+    herd_status st = mpi_start(NULL, NULL, err);
+    if (st < 0)
+        return st;
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (workers && workers != (size_t)size)
+        return herd_err_set(err, HERD_EINVAL,
+                            "%zu workers do not match the %d MPI ranks (on the mpi engine each rank is one worker)",
+                            workers, size);
+    herd_world *w = malloc(sizeof *w);
+    if (!w)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    *w = (herd_world){.engine = &herd__engine_mpi, .size = (size_t)size, .first_rank = (size_t)rank, .nlocal = 1};
+    *out = w;
+    return HERD_OK;
+}
+
+static herd_status e_endpoint(herd_world *w, size_t rank, herd_comm **out, herd_err *err)
+{
+    (void)w, (void)rank; /* the one local rank: herd_world_endpoint checked it */
+    return new_endpoint(out, err);
+}
+
+static void e_world_free(herd_world *w) { free(w); }
+
+static void e_shutdown(void)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized)
+        MPI_Finalize();
+}
+
+static void e_abort(int code)
 {
 #ifdef HERD_SIM
     /* smpirun exits 0 after MPI_Abort; a rank that returns its non-zero
@@ -515,14 +560,20 @@ void herd_comm_abort(int code)
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 
-herd_status herd_mpi_finalize(void)
-{
-    int inited = 0, finalized = 0;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finalized);
-    if (inited && !finalized)
-        MPI_Finalize();
-    return HERD_OK;
-}
+/* No fail or close hook: a failed rank's process ends (herd_comm_abort
+ * ends the job), and its peers' waits end by their deadlines. Windows and
+ * the endpoint may be driven from a second thread where MPI gives
+ * MPI_THREAD_SERIALIZED (herd_comm_any_thread says). */
+const herd_engine herd__engine_mpi = {
+    .name = "mpi",
+    .caps = HERD_ENGINE_WINDOWS | HERD_ENGINE_NATIVE_ALLREDUCE | HERD_ENGINE_ANY_THREAD | HERD_ENGINE_LAUNCHER_SIZED |
+            HERD_ENGINE_PROCESS_PER_WORKER,
+    .launched = herd__mpi_launched,
+    .world_create = e_world_create,
+    .endpoint = e_endpoint,
+    .world_free = e_world_free,
+    .shutdown = e_shutdown,
+    .abort = e_abort,
+};
 
 #endif

@@ -28,6 +28,9 @@
  * Failure: herd_threads_world_fail wakes every waiter (receives, barrier,
  * window locks); each then returns HERD_EREMOTE naming the failed rank.
  *
+ * The engine table (herd__engine_threads, at the end) is these same
+ * functions on the world's herd_world base: every worker is local.
+ *
  * Lock order: world->mu before a window's mu; a mailbox's mu alone.
  */
 #include "comm/comm_internal.h"
@@ -100,6 +103,7 @@ struct herd_win {
 };
 
 struct herd_threads_world {
+    herd_world base; /* size n; this process runs all of them */
     size_t n;
     mailbox *box;
     pthread_mutex_t mu; /* barrier, and the window list */
@@ -158,6 +162,8 @@ static herd_status remote_failure(herd_comm *c, const char *what)
 
 /* ---- the world ----------------------------------------------------- */
 
+extern const herd_engine herd__engine_threads; /* at the end of this file */
+
 herd_status herd_threads_world_create(size_t n, herd_threads_world **out, herd_err *err)
 {
     if (!out)
@@ -180,6 +186,7 @@ herd_status herd_threads_world_create(size_t n, herd_threads_world **out, herd_e
         free(w);
         return herd_err_set(err, HERD_ENOMEM, "threads engine: out of memory for %zu workers", n);
     }
+    w->base = (herd_world){.engine = &herd__engine_threads, .size = n, .first_rank = 0, .nlocal = n};
     w->n = n;
     for (size_t i = 0; i < n; i++) {
         pthread_mutex_init(&w->box[i].mu, NULL);
@@ -932,3 +939,35 @@ herd_status herd_comm_threads_create(herd_threads_world *w, size_t rank, herd_co
     *out = &c->base;
     return HERD_OK;
 }
+
+/* ---- the engine table: the functions above, on a herd_world ---------- */
+
+static herd_status e_world_create(size_t workers, herd_world **out, herd_err *err)
+{
+    herd_threads_world *w;
+    herd_status st = herd_threads_world_create(workers, &w, err);
+    *out = st == HERD_OK ? &w->base : NULL;
+    return st;
+}
+
+static herd_status e_endpoint(herd_world *w, size_t rank, herd_comm **out, herd_err *err)
+{
+    return herd_comm_threads_create((herd_threads_world *)w, rank, out, err);
+}
+
+static void e_fail(herd_world *w, size_t rank) { herd_threads_world_fail((herd_threads_world *)w, rank); }
+
+static void e_close(herd_world *w) { herd_threads_world_close((herd_threads_world *)w); }
+
+static void e_world_free(herd_world *w) { herd_threads_world_free((herd_threads_world *)w); }
+
+const herd_engine herd__engine_threads = {
+    .name = "threads",
+    .caps = HERD_ENGINE_WINDOWS | HERD_ENGINE_NATIVE_ALLREDUCE | HERD_ENGINE_SHARED_MEMORY | HERD_ENGINE_ANY_THREAD |
+            HERD_ENGINE_MANY_LOCAL | HERD_ENGINE_CHECKPOINT,
+    .world_create = e_world_create,
+    .endpoint = e_endpoint,
+    .fail = e_fail,
+    .close = e_close,
+    .world_free = e_world_free,
+};

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/engines.h"
 #include "herd/herd_comm.h"
 #include "run/log.h"
 
@@ -134,28 +133,55 @@ static void *bench_thread(void *p)
     return NULL;
 }
 
+/* Runs bench_rank on each of this process's workers: on this thread where
+ * it runs one (an engine's calls may have to stay on the thread that made
+ * the endpoint, as MPI's do), else one thread each. */
+static herd_status run_local(herd_world *hw, bench_ctx *ctx, pthread_t *th, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    size_t nlocal = hw->nlocal, started = 0;
+    if (nlocal == 1) {
+        bench_thread(&ctx[0]);
+        started = 1;
+    } else {
+        for (; started < nlocal; started++)
+            if (pthread_create(&th[started], NULL, bench_thread, &ctx[started])) {
+                herd_world_fail(hw, hw->first_rank + started);
+                st = herd_err_set(err, HERD_ENOMEM, "cannot start thread %zu", started);
+                break;
+            }
+        for (size_t i = 0; i < started; i++)
+            pthread_join(th[i], NULL);
+    }
+    herd_world_close(hw);
+    for (size_t i = 0; i < started && st == HERD_OK; i++)
+        if (ctx[i].st < 0) {
+            st = ctx[i].st;
+            if (err)
+                *err = ctx[i].err;
+        }
+    return st;
+}
+
 herd_status herd_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_bench_row *rows, size_t *nrows,
                                  size_t *world, herd_err *err)
 {
     herd_status st = HERD_OK;
-    herd_threads_world *tw = NULL;
+    const herd_engine *engine;
+    herd_world *hw = NULL;
     bench_ctx *ctx = NULL;
     pthread_t *th = NULL;
-    size_t nlocal = 0, started = 0;
-    herd_comm *mpi = NULL;
+    size_t nlocal = 0;
     *nrows = 0;
     if (cfg->min_bytes < sizeof(float) || cfg->max_bytes < cfg->min_bytes || cfg->iters == 0)
         return herd_err_set(err, HERD_EINVAL, "bench allreduce: need 4 <= --min-bytes <= --max-bytes and --iters >= 1");
-    bool use_mpi = cfg->engine ? !strcmp(cfg->engine, "mpi") : herd_mpi_launched();
-    if (use_mpi) {
-        HERD_TRY(herd_comm_mpi_create(NULL, NULL, &mpi, err));
-        nlocal = 1;
-    } else {
-        if (cfg->workers < 1 || cfg->workers > 4096)
-            return herd_err_set(err, HERD_EINVAL, "--workers must be in [1, 4096], got %zu", cfg->workers);
-        HERD_TRY(herd_threads_world_create(cfg->workers, &tw, err));
-        nlocal = cfg->workers;
-    }
+    HERD_TRY(herd_engine_pick(cfg->engine, &engine, err));
+    /* --workers is the engine's to honour, unless its launcher sized the run */
+    bool sized = engine->caps & HERD_ENGINE_LAUNCHER_SIZED;
+    if (!sized && (cfg->workers < 1 || cfg->workers > 4096))
+        return herd_err_set(err, HERD_EINVAL, "--workers must be in [1, 4096], got %zu", cfg->workers);
+    HERD_TRY(herd_world_create(engine, sized ? 0 : cfg->workers, &hw, err));
+    nlocal = hw->nlocal;
     ctx = calloc(nlocal, sizeof *ctx);
     th = calloc(nlocal, sizeof *th);
     if (!ctx || !th) {
@@ -165,43 +191,17 @@ herd_status herd_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_be
     for (size_t i = 0; i < nlocal; i++) {
         ctx[i].cfg = cfg;
         ctx[i].rows = rows;
-        if (mpi)
-            ctx[i].comm = mpi;
-        else
-            HERD_TRY(herd_comm_threads_create(tw, i, &ctx[i].comm, err));
+        HERD_TRY(herd_world_endpoint(hw, hw->first_rank + i, &ctx[i].comm, err));
         ctx[i].comm->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
     }
-    if (nlocal == 1) { /* MPI calls stay on the main thread */
-        bench_thread(&ctx[0]);
-        started = 0;
-        st = ctx[0].st;
-        if (st < 0 && err)
-            *err = ctx[0].err;
-    }
-    for (; nlocal > 1 && started < nlocal; started++)
-        if (pthread_create(&th[started], NULL, bench_thread, &ctx[started])) {
-            herd_threads_world_fail(tw, started);
-            st = herd_err_set(err, HERD_ENOMEM, "cannot start thread %zu", started);
-            break;
-        }
-    for (size_t i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    for (size_t i = 0; i < started && st == HERD_OK; i++)
-        if (ctx[i].st < 0) {
-            st = ctx[i].st;
-            if (err)
-                *err = ctx[i].err;
-        }
-    *world = mpi ? mpi->size : nlocal;
-    if (ctx && ctx[0].comm && ctx[0].comm->rank == 0)
+    HERD_TRY(run_local(hw, ctx, th, err));
+    *world = hw->size;
+    if (hw->first_rank == 0)
         *nrows = ctx[0].nrows;
 out:
     for (size_t i = 0; ctx && i < nlocal; i++)
-        if (ctx[i].comm && ctx[i].comm != mpi)
-            herd_comm_free(ctx[i].comm);
-    if (mpi)
-        herd_comm_free(mpi);
-    herd_threads_world_free(tw);
+        herd_comm_free(ctx[i].comm);
+    herd_world_free(hw);
     free(ctx);
     free(th);
     return st;

@@ -69,7 +69,17 @@ static void checkpointable(char *buf, size_t cap)
             len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", herd_algos[i]->name);
 }
 
-herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *algo, const char *engine,
+/* The engines --checkpoint runs on, as "a, b". */
+static void checkpointing_engines(char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (const herd_engine *const *e = herd_engines; *e && len < cap; e++)
+        if ((*e)->caps & HERD_ENGINE_CHECKPOINT)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", (*e)->name);
+}
+
+herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *algo, const herd_engine *engine,
                              herd_err *err)
 {
     if (cfg->resume && !cfg->checkpoint_dir)
@@ -83,9 +93,12 @@ herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *
         return herd_err_set(err, HERD_EINVAL, "--checkpoint needs a directory name");
     if (cfg->checkpoint_keep < 1 || cfg->checkpoint_keep > 1000000)
         return herd_err_set(err, HERD_EINVAL, "--keep must be in [1, 1000000], got %zu", cfg->checkpoint_keep);
-    if (strcmp(engine, "threads"))
-        return herd_err_set(err, HERD_EUNSUPPORTED,
-                            "--checkpoint: the %s engine cannot checkpoint yet (the threads engine can)", engine);
+    if (!(engine->caps & HERD_ENGINE_CHECKPOINT)) {
+        char list[256];
+        checkpointing_engines(list, sizeof list);
+        return herd_err_set(err, HERD_EUNSUPPORTED, "--checkpoint: the %s engine cannot checkpoint yet (herd checkpoints on --engine %s)",
+                            engine->name, list);
+    }
     if (!can_checkpoint(algo)) {
         char list[512];
         checkpointable(list, sizeof list);

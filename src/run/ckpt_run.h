@@ -17,9 +17,10 @@
  *             header's step is claim / workers, its epoch that of the last
  *             batch handed out, and each worker's cursor holds its own steps
  *
- * Checkpointing is collective over the run's workers (threads engine): each
- * settles what its algorithm has in flight (the save hook's sizing call),
- * copies its state into its slot between two barriers, then worker 0 writes
+ * Checkpointing is collective over the run's workers, all in this process
+ * (an engine with HERD_ENGINE_CHECKPOINT): each settles what its algorithm
+ * has in flight (the save hook's sizing call), copies its state into its
+ * slot between two barriers, then worker 0 writes
  * the file while the others go on; the next checkpoint's first barrier waits
  * for that write to end before any slot is touched again. Synchronous
  * algorithms checkpoint at the same step of every worker; asynchronous ones
@@ -38,6 +39,7 @@
 
 #include "herd/herd_algo.h"
 #include "herd/herd_ckpt.h"
+#include "herd/herd_comm.h"
 #include "herd/herd_data.h"
 #include "herd/herd_run.h"
 
@@ -54,7 +56,7 @@ typedef struct herd__ckpt_cursor {
 typedef struct herd__ckpt_run herd__ckpt_run;
 
 /* Refuses the checkpoint options this run cannot honour, naming why. */
-herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *algo, const char *engine,
+herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *algo, const herd_engine *engine,
                              herd_err *err);
 
 /* The run's checkpoint state (*out stays NULL when cfg has no checkpoint

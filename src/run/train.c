@@ -96,14 +96,14 @@ static void worker_teardown(worker_ctx *c)
 static herd_status choose_engine(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, herd_err *err)
 {
     herd_status st = HERD_OK;
-    const char *e = cfg->engine && *cfg->engine ? cfg->engine : herd_mpi_launched() ? "mpi" : "threads";
+    const char *e = cfg->engine && *cfg->engine ? cfg->engine : herd__mpi_launched() ? "mpi" : "threads";
     if (!strcmp(e, "threads")) {
         r->engine = "threads", r->first_rank = 0, r->nlocal = cfg->workers;
         return HERD_OK;
     }
     if (strcmp(e, "mpi"))
         return herd_err_set(err, HERD_EINVAL, "unknown engine '%s' (choose threads or mpi)", e);
-    HERD_TRY(herd_comm_mpi_create(NULL, NULL, &r->mpi, err));
+    HERD_TRY(herd__comm_mpi_create(NULL, NULL, &r->mpi, err));
     if (cfg->workers != 1 && cfg->workers != r->mpi->size) {
         st = herd_err_set(err, HERD_EINVAL,
                           "--workers %zu does not match the %zu MPI ranks (on the mpi engine each rank is one worker)",
@@ -125,7 +125,7 @@ static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train
     HERD_TRY(herd__check_config(eff, &r->algo_ops, err));
     HERD_TRY(herd__check_fail_modes(eff, r->mpi != NULL, r->engine, err));
     HERD_TRY(herd__algo_opts_parse(r->algo_ops, eff, &r->algo_opts, err));
-    HERD_TRY(herd__ckpt_check(eff, r->algo_ops, r->engine, err));
+    HERD_TRY(herd__ckpt_check(eff, r->algo_ops, herd_engine_find(r->engine), err));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     r->cores_taken = !r->mpi && cores >= 1 && r->nlocal * eff->threads >= (size_t)cores;
 out:

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm/engines.h"
 #include "herd/herd_comm.h"
 
 static float v(size_t i) { return (float)(i % 17) - 8.0f; }
@@ -113,10 +112,21 @@ static int lock_stall(herd_comm *c)
 
 int main(int argc, char **argv)
 {
-    herd_comm *c;
+    herd_comm *c = NULL;
+    herd_world *world = NULL;
+    const herd_engine *e = NULL;
     herd_err err = {0};
-    if (herd_comm_mpi_create(&argc, &argv, &c, &err) != HERD_OK) {
+    /* through the table, as a run does (by name: under SimGrid no launcher
+     * variable need say that smpirun started this process) */
+    if (herd_engine_pick("mpi", &e, &err) != HERD_OK || herd_world_create(e, 0, &world, &err) != HERD_OK ||
+        herd_world_endpoint(world, world->first_rank, &c, &err) != HERD_OK) {
         fprintf(stderr, "mpi_checks: %s\n", err.msg);
+        return 2;
+    }
+    if (strcmp(e->name, "mpi") || world->size != c->size || world->first_rank != c->rank || world->nlocal != 1 ||
+        !(e->caps & HERD_ENGINE_LAUNCHER_SIZED)) {
+        fprintf(stderr, "mpi_checks: FAIL engine '%s': world of %zu (first rank %zu, %zu local), endpoint rank %zu of %zu\n",
+                e->name, world->size, world->first_rank, world->nlocal, c->rank, c->size);
         return 2;
     }
     if (argc > 1 && !strcmp(argv[1], "--lock-stall"))
@@ -195,6 +205,7 @@ int main(int argc, char **argv)
         printf("mpi engine, %zu ranks (checks counted once per rank): %d passed, %d failed\n", n, t - f, f);
     free(all);
     herd_comm_free(c);
+    herd_world_free(world);
     herd_comm_shutdown();
     return f ? 1 : 0;
 }
