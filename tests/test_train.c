@@ -312,7 +312,40 @@ static void test_fail_modes_threads(void)
     }
 }
 
+/* The training run knows engines only through their table: the one-file
+ * loopback engine trains the algorithms on one worker to the same bits as
+ * the threads engine, and refuses a second worker. */
+static void test_engine_loopback(void)
+{
+    const char *algos[] = {"sgd", "allreduce", "asgd", "easgd", "eawild", "dpsgd", "adpsgd", "sgp", "localsgd"};
+    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
+        herd_train_config c = herd_test_config("linear", algos[i], 1);
+        c.epochs = 1;
+        herd_train_result a, b;
+        herd_err err = {0};
+        c.engine = "threads";
+        if (herd_train(&c, &a, &err) != HERD_OK)
+            herd_test_fail(__FILE__, __LINE__, "%s on threads: %s", algos[i], err.msg);
+        c.engine = "loopback";
+        if (herd_train(&c, &b, &err) != HERD_OK)
+            herd_test_fail(__FILE__, __LINE__, "%s on loopback: %s", algos[i], err.msg);
+        ASSERT_TRUE(!strcmp(b.engine, "loopback"));
+        ASSERT_TRUE(a.test_loss == b.test_loss);
+        ASSERT_TRUE(a.train_loss == b.train_loss);
+    }
+    herd_train_config c = herd_test_config("linear", "allreduce", 2);
+    c.engine = "loopback";
+    herd_train_result r;
+    herd_err err = {0};
+    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "loopback");
+    c.engine = "carrier-pigeon";
+    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "threads");
+}
+
 const herd_test herd_tests_train[] = {
+    {"train_engine_loopback", test_engine_loopback, 60},
     {"train_stalled_worker_named", test_stalled_worker_named, 60},
     {"train_stall_keeps_checkpoint", test_stall_keeps_checkpoint, 60},
     {"train_fail_modes_threads", test_fail_modes_threads, 60},

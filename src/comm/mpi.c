@@ -1,8 +1,7 @@
 /* The MPI engine: one worker per MPI rank (Open MPI or MPICH; SimGrid SMPI
  * compiles it unchanged). The only file of herd that includes mpi.h; built
  * only when the build finds mpicc (HERD_HAVE_MPI), and only then in the
- * registry; otherwise herd__comm_mpi_create says the engine is not compiled
- * in. A world is the job's MPI_COMM_WORLD: size ranks, this process runs
+ * registry. A world is the job's MPI_COMM_WORLD: size ranks, this process runs
  * one of them (first_rank = its rank); the endpoint is a duplicate of it.
  *
  * Waits poll MPI_Test with a short sleep between polls so that a deadline can
@@ -23,7 +22,6 @@
  * MPI_THREAD_SERIALIZED; mpirun then ends the job, naming this rank.
  */
 #include "comm/comm_internal.h"
-#include "comm/engines.h"
 #include "core/clock.h"
 
 #include <sched.h>
@@ -33,19 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#ifndef HERD_HAVE_MPI
-
-bool herd__mpi_launched(void) { return false; }
-
-herd_status herd__comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_err *err)
-{
-    (void)argc, (void)argv;
-    *out = NULL;
-    return herd_err_set(err, HERD_EUNSUPPORTED,
-                        "the mpi engine is not compiled into this herd (install libopenmpi-dev and rebuild)");
-}
-
-#else
+#ifdef HERD_HAVE_MPI
 
 #include <mpi.h>
 #include <pthread.h>
@@ -441,7 +427,7 @@ static const herd_comm_ops mpi_ops = {
     .free = m_free,
 };
 
-bool herd__mpi_launched(void)
+static bool mpi_launched(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS",
                                        "SMPI_RANK_COUNT"};
@@ -487,13 +473,6 @@ static herd_status new_endpoint(herd_comm **out, herd_err *err)
     return HERD_OK;
 }
 
-herd_status herd__comm_mpi_create(int *argc, char ***argv, herd_comm **out, herd_err *err)
-{
-    *out = NULL;
-    herd_status st = mpi_start(argc, argv, err);
-    return st < 0 ? st : new_endpoint(out, err);
-}
-
 /* ---- the engine table ------------------------------------------------- */
 
 extern const herd_engine herd__engine_mpi; /* below */
@@ -508,7 +487,7 @@ static herd_status e_world_create(size_t workers, herd_world **out, herd_err *er
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (workers && workers != (size_t)size)
         return herd_err_set(err, HERD_EINVAL,
-                            "%zu workers do not match the %d MPI ranks (on the mpi engine each rank is one worker)",
+                            "--workers %zu does not match the %d MPI ranks (on the mpi engine each rank is one worker)",
                             workers, size);
     herd_world *w = malloc(sizeof *w);
     if (!w)
@@ -568,7 +547,7 @@ const herd_engine herd__engine_mpi = {
     .name = "mpi",
     .caps = HERD_ENGINE_WINDOWS | HERD_ENGINE_NATIVE_ALLREDUCE | HERD_ENGINE_ANY_THREAD | HERD_ENGINE_LAUNCHER_SIZED |
             HERD_ENGINE_PROCESS_PER_WORKER,
-    .launched = herd__mpi_launched,
+    .launched = mpi_launched,
     .world_create = e_world_create,
     .endpoint = e_endpoint,
     .world_free = e_world_free,

@@ -75,6 +75,13 @@ out:
     return st;
 }
 
+herd_status herd__check_workers(const herd_train_config *cfg, herd_err *err)
+{
+    if (cfg->workers < 1 || cfg->workers > 4096)
+        return herd_err_set(err, HERD_EINVAL, "--workers must be in [1, 4096], got %zu", cfg->workers);
+    return HERD_OK;
+}
+
 herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err)
 {
     if (!cfg->algo || !(*algo = herd_algo_find(cfg->algo))) {
@@ -85,8 +92,9 @@ herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops
         return herd_err_set(err, HERD_EINVAL, "unknown algorithm '%s' (choose one of: %s)",
                             cfg->algo ? cfg->algo : "", names);
     }
-    if (cfg->workers < 1 || cfg->workers > 4096)
-        return herd_err_set(err, HERD_EINVAL, "--workers must be in [1, 4096], got %zu", cfg->workers);
+    herd_status st = herd__check_workers(cfg, err);
+    if (st < 0)
+        return st;
     if ((*algo)->min_workers && cfg->workers < (*algo)->min_workers)
         return herd_err_set(err, HERD_EINVAL, "--algo %s needs at least %zu workers, got %zu",
                             cfg->algo, (*algo)->min_workers, cfg->workers);

@@ -388,7 +388,7 @@ static herd_status worker_loop(worker_ctx *c)
     if (c->lost)
         goto out;
     CALL_HOOK(c, finish);
-    if (r->mpi && r->algo_ops->async) /* everyone done before the final evaluation */
+    if (herd__run_spans_processes(r) && r->algo_ops->async) /* everyone done before the final evaluation */
         HERD_TRY(herd_comm_barrier(w->comm));
 out:
     return st;
@@ -411,8 +411,8 @@ void *herd__worker_thread(void *p)
         if (c->w.comm)
             c->w.comm->failed = true; /* no collective teardown (mpi): the job ends */
         /* wake the workers blocked waiting for this one */
-        if (c->st != HERD_EREMOTE && !c->agreed_stop && c->run->world)
-            herd_threads_world_fail(c->run->world, c->w.rank);
+        if (c->st != HERD_EREMOTE && !c->agreed_stop)
+            herd_world_fail(c->run->world, c->w.rank);
     }
     return NULL;
 }

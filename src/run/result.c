@@ -22,21 +22,23 @@ static herd_status gather_totals(herd_run *r, worker_ctx *workers, run_totals *t
         if (workers[i].train_s > t->train_s_max)
             t->train_s_max = workers[i].train_s;
     }
-    if (!r->mpi || r->mpi->size == 1)
+    if (!herd__run_spans_processes(r))
         return HERD_OK;
-    run_totals *all = malloc(r->mpi->size * sizeof *all);
+    /* one worker per process (the engines that span processes) */
+    herd_comm *comm = workers[0].w.comm;
+    run_totals *all = malloc(comm->size * sizeof *all);
     if (!all)
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
-    herd_status st = herd_allgather(r->mpi, t, all, sizeof *t);
+    herd_status st = herd_allgather(comm, t, all, sizeof *t);
     if (st == HERD_OK) {
         memset(t, 0, sizeof *t);
-        for (size_t i = 0; i < r->mpi->size; i++) {
+        for (size_t i = 0; i < comm->size; i++) {
             t->images += all[i].images, t->bytes += all[i].bytes, t->wait += all[i].wait;
             if (all[i].train_s_max > t->train_s_max)
                 t->train_s_max = all[i].train_s_max;
         }
     } else {
-        herd_err_set(err, st, "%s", herd_comm_last_error(r->mpi));
+        herd_err_set(err, st, "%s", herd_comm_last_error(comm));
     }
     free(all);
     return st;
@@ -57,7 +59,7 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
                         workers[i - r->first_rank].w.step);
         }
     res->algo = r->algo_ops->name;
-    res->engine = r->engine;
+    res->engine = r->world->engine->name;
     res->model = cfg->model;
     res->rank = r->first_rank;
     res->workers = cfg->workers;

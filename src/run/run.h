@@ -36,13 +36,11 @@ typedef struct herd_run {
     herd_dataset train, test;
     int32_t *test_y;
     herd_log log;
-    herd_threads_world *world; /* threads engine */
-    herd_comm *mpi;            /* mpi engine: this process's endpoint */
-    const char *engine;
+    herd_world *world;         /* the engine's: this process runs its local ranks */
     size_t first_rank, nlocal; /* the workers this process runs */
     double t0;
     atomic_int abort; /* set by the first worker that fails */
-    atomic_bool *lost; /* per rank (threads engine): lost to --fail, the others went on */
+    atomic_bool *lost; /* per rank (this process's workers): lost to --fail, the others went on */
     herd__ckpt_run *ckpt; /* --checkpoint (NULL: none) */
     void *algo_opts;      /* the algorithm's options, parsed (w->opts) */
     bool cores_taken;     /* the workers' compute threads take every core (w->cores_taken) */
@@ -95,9 +93,15 @@ typedef struct epoch_stats {
 
 /* config.c */
 herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err);
+/* --workers within bounds (where the engine's launcher does not set it). */
+herd_status herd__check_workers(const herd_train_config *cfg, herd_err *err);
 /* --fail modes: where workers are processes (processes), a worker dies as
  * a process does; else it can only stop. Resolves DEFAULT to the engine's. */
 herd_status herd__check_fail_modes(herd_train_config *cfg, bool processes, const char *engine, herd_err *err);
+
+/* Whether the run's workers live in several processes (collectives over
+ * them are needed to add up the run's totals). */
+static inline bool herd__run_spans_processes(const herd_run *r) { return r->world->nlocal < r->world->size; }
 /* The algorithm's options (ops->opts) from its defaults and cfg's
  * algo_args, checked; *out is the caller's to free. */
 herd_status herd__algo_opts_parse(const herd_algo_ops *ops, const herd_train_config *cfg, void **out, herd_err *err);

@@ -22,7 +22,6 @@
 #include "run/ckpt_run.h"
 #include "run/log.h"
 #include "run/simtime.h"
-#include "comm/engines.h"
 #include "run/run.h"
 
 static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_err *err)
@@ -55,10 +54,7 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for a batch");
         goto out;
     }
-    if (r->mpi)
-        w->comm = r->mpi;
-    else
-        HERD_TRY(herd_comm_threads_create(r->world, rank, &w->comm, err));
+    HERD_TRY(herd_world_endpoint(r->world, rank, &w->comm, err));
     w->comm->timeout_s = cfg->comm_timeout_s;
     if (c->algo.ops->eval_params && !(c->eval_buf = malloc(2 * w->nparams * sizeof(float)))) {
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for evaluation");
@@ -83,8 +79,7 @@ static void worker_teardown(worker_ctx *c)
     if (c->claim_win)
         herd_comm_win_free(c->w.comm, c->claim_win);
     free(c->eval_buf);
-    if (c->w.comm && c->w.comm != c->run->mpi)
-        herd_comm_free(c->w.comm);
+    herd_comm_free(c->w.comm);
     herd_model_free(c->w.model);
     herd_optim_free(&c->w.optim);
     herd_loader_free(&c->loader);
@@ -92,26 +87,20 @@ static void worker_teardown(worker_ctx *c)
     free(c->y);
 }
 
-/* Picks the engine and, for mpi, this process's rank and the world size. */
-static herd_status choose_engine(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, herd_err *err)
+/* The engine and this process's part of the run's world: its workers
+ * first_rank .. first_rank + nlocal - 1; where the engine's launcher sets the
+ * number of workers (mpirun), the run's --workers becomes it. */
+static herd_status open_world(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, herd_err *err)
 {
     herd_status st = HERD_OK;
-    const char *e = cfg->engine && *cfg->engine ? cfg->engine : herd__mpi_launched() ? "mpi" : "threads";
-    if (!strcmp(e, "threads")) {
-        r->engine = "threads", r->first_rank = 0, r->nlocal = cfg->workers;
-        return HERD_OK;
-    }
-    if (strcmp(e, "mpi"))
-        return herd_err_set(err, HERD_EINVAL, "unknown engine '%s' (choose threads or mpi)", e);
-    HERD_TRY(herd__comm_mpi_create(NULL, NULL, &r->mpi, err));
-    if (cfg->workers != 1 && cfg->workers != r->mpi->size) {
-        st = herd_err_set(err, HERD_EINVAL,
-                          "--workers %zu does not match the %zu MPI ranks (on the mpi engine each rank is one worker)",
-                          cfg->workers, r->mpi->size);
-        goto out;
-    }
-    r->engine = "mpi", r->first_rank = r->mpi->rank, r->nlocal = 1;
-    eff->workers = r->mpi->size;
+    const herd_engine *e;
+    HERD_TRY(herd_engine_pick(cfg->engine, &e, err));
+    bool sized = e->caps & HERD_ENGINE_LAUNCHER_SIZED;
+    if (!sized)
+        HERD_TRY(herd__check_workers(cfg, err));
+    HERD_TRY(herd_world_create(e, sized && cfg->workers == 1 ? 0 : cfg->workers, &r->world, err));
+    eff->workers = r->world->size;
+    r->first_rank = r->world->first_rank, r->nlocal = r->world->nlocal;
 out:
     return st;
 }
@@ -121,13 +110,16 @@ out:
 static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, herd_err *err)
 {
     herd_status st = HERD_OK;
-    HERD_TRY(choose_engine(cfg, r, eff, err));
+    HERD_TRY(open_world(cfg, r, eff, err));
+    const herd_engine *e = r->world->engine;
     HERD_TRY(herd__check_config(eff, &r->algo_ops, err));
-    HERD_TRY(herd__check_fail_modes(eff, r->mpi != NULL, r->engine, err));
+    HERD_TRY(herd__check_fail_modes(eff, e->caps & HERD_ENGINE_PROCESS_PER_WORKER, e->name, err));
     HERD_TRY(herd__algo_opts_parse(r->algo_ops, eff, &r->algo_opts, err));
-    HERD_TRY(herd__ckpt_check(eff, r->algo_ops, herd_engine_find(r->engine), err));
+    HERD_TRY(herd__ckpt_check(eff, r->algo_ops, e, err));
+    /* the workers' compute threads on this machine's cores: a helper thread
+     * (allreduce's overlap) would take one from them */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    r->cores_taken = !r->mpi && cores >= 1 && r->nlocal * eff->threads >= (size_t)cores;
+    r->cores_taken = !(e->caps & HERD_ENGINE_PROCESS_PER_WORKER) && cores >= 1 && r->nlocal * eff->threads >= (size_t)cores;
 out:
     return st;
 }
@@ -151,8 +143,6 @@ static herd_status open_run(herd_run *r, worker_ctx **workers, bool *log_open, h
     r->tty = isatty(2);
     HERD_TRY(herd__log_open(&r->log, cfg->log_path, r->t0, err));
     *log_open = true;
-    if (!r->mpi)
-        HERD_TRY(herd_threads_world_create(cfg->workers, &r->world, err));
     *workers = calloc(r->nlocal, sizeof **workers);
     r->lost = calloc(cfg->workers, sizeof *r->lost);
     if (!*workers || !r->lost) {
@@ -186,7 +176,7 @@ static herd_status run_workers(herd_run *r, worker_ctx *workers, herd_err *err)
         int e = pthread_create(&threads[nstarted], NULL, herd__worker_thread, &workers[nstarted]);
         if (e) {
             atomic_store(&r->abort, 1);
-            herd_threads_world_fail(r->world, nstarted);
+            herd_world_fail(r->world, nstarted);
             st = herd_err_set(err, HERD_ENOMEM, "cannot start worker thread %zu: %s", nstarted, strerror(e));
             break;
         }
@@ -226,9 +216,7 @@ static void close_run(herd_run *r, worker_ctx *workers, bool log_open)
     free(workers);
     free(r->lost);
     herd__ckpt_run_free(r->ckpt);
-    herd_threads_world_free(r->world);
-    if (r->mpi)
-        herd_comm_free(r->mpi);
+    herd_world_free(r->world);
     if (log_open)
         herd__log_close(&r->log);
     free(r->test_y);
@@ -259,12 +247,12 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     herd__log_record(&r.log, "start",
                      "\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
                      "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu",
-                     eff.algo, r.engine, eff.model, eff.workers, eff.epochs, eff.batch, (double)eff.optim.lr,
+                     eff.algo, r.world->engine->name, eff.model, eff.workers, eff.epochs, eff.batch, (double)eff.optim.lr,
                      (double)eff.optim.momentum, (unsigned long long)eff.seed, workers[0].w.nparams, r.train.n,
                      r.test.n);
     double t_start = herd__now();
     HERD_TRY(run_workers(&r, workers, err));
-    herd_threads_world_close(r.world);
+    herd_world_close(r.world);
     double wall = herd__now() - t_start;
     HERD_TRY(first_failure(&r, workers, err));
     worker_ctx *w0 = &workers[0];
@@ -276,8 +264,9 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     }
     HERD_TRY(herd__result_fill(&r, workers, wall, res, err));
 out:
-    if (st < 0 && r.mpi)
-        r.mpi->failed = true; /* as in herd__worker_thread: no collective teardown */
+    for (size_t i = 0; st < 0 && workers && i < r.nlocal; i++)
+        if (workers[i].w.comm)
+            workers[i].w.comm->failed = true; /* as in herd__worker_thread: no collective teardown */
     close_run(&r, workers, log_open);
     return st;
 }
