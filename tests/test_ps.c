@@ -202,20 +202,20 @@ static void *hog_thread(void *p)
         ones[i] = (float)(a->rank + 1);
     if (herd_comm_threads_create(a->world, a->rank, &c, &err) != HERD_OK)
         return NULL;
-    herd_center ctr;
-    if (herd_center_create(&ctr, c, HOG_DIM, 2, 1, init) != HERD_OK)
+    herd__center ctr;
+    if (herd__center_create(&ctr, c, HOG_DIM, 2, 1, init) != HERD_OK)
         goto out;
     for (size_t k = 0; k < HOG_PUSHES; k++)
         for (size_t s = 0; s < 2; s++) {
-            if (herd_center_lock(&ctr, s, false) || herd_center_accumulate(&ctr, s, 0, ones) ||
-                herd_center_add_count(&ctr, s, 0, 1.0f) || herd_center_unlock(&ctr, s))
+            if (herd__center_lock(&ctr, s, false) || herd__center_accumulate(&ctr, s, 0, ones) ||
+                herd__center_add_count(&ctr, s, 0, 1.0f) || herd__center_unlock(&ctr, s))
                 goto out_ctr;
         }
     if (herd_comm_barrier(c) != HERD_OK)
         goto out_ctr;
     float all[HOG_DIM], count;
-    if (herd_center_read(&ctr, all) || herd_center_lock(&ctr, 1, false) ||
-        herd_center_get_count(&ctr, 1, 0, &count) || herd_center_unlock(&ctr, 1))
+    if (herd__center_read(&ctr, all) || herd__center_lock(&ctr, 1, false) ||
+        herd__center_get_count(&ctr, 1, 0, &count) || herd__center_unlock(&ctr, 1))
         goto out_ctr;
     float want = (float)(HOG_PUSHES * a->n * (a->n + 1) / 2);
     a->ok = count == (float)(HOG_PUSHES * a->n);
@@ -223,7 +223,7 @@ static void *hog_thread(void *p)
         a->ok &= all[i] == want;
     herd_comm_barrier(c); /* nobody frees the window while another reads it */
 out_ctr:
-    herd_center_free(&ctr);
+    herd__center_free(&ctr);
 out:
     herd_comm_free(c);
     return NULL;

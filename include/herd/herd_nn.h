@@ -44,7 +44,6 @@ float *herd_model_grads(herd_model *m);
 size_t herd_model_nbuffers(const herd_model *m);
 float *herd_model_buffers(herd_model *m);
 const char *herd_model_name(const herd_model *m);
-size_t herd_model_max_batch(const herd_model *m);
 /* Floating-point operations of one training step (forward + backward) per example. */
 double herd_model_train_flops(const herd_model *m);
 /* Floating-point operations of one forward pass (evaluation) per example. */

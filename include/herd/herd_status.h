@@ -60,6 +60,16 @@ herd_status herd_err_set(herd_err *err, herd_status st, const char *fmt, ...)
     } while (0)
 
 /* For bugs, not runtime outcomes: prints where and aborts. */
+/* Keeps the first failure: expr runs whatever st is (an unlock after a
+ * failed get must still happen), and st takes its status only while st is
+ * still HERD_OK. */
+#define HERD_KEEP_FIRST(st, expr)           \
+    do {                                    \
+        herd_status herd__k = (expr);       \
+        if ((st) == HERD_OK)                \
+            (st) = herd__k;                 \
+    } while (0)
+
 #define HERD_ASSERT(cond)                                                  \
     do {                                                                   \
         if (!(cond))                                                       \

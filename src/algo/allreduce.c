@@ -453,9 +453,7 @@ static herd_status ar_after_backward(herd_algo *a, herd_worker *w, herd_step_res
         st = csc_step(s, w);
     else if (overlapping(w)) {
         st = flush(s, w);
-        herd_status st2 = drain(s, w);
-        if (st == HERD_OK)
-            st = st2;
+        HERD_KEEP_FIRST(st, drain(s, w));
     }
     else if (fused_update(w)) {
         /* the engine's own allreduce in shared memory: one call, the update

@@ -6,14 +6,14 @@
 
 static size_t header_bytes(void) { return HERD_CENTER_WORDS * sizeof(uint64_t); }
 
-static size_t slice(const herd_center *c, size_t k) { return c->lo[k + 1] - c->lo[k]; }
+static size_t slice(const herd__center *c, size_t k) { return c->lo[k + 1] - c->lo[k]; }
 
-static size_t slot_offset(const herd_center *c, size_t k, size_t slot)
+static size_t slot_offset(const herd__center *c, size_t k, size_t slot)
 {
     return header_bytes() + slot * slice(c, k) * sizeof(float);
 }
 
-herd_status herd_center_create(herd_center *c, herd_comm *comm, size_t n, size_t shards, size_t nslots,
+herd_status herd__center_create(herd__center *c, herd_comm *comm, size_t n, size_t shards, size_t nslots,
                                const float *init)
 {
     memset(c, 0, sizeof *c);
@@ -46,13 +46,13 @@ herd_status herd_center_create(herd_center *c, herd_comm *comm, size_t n, size_t
         st = HERD_ENOMEM;
     if (st < 0) {
         herd_err saved = comm->err;
-        herd_center_free(c);
+        herd__center_free(c);
         comm->err = saved;
     }
     return st;
 }
 
-void herd_center_free(herd_center *c)
+void herd__center_free(herd__center *c)
 {
     if (c->win)
         herd_comm_win_free(c->comm, c->win);
@@ -61,84 +61,74 @@ void herd_center_free(herd_center *c)
     c->win = NULL, c->mem = NULL, c->lo = NULL;
 }
 
-void herd_center_range(const herd_center *c, size_t k, size_t *lo, size_t *hi)
+void herd__center_range(const herd__center *c, size_t k, size_t *lo, size_t *hi)
 {
     *lo = c->lo[k];
     *hi = c->lo[k + 1];
 }
 
-herd_status herd_center_lock(herd_center *c, size_t k, bool exclusive)
+herd_status herd__center_lock(herd__center *c, size_t k, bool exclusive)
 {
     return herd_comm_win_lock(c->comm, c->win, k, exclusive);
 }
 
-herd_status herd_center_unlock(herd_center *c, size_t k) { return herd_comm_win_unlock(c->comm, c->win, k); }
+herd_status herd__center_unlock(herd__center *c, size_t k) { return herd_comm_win_unlock(c->comm, c->win, k); }
 
-herd_status herd_center_flush(herd_center *c, size_t k) { return herd_comm_win_flush(c->comm, c->win, k); }
+herd_status herd__center_flush(herd__center *c, size_t k) { return herd_comm_win_flush(c->comm, c->win, k); }
 
-herd_status herd_center_get(herd_center *c, size_t k, size_t slot, float *full_dst)
+herd_status herd__center_get(herd__center *c, size_t k, size_t slot, float *full_dst)
 {
     return herd_comm_win_get(c->comm, c->win, k, slot_offset(c, k, slot), full_dst + c->lo[k],
                              slice(c, k) * sizeof(float));
 }
 
-herd_status herd_center_put(herd_center *c, size_t k, size_t slot, const float *full_src)
+herd_status herd__center_put(herd__center *c, size_t k, size_t slot, const float *full_src)
 {
     return herd_comm_win_put(c->comm, c->win, k, slot_offset(c, k, slot), full_src + c->lo[k],
                              slice(c, k) * sizeof(float));
 }
 
-herd_status herd_center_accumulate(herd_center *c, size_t k, size_t slot, const float *full_src)
+herd_status herd__center_accumulate(herd__center *c, size_t k, size_t slot, const float *full_src)
 {
     return herd_comm_win_accumulate(c->comm, c->win, k, slot_offset(c, k, slot), full_src + c->lo[k], slice(c, k));
 }
 
-herd_status herd_center_get_word(herd_center *c, size_t k, size_t i, uint64_t *dst)
+herd_status herd__center_get_count(herd__center *c, size_t k, size_t i, float *dst)
 {
     return herd_comm_win_get(c->comm, c->win, k, i * sizeof(uint64_t), dst, sizeof *dst);
 }
 
-herd_status herd_center_put_word(herd_center *c, size_t k, size_t i, uint64_t v)
-{
-    return herd_comm_win_put(c->comm, c->win, k, i * sizeof(uint64_t), &v, sizeof v);
-}
-
-herd_status herd_center_get_count(herd_center *c, size_t k, size_t i, float *dst)
-{
-    return herd_comm_win_get(c->comm, c->win, k, i * sizeof(uint64_t), dst, sizeof *dst);
-}
-
-herd_status herd_center_add_count(herd_center *c, size_t k, size_t i, float delta)
+herd_status herd__center_add_count(herd__center *c, size_t k, size_t i, float delta)
 {
     return herd_comm_win_accumulate(c->comm, c->win, k, i * sizeof(uint64_t), &delta, 1);
 }
 
-herd_status herd_center_set_count(herd_center *c, size_t k, size_t i, float v)
+herd_status herd__center_set_count(herd__center *c, size_t k, size_t i, float v)
 {
     return herd_comm_win_put(c->comm, c->win, k, i * sizeof(uint64_t), &v, sizeof v);
 }
 
-herd_status herd_center_read(herd_center *c, float *dst)
+herd_status herd__center_read(herd__center *c, float *dst)
 {
     for (size_t k = 0; k < c->shards; k++) {
-        herd_status st = herd_center_lock(c, k, false);
+        herd_status st = herd__center_lock(c, k, false);
         if (st < 0)
             return st;
-        st = herd_center_get(c, k, 0, dst);
-        herd_status st2 = herd_center_unlock(c, k);
-        if (st < 0 || st2 < 0)
-            return st < 0 ? st : st2;
+        st = herd__center_get(c, k, 0, dst);
+        HERD_KEEP_FIRST(st, herd__center_unlock(c, k));
+        if (st < 0)
+            return st;
     }
     return HERD_OK;
 }
 
 /* The bytes of the shard this rank holds (0: none). */
-static size_t own_bytes(const herd_center *c)
+static size_t own_bytes(const herd__center *c)
 {
     return c->comm->rank < c->shards ? slot_offset(c, c->comm->rank, c->nslots) : 0;
 }
 
-herd_status herd_center_save(herd_center *c, herd__state_out *o)
+herd_status herd__center_save(herd__center *c, herd__state_out *o)
 {
     size_t bytes = own_bytes(c), k = c->comm->rank;
     herd__state_put_u64(o, bytes);
@@ -148,7 +138,7 @@ herd_status herd_center_save(herd_center *c, herd__state_out *o)
     return herd__state_win_copy(c->comm, c->win, k, false, at, bytes);
 }
 
-herd_status herd_center_load(herd_center *c, herd__state_in *in, herd_worker *w, const char *what)
+herd_status herd__center_load(herd__center *c, herd__state_in *in, herd_worker *w, const char *what)
 {
     size_t bytes = own_bytes(c), k = c->comm->rank;
     uint64_t saved = herd__state_get_u64(in);

@@ -12,7 +12,7 @@
  *
  * Every call works on one shard through the transport's windows, so it runs
  * on every engine without the holder's help. As with MPI_Get, what a get
- * reads is valid after herd_center_flush or herd_center_unlock.
+ * reads is valid after herd__center_flush or herd__center_unlock.
  */
 #ifndef HERD_ALGO_CENTER_H
 #define HERD_ALGO_CENTER_H
@@ -27,54 +27,50 @@
 
 enum { HERD_CENTER_WORDS = 8 };
 
-typedef struct herd_center {
+typedef struct herd__center {
     herd_comm *comm;
     herd_win *win;
     size_t n, shards, nslots;
     size_t *lo;       /* shards + 1: shard k holds [lo[k], lo[k+1]) */
     void *mem;        /* this rank's shard (header + slots), or NULL */
-} herd_center;
+} herd__center;
 
 /* Collective: every rank calls it with the same n, shards, nslots; the shard
  * holders copy their slice of init (the same on every rank) into slot 0,
  * zero the other slots and the header. */
-herd_status herd_center_create(herd_center *c, herd_comm *comm, size_t n, size_t shards, size_t nslots,
+herd_status herd__center_create(herd__center *c, herd_comm *comm, size_t n, size_t shards, size_t nslots,
                                const float *init);
 /* Frees what create made; after the run's workers stopped (see herd_algo.h). */
-void herd_center_free(herd_center *c);
+void herd__center_free(herd__center *c);
 
 /* Shard k's range [*lo, *hi). */
-void herd_center_range(const herd_center *c, size_t k, size_t *lo, size_t *hi);
+void herd__center_range(const herd__center *c, size_t k, size_t *lo, size_t *hi);
 
-herd_status herd_center_lock(herd_center *c, size_t k, bool exclusive);
-herd_status herd_center_unlock(herd_center *c, size_t k);
-herd_status herd_center_flush(herd_center *c, size_t k);
+herd_status herd__center_lock(herd__center *c, size_t k, bool exclusive);
+herd_status herd__center_unlock(herd__center *c, size_t k);
+herd_status herd__center_flush(herd__center *c, size_t k);
 
 /* Slot `slot` of shard k: dst/src are the whole vector's elements
  * [lo[k], lo[k+1]) (the caller passes the full-length pointer). */
-herd_status herd_center_get(herd_center *c, size_t k, size_t slot, float *full_dst);
-herd_status herd_center_put(herd_center *c, size_t k, size_t slot, const float *full_src);
-herd_status herd_center_accumulate(herd_center *c, size_t k, size_t slot, const float *full_src);
-
-/* Header word `i` of shard k. */
-herd_status herd_center_get_word(herd_center *c, size_t k, size_t i, uint64_t *dst);
-herd_status herd_center_put_word(herd_center *c, size_t k, size_t i, uint64_t v);
+herd_status herd__center_get(herd__center *c, size_t k, size_t slot, float *full_dst);
+herd_status herd__center_put(herd__center *c, size_t k, size_t slot, const float *full_src);
+herd_status herd__center_accumulate(herd__center *c, size_t k, size_t slot, const float *full_src);
 
 /* Header word `i` of shard k used as a float counter (exact up to 2^24):
  * adding is one accumulate, so it is atomic even under a shared lock. */
-herd_status herd_center_get_count(herd_center *c, size_t k, size_t i, float *dst);
-herd_status herd_center_add_count(herd_center *c, size_t k, size_t i, float delta);
-herd_status herd_center_set_count(herd_center *c, size_t k, size_t i, float v);
+herd_status herd__center_get_count(herd__center *c, size_t k, size_t i, float *dst);
+herd_status herd__center_add_count(herd__center *c, size_t k, size_t i, float delta);
+herd_status herd__center_set_count(herd__center *c, size_t k, size_t i, float v);
 
 /* The whole slot 0 into dst: every shard under a shared lock in turn. */
-herd_status herd_center_read(herd_center *c, float *dst);
+herd_status herd__center_read(herd__center *c, float *dst);
 
 /* Checkpoints: the shard this rank holds (its header words and every slot)
  * as one record entry, copied under the shard's exclusive lock; an empty
  * entry on a rank that holds none. Save is called with every worker
  * between steps (see ckpt_run.h), so nobody else has the shard half
  * updated; load, before any worker steps. */
-herd_status herd_center_save(herd_center *c, herd__state_out *o);
-herd_status herd_center_load(herd_center *c, herd__state_in *in, herd_worker *w, const char *what);
+herd_status herd__center_save(herd__center *c, herd__state_out *o);
+herd_status herd__center_load(herd__center *c, herd__state_in *in, herd_worker *w, const char *what);
 
 #endif

@@ -70,7 +70,7 @@ typedef struct ea_state {
     ea_kind kind;
     float alpha;
     size_t period;
-    herd_center center; /* all but easgd */
+    herd__center center; /* all but easgd */
     float *c;           /* easgd: the center; eawild: the center read at the last exchange */
     float *c_next;      /* eawild: the read in flight */
     float *d;           /* nparams */
@@ -117,7 +117,7 @@ static herd_status ea_init(herd_algo *a, herd_worker *w)
     if (s->c)
         memcpy(s->c, w->params, w->nparams * sizeof(float));
     if (s->kind != EA_SYNC)
-        HERD_TRY(herd_center_create(&s->center, w->comm, w->nparams, 1, 1, w->params));
+        HERD_TRY(herd__center_create(&s->center, w->comm, w->nparams, 1, 1, w->params));
     s->sent0 = w->comm->bytes_sent, s->recv0 = w->comm->bytes_recv;
 out:
     return st;
@@ -153,7 +153,7 @@ static void elastic_pull(ea_state *s, herd_worker *w, const float *c)
 
 /* Flush or unlock: where a transfer's time is spent on the mpi engine, and
  * which comm does not count as waiting (it counts lock waits). */
-static herd_status complete(ea_state *s, herd_worker *w, herd_status (*fn)(herd_center *, size_t))
+static herd_status complete(ea_state *s, herd_worker *w, herd_status (*fn)(herd__center *, size_t))
 {
     double t0 = herd__now();
     herd_status st = fn(&s->center, 0);
@@ -166,7 +166,7 @@ static herd_status complete(ea_state *s, herd_worker *w, herd_status (*fn)(herd_
 static herd_status lock_center(ea_state *s, bool exclusive)
 {
     double t0 = herd__now();
-    herd_status st = herd_center_lock(&s->center, 0, exclusive);
+    herd_status st = herd__center_lock(&s->center, 0, exclusive);
     s->blocked_s += herd__now() - t0;
     return st;
 }
@@ -177,7 +177,7 @@ static herd_status complete_pending(ea_state *s, herd_worker *w)
     if (!s->pending)
         return HERD_OK;
     s->pending = false;
-    herd_status st = complete(s, w, herd_center_unlock);
+    herd_status st = complete(s, w, herd__center_unlock);
     if (st == HERD_OK) {
         float *t = s->c;
         s->c = s->c_next, s->c_next = t;
@@ -188,7 +188,7 @@ static herd_status complete_pending(ea_state *s, herd_worker *w)
 static herd_status exchange(ea_state *s, herd_worker *w)
 {
     herd_status st = HERD_OK;
-    herd_center *ctr = &s->center;
+    herd__center *ctr = &s->center;
     switch (s->kind) {
     case EA_SYNC: {
         elastic_pull(s, w, s->c);
@@ -207,16 +207,14 @@ static herd_status exchange(ea_state *s, herd_worker *w)
         bool exclusive = s->kind != EA_HOGWILD;
         float *c = s->d; /* read the center into d, then d becomes alpha (x - c) in place */
         HERD_TRY(lock_center(s, exclusive));
-        st = herd_center_get(ctr, 0, 0, c);
+        st = herd__center_get(ctr, 0, 0, c);
         if (st == HERD_OK)
-            st = complete(s, w, herd_center_flush);
+            st = complete(s, w, herd__center_flush);
         if (st == HERD_OK) {
             elastic_pull(s, w, c); /* reads c[i] before writing d[i]: same array, same index */
-            st = herd_center_accumulate(ctr, 0, 0, s->d);
+            st = herd__center_accumulate(ctr, 0, 0, s->d);
         }
-        herd_status st2 = complete(s, w, herd_center_unlock);
-        if (st == HERD_OK)
-            st = st2;
+        HERD_KEEP_FIRST(st, complete(s, w, herd__center_unlock));
         break;
     }
     case EA_WILD:
@@ -224,9 +222,9 @@ static herd_status exchange(ea_state *s, herd_worker *w)
         elastic_pull(s, w, s->c);
         HERD_TRY(lock_center(s, false));
         s->pending = true;
-        st = herd_center_accumulate(ctr, 0, 0, s->d);
+        st = herd__center_accumulate(ctr, 0, 0, s->d);
         if (st == HERD_OK)
-            st = herd_center_get(ctr, 0, 0, s->c_next);
+            st = herd__center_get(ctr, 0, 0, s->c_next);
         break;
     }
 out:
@@ -270,7 +268,7 @@ static herd_status ea_eval_params(herd_algo *a, herd_worker *w, float *out, cons
     } else {
         herd_status st = complete_pending(s, w);
         if (st == HERD_OK)
-            st = herd_center_read(&s->center, out);
+            st = herd__center_read(&s->center, out);
         if (st < 0) {
             if (!w->err.msg[0])
                 w->err = w->comm->err;
@@ -311,7 +309,7 @@ static herd_status ea_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, 
     if (s->c)
         herd__state_put(&o, s->c, w->nparams * sizeof(float));
     if (s->kind != EA_SYNC)
-        st = herd_center_save(&s->center, &o);
+        st = herd__center_save(&s->center, &o);
     herd__state_put_f64(&o, s->dist_sum);
     herd__state_put_u64(&o, s->nexch);
     *len = o.len;
@@ -340,7 +338,7 @@ static herd_status ea_load(herd_algo *a, herd_worker *w, const void *buf, size_t
                             w->rank, alpha, (unsigned long long)period, (double)s->alpha, s->period);
     if (s->c)
         herd__state_get(&in, s->c, w->nparams * sizeof(float));
-    if (s->kind != EA_SYNC && (st = herd_center_load(&s->center, &in, w, what)) < 0)
+    if (s->kind != EA_SYNC && (st = herd__center_load(&s->center, &in, w, what)) < 0)
         return st;
     s->dist_sum = herd__state_get_f64(&in);
     s->nexch = (size_t)herd__state_get_u64(&in);
@@ -354,7 +352,7 @@ static void ea_free(herd_algo *a, herd_worker *w)
         return;
     complete_pending(s, w);
     if (s->kind != EA_SYNC)
-        herd_center_free(&s->center);
+        herd__center_free(&s->center);
     free(s->c);
     free(s->c_next);
     free(s->d);

@@ -141,8 +141,8 @@ static herd_status read_model(herd_worker *w, herd_win *win, size_t j, float *tm
     if (st < 0)
         return st;
     st = herd_comm_win_get(w->comm, win, j, 0, tmp, w->nparams * sizeof(float));
-    herd_status st2 = herd_comm_win_unlock(w->comm, win, j);
-    return st < 0 ? st : st2;
+    HERD_KEEP_FIRST(st, herd_comm_win_unlock(w->comm, win, j));
+    return st;
 }
 
 herd_status herd__gossip_mean_windows(herd_worker *w, herd_win *win, float *avg, float *tmp, double *dist)
@@ -489,8 +489,8 @@ static herd_status ad_before_step(herd_algo *a, herd_worker *w)
     if (!s->active) { /* actives may have averaged into it since */
         HERD_TRY(herd_comm_win_lock(w->comm, s->win, w->rank, false));
         st = herd_comm_win_get(w->comm, s->win, w->rank, 0, w->params, bytes);
-        herd_status st2 = herd_comm_win_unlock(w->comm, s->win, w->rank);
-        HERD_TRY(st < 0 ? st : st2);
+        HERD_KEEP_FIRST(st, herd_comm_win_unlock(w->comm, s->win, w->rank));
+        HERD_TRY(st);
     }
     memcpy(s->snap, w->params, bytes);
 out:
@@ -535,8 +535,8 @@ static herd_status ad_after_backward(herd_algo *a, herd_worker *w, herd_step_res
             s->peer[k] = 0.5f * (s->snap[k] + s->peer[k]);
         st = herd_comm_win_put(w->comm, s->win, j, 0, s->peer, bytes);
     }
-    herd_status st2 = herd_comm_win_unlock(w->comm, s->win, j);
-    HERD_TRY(st < 0 ? st : st2);
+    HERD_KEEP_FIRST(st, herd_comm_win_unlock(w->comm, s->win, j));
+    HERD_TRY(st);
     memcpy(w->params, s->peer, bytes);
     s->averages++;
 out:
@@ -565,8 +565,8 @@ static herd_status ad_publish(herd_algo *a, herd_worker *w)
             s->snap[k] = w->params[k] - s->snap[k];
         st = herd_comm_win_accumulate(w->comm, s->win, w->rank, 0, s->snap, n);
     }
-    herd_status st2 = herd_comm_win_unlock(w->comm, s->win, w->rank);
-    HERD_TRY(st < 0 ? st : st2);
+    HERD_KEEP_FIRST(st, herd_comm_win_unlock(w->comm, s->win, w->rank));
+    HERD_TRY(st);
 out:
     return st;
 }
@@ -584,8 +584,7 @@ static herd_status ad_finish(herd_algo *a, herd_worker *w)
     ad_state *s = a->state;
     HERD_TRY(herd_comm_win_lock(w->comm, s->win, w->rank, false));
     st = herd_comm_win_get(w->comm, s->win, w->rank, 0, w->params, w->nparams * sizeof(float));
-    herd_status st2 = herd_comm_win_unlock(w->comm, s->win, w->rank);
-    st = st < 0 ? st : st2;
+    HERD_KEEP_FIRST(st, herd_comm_win_unlock(w->comm, s->win, w->rank));
 out:
     return st;
 }

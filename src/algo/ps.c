@@ -2,7 +2,7 @@
  * and 001), with the staleness options --staleness-lr, --softsync and
  * --max-staleness.
  *
- * The server. The global weights x~ live in a herd_center: --ps-shards K
+ * The server. The global weights x~ live in a herd__center: --ps-shards K
  * slices held by ranks 0..K-1 in one-sided windows. The holders train like
  * everyone else: a window is read and updated without its holder's help
  * (passive-target RMA on MPI, shared memory on threads), so a dedicated
@@ -125,7 +125,7 @@ static herd_status ps_check(const herd_algo_ops *ops, const void *opts, const he
 
 typedef struct ps_state {
     ps_kind kind;
-    herd_center center;
+    herd__center center;
     herd_win *ssp_win;   /* --max-staleness: step counts, on rank 0 */
     uint64_t *ssp_steps; /* rank 0: nworkers words */
     uint64_t *ssp_view;  /* this worker's copy of the table */
@@ -151,17 +151,6 @@ static size_t hist_bucket(double tau)
     return b;
 }
 
-/* Sleeps a little longer each time, from 20 us to 2 ms. A wait ends up to
- * one nap late, and a nap is a quarter of the time already waited: waits
- * (in herd sim, simulated ones) are overstated by 25% at most, where
- * doubling the nap overstated them up to 2x. */
-static void backoff(double *us)
-{
-    struct timespec ts = {0, (long)(*us * 1e3)};
-    nanosleep(&ts, NULL);
-    *us = *us < 2000 ? *us * 1.25 : 2000;
-}
-
 static size_t lost_count(const herd_worker *w)
 {
     size_t n = 0;
@@ -169,13 +158,6 @@ static size_t lost_count(const herd_worker *w)
         n += herd_worker_lost(w, r);
     return n;
 }
-
-#define UNLOCK_KEEP(st, c, k)                                  \
-    do {                                                       \
-        herd_status st__u = herd_center_unlock((c), (k));      \
-        if ((st) == HERD_OK)                                   \
-            (st) = st__u;                                      \
-    } while (0)
 
 static herd_status ps_init(herd_algo *a, herd_worker *w)
 {
@@ -197,7 +179,7 @@ static herd_status ps_init(herd_algo *a, herd_worker *w)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the parameter server state");
     /* every worker starts from the same weights (same seed), so any copy
      * seeds the server */
-    HERD_TRY(herd_center_create(&s->center, w->comm, w->nparams, pc->shards, NSLOTS, w->params));
+    HERD_TRY(herd__center_create(&s->center, w->comm, w->nparams, pc->shards, NSLOTS, w->params));
     if (pc->max_staleness >= 0) {
         if (!(s->ssp_view = malloc(w->nworkers * sizeof *s->ssp_view)))
             return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the SSP table");
@@ -234,7 +216,8 @@ static herd_status check_servers(ps_state *s, herd_worker *w)
 static herd_status wait_until(ps_state *s, herd_worker *w, ps_ready_fn ready, size_t arg)
 {
     herd_status st;
-    double t0 = herd__now(), deadline = t0 + w->comm->timeout_s, us = 20;
+    double t0 = herd__now(), deadline = t0 + w->comm->timeout_s;
+    herd__backoff nap = herd__backoff_make(20, 2000);
     bool ok = false;
     for (;;) {
         if ((st = check_servers(s, w)) < 0 || (st = herd_worker_stopping(w)) < 0 || (st = ready(s, w, arg, &ok)) < 0 ||
@@ -244,7 +227,7 @@ static herd_status wait_until(ps_state *s, herd_worker *w, ps_ready_fn ready, si
             st = HERD_ETIMEOUT;
             break;
         }
-        backoff(&us);
+        herd__backoff_nap(&nap);
     }
     double t = herd__now() - t0;
     s->blocked_s += t;
@@ -261,9 +244,9 @@ static herd_status ssp_ready(ps_state *s, herd_worker *w, size_t need, bool *rea
     if ((st = herd_comm_win_lock(w->comm, s->ssp_win, 0, false)) < 0)
         return st;
     st = herd_comm_win_get(w->comm, s->ssp_win, 0, 0, s->ssp_view, n * sizeof *s->ssp_view);
-    herd_status st2 = herd_comm_win_unlock(w->comm, s->ssp_win, 0);
-    if (st < 0 || st2 < 0)
-        return st < 0 ? st : st2;
+    HERD_KEEP_FIRST(st, herd_comm_win_unlock(w->comm, s->ssp_win, 0));
+    if (st < 0)
+        return st;
     *ready = true;
     for (size_t r = 0; r < n && *ready; r++)
         if (s->ssp_view[r] < need && !herd_worker_lost(w, r)) {
@@ -293,8 +276,8 @@ static herd_status ssp_publish(ps_state *s, herd_worker *w, uint64_t steps)
     if ((st = herd_comm_win_lock(w->comm, s->ssp_win, 0, false)) < 0)
         return st;
     st = herd_comm_win_put(w->comm, s->ssp_win, 0, w->rank * sizeof steps, &steps, sizeof steps);
-    herd_status st2 = herd_comm_win_unlock(w->comm, s->ssp_win, 0);
-    return st < 0 ? st : st2;
+    HERD_KEEP_FIRST(st, herd_comm_win_unlock(w->comm, s->ssp_win, 0));
+    return st;
 }
 
 /* ---- pull and push --------------------------------------------------- */
@@ -307,11 +290,11 @@ static herd_status ps_before_step(herd_algo *a, herd_worker *w)
     if (s->ssp_win)
         HERD_TRY(ssp_wait(s, w));
     for (size_t k = 0; k < s->center.shards; k++) {
-        HERD_TRY(herd_center_lock(&s->center, k, false));
-        st = herd_center_get(&s->center, k, SLOT_W, w->params);
+        HERD_TRY(herd__center_lock(&s->center, k, false));
+        st = herd__center_get(&s->center, k, SLOT_W, w->params);
         if (st == HERD_OK)
-            st = herd_center_get_count(&s->center, k, CNT_COUNT, &s->pulled[k]);
-        UNLOCK_KEEP(st, &s->center, k);
+            st = herd__center_get_count(&s->center, k, CNT_COUNT, &s->pulled[k]);
+        HERD_KEEP_FIRST(st, herd__center_unlock(&s->center, k));
         if (st < 0)
             goto out;
     }
@@ -329,12 +312,12 @@ static void record_staleness(ps_state *s, double tau)
 }
 
 /* Counters 0..n-1 of shard k into v (the caller holds a lock). */
-static herd_status read_counts(herd_center *c, size_t k, float *v, size_t n)
+static herd_status read_counts(herd__center *c, size_t k, float *v, size_t n)
 {
     herd_status st = HERD_OK;
     for (size_t i = 0; i < n; i++)
-        HERD_TRY(herd_center_get_count(c, k, i, &v[i]));
-    HERD_TRY(herd_center_flush(c, k));
+        HERD_TRY(herd__center_get_count(c, k, i, &v[i]));
+    HERD_TRY(herd__center_flush(c, k));
 out:
     return st;
 }
@@ -362,19 +345,19 @@ static void scaled(float *upd, const float *g, size_t lo, size_t hi, float scale
 static herd_status apply_update(ps_state *s, herd_worker *w, size_t k, size_t lo, size_t hi)
 {
     herd_status st = HERD_OK;
-    herd_center *c = &s->center;
+    herd__center *c = &s->center;
     if (s->kind == PS_AMSGD) {
-        HERD_TRY(herd_center_get(c, k, SLOT_V, s->buf));
-        HERD_TRY(herd_center_flush(c, k));
+        HERD_TRY(herd__center_get(c, k, SLOT_V, s->buf));
+        HERD_TRY(herd__center_flush(c, k));
         herd_optim_heavy_ball(w->cfg->optim.momentum, s->buf, s->upd, lo, hi);
-        HERD_TRY(herd_center_put(c, k, SLOT_V, s->buf));
-        HERD_TRY(herd_center_accumulate(c, k, SLOT_W, s->buf));
+        HERD_TRY(herd__center_put(c, k, SLOT_V, s->buf));
+        HERD_TRY(herd__center_accumulate(c, k, SLOT_W, s->buf));
     } else {
         for (size_t i = lo; i < hi; i++)
             s->upd[i] = -s->upd[i];
-        HERD_TRY(herd_center_accumulate(c, k, SLOT_W, s->upd));
+        HERD_TRY(herd__center_accumulate(c, k, SLOT_W, s->upd));
     }
-    HERD_TRY(herd_center_add_count(c, k, CNT_COUNT, 1.0f));
+    HERD_TRY(herd__center_add_count(c, k, CNT_COUNT, 1.0f));
 out:
     return st;
 }
@@ -385,20 +368,20 @@ out:
 static herd_status apply_group(ps_state *s, herd_worker *w, size_t k, float have)
 {
     herd_status st = HERD_OK;
-    herd_center *c = &s->center;
+    herd__center *c = &s->center;
     size_t lo, hi;
-    herd_center_range(c, k, &lo, &hi);
-    HERD_TRY(herd_center_flush(c, k)); /* the accumulates into ACC and GROUP land before we read and reset them */
-    HERD_TRY(herd_center_get(c, k, SLOT_ACC, s->upd));
-    HERD_TRY(herd_center_flush(c, k));
+    herd__center_range(c, k, &lo, &hi);
+    HERD_TRY(herd__center_flush(c, k)); /* the accumulates into ACC and GROUP land before we read and reset them */
+    HERD_TRY(herd__center_get(c, k, SLOT_ACC, s->upd));
+    HERD_TRY(herd__center_flush(c, k));
     float scale = (float)opts_of(w)->softsync / have;
     if (scale != 1.0f)
         for (size_t i = lo; i < hi; i++)
             s->upd[i] *= scale;
     HERD_TRY(apply_update(s, w, k, lo, hi));
     memset(s->buf + lo, 0, (hi - lo) * sizeof(float));
-    HERD_TRY(herd_center_put(c, k, SLOT_ACC, s->buf));
-    HERD_TRY(herd_center_set_count(c, k, CNT_GROUP, 0.0f));
+    HERD_TRY(herd__center_put(c, k, SLOT_ACC, s->buf));
+    HERD_TRY(herd__center_set_count(c, k, CNT_GROUP, 0.0f));
 out:
     return st;
 }
@@ -408,17 +391,17 @@ out:
 static herd_status group_ready(ps_state *s, herd_worker *w, size_t k, bool *ready)
 {
     herd_status st = HERD_OK;
-    herd_center *c = &s->center;
+    herd__center *c = &s->center;
     float v[3] = {0}; /* COUNT, GROUP, FINISHED */
     for (int exclusive = 0; exclusive < 2; exclusive++) {
-        HERD_TRY(herd_center_lock(c, k, exclusive));
+        HERD_TRY(herd__center_lock(c, k, exclusive));
         st = read_counts(c, k, v, 3);
         float alive = (float)(w->nworkers - lost_count(w)) - v[CNT_FINISHED];
         bool done = st == HERD_OK && v[CNT_COUNT] > s->pulled[k] + 0.5f; /* pulled[k] holds COUNT at the push */
         bool stuck = st == HERD_OK && !done && v[CNT_GROUP] > 0 && v[CNT_GROUP] >= alive;
         if (st == HERD_OK && exclusive && stuck)
             st = apply_group(s, w, k, v[CNT_GROUP]);
-        UNLOCK_KEEP(st, c, k);
+        HERD_KEEP_FIRST(st, herd__center_unlock(c, k));
         if (st < 0)
             goto out;
         *ready = done || (exclusive && stuck);
@@ -433,11 +416,11 @@ out:
 static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, float eta_base)
 {
     herd_status st = HERD_OK;
-    herd_center *c = &s->center;
+    herd__center *c = &s->center;
     size_t lo, hi, softsync = opts_of(w)->softsync;
-    herd_center_range(c, k, &lo, &hi);
+    herd__center_range(c, k, &lo, &hi);
     float v[2] = {0}; /* COUNT, GROUP */
-    HERD_TRY(herd_center_lock(c, k, true));
+    HERD_TRY(herd__center_lock(c, k, true));
     st = read_counts(c, k, v, softsync > 1 ? 2 : 1);
     float count = v[CNT_COUNT], group = v[CNT_GROUP];
     if (st == HERD_OK) {
@@ -447,15 +430,15 @@ static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, float eta_
             st = apply_update(s, w, k, lo, hi);
         } else {
             scaled(s->upd, w->grads, lo, hi, eta / (float)softsync);
-            st = herd_center_accumulate(c, k, SLOT_ACC, s->upd);
+            st = herd__center_accumulate(c, k, SLOT_ACC, s->upd);
             if (st == HERD_OK)
-                st = herd_center_add_count(c, k, CNT_GROUP, 1.0f);
+                st = herd__center_add_count(c, k, CNT_GROUP, 1.0f);
             if (st == HERD_OK && group + 1 >= (float)softsync)
                 st = apply_group(s, w, k, group + 1);
         }
         s->pulled[k] = count; /* now: COUNT at the push, for the softsync wait */
     }
-    UNLOCK_KEEP(st, c, k);
+    HERD_KEEP_FIRST(st, herd__center_unlock(c, k));
 out:
     return st;
 }
@@ -463,19 +446,19 @@ out:
 static herd_status push_hogwild(ps_state *s, herd_worker *w, size_t k, float eta_base)
 {
     herd_status st = HERD_OK;
-    herd_center *c = &s->center;
+    herd__center *c = &s->center;
     size_t lo, hi;
-    herd_center_range(c, k, &lo, &hi);
+    herd__center_range(c, k, &lo, &hi);
     float count;
-    HERD_TRY(herd_center_lock(c, k, false));
+    HERD_TRY(herd__center_lock(c, k, false));
     st = read_counts(c, k, &count, 1);
     if (st == HERD_OK) {
         scaled(s->upd, w->grads, lo, hi, -stale_eta(s, w, k, count, eta_base));
-        st = herd_center_accumulate(c, k, SLOT_W, s->upd);
+        st = herd__center_accumulate(c, k, SLOT_W, s->upd);
         if (st == HERD_OK)
-            st = herd_center_add_count(c, k, CNT_COUNT, 1.0f);
+            st = herd__center_add_count(c, k, CNT_COUNT, 1.0f);
     }
-    UNLOCK_KEEP(st, c, k);
+    HERD_KEEP_FIRST(st, herd__center_unlock(c, k));
 out:
     return st;
 }
@@ -515,9 +498,9 @@ static herd_status ps_finish(herd_algo *a, herd_worker *w)
         HERD_TRY(ssp_publish(s, w, UINT64_MAX));
     if (opts_of(w)->softsync > 1)
         for (size_t k = 0; k < s->center.shards; k++) {
-            HERD_TRY(herd_center_lock(&s->center, k, true));
-            st = herd_center_add_count(&s->center, k, CNT_FINISHED, 1.0f);
-            UNLOCK_KEEP(st, &s->center, k);
+            HERD_TRY(herd__center_lock(&s->center, k, true));
+            st = herd__center_add_count(&s->center, k, CNT_FINISHED, 1.0f);
+            HERD_KEEP_FIRST(st, herd__center_unlock(&s->center, k));
             if (st < 0)
                 goto out;
         }
@@ -528,7 +511,7 @@ out:
 static herd_status ps_eval_params(herd_algo *a, herd_worker *w, float *out, const char **name)
 {
     ps_state *s = a->state;
-    herd_status st = herd_center_read(&s->center, out);
+    herd_status st = herd__center_read(&s->center, out);
     if (st < 0 && !w->err.msg[0])
         w->err = w->comm->err;
     *name = st == HERD_OK ? "server" : NULL;
@@ -564,7 +547,7 @@ static herd_status ps_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, 
     herd__state_out o = herd__state_out_make(buf, cap);
     herd__state_put_u64(&o, PSV_LAYOUT);
     herd__state_put_u64(&o, s->center.shards);
-    herd_status st = herd_center_save(&s->center, &o);
+    herd_status st = herd__center_save(&s->center, &o);
     herd__state_put(&o, s->pulled, s->center.shards * sizeof *s->pulled);
     herd__state_put(&o, s->hist, sizeof s->hist);
     herd__state_put_u64(&o, s->ngrad);
@@ -585,7 +568,7 @@ static herd_status ps_load(herd_algo *a, herd_worker *w, const void *buf, size_t
     if (!in.bad && shards != s->center.shards)
         return herd_err_set(&w->err, HERD_EINVAL, "worker %zu: the checkpoint was written with --ps-shards %llu; this run has --ps-shards %zu",
                             w->rank, (unsigned long long)shards, s->center.shards);
-    if ((st = herd_center_load(&s->center, &in, w, "parameter server")) < 0)
+    if ((st = herd__center_load(&s->center, &in, w, "parameter server")) < 0)
         return st;
     herd__state_get(&in, s->pulled, s->center.shards * sizeof *s->pulled);
     herd__state_get(&in, s->hist, sizeof s->hist);
@@ -600,7 +583,7 @@ static void ps_free(herd_algo *a, herd_worker *w)
     ps_state *s = a->state;
     if (!s)
         return;
-    herd_center_free(&s->center);
+    herd__center_free(&s->center);
     if (s->ssp_win)
         herd_comm_win_free(w->comm, s->ssp_win);
     free(s->ssp_steps);

@@ -79,22 +79,22 @@
 enum { TAG_PUSHSUM = 0x7073 };
 
 /* A message: this header, then nparams floats of x share. */
-typedef struct ps_hdr {
+typedef struct sgp_hdr {
     double w;
     uint64_t step;
     uint64_t last; /* the sender's last message */
     uint64_t pad;
-} ps_hdr;
+} sgp_hdr;
 
-typedef struct ps_out { /* one possible out-peer */
+typedef struct sgp_out { /* one possible out-peer */
     size_t peer;
     unsigned char *buf; /* in flight while req */
     unsigned char *acc; /* mass waiting to be sent */
     herd_req *req;
     bool has_acc;
-} ps_out;
+} sgp_out;
 
-typedef struct ps_in { /* one possible in-neighbour */
+typedef struct sgp_in { /* one possible in-neighbour */
     size_t peer;
     unsigned char *buf;
     herd_req *req;      /* the posted receive, or NULL */
@@ -102,16 +102,16 @@ typedef struct ps_in { /* one possible in-neighbour */
     bool ended;         /* its last message was mixed */
     uint64_t got;       /* 1 + the highest step mixed from it (0: none) */
     uint64_t cursor;    /* its steps below this are checked for the delay bound */
-} ps_in;
+} sgp_in;
 
-typedef struct ps_state {
+typedef struct sgp_state {
     herd_topo topo;
     bool osgp;
     size_t tau, L;
     double wt;            /* push-sum weight w_i */
-    ps_out *out;
+    sgp_out *out;
     size_t nout;
-    ps_in *in;
+    sgp_in *in;
     size_t nin;
     size_t msg_bytes;
     float *avg, *tmp;     /* nparams each */
@@ -120,13 +120,13 @@ typedef struct ps_state {
     herd_win *win;        /* osgp: z_i published */
     float *pub;
     uint64_t late, merged, waits;
-} ps_state;
+} sgp_state;
 
-static ps_hdr *hdr_of(unsigned char *m) { return (ps_hdr *)(void *)m; }
-static float *data_of(unsigned char *m) { return (float *)(void *)(m + sizeof(ps_hdr)); }
+static sgp_hdr *hdr_of(unsigned char *m) { return (sgp_hdr *)(void *)m; }
+static float *data_of(unsigned char *m) { return (float *)(void *)(m + sizeof(sgp_hdr)); }
 
 /* The out-peer of worker j at its step k. */
-static size_t ps_out_peer(const ps_state *s, const herd_worker *w, size_t j, uint64_t k)
+static size_t sgp_out_peer(const sgp_state *s, const herd_worker *w, size_t j, uint64_t k)
 {
     size_t n = w->nworkers;
     if (s->topo == HERD_TOPO_RING)
@@ -138,16 +138,16 @@ static size_t ps_out_peer(const ps_state *s, const herd_worker *w, size_t j, uin
     return (j + 1 + (size_t)herd_rng_below(&r, n - 1)) % n;
 }
 
-static herd_status post_recv(ps_state *s, herd_worker *w, ps_in *in)
+static herd_status post_recv(sgp_state *s, herd_worker *w, sgp_in *in)
 {
     in->ready = false;
     return herd_comm_irecv(w->comm, in->peer, TAG_PUSHSUM, in->buf, s->msg_bytes, &in->req);
 }
 
-static herd_status ps_init(herd_algo *a, herd_worker *w)
+static herd_status sgp_init(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
-    ps_state *s = calloc(1, sizeof *s);
+    sgp_state *s = calloc(1, sizeof *s);
     if (!s)
         return herd_err_set(&w->err, HERD_ENOMEM, "worker %zu: out of memory", w->rank);
     a->state = s;
@@ -158,7 +158,7 @@ static herd_status ps_init(herd_algo *a, herd_worker *w)
     s->L = herd__gossip_log2ceil(n);
     s->wt = 1.0;
     s->avg_step = SIZE_MAX;
-    s->msg_bytes = sizeof(ps_hdr) + w->nparams * sizeof(float);
+    s->msg_bytes = sizeof(sgp_hdr) + w->nparams * sizeof(float);
     size_t deg = n == 1 ? 0 : s->topo == HERD_TOPO_RING ? 1 : s->topo == HERD_TOPO_EXP ? s->L : n - 1;
     s->out = calloc(deg ? deg : 1, sizeof *s->out);
     s->in = calloc(deg ? deg : 1, sizeof *s->in);
@@ -167,11 +167,11 @@ static herd_status ps_init(herd_algo *a, herd_worker *w)
     bool oom = !s->out || !s->in || !s->avg || !s->tmp;
     for (size_t k = 0; k < deg && !oom; k++) {
         size_t off = s->topo == HERD_TOPO_EXP ? (size_t)1 << k : k + 1;
-        ps_out *o = &s->out[s->nout++];
+        sgp_out *o = &s->out[s->nout++];
         o->peer = (i + off) % n;
         o->buf = calloc(1, s->msg_bytes);
         o->acc = calloc(1, s->msg_bytes);
-        ps_in *in = &s->in[s->nin++];
+        sgp_in *in = &s->in[s->nin++];
         in->peer = (i + n - off) % n;
         in->buf = malloc(s->msg_bytes);
         oom = !o->buf || !o->acc || !in->buf;
@@ -194,7 +194,7 @@ out:
 }
 
 /* Sends out's waiting mass if its previous message has left. */
-static herd_status flush_out(ps_state *s, herd_worker *w, ps_out *o, bool *progress)
+static herd_status flush_out(sgp_state *s, herd_worker *w, sgp_out *o, bool *progress)
 {
     herd_status st;
     if (o->req) {
@@ -223,11 +223,11 @@ static herd_status flush_out(ps_state *s, herd_worker *w, ps_out *o, bool *progr
 /* Adds the share (wt z, wt) to o's next message, which holds a weight and
  * the de-biased model of its mass (never a numerator: that would underflow
  * in floats once weights get small on a slow link). */
-static void add_share(ps_state *s, ps_out *o, const float *z, double wt, uint64_t step, bool last)
+static void add_share(sgp_state *s, sgp_out *o, const float *z, double wt, uint64_t step, bool last)
 {
-    ps_hdr *h = hdr_of(o->acc);
+    sgp_hdr *h = hdr_of(o->acc);
     float *d = data_of(o->acc);
-    size_t n = (s->msg_bytes - sizeof(ps_hdr)) / sizeof(float);
+    size_t n = (s->msg_bytes - sizeof(sgp_hdr)) / sizeof(float);
     if (wt > 0) {
         if (o->has_acc && h->w > 0)
             s->merged++;
@@ -242,9 +242,9 @@ static void add_share(ps_state *s, ps_out *o, const float *z, double wt, uint64_
 }
 
 /* Mixes in's message: (x_i, w_i) += (w z, w), kept as z_i and w_i. */
-static herd_status mix(ps_state *s, herd_worker *w, ps_in *in, uint64_t k)
+static herd_status mix(sgp_state *s, herd_worker *w, sgp_in *in, uint64_t k)
 {
-    ps_hdr *h = hdr_of(in->buf);
+    sgp_hdr *h = hdr_of(in->buf);
     const float *d = data_of(in->buf);
     if (h->w > 0) {
         float f = (float)(h->w / (s->wt + h->w));
@@ -267,11 +267,11 @@ static herd_status mix(ps_state *s, herd_worker *w, ps_in *in, uint64_t k)
 
 /* Tests the posted receives; mixes the ready messages that may be mixed at
  * step k (all of them when `any`). */
-static herd_status poll_in(ps_state *s, herd_worker *w, uint64_t k, bool any, bool do_mix, bool *progress)
+static herd_status poll_in(sgp_state *s, herd_worker *w, uint64_t k, bool any, bool do_mix, bool *progress)
 {
     herd_status st;
     for (size_t j = 0; j < s->nin; j++) {
-        ps_in *in = &s->in[j];
+        sgp_in *in = &s->in[j];
         for (;;) { /* everything that has arrived from j, not just one message */
             if (in->req) {
                 bool done;
@@ -294,37 +294,26 @@ static herd_status poll_in(ps_state *s, herd_worker *w, uint64_t k, bool any, bo
 }
 
 /* The in-neighbour whose message of a step <= k - tau is missing, or NULL. */
-static ps_in *missing(ps_state *s, const herd_worker *w, uint64_t k)
+static sgp_in *missing(sgp_state *s, const herd_worker *w, uint64_t k)
 {
     if (k < s->tau)
         return NULL;
     uint64_t upto = k - s->tau;
     for (size_t j = 0; j < s->nin; j++) {
-        ps_in *in = &s->in[j];
+        sgp_in *in = &s->in[j];
         if (in->ended || herd_worker_lost(w, in->peer))
             continue;
         uint64_t got = in->got;
         if (in->ready && hdr_of(in->buf)->step + 1 > got)
             got = hdr_of(in->buf)->step + 1;
         for (; in->cursor <= upto; in->cursor++)
-            if (in->cursor >= got && ps_out_peer(s, w, in->peer, in->cursor) == w->rank)
+            if (in->cursor >= got && sgp_out_peer(s, w, in->peer, in->cursor) == w->rank)
                 return in;
     }
     return NULL;
 }
 
-/* Growing by a quarter, a nap is at most a quarter of the time already
- * waited, so a wait (in herd sim, a simulated one) ends at most 25% late;
- * doubling overstated it up to 2x. */
-static void nap(double *us)
-{
-    struct timespec ts = {0, (long)(*us * 1000)};
-    nanosleep(&ts, NULL);
-    if (*us < 1000)
-        *us *= 1.25;
-}
-
-static herd_status ps_fail(ps_state *s, herd_worker *w, herd_status st, const char *what)
+static herd_status sgp_fail(sgp_state *s, herd_worker *w, herd_status st, const char *what)
 {
     /* a polled wait that ran out has no engine error to add */
     const char *detail = herd_comm_last_error(w->comm);
@@ -336,7 +325,7 @@ static herd_status ps_fail(ps_state *s, herd_worker *w, herd_status st, const ch
 }
 
 /* Progress every send; true in *pending while mass waits for a slot. */
-static herd_status flush_all(ps_state *s, herd_worker *w, bool *pending, bool *progress)
+static herd_status flush_all(sgp_state *s, herd_worker *w, bool *pending, bool *progress)
 {
     herd_status st;
     *pending = false;
@@ -350,31 +339,32 @@ static herd_status flush_all(ps_state *s, herd_worker *w, bool *pending, bool *p
 
 /* Receives until nothing from a step <= k - tau is missing (and, with tau =
  * 0, until this step's share has left: sgp never merges messages). */
-static herd_status settle(ps_state *s, herd_worker *w, uint64_t k)
+static herd_status settle(sgp_state *s, herd_worker *w, uint64_t k)
 {
     herd_status st = HERD_OK;
-    double deadline = herd__now() + w->comm->timeout_s, nap_us = 10, t0 = herd__now();
+    double deadline = herd__now() + w->comm->timeout_s, t0 = herd__now();
+    herd__backoff nap = herd__backoff_make(10, 1000);
     bool waited = false;
     for (;;) {
         bool progress = false, pending;
         HERD_TRY(poll_in(s, w, k, s->tau > 0, s->tau > 0, &progress));
         HERD_TRY(flush_all(s, w, &pending, &progress));
-        ps_in *m = missing(s, w, k);
+        sgp_in *m = missing(s, w, k);
         if (!m && !(s->tau == 0 && pending))
             break;
         waited = true;
         HERD_TRY(herd_worker_stopping(w)); /* an in-neighbour stopped on a non-finite value */
         if (progress)
-            deadline = herd__now() + w->comm->timeout_s, nap_us = 10;
+            deadline = herd__now() + w->comm->timeout_s, nap = herd__backoff_make(10, 1000);
         /* no blocking wait on the missing message: polled with naps, an
          * in-neighbour that is lost meanwhile (--fail) stops being waited for */
         if (herd__now() > deadline) {
             char what[128];
             snprintf(what, sizeof what, "no progress for %g s %s %zu", w->comm->timeout_s,
                      m ? "waiting for in-neighbour" : "sending to out-peer", m ? m->peer : s->out[0].peer);
-            return ps_fail(s, w, HERD_ETIMEOUT, what);
+            return sgp_fail(s, w, HERD_ETIMEOUT, what);
         }
-        nap(&nap_us);
+        herd__backoff_nap(&nap);
     }
     /* sgp: mixed only now, in rank order (bit-identical runs) */
     bool progress = false;
@@ -385,34 +375,33 @@ static herd_status settle(ps_state *s, herd_worker *w, uint64_t k)
     }
 out:
     if (st < 0)
-        ps_fail(s, w, st, "gossip");
+        sgp_fail(s, w, st, "gossip");
     return st;
 }
 
 /* Publishes z_i for one-sided readers (osgp). */
-static herd_status publish(ps_state *s, herd_worker *w)
+static herd_status publish(sgp_state *s, herd_worker *w)
 {
     herd_status st = HERD_OK;
     if (!s->win)
         return HERD_OK;
     HERD_TRY(herd_comm_win_lock(w->comm, s->win, w->rank, true));
     st = herd_comm_win_put(w->comm, s->win, w->rank, 0, w->params, w->nparams * sizeof(float));
-    herd_status st2 = herd_comm_win_unlock(w->comm, s->win, w->rank);
-    st = st < 0 ? st : st2;
+    HERD_KEEP_FIRST(st, herd_comm_win_unlock(w->comm, s->win, w->rank));
 out:
     return st;
 }
 
 /* One push-sum round after the local step: keep half, push half, mix. */
-static herd_status ps_after_step(herd_algo *a, herd_worker *w)
+static herd_status sgp_after_step(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
-    ps_state *s = a->state;
+    sgp_state *s = a->state;
     uint64_t k = w->step;
     if (s->nout) {
-        size_t peer = ps_out_peer(s, w, w->rank, k);
+        size_t peer = sgp_out_peer(s, w, w->rank, k);
         if (!herd_worker_lost(w, peer)) {
-            ps_out *o = NULL;
+            sgp_out *o = NULL;
             for (size_t j = 0; j < s->nout; j++)
                 if (s->out[j].peer == peer)
                     o = &s->out[j];
@@ -429,14 +418,15 @@ out:
 
 /* The last share to every out-peer, then mix until every in-neighbour's
  * last message came and every message of ours left. */
-static herd_status ps_drain(ps_state *s, herd_worker *w)
+static herd_status sgp_drain(sgp_state *s, herd_worker *w)
 {
     herd_status st = HERD_OK;
     uint64_t k = w->step;
     for (size_t j = 0; j < s->nout; j++)
         if (!herd_worker_lost(w, s->out[j].peer))
             add_share(s, &s->out[j], w->params, 0.0, k, true);
-    double deadline = herd__now() + w->comm->timeout_s, nap_us = 10, t0 = herd__now();
+    double deadline = herd__now() + w->comm->timeout_s, t0 = herd__now();
+    herd__backoff nap = herd__backoff_make(10, 1000);
     for (;;) {
         bool progress = false, pending, busy = false, open = false;
         HERD_TRY(poll_in(s, w, k, true, true, &progress));
@@ -451,25 +441,25 @@ static herd_status ps_drain(ps_state *s, herd_worker *w)
             break;
         HERD_TRY(herd_worker_stopping(w));
         if (progress)
-            deadline = herd__now() + w->comm->timeout_s, nap_us = 10;
+            deadline = herd__now() + w->comm->timeout_s, nap = herd__backoff_make(10, 1000);
         if (herd__now() > deadline) {
             char what[128];
             snprintf(what, sizeof what, "no progress for %g s at the end, %s %zu", w->comm->timeout_s,
                      open ? "waiting for the last message of in-neighbour" : "sending to out-peer", who);
-            return ps_fail(s, w, HERD_ETIMEOUT, what);
+            return sgp_fail(s, w, HERD_ETIMEOUT, what);
         }
-        nap(&nap_us);
+        herd__backoff_nap(&nap);
     }
     w->comm_wait_s += herd__now() - t0;
 out:
     if (st < 0)
-        ps_fail(s, w, st, "the last exchange");
+        sgp_fail(s, w, st, "the last exchange");
     return st;
 }
 
-static herd_status ps_end_epoch(herd_algo *a, herd_worker *w)
+static herd_status sgp_end_epoch(herd_algo *a, herd_worker *w)
 {
-    ps_state *s = a->state;
+    sgp_state *s = a->state;
     if (s->osgp)
         return herd__gossip_mean_windows(w, s->win, s->avg, s->tmp, &s->dist);
     if (s->avg_step == w->step)
@@ -480,24 +470,24 @@ static herd_status ps_end_epoch(herd_algo *a, herd_worker *w)
     return st;
 }
 
-static herd_status ps_finish(herd_algo *a, herd_worker *w)
+static herd_status sgp_finish(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
-    ps_state *s = a->state;
+    sgp_state *s = a->state;
     if (s->nout || s->nin)
-        HERD_TRY(ps_drain(s, w));
+        HERD_TRY(sgp_drain(s, w));
     HERD_TRY(publish(s, w));
     if (!s->osgp) { /* collective: sgp's workers finish together */
         s->avg_step = SIZE_MAX;
-        HERD_TRY(ps_end_epoch(a, w));
+        HERD_TRY(sgp_end_epoch(a, w));
     }
 out:
     return st;
 }
 
-static herd_status ps_eval_params(herd_algo *a, herd_worker *w, float *out, const char **name)
+static herd_status sgp_eval_params(herd_algo *a, herd_worker *w, float *out, const char **name)
 {
-    ps_state *s = a->state;
+    sgp_state *s = a->state;
     if (s->osgp) {
         herd_status st = herd__gossip_mean_windows(w, s->win, out, s->tmp, NULL);
         if (st == HERD_OK)
@@ -511,10 +501,10 @@ static herd_status ps_eval_params(herd_algo *a, herd_worker *w, float *out, cons
     return HERD_OK;
 }
 
-static void ps_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
+static void sgp_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
 {
     (void)w;
-    ps_state *s = a->state;
+    sgp_state *s = a->state;
     snprintf(buf, cap,
              ",\"consensus_dist\":%.6g,\"topology\":\"%s\",\"push_weight\":%.17g,\"max_delay\":%zu,"
              "\"waits\":%llu,\"late_msgs\":%llu,\"merged_msgs\":%llu",
@@ -522,11 +512,11 @@ static void ps_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
              (unsigned long long)s->late, (unsigned long long)s->merged);
 }
 
-static const uint64_t PS_LAYOUT = HERD__STATE_LAYOUT('p', 'u', 's', 'h', 1);
+static const uint64_t SGP_LAYOUT = HERD__STATE_LAYOUT('p', 'u', 's', 'h', 1);
 
-static herd_status ps_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
+static herd_status sgp_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
 {
-    ps_state *s = a->state;
+    sgp_state *s = a->state;
     for (size_t j = 0; j < s->nin; j++)
         if (s->in[j].ready)
             return herd_err_set(&w->err, HERD_EINTERNAL, "worker %zu (sgp): a message of in-neighbour %zu is not mixed at a checkpoint",
@@ -536,7 +526,7 @@ static herd_status ps_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, 
             return herd_err_set(&w->err, HERD_EINTERNAL, "worker %zu (sgp): a share for out-peer %zu is unsent at a checkpoint",
                                 w->rank, s->out[j].peer);
     herd__state_out o = herd__state_out_make(buf, cap);
-    herd__state_put_u64(&o, PS_LAYOUT);
+    herd__state_put_u64(&o, SGP_LAYOUT);
     herd__state_put_u64(&o, (uint64_t)s->topo);
     herd__state_put_f64(&o, s->wt);
     herd__state_put_u64(&o, s->late);
@@ -552,11 +542,11 @@ static herd_status ps_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, 
     return HERD_OK;
 }
 
-static herd_status ps_load(herd_algo *a, herd_worker *w, const void *buf, size_t len)
+static herd_status sgp_load(herd_algo *a, herd_worker *w, const void *buf, size_t len)
 {
-    ps_state *s = a->state;
+    sgp_state *s = a->state;
     herd__state_in in = herd__state_in_make(buf, len);
-    herd_status st = herd__state_layout(&in, PS_LAYOUT, w, "sgp");
+    herd_status st = herd__state_layout(&in, SGP_LAYOUT, w, "sgp");
     if (st < 0)
         return st;
     uint64_t topo = herd__state_get_u64(&in);
@@ -572,7 +562,7 @@ static herd_status ps_load(herd_algo *a, herd_worker *w, const void *buf, size_t
         return herd_err_set(&w->err, HERD_ECORRUPT, "worker %zu: the checkpoint's push-sum weight is %g (not in (0, %zu])",
                             w->rank, wt, w->nworkers);
     for (size_t j = 0; j < s->nin && !in.bad; j++) {
-        ps_in *x = &s->in[j];
+        sgp_in *x = &s->in[j];
         uint64_t peer = herd__state_get_u64(&in);
         x->got = herd__state_get_u64(&in);
         x->cursor = herd__state_get_u64(&in);
@@ -587,9 +577,9 @@ static herd_status ps_load(herd_algo *a, herd_worker *w, const void *buf, size_t
     return HERD_OK;
 }
 
-static void ps_free(herd_algo *a, herd_worker *w)
+static void sgp_free(herd_algo *a, herd_worker *w)
 {
-    ps_state *s = a->state;
+    sgp_state *s = a->state;
     if (!s)
         return;
     for (size_t k = 0; k < s->nout; k++) {
@@ -618,12 +608,12 @@ static void ps_free(herd_algo *a, herd_worker *w)
     {                                                                                                     \
         .name = nm, .summary = text, .min_workers = 1, .async = is_async,                                 \
         .opts = table, .opts_size = sizeof(herd__gossip_opts),                                            \
-        .init = ps_init, .after_step = ps_after_step, .end_epoch = ps_end_epoch,         \
-        .finish = ps_finish, .eval_params = ps_eval_params, .log_epoch = ps_log_epoch, .free = ps_free,   \
+        .init = sgp_init, .after_step = sgp_after_step, .end_epoch = sgp_end_epoch,         \
+        .finish = sgp_finish, .eval_params = sgp_eval_params, .log_epoch = sgp_log_epoch, .free = sgp_free,   \
         .save = save_fn, .load = load_fn,                                                                 \
     }
 
 const herd_algo_ops herd__algo_sgp =
-    PUSHSUM_OPS("sgp", false, herd__gossip_opt_table, ps_save, ps_load, "SGP: push-sum gossip with de-biased models, one peer per step (--topology exp|ring|random)");
+    PUSHSUM_OPS("sgp", false, herd__gossip_opt_table, sgp_save, sgp_load, "SGP: push-sum gossip with de-biased models, one peer per step (--topology exp|ring|random)");
 const herd_algo_ops herd__algo_osgp =
     PUSHSUM_OPS("osgp", true, herd__osgp_opt_table, NULL, NULL, "overlap SGP: asynchronous push-sum, messages may be --max-delay steps late");

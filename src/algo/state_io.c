@@ -88,6 +88,6 @@ herd_status herd__state_win_copy(herd_comm *comm, herd_win *win, size_t target, 
     if (st < 0)
         return st;
     st = put ? herd_comm_win_put(comm, win, target, 0, buf, bytes) : herd_comm_win_get(comm, win, target, 0, buf, bytes);
-    herd_status st2 = herd_comm_win_unlock(comm, win, target);
-    return st < 0 ? st : st2;
+    HERD_KEEP_FIRST(st, herd_comm_win_unlock(comm, win, target));
+    return st;
 }

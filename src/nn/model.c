@@ -798,7 +798,6 @@ float *herd_model_grads(herd_model *m) { return m->grads; }
 size_t herd_model_nbuffers(const herd_model *m) { return m->nbuffers; }
 float *herd_model_buffers(herd_model *m) { return m->buffers; }
 const char *herd_model_name(const herd_model *m) { return m->name; }
-size_t herd_model_max_batch(const herd_model *m) { return m->max_batch; }
 
 double herd_model_train_flops(const herd_model *m)
 {

@@ -45,9 +45,7 @@ void herd__announce_stop(worker_ctx *c)
         st = herd_comm_win_flush(comm, c->claim_win, 0);
     if (st == HERD_OK && cur == 0)
         st = herd_comm_win_put(comm, c->claim_win, 0, sizeof(uint64_t), &word, sizeof word);
-    herd_status st2 = herd_comm_win_unlock(comm, c->claim_win, 0);
-    if (st == HERD_OK)
-        st = st2;
+    HERD_KEEP_FIRST(st, herd_comm_win_unlock(comm, c->claim_win, 0));
 out:
     /* the others will not know (they stop on their own, or at --timeout);
      * EREMOTE: another worker's failure already stopped them */
@@ -78,9 +76,7 @@ herd_status herd__stop_check(worker_ctx *c, herd_err *err)
     uint64_t word = 0;
     HERD_TRY(herd_comm_win_lock(comm, c->claim_win, 0, false));
     st = herd_comm_win_get(comm, c->claim_win, 0, sizeof(uint64_t), &word, sizeof word);
-    herd_status st2 = herd_comm_win_unlock(comm, c->claim_win, 0);
-    if (st == HERD_OK)
-        st = st2;
+    HERD_KEEP_FIRST(st, herd_comm_win_unlock(comm, c->claim_win, 0));
     if (st == HERD_OK && word)
         st = stopped_by(c, word);
     if (st < 0 && err != &c->w.err)
@@ -104,9 +100,7 @@ herd_status herd__claim_batch(worker_ctx *c, uint64_t *index, uint64_t hold)
     next = *index + 1;
     if (st == HERD_OK && *index != hold && got[1] == 0)
         st = herd_comm_win_put(comm, c->claim_win, 0, 0, &next, sizeof next);
-    herd_status st2 = herd_comm_win_unlock(comm, c->claim_win, 0);
-    if (st == HERD_OK)
-        st = st2;
+    HERD_KEEP_FIRST(st, herd_comm_win_unlock(comm, c->claim_win, 0));
     if (st == HERD_OK && got[1])
         st = stopped_by(c, got[1]);
 out:
