@@ -62,8 +62,11 @@ lines = [
 ]
 for i, l in enumerate(lines):
     put("cli", "args-%d" % i, b"\0".join(a.encode() for a in l))
-src = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "cli", "herd.c")).read()
-flags = sorted(set(re.findall(r'\{"([a-z0-9-]+)", OPT_', src)))
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+src = open(os.path.join(root, "src", "cli", "herd.c")).read()
+algo_src = "".join(open(os.path.join(root, "src", "algo", f)).read() for f in sorted(os.listdir(os.path.join(root, "src", "algo"))) if f.endswith(".c"))
+# herd train's own flags and every algorithm's options
+flags = sorted(set(re.findall(r'\{"([a-z0-9-]+)", HERD__FLAG_', src) + re.findall(r'\{"([a-z0-9-]+)", HERD_OPT_', algo_src)))
 with open(os.path.join(out, "cli.dict"), "w") as f:
     for fl in flags:
         f.write('"--%s"\n' % fl)

@@ -57,6 +57,51 @@ static void test_usage_errors(void)
     ASSERT_STR_CONTAINS(o.err, "--workers");
 }
 
+/* Every sub-command parses with the one flag parser: the same forms and
+ * messages; an algorithm's options come from its table, as --name=value
+ * too; the lists of algorithms and engines come from the registries. */
+static void test_one_parser(void)
+{
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--data=synthetic:1x8x8:4", "--model=linear", "--algo=localsgd", "--workers=2", "--local-steps=2",
+                  "--epochs=1", "--train-limit=256", "--test-limit=64", "--quiet", "--json");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "\"algo\":\"localsgd\"");
+    HERD_TEST_RUN(&o, "train", "--algo", "localsgd", "--local-steps=0");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "--local-steps must be in [1, 1000000], got 0");
+    HERD_TEST_RUN(&o, "train", "--staleness-lr=yes");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "flag '--staleness-lr' takes no value");
+    HERD_TEST_RUN(&o, "train", "extra");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "unexpected argument 'extra'");
+    HERD_TEST_RUN(&o, "bench", "gemm", "--size", "big");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "--size: expected a non-negative integer, got 'big' (see 'herd bench --help')");
+    HERD_TEST_RUN(&o, "bench", "allreduce", "--comm-dtype", "fp8");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "--comm-dtype must be fp32, fp16 or bf16, got 'fp8'");
+    HERD_TEST_RUN(&o, "sim", "--workers", "many");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "--workers: expected a non-negative integer, got 'many' (see 'herd sim --help')");
+    HERD_TEST_RUN(&o, "compare", "--bogus");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "unknown flag '--bogus' (see 'herd compare --help')");
+    HERD_TEST_RUN(&o, "sim", "--help");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.err, "--platform NAME|FILE");
+    HERD_TEST_RUN(&o, "train", "--help");
+    ASSERT_STR_CONTAINS(o.err, "options of --algo localsgd:");
+    ASSERT_STR_CONTAINS(o.err, "--local-steps N");
+    HERD_TEST_RUN(&o, "algos");
+    ASSERT_STR_CONTAINS(o.out, "postlocal");
+    HERD_TEST_RUN(&o, "engines");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "threads    windows native-allreduce shared-memory");
+    ASSERT_STR_CONTAINS(o.out, "loopback");
+}
+
 static void test_missing_and_corrupt_data(void)
 {
     herd_test_cmd o;
@@ -117,6 +162,7 @@ static void test_train_fashion_slice(void)
 
 const herd_test herd_tests_cli[] = {
     {"cli_usage_errors", test_usage_errors, 60},
+    {"cli_one_parser", test_one_parser, 60},
     {"cli_missing_and_corrupt_data", test_missing_and_corrupt_data, 60},
     {"cli_train_fashion_slice", test_train_fashion_slice, 120},
     HERD_TEST_END,

@@ -10,7 +10,10 @@
  * On the threads engine the runs share this machine's cores: compare their
  * times within one table only. On sim the times are simulated and
  * repeatable. */
-#include "cli/cli.h"
+#include "cli/compare.h"
+
+#include "cli/flags.h"
+#include "cli/spawn.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -42,23 +45,23 @@ typedef struct cmp_row {
 static void cmp_flags(cmp_opts *o, herd__flag *f)
 {
     const herd__flag t[] = {
-        {"engine", HERD__FLAG_STR, &o->engine, "E", "threads or sim (default threads; sim when --platform is given)"},
-        {"platform", HERD__FLAG_STR, &o->platform, "NAME", "sim: the platform (herd sim --list; default ib-100g)"},
-        {"link", HERD__FLAG_STR, &o->link, "BW:LAT", "sim: each host's link (herd sim --link)"},
-        {"host-speed", HERD__FLAG_STR, &o->host_speed, "SPEED", "sim: each host's speed (herd sim --host-speed)"},
-        {"slow", HERD__FLAG_LIST, &o->slow, "RANK:FACTOR", "worker RANK FACTOR times slower in every run but the baseline"},
-        {"workers", HERD__FLAG_SIZE, &o->workers, "N", "workers of every run (default 8)"},
-        {"scaling", HERD__FLAG_STR, &o->scaling, "N,N,...", "run every algorithm at each of these worker counts instead"},
-        {"epochs", HERD__FLAG_SIZE, &o->epochs, "N", "epochs of every run (default 5)"},
-        {"model", HERD__FLAG_STR, &o->model, "M", "model (default lenet)"},
-        {"data", HERD__FLAG_STR, &o->data, "D", "data (herd train --data)"},
-        {"extra", HERD__FLAG_STR, &o->extra, "'FLAGS'", "more herd train flags for every run"},
-        {"target", HERD__FLAG_DOUBLE, &o->target, "ACC", "test accuracy for the time-to-target column (default 0.8)"},
-        {"out", HERD__FLAG_STR, &o->out, "DIR", "where the CSV, curves and plots go (default herd-compare)"},
-        {"no-baseline", HERD__FLAG_BOOL, &o->no_baseline, NULL, "no sgd run on one worker (no speedup column)"},
-        {"no-plots", HERD__FLAG_BOOL, &o->no_plots, NULL, "no gnuplot"},
-        {"real-timeout", HERD__FLAG_DOUBLE, &o->timeout_s, "S", "stop a run after S real seconds (default 86400)"},
-        {NULL, 0, NULL, NULL, NULL},
+        {"engine", HERD__FLAG_STR, &o->engine, "E", "threads or sim (default threads; sim when --platform is given)", NULL},
+        {"platform", HERD__FLAG_STR, &o->platform, "NAME", "sim: the platform (herd sim --list; default ib-100g)", NULL},
+        {"link", HERD__FLAG_STR, &o->link, "BW:LAT", "sim: each host's link (herd sim --link)", NULL},
+        {"host-speed", HERD__FLAG_STR, &o->host_speed, "SPEED", "sim: each host's speed (herd sim --host-speed)", NULL},
+        {"slow", HERD__FLAG_LIST, &o->slow, "RANK:FACTOR", "worker RANK FACTOR times slower in every run but the baseline", NULL},
+        {"workers", HERD__FLAG_SIZE, &o->workers, "N", "workers of every run (default 8)", NULL},
+        {"scaling", HERD__FLAG_STR, &o->scaling, "N,N,...", "run every algorithm at each of these worker counts instead", NULL},
+        {"epochs", HERD__FLAG_SIZE, &o->epochs, "N", "epochs of every run (default 5)", NULL},
+        {"model", HERD__FLAG_STR, &o->model, "M", "model (default lenet)", NULL},
+        {"data", HERD__FLAG_STR, &o->data, "D", "data (herd train --data)", NULL},
+        {"extra", HERD__FLAG_STR, &o->extra, "'FLAGS'", "more herd train flags for every run", NULL},
+        {"target", HERD__FLAG_DOUBLE, &o->target, "ACC", "test accuracy for the time-to-target column (default 0.8)", NULL},
+        {"out", HERD__FLAG_STR, &o->out, "DIR", "where the CSV, curves and plots go (default herd-compare)", NULL},
+        {"no-baseline", HERD__FLAG_BOOL, &o->no_baseline, NULL, "no sgd run on one worker (no speedup column)", NULL},
+        {"no-plots", HERD__FLAG_BOOL, &o->no_plots, NULL, "no gnuplot", NULL},
+        {"real-timeout", HERD__FLAG_DOUBLE, &o->timeout_s, "S", "stop a run after S real seconds (default 86400)", NULL},
+        {NULL, 0, NULL, NULL, NULL, NULL},
     };
     memcpy(f, t, sizeof t);
 }
@@ -75,7 +78,7 @@ static void cmp_usage(void)
                     "model, workers and epochs, and prints one table; writes DIR/compare.csv, the curves\n"
                     "DIR/*.dat and the plots DIR/*.png.\n"
                     "  herd compare --platform ib-100g --workers 16 --slow 3:10 allreduce dpsgd adpsgd\n\n");
-    herd__cli_print_flags(f);
+    herd__flags_print(f);
 }
 
 /* Splits s at spaces into tok (pointers into buf); returns the count or -1. */
@@ -354,17 +357,7 @@ int herd__cli_compare(int argc, char **argv)
     herd__flag f[CMP_NFLAGS];
     cmp_flags(&o, f);
     /* flags, then specs (after "--", or the first argument that is not a flag) */
-    int first = 2;
-    while (first < argc && !strncmp(argv[first], "-", 1) && strcmp(argv[first], "--")) {
-        const herd__flag *fl = f;
-        const char *name = argv[first][1] ? argv[first] + 2 : ""; /* "-" alone has no name */
-        while (fl->name && strcmp(name, fl->name))
-            fl++; /* not found for --name=VALUE: one argument */
-        first += fl->name && fl->kind != HERD__FLAG_BOOL ? 2 : 1;
-    }
-    if (first > argc)
-        first = argc;
-    herd__cli_flags("compare", f, first, argv, 2, cmp_usage);
+    int first = herd__flags_parse(&(herd__flag_cmd){.cmd = "compare", .flags = f, .usage = cmp_usage}, argc, argv, 2, true);
     if (first < argc && !strcmp(argv[first], "--"))
         first++;
     const char *defaults[] = {"allreduce", "asgd", "dpsgd", "adpsgd"};

@@ -1,40 +1,26 @@
-/* herd — the command-line tool: `herd train`, `herd bench`.
- * The only place in herd that prints usage and calls exit(). */
-#include <errno.h>
-#include <math.h>
+/* herd — the command-line tool: one function per sub-command (train,
+ * bench, algos, engines; sim and compare in their own files), dispatched
+ * by main. Each command's flags are a table (cli/flags.h) pointing into an
+ * options struct on its own stack: nothing outlives a command. The only
+ * place in herd, with the rest of src/cli, that prints usage and calls
+ * exit(). */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "herd/herd_algo.h"
-#include "herd/herd_opt.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_data.h"
 #include "herd/herd_nn.h"
-#include "core/clock.h"
+#include "herd/herd_opt.h"
 #include "herd/herd_run.h"
-#include "cli/cli.h"
+#include "cli/compare.h"
+#include "cli/flags.h"
+#include "cli/sim.h"
+#include "core/clock.h"
 
 #define HERD_VERSION "0.1.0"
-
-typedef enum opt_kind { OPT_SIZE, OPT_U64, OPT_FLOAT, OPT_DOUBLE, OPT_STR, OPT_FLAG, OPT_SLOW, OPT_SCHED, OPT_FAIL, OPT_INJECT } opt_kind;
-
-typedef struct opt {
-    const char *name; /* without the leading "--" */
-    opt_kind kind;
-    void *dest;
-    const char *help;
-} opt;
-
-static _Noreturn void die_usage(const char *cmd, const char *fmt, const char *arg)
-{
-    fprintf(stderr, "herd: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see 'herd %s --help')\n", cmd);
-    exit(2);
-}
 
 /* The index of val in names (NULL-terminated; the indexes are the enum's
  * values), or a usage error listing the choices. */
@@ -45,47 +31,13 @@ static int pick(const char *cmd, const char *flag, const char *val, const char *
         if (!strcmp(val, names[i]))
             return i;
     char msg[256];
-    int len = snprintf(msg, sizeof msg, "%s must be ", flag);
-    for (int j = 0; j < i && len > 0 && (size_t)len < sizeof msg; j++)
-        len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s", names[j],
-                        j + 2 < i ? ", " : j + 2 == i ? " or " : "");
-    snprintf(msg + len, len > 0 && (size_t)len < sizeof msg ? sizeof msg - (size_t)len : 0, ", got '%%s'");
-    die_usage(cmd, msg, val);
+    int len = 0;
+    for (int j = 0; j < i && len >= 0 && (size_t)len < sizeof msg; j++)
+        len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s", names[j], j + 2 < i ? ", " : j + 2 == i ? " or " : "");
+    herd__usage_error(cmd, "%s must be %s, got '%s'", flag, msg, val);
 }
 
-static void print_opts(const opt *opts)
-{
-    for (const opt *o = opts; o->name; o++) {
-        static const char *const meta[] = {"N", "N", "X", "X", "S", "", "RANK:FACTOR", "NAME", "RANK@STEP", "RANK@STEP"};
-        char left[48];
-        snprintf(left, sizeof left, "--%s %s", o->name, meta[o->kind]);
-        fprintf(stderr, "  %-28s %s\n", left, o->help);
-    }
-}
-
-int herd__cli_parse_size(const char *s, size_t *out)
-{
-    char *end;
-    if (!*s || *s == '-' || *s == '+')
-        return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end)
-        return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
-int herd__cli_parse_double(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || errno || *end || !isfinite(v))
-        return -1;
-    *out = v;
-    return 0;
-}
+/* ---- the values of herd train's own flags ---------------------------- */
 
 /* RANK@STEP, two non-negative integers. */
 static int parse_rank_at_step(const char *s, size_t *rank, size_t *step)
@@ -95,208 +47,125 @@ static int parse_rank_at_step(const char *s, size_t *rank, size_t *step)
     if (!at || (size_t)(at - s) >= sizeof head)
         return -1;
     snprintf(head, sizeof head, "%.*s", (int)(at - s), s);
-    return herd__cli_parse_size(head, rank) || herd__cli_parse_size(at + 1, step) ? -1 : 0;
+    return herd__parse_size(head, rank) || herd__parse_size(at + 1, step) ? -1 : 0;
 }
 
-/* Parses argv[first..] against opts; exits with a message on any error. */
-/* `--name [value]` of an algorithm's option (herd_algo_ops.opts), for
- * herd train: its form and bounds are checked here (a usage error), which
- * algorithm takes it once --algo is known (cmd_train). */
-static int algo_flag(const char *cmd, herd_train_config *cfg, const char *name, const char *val, int i, int argc,
-                     char **argv)
+static bool parse_schedule(void *dest, const char *val, char *msg, size_t cap)
 {
-    const herd_algo_ops *owner;
-    const herd_opt *row = herd_algo_opt_find(name, &owner);
-    if (!row)
-        die_usage(cmd, "unknown flag '--%s'", name);
-    if (!herd_opt_takes_value(row) && val)
-        die_usage(cmd, "flag '--%s' takes no value", name);
-    if (herd_opt_takes_value(row) && !val) {
-        if (i + 1 >= argc)
-            die_usage(cmd, "flag '--%s' needs a value", name);
-        val = argv[++i];
-    }
-    _Alignas(max_align_t) char scratch[512];
-    herd_err err = {0};
-    HERD_ASSERT(owner->opts_size <= sizeof scratch);
-    if (herd_opt_parse(row, scratch, val, &err) < 0)
-        die_usage(cmd, "%s", err.msg);
-    if (herd_train_config_set(cfg, row->name, val) < 0)
-        die_usage(cmd, "too many algorithm options (at most %s)", "32");
-    return i;
+    if (herd_schedule_parse(val, dest) == HERD_OK)
+        return true;
+    snprintf(msg, cap, "--schedule: expected const, step or cosine, got '%s'", val);
+    return false;
 }
 
-static void parse_opts(const char *cmd, const opt *opts, int argc, char **argv, int first, void (*usage)(void),
-                       herd_train_config *algo_cfg)
+/* --slow RANK:FACTOR */
+static bool parse_slow(void *dest, const char *val, char *msg, size_t cap)
 {
-    for (int i = first; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            exit(0);
-        }
-        if (strncmp(a, "--", 2))
-            die_usage(cmd, "unexpected argument '%s'", a);
-        const char *name = a + 2, *val = NULL;
-        char buf[64];
-        const char *eq = strchr(name, '=');
-        if (eq) {
-            snprintf(buf, sizeof buf, "%.*s", (int)(eq - name), name);
-            name = buf, val = eq + 1;
-        }
-        const opt *o = opts;
-        while (o->name && strcmp(o->name, name))
-            o++;
-        if (!o->name && algo_cfg) {
-            i = algo_flag(cmd, algo_cfg, name, val, i, argc, argv);
-            continue;
-        }
-        if (!o->name)
-            die_usage(cmd, "unknown flag '%s'", a);
-        if (o->kind == OPT_FLAG) {
-            if (val)
-                die_usage(cmd, "flag '%s' takes no value", a);
-            *(bool *)o->dest = true;
-            continue;
-        }
-        if (!val) {
-            if (i + 1 >= argc)
-                die_usage(cmd, "flag '%s' needs a value", a);
-            val = argv[++i];
-        }
-        double d;
-        size_t z;
-        switch (o->kind) {
-        case OPT_SIZE:
-        case OPT_U64:
-            if (herd__cli_parse_size(val, &z)) {
-                fprintf(stderr, "herd: --%s: expected a non-negative integer, got '%s'\n", o->name, val);
-                exit(2);
-            }
-            if (o->kind == OPT_SIZE)
-                *(size_t *)o->dest = z;
-            else
-                *(uint64_t *)o->dest = z;
-            break;
-        case OPT_FLOAT:
-        case OPT_DOUBLE:
-            if (herd__cli_parse_double(val, &d)) {
-                fprintf(stderr, "herd: --%s: expected a number, got '%s'\n", o->name, val);
-                exit(2);
-            }
-            if (o->kind == OPT_FLOAT)
-                *(float *)o->dest = (float)d;
-            else
-                *(double *)o->dest = d;
-            break;
-        case OPT_STR:
-            *(const char **)o->dest = val;
-            break;
-        case OPT_SCHED:
-            if (herd_schedule_parse(val, (herd_schedule *)o->dest)) {
-                fprintf(stderr, "herd: --%s: expected const, step or cosine, got '%s'\n", o->name, val);
-                exit(2);
-            }
-            break;
-        case OPT_SLOW: {
-            herd_train_config *cfg = o->dest;
-            const char *colon = strchr(val, ':');
-            char rank[32];
-            if (!colon || (size_t)(colon - val) >= sizeof rank || cfg->nslow >= HERD_MAX_SLOW) {
-                fprintf(stderr, "herd: --slow: expected RANK:FACTOR (e.g. 3:10), at most %d times, got '%s'\n",
-                        HERD_MAX_SLOW, val);
-                exit(2);
-            }
-            snprintf(rank, sizeof rank, "%.*s", (int)(colon - val), val);
-            herd_slow *s = &cfg->slow[cfg->nslow];
-            if (herd__cli_parse_size(rank, &s->rank) || herd__cli_parse_double(colon + 1, &s->factor)) {
-                fprintf(stderr, "herd: --slow: expected RANK:FACTOR (e.g. 3:10), got '%s'\n", val);
-                exit(2);
-            }
-            cfg->nslow++;
-            break;
-        }
-        case OPT_FAIL: {
-            herd_train_config *cfg = o->dest;
-            const char *at = strchr(val, '@'), *colon = at ? strchr(at, ':') : NULL;
-            char rank[32], step[32];
-            herd_fail *f = &cfg->fail[cfg->nfail];
-            size_t step_len = at ? (colon ? (size_t)(colon - at - 1) : strlen(at + 1)) : 0;
-            f->mode = HERD_FAIL_DEFAULT;
-            if (!at || (size_t)(at - val) >= sizeof rank || step_len >= sizeof step || cfg->nfail >= HERD_MAX_FAIL ||
-                (snprintf(rank, sizeof rank, "%.*s", (int)(at - val), val), herd__cli_parse_size(rank, &f->rank)) ||
-                (snprintf(step, sizeof step, "%.*s", (int)step_len, at + 1), herd__cli_parse_size(step, &f->step)) ||
-                (colon && herd_fail_mode_parse(colon + 1, &f->mode))) {
-                fprintf(stderr,
-                        "herd: --fail: expected RANK@STEP[:MODE] (e.g. 2@100 or 2@100:kill; MODE stop, exit0, exit1, "
-                        "abort or kill), at most %d times, got '%s'\n",
-                        HERD_MAX_FAIL, val);
-                exit(2);
-            }
-            cfg->nfail++;
-            break;
-        }
-        case OPT_INJECT: {
-            herd_train_config *cfg = o->dest;
-            if (cfg->ninject_nan >= HERD_MAX_INJECT || parse_rank_at_step(val, &cfg->inject_nan[cfg->ninject_nan].rank,
-                                                                          &cfg->inject_nan[cfg->ninject_nan].step)) {
-                fprintf(stderr, "herd: --%s: expected RANK@STEP (e.g. 1@20), at most %d times, got '%s'\n", o->name,
-                        HERD_MAX_INJECT, val);
-                exit(2);
-            }
-            cfg->ninject_nan++;
-            break;
-        }
-        case OPT_FLAG:
-            break;
-        }
+    herd_train_config *cfg = dest;
+    const char *colon = strchr(val, ':');
+    char rank[32];
+    herd_slow *s = &cfg->slow[cfg->nslow < HERD_MAX_SLOW ? cfg->nslow : 0];
+    if (!colon || (size_t)(colon - val) >= sizeof rank || cfg->nslow >= HERD_MAX_SLOW ||
+        (snprintf(rank, sizeof rank, "%.*s", (int)(colon - val), val), herd__parse_size(rank, &s->rank)) ||
+        herd__parse_double(colon + 1, &s->factor)) {
+        snprintf(msg, cap, "--slow: expected RANK:FACTOR (e.g. 3:10), at most %d times, got '%s'", HERD_MAX_SLOW, val);
+        return false;
     }
+    cfg->nslow++;
+    return true;
+}
+
+/* --fail RANK@STEP[:MODE] */
+static bool parse_fail(void *dest, const char *val, char *msg, size_t cap)
+{
+    herd_train_config *cfg = dest;
+    const char *at = strchr(val, '@'), *colon = at ? strchr(at, ':') : NULL;
+    char rank[32], step[32];
+    herd_fail *f = &cfg->fail[cfg->nfail < HERD_MAX_FAIL ? cfg->nfail : 0];
+    size_t step_len = at ? (colon ? (size_t)(colon - at - 1) : strlen(at + 1)) : 0;
+    f->mode = HERD_FAIL_DEFAULT;
+    if (!at || (size_t)(at - val) >= sizeof rank || step_len >= sizeof step || cfg->nfail >= HERD_MAX_FAIL ||
+        (snprintf(rank, sizeof rank, "%.*s", (int)(at - val), val), herd__parse_size(rank, &f->rank)) ||
+        (snprintf(step, sizeof step, "%.*s", (int)step_len, at + 1), herd__parse_size(step, &f->step)) ||
+        (colon && herd_fail_mode_parse(colon + 1, &f->mode))) {
+        snprintf(msg, cap,
+                 "--fail: expected RANK@STEP[:MODE] (e.g. 2@100 or 2@100:kill; MODE stop, exit0, exit1, abort or kill), "
+                 "at most %d times, got '%s'",
+                 HERD_MAX_FAIL, val);
+        return false;
+    }
+    cfg->nfail++;
+    return true;
+}
+
+/* --inject-nan RANK@STEP */
+static bool parse_inject(void *dest, const char *val, char *msg, size_t cap)
+{
+    herd_train_config *cfg = dest;
+    if (cfg->ninject_nan >= HERD_MAX_INJECT ||
+        parse_rank_at_step(val, &cfg->inject_nan[cfg->ninject_nan].rank, &cfg->inject_nan[cfg->ninject_nan].step)) {
+        snprintf(msg, cap, "--inject-nan: expected RANK@STEP (e.g. 1@20), at most %d times, got '%s'", HERD_MAX_INJECT,
+                 val);
+        return false;
+    }
+    cfg->ninject_nan++;
+    return true;
 }
 
 /* ---- herd train ------------------------------------------------------ */
 
-static herd_train_config tcfg;
-static bool t_json, t_no_progress, t_nesterov;
+typedef struct train_cli {
+    herd_train_config cfg;
+    bool json, no_progress, nesterov;
+} train_cli;
 
-static const opt train_opts[] = {
-    {"data", OPT_STR, &tcfg.data, "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)"},
-    {"model", OPT_STR, &tcfg.model, "linear, mlp, lenet, cnn or resnet20 (default lenet)"},
-    {"algo", OPT_STR, &tcfg.algo, "synchronization algorithm (default sgd; see 'herd algos')"},
-    {"workers", OPT_SIZE, &tcfg.workers, "number of workers (default 1; on the mpi engine, the ranks)"},
-    {"engine", OPT_STR, &tcfg.engine, "threads or mpi (default: mpi when started by mpirun, else threads)"},
-    {"epochs", OPT_SIZE, &tcfg.epochs, "passes over the training set (default 5)"},
-    {"batch", OPT_SIZE, &tcfg.batch, "batch size per worker (default 64)"},
-    {"lr", OPT_FLOAT, &tcfg.optim.lr, "learning rate (default 0.05)"},
-    {"momentum", OPT_FLOAT, &tcfg.optim.momentum, "momentum (default 0.9)"},
-    {"nesterov", OPT_FLAG, &t_nesterov, "Nesterov momentum"},
-    {"weight-decay", OPT_FLOAT, &tcfg.optim.weight_decay, "L2 weight decay (default 5e-4)"},
-    {"schedule", OPT_SCHED, &tcfg.optim.schedule, "learning-rate schedule: const, step, cosine (default cosine)"},
-    {"warmup", OPT_DOUBLE, &tcfg.optim.warmup_epochs, "linear warm-up epochs (default 0)"},
-    {"step-epochs", OPT_DOUBLE, &tcfg.optim.step_epochs, "step schedule: epochs between decays (default 30)"},
-    {"step-gamma", OPT_FLOAT, &tcfg.optim.step_gamma, "step schedule: decay factor (default 0.1)"},
-    {"seed", OPT_U64, &tcfg.seed, "random seed (default 1)"},
-    {"threads", OPT_SIZE, &tcfg.threads, "compute threads per worker (default 1)"},
-    {"slow", OPT_SLOW, &tcfg, "make worker RANK's compute FACTOR times slower (repeatable)"},
-    {"log", OPT_STR, &tcfg.log_path, "append JSON Lines records (per epoch/eval/event) to FILE"},
-    {"json", OPT_FLAG, &t_json, "print a JSON summary as the last line of stdout"},
-    {"no-progress", OPT_FLAG, &t_no_progress, "no progress bar"},
-    {"quiet", OPT_FLAG, &tcfg.quiet, "print nothing on stderr but errors"},
-    {"train-limit", OPT_SIZE, &tcfg.train_limit, "use only the first N training examples"},
-    {"test-limit", OPT_SIZE, &tcfg.test_limit, "use only the first N test examples"},
-    {"eval-every", OPT_SIZE, &tcfg.eval_every, "evaluate every N epochs (default 1)"},
-    {"max-steps", OPT_SIZE, &tcfg.max_steps, "stop after N steps per worker"},
-    {"timeout", OPT_DOUBLE, &tcfg.comm_timeout_s, "seconds a worker may wait for another before failing (default 60)"},
-    {"fail", OPT_FAIL, &tcfg, "RANK@STEP[:MODE]: worker RANK fails on purpose at step STEP (repeatable); MODE: threads engine stop (its thread ends; the default), mpi engine exit0, exit1 (the default), abort or kill (SIGKILL): the process dies"},
-    {"skip-nonfinite", OPT_FLAG, &tcfg.skip_nonfinite, "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row"},
-    {"inject-nan", OPT_INJECT, &tcfg, "for testing: a NaN goes into worker RANK's gradient at its step STEP (repeatable)"},
-    {"checkpoint", OPT_STR, &tcfg.checkpoint_dir, "write checkpoints into directory S (threads engine; every algorithm but osgp)"},
-    {"checkpoint-every", OPT_SIZE, &tcfg.checkpoint_every, "steps between checkpoints (default: one per epoch; the last step always)"},
-    {"keep", OPT_SIZE, &tcfg.checkpoint_keep, "keep the newest N checkpoints (default 3)"},
-    {"resume", OPT_FLAG, &tcfg.resume, "continue from the newest valid checkpoint of --checkpoint DIR"},
-    {NULL, 0, NULL, NULL},
-};
+enum { TRAIN_NFLAGS = 40 };
 
 _Static_assert(HERD_NONFINITE_MAX_SKIPS == 10, "--skip-nonfinite's help says 10");
+
+/* herd train's own flags; the table points into o. */
+static void train_flags(train_cli *o, herd__flag *f)
+{
+    const herd__flag t[] = {
+        {"data", HERD__FLAG_STR, &o->cfg.data, "D", "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)", NULL},
+        {"model", HERD__FLAG_STR, &o->cfg.model, "M", "linear, mlp, lenet, cnn or resnet20 (default lenet)", NULL},
+        {"algo", HERD__FLAG_STR, &o->cfg.algo, "A", "synchronization algorithm (default sgd; see 'herd algos')", NULL},
+        {"workers", HERD__FLAG_SIZE, &o->cfg.workers, "N", "number of workers (default 1; on the mpi engine, the ranks)", NULL},
+        {"engine", HERD__FLAG_STR, &o->cfg.engine, "E", "the engine (herd engines lists them; default: mpi when started by mpirun, else threads)", NULL},
+        {"epochs", HERD__FLAG_SIZE, &o->cfg.epochs, "N", "passes over the training set (default 5)", NULL},
+        {"batch", HERD__FLAG_SIZE, &o->cfg.batch, "N", "batch size per worker (default 64)", NULL},
+        {"lr", HERD__FLAG_FLOAT, &o->cfg.optim.lr, "X", "learning rate (default 0.05)", NULL},
+        {"momentum", HERD__FLAG_FLOAT, &o->cfg.optim.momentum, "X", "momentum (default 0.9)", NULL},
+        {"nesterov", HERD__FLAG_BOOL, &o->nesterov, NULL, "Nesterov momentum", NULL},
+        {"weight-decay", HERD__FLAG_FLOAT, &o->cfg.optim.weight_decay, "X", "L2 weight decay (default 5e-4)", NULL},
+        {"schedule", HERD__FLAG_FN, &o->cfg.optim.schedule, "NAME", "learning-rate schedule: const, step, cosine (default cosine)", parse_schedule},
+        {"warmup", HERD__FLAG_DOUBLE, &o->cfg.optim.warmup_epochs, "X", "linear warm-up epochs (default 0)", NULL},
+        {"step-epochs", HERD__FLAG_DOUBLE, &o->cfg.optim.step_epochs, "X", "step schedule: epochs between decays (default 30)", NULL},
+        {"step-gamma", HERD__FLAG_FLOAT, &o->cfg.optim.step_gamma, "X", "step schedule: decay factor (default 0.1)", NULL},
+        {"seed", HERD__FLAG_U64, &o->cfg.seed, "N", "random seed (default 1)", NULL},
+        {"threads", HERD__FLAG_SIZE, &o->cfg.threads, "N", "compute threads per worker (default 1)", NULL},
+        {"slow", HERD__FLAG_FN, &o->cfg, "RANK:FACTOR", "make worker RANK's compute FACTOR times slower (repeatable)", parse_slow},
+        {"log", HERD__FLAG_STR, &o->cfg.log_path, "PATH", "append JSON Lines records (per epoch/eval/event) to FILE", NULL},
+        {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON summary as the last line of stdout", NULL},
+        {"no-progress", HERD__FLAG_BOOL, &o->no_progress, NULL, "no progress bar", NULL},
+        {"quiet", HERD__FLAG_BOOL, &o->cfg.quiet, NULL, "print nothing on stderr but errors", NULL},
+        {"train-limit", HERD__FLAG_SIZE, &o->cfg.train_limit, "N", "use only the first N training examples", NULL},
+        {"test-limit", HERD__FLAG_SIZE, &o->cfg.test_limit, "N", "use only the first N test examples", NULL},
+        {"eval-every", HERD__FLAG_SIZE, &o->cfg.eval_every, "N", "evaluate every N epochs (default 1)", NULL},
+        {"max-steps", HERD__FLAG_SIZE, &o->cfg.max_steps, "N", "stop after N steps per worker", NULL},
+        {"timeout", HERD__FLAG_DOUBLE, &o->cfg.comm_timeout_s, "X", "seconds a worker may wait for another before failing (default 60)", NULL},
+        {"fail", HERD__FLAG_FN, &o->cfg, "RANK@STEP[:MODE]", "RANK@STEP[:MODE]: worker RANK fails on purpose at step STEP (repeatable); MODE: threads engine stop (its thread ends; the default), mpi engine exit0, exit1 (the default), abort or kill (SIGKILL): the process dies", parse_fail},
+        {"skip-nonfinite", HERD__FLAG_BOOL, &o->cfg.skip_nonfinite, NULL, "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row", NULL},
+        {"inject-nan", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "for testing: a NaN goes into worker RANK's gradient at its step STEP (repeatable)", parse_inject},
+        {"checkpoint", HERD__FLAG_STR, &o->cfg.checkpoint_dir, "DIR", "write checkpoints into directory S (threads engine; every algorithm but osgp)", NULL},
+        {"checkpoint-every", HERD__FLAG_SIZE, &o->cfg.checkpoint_every, "N", "steps between checkpoints (default: one per epoch; the last step always)", NULL},
+        {"keep", HERD__FLAG_SIZE, &o->cfg.checkpoint_keep, "N", "keep the newest N checkpoints (default 3)", NULL},
+        {"resume", HERD__FLAG_BOOL, &o->cfg.resume, NULL, "continue from the newest valid checkpoint of --checkpoint DIR", NULL},
+        {NULL, 0, NULL, NULL, NULL, NULL},
+    };
+    _Static_assert(sizeof t / sizeof t[0] <= TRAIN_NFLAGS, "TRAIN_NFLAGS");
+    memcpy(f, t, sizeof t);
+}
 
 /* Each algorithm's options, once per table (a family shares one). */
 static void print_algo_opts(void)
@@ -319,36 +188,84 @@ static void print_algo_opts(void)
 
 static void train_usage(void)
 {
+    train_cli o;
+    herd__flag f[TRAIN_NFLAGS];
+    train_flags(&o, f);
     fprintf(stderr, "usage: herd train [flags]\n\nTrains a model data-parallel and prints its test accuracy.\n\n");
-    print_opts(train_opts);
+    herd__flags_print(f);
     print_algo_opts();
+}
+
+/* `--name [value]` of an algorithm's option (herd_algo_ops.opts): its form
+ * and bounds are checked here, which algorithm takes it once --algo is
+ * known (cmd_train). */
+static int algo_flag(void *ctx, const char *name, const char *val, int i, int argc, char **argv)
+{
+    herd_train_config *cfg = ctx;
+    const herd_algo_ops *owner;
+    const herd_opt *row = herd_algo_opt_find(name, &owner);
+    if (!row)
+        herd__usage_error("train", "unknown flag '%s'", argv[i]);
+    if (!herd_opt_takes_value(row) && val)
+        herd__usage_error("train", "flag '--%s' takes no value", name);
+    if (herd_opt_takes_value(row) && !val) {
+        if (i + 1 >= argc)
+            herd__usage_error("train", "flag '--%s' needs a value", name);
+        val = argv[++i];
+    }
+    _Alignas(max_align_t) char scratch[512];
+    herd_err err = {0};
+    HERD_ASSERT(owner->opts_size <= sizeof scratch);
+    if (herd_opt_parse(row, scratch, val, &err) < 0)
+        herd__usage_error("train", "%s", err.msg);
+    if (herd_train_config_set(cfg, row->name, val) < 0)
+        herd__usage_error("train", "too many algorithm options (at most %d)", HERD_MAX_ALGO_ARGS);
+    return i;
+}
+
+static void print_summary(const herd_train_result *res, const herd_train_config *cfg)
+{
+    char kept[64] = "";
+    if (strcmp(res->eval_model, "worker0"))
+        snprintf(kept, sizeof kept, " (%s model; worker 0: %.4f)", res->eval_model, res->worker0_acc);
+    fprintf(stderr, "%s on %zu worker(s): test accuracy %.4f%s, loss %.4f, %.1f s, %.0f img/s", res->algo,
+            res->workers, res->test_acc, kept, res->test_loss, res->wall_s, res->train_img_per_s);
+    for (size_t i = 0; i < res->nlost; i++)
+        fprintf(stderr, "%s%zu", i ? ", " : "; lost worker(s) ", res->lost[i]);
+    if (cfg->skip_nonfinite)
+        fprintf(stderr, "; %zu step(s) skipped on non-finite values", res->skipped_steps);
+    fputc('\n', stderr);
 }
 
 static int cmd_train(int argc, char **argv)
 {
-    /* defaults again: a process may run several commands (the CLI fuzzer),
-     * and a value left from the last one may point into its freed argv */
-    herd_train_config_defaults(&tcfg);
-    t_json = t_no_progress = t_nesterov = false;
-    parse_opts("train", train_opts, argc, argv, 2, train_usage, &tcfg);
-    tcfg.optim.nesterov = t_nesterov;
-    tcfg.progress = !t_no_progress;
+    train_cli o = {0};
+    herd_train_config *cfg = &o.cfg;
+    herd_train_config_defaults(cfg);
+    herd__flag f[TRAIN_NFLAGS];
+    train_flags(&o, f);
+    herd__flag_cmd c = {.cmd = "train", .flags = f, .usage = train_usage, .other = algo_flag, .other_ctx = cfg};
+    int end = herd__flags_parse(&c, argc, argv, 2, false);
+    if (end < argc)
+        herd__usage_error("train", "unexpected argument '%s'", argv[end]);
+    cfg->optim.nesterov = o.nesterov;
+    cfg->progress = !o.no_progress;
     /* the algorithm's options against its table (an option of another algorithm is a usage error) */
-    const herd_algo_ops *ops = herd_algo_find(tcfg.algo);
+    const herd_algo_ops *ops = herd_algo_find(cfg->algo);
     if (ops) {
-        void *o = calloc(1, ops->opts_size ? ops->opts_size : 1);
+        _Alignas(max_align_t) char opts[512]; /* no allocation: a usage error exits */
         herd_err oerr = {0};
-        if (!o || herd_algo_opts_parse(ops, tcfg.algo_args, tcfg.nalgo_args, o, &oerr) < 0)
-            die_usage("train", "%s", o ? oerr.msg : "out of memory");
-        free(o);
+        HERD_ASSERT(ops->opts_size <= sizeof opts);
+        if (herd_algo_opts_parse(ops, cfg->algo_args, cfg->nalgo_args, opts, &oerr) < 0)
+            herd__usage_error("train", "%s", oerr.msg);
     }
-    if (tcfg.eval_every == 0) {
+    if (cfg->eval_every == 0) {
         fprintf(stderr, "herd: --eval-every must be at least 1\n");
         return 2;
     }
     herd_train_result res;
     herd_err err = {0};
-    herd_status st = herd_train(&tcfg, &res, &err);
+    herd_status st = herd_train(cfg, &res, &err);
     if (st < 0) {
         fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
         /* the other ranks may be waiting for this one, or (MPI_Finalize
@@ -360,19 +277,9 @@ static int cmd_train(int argc, char **argv)
         return 1;
     if (res.rank != 0)
         return 0;
-    if (!tcfg.quiet) {
-        char kept[64] = "";
-        if (strcmp(res.eval_model, "worker0"))
-            snprintf(kept, sizeof kept, " (%s model; worker 0: %.4f)", res.eval_model, res.worker0_acc);
-        fprintf(stderr, "%s on %zu worker(s): test accuracy %.4f%s, loss %.4f, %.1f s, %.0f img/s", res.algo,
-                res.workers, res.test_acc, kept, res.test_loss, res.wall_s, res.train_img_per_s);
-        for (size_t i = 0; i < res.nlost; i++)
-            fprintf(stderr, "%s%zu", i ? ", " : "; lost worker(s) ", res.lost[i]);
-        if (tcfg.skip_nonfinite)
-            fprintf(stderr, "; %zu step(s) skipped on non-finite values", res.skipped_steps);
-        fputc('\n', stderr);
-    }
-    if (t_json) {
+    if (!cfg->quiet)
+        print_summary(&res, cfg);
+    if (o.json) {
         herd_train_result_json(&res, stdout);
         fputc('\n', stdout);
     }
@@ -381,60 +288,96 @@ static int cmd_train(int argc, char **argv)
 
 /* ---- herd bench ------------------------------------------------------ */
 
-static const char *b_model = "lenet", *b_shape = "1x28x28:10";
-static size_t b_batch = 64, b_steps = 200, b_warmup = 20, b_threads = 1, b_size = 1024, b_reps = 10;
-static bool b_json;
+typedef struct bench_cli {
+    const char *model, *shape;
+    size_t batch, steps, warmup, threads, size, reps;
+    bool json;
+    herd_bench_allreduce_config ar;
+    const char *dtype, *impl;
+} bench_cli;
 
-static const opt bench_train_opts[] = {
-    {"model", OPT_STR, &b_model, "model (default lenet)"},
-    {"shape", OPT_STR, &b_shape, "input shape and classes CxHxW:K (default 1x28x28:10)"},
-    {"batch", OPT_SIZE, &b_batch, "batch size (default 64)"},
-    {"steps", OPT_SIZE, &b_steps, "timed steps (default 200)"},
-    {"warmup", OPT_SIZE, &b_warmup, "untimed warm-up steps (default 20)"},
-    {"threads", OPT_SIZE, &b_threads, "compute threads (default 1)"},
-    {"json", OPT_FLAG, &b_json, "print a JSON line"},
-    {NULL, 0, NULL, NULL},
-};
+static bench_cli bench_defaults(void)
+{
+    return (bench_cli){
+        .model = "lenet", .shape = "1x28x28:10", .batch = 64, .steps = 200, .warmup = 20, .threads = 1,
+        .size = 1024, .reps = 10, .dtype = "fp32", .impl = "ring",
+        .ar = {.workers = 2, .min_bytes = 4096, .max_bytes = 64u << 20, .warmup = 2, .iters = 10, .timeout_s = 60},
+    };
+}
 
-static const opt bench_gemm_opts[] = {
-    {"size", OPT_SIZE, &b_size, "square matrix size (default 1024)"},
-    {"reps", OPT_SIZE, &b_reps, "timed repetitions (default 10)"},
-    {"threads", OPT_SIZE, &b_threads, "compute threads (default 1)"},
-    {"json", OPT_FLAG, &b_json, "print a JSON line"},
-    {NULL, 0, NULL, NULL},
-};
+enum { BENCH_NFLAGS = 12 };
 
-static const herd_bench_allreduce_config bar_defaults = {
-    .workers = 2, .min_bytes = 4096, .max_bytes = 64u << 20, .warmup = 2, .iters = 10, .timeout_s = 60};
-static herd_bench_allreduce_config bar;
-static const char *bar_dtype = "fp32", *bar_impl = "ring";
+static void bench_train_flags(bench_cli *o, herd__flag *f)
+{
+    const herd__flag t[] = {
+        {"model", HERD__FLAG_STR, &o->model, "M", "model (default lenet)", NULL},
+        {"shape", HERD__FLAG_STR, &o->shape, "CxHxW:K", "input shape and classes (default 1x28x28:10)", NULL},
+        {"batch", HERD__FLAG_SIZE, &o->batch, "N", "batch size (default 64)", NULL},
+        {"steps", HERD__FLAG_SIZE, &o->steps, "N", "timed steps (default 200)", NULL},
+        {"warmup", HERD__FLAG_SIZE, &o->warmup, "N", "untimed warm-up steps (default 20)", NULL},
+        {"threads", HERD__FLAG_SIZE, &o->threads, "N", "compute threads (default 1)", NULL},
+        {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON line", NULL},
+        {NULL, 0, NULL, NULL, NULL, NULL},
+    };
+    memcpy(f, t, sizeof t);
+}
 
-static const opt bench_allreduce_opts[] = {
-    {"workers", OPT_SIZE, &bar.workers, "threads engine: number of workers (default 2)"},
-    {"engine", OPT_STR, &bar.engine, "threads or mpi (default: mpi when started by mpirun)"},
-    {"min-bytes", OPT_SIZE, &bar.min_bytes, "smallest message (default 4096)"},
-    {"max-bytes", OPT_SIZE, &bar.max_bytes, "largest message (default 64 MiB)"},
-    {"warmup", OPT_SIZE, &bar.warmup, "untimed iterations per size (default 2)"},
-    {"iters", OPT_SIZE, &bar.iters, "timed iterations per size (default 10)"},
-    {"comm-dtype", OPT_STR, &bar_dtype, "fp32, fp16 or bf16 on the wire"},
-    {"allreduce", OPT_STR, &bar_impl, "ring (herd's), native (the engine's) or both (side by side, with their ratio)"},
-    {"segment-bytes", OPT_SIZE, &bar.opts.segment_bytes, "ring pipeline segment (default 1 MiB)"},
-    {"json", OPT_FLAG, &b_json, "print one JSON line per size"},
-    {NULL, 0, NULL, NULL},
-};
+static void bench_gemm_flags(bench_cli *o, herd__flag *f)
+{
+    const herd__flag t[] = {
+        {"size", HERD__FLAG_SIZE, &o->size, "N", "square matrix size (default 1024)", NULL},
+        {"reps", HERD__FLAG_SIZE, &o->reps, "N", "timed repetitions (default 10)", NULL},
+        {"threads", HERD__FLAG_SIZE, &o->threads, "N", "compute threads (default 1)", NULL},
+        {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON line", NULL},
+        {NULL, 0, NULL, NULL, NULL, NULL},
+    };
+    memcpy(f, t, sizeof t);
+}
+
+static void bench_allreduce_flags(bench_cli *o, herd__flag *f)
+{
+    const herd__flag t[] = {
+        {"workers", HERD__FLAG_SIZE, &o->ar.workers, "N", "threads engine: number of workers (default 2)", NULL},
+        {"engine", HERD__FLAG_STR, &o->ar.engine, "E", "the engine (default: mpi when started by mpirun, else threads)", NULL},
+        {"min-bytes", HERD__FLAG_SIZE, &o->ar.min_bytes, "N", "smallest message (default 4096)", NULL},
+        {"max-bytes", HERD__FLAG_SIZE, &o->ar.max_bytes, "N", "largest message (default 64 MiB)", NULL},
+        {"warmup", HERD__FLAG_SIZE, &o->ar.warmup, "N", "untimed iterations per size (default 2)", NULL},
+        {"iters", HERD__FLAG_SIZE, &o->ar.iters, "N", "timed iterations per size (default 10)", NULL},
+        {"comm-dtype", HERD__FLAG_STR, &o->dtype, "S", "fp32, fp16 or bf16 on the wire", NULL},
+        {"allreduce", HERD__FLAG_STR, &o->impl, "S", "ring (herd's), native (the engine's) or both (side by side, with their ratio)", NULL},
+        {"segment-bytes", HERD__FLAG_SIZE, &o->ar.opts.segment_bytes, "N", "ring pipeline segment (default 1 MiB)", NULL},
+        {"json", HERD__FLAG_BOOL, &o->json, NULL, "print one JSON line per size", NULL},
+        {NULL, 0, NULL, NULL, NULL, NULL},
+    };
+    memcpy(f, t, sizeof t);
+}
 
 static void bench_usage(void)
 {
+    bench_cli o = bench_defaults();
+    herd__flag f[BENCH_NFLAGS];
     fprintf(stderr, "usage: herd bench train [flags]      training-step throughput of one worker\n"
                     "       herd bench gemm [flags]       single-precision GEMM rate\n"
                     "       herd bench allreduce [flags]  allreduce time, algbw, busbw (as nccl-tests)\n\ntrain flags:\n");
-    print_opts(bench_train_opts);
+    bench_train_flags(&o, f);
+    herd__flags_print(f);
     fprintf(stderr, "gemm flags:\n");
-    print_opts(bench_gemm_opts);
+    bench_gemm_flags(&o, f);
+    herd__flags_print(f);
     fprintf(stderr, "allreduce flags:\n");
-    print_opts(bench_allreduce_opts);
+    bench_allreduce_flags(&o, f);
+    herd__flags_print(f);
 }
 
+/* Parses `herd bench WHAT` with the flags `make` gives into o. */
+static void bench_parse(bench_cli *o, void (*make)(bench_cli *, herd__flag *), int argc, char **argv)
+{
+    herd__flag f[BENCH_NFLAGS];
+    make(o, f);
+    int end = herd__flags_parse(&(herd__flag_cmd){.cmd = "bench", .flags = f, .usage = bench_usage}, argc, argv, 3, false);
+    if (end < argc)
+        herd__usage_error("bench", "unexpected argument '%s'", argv[end]);
+}
 /* Single-thread memcpy rate on a buffer of `bytes`, the threads engine's ceiling. */
 static double memcpy_gbs(size_t bytes)
 {
@@ -456,8 +399,10 @@ static double memcpy_gbs(size_t bytes)
 
 static int bench_allreduce(int argc, char **argv)
 {
-    bar = bar_defaults, bar_dtype = "fp32", bar_impl = "ring"; /* as in cmd_train */
-    parse_opts("bench", bench_allreduce_opts, argc, argv, 3, bench_usage, NULL);
+    bench_cli o = bench_defaults();
+    bench_parse(&o, bench_allreduce_flags, argc, argv);
+    herd_bench_allreduce_config bar = o.ar;
+    const char *bar_dtype = o.dtype, *bar_impl = o.impl;
     static const char *const dtypes[] = {"fp32", "fp16", "bf16", NULL}, *const impls[] = {"ring", "native", "both", NULL};
     bar.opts.wire = (herd_dtype)pick("bench", "--comm-dtype", bar_dtype, dtypes); /* herd_dtype's order */
     int impl = pick("bench", "--allreduce", bar_impl, impls);
@@ -492,7 +437,7 @@ static int bench_allreduce(int argc, char **argv)
         else
             printf("  %12zu %12zu %12.1f %12.3f %12.3f %8zu\n", r->bytes, r->bytes / sizeof(float), r->time_us,
                    r->algbw_gbs, r->busbw_gbs, r->wrong);
-        if (b_json)
+        if (o.json)
             printf("{\"impl\":\"%s\",\"wire\":\"%s\",\"ranks\":%zu,\"bytes\":%zu,\"time_us\":%.3f,"
                    "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"native_time_us\":%.3f,\"native_busbw_gbs\":%.4f,"
                    "\"wrong\":%zu,\"memcpy_gbs\":%.4f}\n",
@@ -507,7 +452,10 @@ static int bench_allreduce(int argc, char **argv)
 
 static int bench_train(int argc, char **argv)
 {
-    parse_opts("bench", bench_train_opts, argc, argv, 3, bench_usage, NULL);
+    bench_cli bo = bench_defaults();
+    bench_parse(&bo, bench_train_flags, argc, argv);
+    const char *b_model = bo.model;
+    size_t b_batch = bo.batch, b_steps = bo.steps, b_warmup = bo.warmup, b_threads = bo.threads;
     herd_err err = {0};
     herd_dataset d = {0};
     herd_model *m = NULL;
@@ -515,7 +463,7 @@ static int bench_train(int argc, char **argv)
         fprintf(stderr, "herd: bench train: --batch, --steps and --threads must be at least 1\n");
         return 2;
     }
-    herd_status st = herd_data_synthetic(b_shape, 4 * b_batch, 1, &d, &err);
+    herd_status st = herd_data_synthetic(bo.shape, 4 * b_batch, 1, &d, &err);
     if (st == HERD_OK)
         st = herd_model_create(b_model, d.c, d.h, d.w, d.nclasses, b_batch, 1, &m, &err);
     if (st < 0) {
@@ -549,7 +497,7 @@ static int bench_train(int argc, char **argv)
     double gflops = herd_model_train_flops(m) * ips * 1e-9;
     fprintf(stderr, "%s batch %zu: %.0f img/s, %.3f ms/step, %.1f GFLOP/s\n", b_model, b_batch, ips,
             1e3 * dt / (double)b_steps, gflops);
-    if (b_json)
+    if (bo.json)
         printf("{\"impl\":\"herd\",\"model\":\"%s\",\"batch\":%zu,\"steps\":%zu,\"threads\":%zu,"
                "\"img_per_s\":%.3f,\"step_ms\":%.6f,\"gflops\":%.3f,\"train_mflop_per_img\":%.4f,"
                "\"fwd_mflop_per_img\":%.6f,\"nparams\":%zu}\n",
@@ -564,8 +512,9 @@ static int bench_train(int argc, char **argv)
 
 static int bench_gemm(int argc, char **argv)
 {
-    parse_opts("bench", bench_gemm_opts, argc, argv, 3, bench_usage, NULL);
-    size_t n = b_size;
+    bench_cli o = bench_defaults();
+    bench_parse(&o, bench_gemm_flags, argc, argv);
+    size_t n = o.size, b_reps = o.reps, b_threads = o.threads;
     if (n == 0 || n > 16384 || b_reps == 0) {
         fprintf(stderr, "herd: bench gemm: --size must be in [1, 16384] and --reps at least 1\n");
         return 2;
@@ -585,7 +534,7 @@ static int bench_gemm(int argc, char **argv)
     double dt = (herd__now() - t0) / (double)b_reps;
     double gflops = 2.0 * (double)n * (double)n * (double)n / dt * 1e-9;
     fprintf(stderr, "sgemm %zux%zux%zu: %.3f ms, %.1f GFLOP/s\n", n, n, n, dt * 1e3, gflops);
-    if (b_json)
+    if (o.json)
         printf("{\"impl\":\"herd\",\"op\":\"sgemm\",\"size\":%zu,\"threads\":%zu,\"ms\":%.6f,\"gflops\":%.3f}\n", n,
                b_threads, dt * 1e3, gflops);
     free(a);
@@ -606,13 +555,32 @@ static int cmd_bench(int argc, char **argv)
         return bench_gemm(argc, argv);
     if (!strcmp(argv[2], "allreduce"))
         return bench_allreduce(argc, argv);
-    die_usage("bench", "unknown benchmark '%s'", argv[2]);
+    herd__usage_error("bench", "unknown benchmark '%s'", argv[2]);
 }
 
 static int cmd_algos(void)
 {
     for (size_t i = 0; herd_algos[i]; i++)
         printf("%-16s %s\n", herd_algos[i]->name, herd_algos[i]->summary);
+    return 0;
+}
+
+static int cmd_engines(void)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } caps[] = {{HERD_ENGINE_WINDOWS, "windows"}, {HERD_ENGINE_NATIVE_ALLREDUCE, "native-allreduce"},
+                {HERD_ENGINE_SHARED_MEMORY, "shared-memory"}, {HERD_ENGINE_ANY_THREAD, "any-thread"},
+                {HERD_ENGINE_MANY_LOCAL, "many-local"}, {HERD_ENGINE_CHECKPOINT, "checkpoint"},
+                {HERD_ENGINE_LAUNCHER_SIZED, "launcher-sized"}, {HERD_ENGINE_PROCESS_PER_WORKER, "process-per-worker"}};
+    for (size_t i = 0; herd_engines[i]; i++) {
+        printf("%-10s", herd_engines[i]->name);
+        for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++)
+            if (herd_engines[i]->caps & caps[k].bit)
+                printf(" %s", caps[k].name);
+        putchar('\n');
+    }
     return 0;
 }
 
@@ -627,6 +595,7 @@ static void usage(void)
             "  sim       run train or bench on a simulated cluster (herd sim --help)\n"
             "  compare   a table of algorithms on one engine or platform (herd compare --help)\n"
             "  algos     list the synchronization algorithms\n"
+            "  engines   list the engines and what each can do\n"
             "  version   print the version\n",
             HERD_VERSION);
 }
@@ -648,6 +617,8 @@ int main(int argc, char **argv)
         return herd__cli_compare(argc, argv);
     if (!strcmp(cmd, "algos"))
         return cmd_algos();
+    if (!strcmp(cmd, "engines"))
+        return cmd_engines();
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("herd %s\n", HERD_VERSION);
         return 0;

@@ -10,7 +10,10 @@
  * SMPI's calibration factors: the numbers of a platform mean what they say).
  * Compute costs the step's FLOPs over the host's speed (src/run/simtime.h);
  * --slow makes one host's speed FACTOR times lower. */
-#include "cli/cli.h"
+#include "cli/sim.h"
+
+#include "cli/flags.h"
+#include "cli/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,240 +31,6 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-
-/* ---- flags ---------------------------------------------------------- */
-
-void herd__cli_print_flags(const herd__flag *flags)
-{
-    for (const herd__flag *f = flags; f->name; f++) {
-        char left[48];
-        snprintf(left, sizeof left, "--%s %s", f->name, f->meta ? f->meta : "");
-        fprintf(stderr, "  %-28s %s\n", left, f->help);
-    }
-}
-
-int herd__cli_flags(const char *cmd, const herd__flag *flags, int argc, char **argv, int first, void (*usage)(void))
-{
-    for (int i = first; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--"))
-            return i;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            exit(0);
-        }
-        /* --name VALUE or --name=VALUE */
-        const char *eq = strchr(a, '=');
-        size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        const herd__flag *f = flags;
-        while (f->name && (strncmp(a, "--", 2) || len - 2 != strlen(f->name) || strncmp(a + 2, f->name, len - 2)))
-            f++;
-        if (!f->name) {
-            fprintf(stderr, "herd: %s '%s' (see 'herd %s --help')\n",
-                    strncmp(a, "--", 2) ? "unexpected argument" : "unknown flag", a, cmd);
-            exit(2);
-        }
-        if (f->kind == HERD__FLAG_BOOL) {
-            if (eq) {
-                fprintf(stderr, "herd: flag '--%s' takes no value\n", f->name);
-                exit(2);
-            }
-            *(bool *)f->dest = true;
-            continue;
-        }
-        if (!eq && i + 1 >= argc) {
-            fprintf(stderr, "herd: flag '%s' needs a value (see 'herd %s --help')\n", a, cmd);
-            exit(2);
-        }
-        const char *val = eq ? eq + 1 : argv[++i];
-        switch (f->kind) {
-        case HERD__FLAG_SIZE:
-            if (herd__cli_parse_size(val, f->dest)) {
-                fprintf(stderr, "herd: --%s: expected a non-negative integer, got '%s'\n", f->name, val);
-                exit(2);
-            }
-            break;
-        case HERD__FLAG_DOUBLE:
-            if (herd__cli_parse_double(val, f->dest)) {
-                fprintf(stderr, "herd: --%s: expected a number, got '%s'\n", f->name, val);
-                exit(2);
-            }
-            break;
-        case HERD__FLAG_STR:
-            *(const char **)f->dest = val;
-            break;
-        case HERD__FLAG_LIST: {
-            herd__str_list *l = f->dest;
-            if (l->n >= HERD__MAX_LIST) {
-                fprintf(stderr, "herd: --%s: at most %d times\n", f->name, HERD__MAX_LIST);
-                exit(2);
-            }
-            l->v[l->n++] = val;
-            break;
-        }
-        case HERD__FLAG_BOOL:
-            break;
-        }
-    }
-    return argc;
-}
-
-/* ---- child processes -------------------------------------------------- */
-
-const char *herd__cli_self_dir(char *buf, size_t size)
-{
-    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
-    if (n <= 0 || (size_t)n >= size - 1) {
-        snprintf(buf, size, ".");
-        return buf;
-    }
-    buf[n] = 0;
-    char *slash = strrchr(buf, '/');
-    if (slash && slash != buf)
-        *slash = 0;
-    else
-        snprintf(buf, size, "%s", slash ? "/" : ".");
-    return buf;
-}
-
-#ifdef HERD_CLI_NO_SPAWN
-/* The CLI fuzzer runs the parsers only. */
-int herd__cli_spawn(char *const *argv, char *const *env, double timeout_s, herd__line_fn on_line, void *ctx,
-                    double *real_s)
-{
-    (void)argv, (void)env, (void)timeout_s, (void)on_line, (void)ctx;
-    *real_s = 0;
-    return 127;
-}
-#else
-/* The child's stdout, split into lines. */
-typedef struct line_buf {
-    char *p;
-    size_t len, cap;
-} line_buf;
-
-static void emit_lines(line_buf *b, herd__line_fn on_line, void *ctx, bool flush)
-{
-    size_t start = 0;
-    for (size_t i = 0; i < b->len; i++)
-        if (b->p[i] == '\n') {
-            b->p[i] = 0;
-            on_line(ctx, b->p + start);
-            start = i + 1;
-        }
-    if (flush && start < b->len) {
-        b->p[b->len] = 0;
-        on_line(ctx, b->p + start);
-        start = b->len;
-    }
-    memmove(b->p, b->p + start, b->len - start);
-    b->len -= start;
-}
-
-int herd__cli_spawn(char *const *argv, char *const *env, double timeout_s, herd__line_fn on_line, void *ctx,
-                    double *real_s)
-{
-    int fds[2] = {-1, -1};
-    double t0 = herd__now();
-    *real_s = 0;
-    fflush(NULL);
-    if (on_line && pipe(fds) != 0) {
-        fprintf(stderr, "herd: cannot create a pipe: %s\n", strerror(errno));
-        return 127;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "herd: cannot start %s: %s\n", argv[0], strerror(errno));
-        if (on_line)
-            close(fds[0]), close(fds[1]);
-        return 127;
-    }
-    if (pid == 0) {
-        if (on_line) {
-            dup2(fds[1], 1);
-            close(fds[0]), close(fds[1]);
-        }
-        for (size_t i = 0; env && env[i]; i++)
-            putenv(env[i]);
-        execv(argv[0], argv);
-        fprintf(stderr, "herd: cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    line_buf b = {0};
-    bool open_out = on_line != NULL, killed = false;
-    if (on_line)
-        close(fds[1]);
-    int status = 0;
-    double deadline = t0 + timeout_s, term_at = 0;
-    for (;;) {
-        if (open_out) {
-            struct pollfd pf = {.fd = fds[0], .events = POLLIN};
-            int pr = poll(&pf, 1, 200);
-            if (pr > 0) {
-                if (b.cap - b.len < 4097) {
-                    size_t cap = b.cap ? 2 * b.cap : 65536;
-                    char *np = realloc(b.p, cap);
-                    if (!np) {
-                        fprintf(stderr, "herd: out of memory reading %s's output\n", argv[0]);
-                        open_out = false;
-                        close(fds[0]);
-                        continue;
-                    }
-                    b.p = np, b.cap = cap;
-                }
-                ssize_t r = read(fds[0], b.p + b.len, b.cap - b.len - 1);
-                if (r > 0) {
-                    b.len += (size_t)r;
-                    emit_lines(&b, on_line, ctx, false);
-                } else if (r == 0 || errno != EINTR) {
-                    emit_lines(&b, on_line, ctx, true);
-                    open_out = false;
-                    close(fds[0]);
-                }
-            }
-        }
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid && !open_out)
-            break;
-        if (w == pid) { /* exited: drain what is left in the pipe */
-            for (ssize_t r; b.p && (r = read(fds[0], b.p + b.len, b.cap - b.len - 1)) > 0;) {
-                b.len += (size_t)r;
-                emit_lines(&b, on_line, ctx, false);
-                if (b.cap - b.len < 4097)
-                    break; /* an endless line: what was read is enough */
-            }
-            emit_lines(&b, on_line, ctx, true);
-            close(fds[0]);
-            break;
-        }
-        if (w < 0 && errno != EINTR) {
-            fprintf(stderr, "herd: waiting for %s: %s\n", argv[0], strerror(errno));
-            status = 127 << 8;
-            break;
-        }
-        double now = herd__now();
-        if (!killed && now > deadline) {
-            fprintf(stderr, "herd: %s ran longer than %g s; stopping it\n", argv[0], timeout_s);
-            kill(pid, SIGTERM);
-            killed = true, term_at = now;
-        } else if (killed && term_at > 0 && now > term_at + 5) {
-            kill(pid, SIGKILL);
-            term_at = 0;
-        }
-        if (!open_out) {
-            struct timespec ts = {0, 50 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    free(b.p);
-    *real_s = herd__now() - t0;
-    if (killed)
-        return 124;
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return WEXITSTATUS(status);
-}
-#endif
 
 /* ---- platforms -------------------------------------------------------- */
 
@@ -342,21 +111,21 @@ static void sim_usage(void);
 static void sim_flags(sim_opts *o, herd__flag *f)
 {
     const herd__flag t[] = {
-        {"workers", HERD__FLAG_SIZE, &o->workers, "N", "simulated workers, one host each (default: the platform's size)"},
-        {"platform", HERD__FLAG_STR, &o->platform, "NAME|FILE", "ib-100g (default), ib-56g, 10gbe, slow-cloud, or a SimGrid platform file"},
-        {"link", HERD__FLAG_STR, &o->link, "BW:LAT", "each host's link, e.g. 25Gbps:5us (host to host latency)"},
-        {"host-speed", HERD__FLAG_STR, &o->host_speed, "SPEED", "each host's sustained rate, e.g. 2Tf"},
-        {"slow", HERD__FLAG_LIST, &o->slow, "RANK:FACTOR", "worker RANK's host is FACTOR times slower (repeatable)"},
-        {"measured-compute", HERD__FLAG_BOOL, &o->measured, NULL, "time compute by measuring it here, not from FLOPs (not repeatable)"},
-        {"real-speed", HERD__FLAG_STR, &o->real_speed, "SPEED", "--measured-compute: this machine's rate (default 20Gf)"},
-        {"sim-cfg", HERD__FLAG_LIST, &o->cfg, "KEY:VALUE", "a SimGrid --cfg option (repeatable)"},
-        {"keep", HERD__FLAG_STR, &o->keep, "DIR", "write the platform and host file into DIR and keep them"},
-        {"dry-run", HERD__FLAG_BOOL, &o->dry_run, NULL, "write the files and print the smpirun command, run nothing"},
-        {"real-timeout", HERD__FLAG_DOUBLE, &o->timeout_s, "S", "stop the simulation after S real seconds (default 86400)"},
-        {"bin", HERD__FLAG_STR, &o->bin, "PATH", "the herd-sim binary (default: beside herd, or $HERD_SIM_BIN)"},
-        {"verbose", HERD__FLAG_BOOL, &o->verbose, NULL, "show SimGrid's own messages"},
-        {"list", HERD__FLAG_BOOL, &o->list, NULL, "list the named platforms"},
-        {NULL, 0, NULL, NULL, NULL},
+        {"workers", HERD__FLAG_SIZE, &o->workers, "N", "simulated workers, one host each (default: the platform's size)", NULL},
+        {"platform", HERD__FLAG_STR, &o->platform, "NAME|FILE", "ib-100g (default), ib-56g, 10gbe, slow-cloud, or a SimGrid platform file", NULL},
+        {"link", HERD__FLAG_STR, &o->link, "BW:LAT", "each host's link, e.g. 25Gbps:5us (host to host latency)", NULL},
+        {"host-speed", HERD__FLAG_STR, &o->host_speed, "SPEED", "each host's sustained rate, e.g. 2Tf", NULL},
+        {"slow", HERD__FLAG_LIST, &o->slow, "RANK:FACTOR", "worker RANK's host is FACTOR times slower (repeatable)", NULL},
+        {"measured-compute", HERD__FLAG_BOOL, &o->measured, NULL, "time compute by measuring it here, not from FLOPs (not repeatable)", NULL},
+        {"real-speed", HERD__FLAG_STR, &o->real_speed, "SPEED", "--measured-compute: this machine's rate (default 20Gf)", NULL},
+        {"sim-cfg", HERD__FLAG_LIST, &o->cfg, "KEY:VALUE", "a SimGrid --cfg option (repeatable)", NULL},
+        {"keep", HERD__FLAG_STR, &o->keep, "DIR", "write the platform and host file into DIR and keep them", NULL},
+        {"dry-run", HERD__FLAG_BOOL, &o->dry_run, NULL, "write the files and print the smpirun command, run nothing", NULL},
+        {"real-timeout", HERD__FLAG_DOUBLE, &o->timeout_s, "S", "stop the simulation after S real seconds (default 86400)", NULL},
+        {"bin", HERD__FLAG_STR, &o->bin, "PATH", "the herd-sim binary (default: beside herd, or $HERD_SIM_BIN)", NULL},
+        {"verbose", HERD__FLAG_BOOL, &o->verbose, NULL, "show SimGrid's own messages", NULL},
+        {"list", HERD__FLAG_BOOL, &o->list, NULL, "list the named platforms", NULL},
+        {NULL, 0, NULL, NULL, NULL, NULL},
     };
     memcpy(f, t, sizeof t);
 }
@@ -371,7 +140,7 @@ static void sim_usage(void)
     fprintf(stderr, "usage: herd sim [flags] -- train|bench ... [their flags]\n\n"
                     "Runs a herd command on a simulated cluster (SimGrid): every worker is a host of the\n"
                     "platform; time is simulated (wall_s), real_s is what it took here.\n\n");
-    herd__cli_print_flags(f);
+    herd__flags_print(f);
     fprintf(stderr, "\nplatforms:\n");
     for (size_t i = 0; i < NPLATFORMS; i++)
         fprintf(stderr, "  %-12s %s\n", platforms[i].name, platforms[i].desc);
@@ -539,8 +308,8 @@ static int resolve_cluster(const sim_opts *o, sim_cluster *c, size_t *workers)
         size_t r;
         double f;
         if (!colon || (size_t)(colon - s) >= sizeof rank ||
-            (snprintf(rank, sizeof rank, "%.*s", (int)(colon - s), s), herd__cli_parse_size(rank, &r)) ||
-            herd__cli_parse_double(colon + 1, &f) || !(f >= 1 && f <= 1e9)) {
+            (snprintf(rank, sizeof rank, "%.*s", (int)(colon - s), s), herd__parse_size(rank, &r)) ||
+            herd__parse_double(colon + 1, &f) || !(f >= 1 && f <= 1e9)) {
             fprintf(stderr, "herd: --slow: expected RANK:FACTOR with FACTOR in [1, 1e9] (e.g. 3:10), got '%s'\n", s);
             return -1;
         }
@@ -743,7 +512,7 @@ int herd__cli_sim(int argc, char **argv)
     sim_opts o = {.timeout_s = 86400};
     herd__flag f[SIM_NFLAGS];
     sim_flags(&o, f);
-    int dash = herd__cli_flags("sim", f, argc, argv, 2, sim_usage);
+    int dash = herd__flags_parse(&(herd__flag_cmd){.cmd = "sim", .flags = f, .usage = sim_usage}, argc, argv, 2, false);
     if (o.list) {
         for (size_t i = 0; i < NPLATFORMS; i++)
             printf("%-12s %s\n", platforms[i].name, platforms[i].desc);

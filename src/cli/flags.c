@@ -1,0 +1,147 @@
+/* The command line's flag parser (flags.h). */
+#include "cli/flags.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int herd__parse_size(const char *s, size_t *out)
+{
+    char *end;
+    if (!*s || *s == '-' || *s == '+')
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v > SIZE_MAX)
+        return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+int herd__parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || errno || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+_Noreturn void herd__usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "herd: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see 'herd %s --help')\n", cmd);
+    va_end(ap);
+    exit(2);
+}
+
+void herd__flags_print(const herd__flag *flags)
+{
+    for (const herd__flag *f = flags; f->name; f++) {
+        char left[48];
+        snprintf(left, sizeof left, "--%s%s%s", f->name, f->meta ? " " : "", f->meta ? f->meta : "");
+        fprintf(stderr, "  %-28s %s\n", left, f->help);
+    }
+}
+
+/* Stores val into f's destination, or exits with a usage error. */
+static void store(const herd__flag_cmd *c, const herd__flag *f, const char *val)
+{
+    size_t z;
+    double d;
+    char msg[256];
+    switch (f->kind) {
+    case HERD__FLAG_SIZE:
+    case HERD__FLAG_U64:
+        if (herd__parse_size(val, &z))
+            herd__usage_error(c->cmd, "--%s: expected a non-negative integer, got '%s'", f->name, val);
+        if (f->kind == HERD__FLAG_SIZE)
+            *(size_t *)f->dest = z;
+        else
+            *(uint64_t *)f->dest = z;
+        break;
+    case HERD__FLAG_DOUBLE:
+    case HERD__FLAG_FLOAT:
+        if (herd__parse_double(val, &d))
+            herd__usage_error(c->cmd, "--%s: expected a number, got '%s'", f->name, val);
+        if (f->kind == HERD__FLAG_DOUBLE)
+            *(double *)f->dest = d;
+        else
+            *(float *)f->dest = (float)d;
+        break;
+    case HERD__FLAG_STR:
+        *(const char **)f->dest = val;
+        break;
+    case HERD__FLAG_LIST: {
+        herd__str_list *l = f->dest;
+        if (l->n >= HERD__MAX_LIST)
+            herd__usage_error(c->cmd, "--%s: at most %d times", f->name, HERD__MAX_LIST);
+        l->v[l->n++] = val;
+        break;
+    }
+    case HERD__FLAG_FN:
+        msg[0] = 0;
+        if (!f->parse(f->dest, val, msg, sizeof msg))
+            herd__usage_error(c->cmd, "%s", msg[0] ? msg : "bad value");
+        break;
+    case HERD__FLAG_BOOL:
+        break;
+    }
+}
+
+int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first, bool stop_at_word)
+{
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--"))
+            return i;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            c->usage();
+            exit(0);
+        }
+        if (strncmp(a, "--", 2) || !a[2]) {
+            if (stop_at_word)
+                return i;
+            herd__usage_error(c->cmd, "unexpected argument '%s'", a);
+        }
+        /* --name VALUE or --name=VALUE */
+        char name[64];
+        const char *eq = strchr(a, '='), *val = eq ? eq + 1 : NULL;
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (len >= sizeof name)
+            herd__usage_error(c->cmd, "unknown flag '%s'", a);
+        memcpy(name, a + 2, len);
+        name[len] = 0;
+        const herd__flag *f = c->flags;
+        while (f->name && strcmp(f->name, name))
+            f++;
+        if (!f->name) {
+            if (!c->other)
+                herd__usage_error(c->cmd, "unknown flag '%s'", a);
+            i = c->other(c->other_ctx, name, val, i, argc, argv);
+            continue;
+        }
+        if (f->kind == HERD__FLAG_BOOL) {
+            if (val)
+                herd__usage_error(c->cmd, "flag '--%s' takes no value", f->name);
+            *(bool *)f->dest = true;
+            continue;
+        }
+        if (!val) {
+            if (i + 1 >= argc)
+                herd__usage_error(c->cmd, "flag '%s' needs a value", a);
+            val = argv[++i];
+        }
+        store(c, f, val);
+    }
+    return argc;
+}
