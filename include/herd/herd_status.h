@@ -59,7 +59,6 @@ herd_status herd_err_set(herd_err *err, herd_status st, const char *fmt, ...)
         }                                   \
     } while (0)
 
-/* For bugs, not runtime outcomes: prints where and aborts. */
 /* Keeps the first failure: expr runs whatever st is (an unlock after a
  * failed get must still happen), and st takes its status only while st is
  * still HERD_OK. */
@@ -70,6 +69,7 @@ herd_status herd_err_set(herd_err *err, herd_status st, const char *fmt, ...)
             (st) = herd__k;                 \
     } while (0)
 
+/* For bugs, not runtime outcomes: prints where and aborts. */
 #define HERD_ASSERT(cond)                                                  \
     do {                                                                   \
         if (!(cond))                                                       \

@@ -217,7 +217,7 @@ static herd_status wait_until(ps_state *s, herd_worker *w, ps_ready_fn ready, si
 {
     herd_status st;
     double t0 = herd__now(), deadline = t0 + w->comm->timeout_s;
-    herd__backoff nap = herd__backoff_make(20, 2000);
+    herd__backoff nap = {.us = 20, .max_us = 2000, .clamp = true};
     bool ok = false;
     for (;;) {
         if ((st = check_servers(s, w)) < 0 || (st = herd_worker_stopping(w)) < 0 || (st = ready(s, w, arg, &ok)) < 0 ||

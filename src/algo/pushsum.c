@@ -324,6 +324,10 @@ static herd_status sgp_fail(sgp_state *s, herd_worker *w, herd_status st, const 
     return st;
 }
 
+/* Polled waits nap 10 us, then a quarter longer each time until a nap
+ * reaches 1 ms; naps stay at that one. Restarted on progress. */
+static const herd__backoff sgp_first_nap = {.us = 10, .max_us = 1000, .clamp = false};
+
 /* Progress every send; true in *pending while mass waits for a slot. */
 static herd_status flush_all(sgp_state *s, herd_worker *w, bool *pending, bool *progress)
 {
@@ -343,7 +347,7 @@ static herd_status settle(sgp_state *s, herd_worker *w, uint64_t k)
 {
     herd_status st = HERD_OK;
     double deadline = herd__now() + w->comm->timeout_s, t0 = herd__now();
-    herd__backoff nap = herd__backoff_make(10, 1000);
+    herd__backoff nap = sgp_first_nap;
     bool waited = false;
     for (;;) {
         bool progress = false, pending;
@@ -355,7 +359,7 @@ static herd_status settle(sgp_state *s, herd_worker *w, uint64_t k)
         waited = true;
         HERD_TRY(herd_worker_stopping(w)); /* an in-neighbour stopped on a non-finite value */
         if (progress)
-            deadline = herd__now() + w->comm->timeout_s, nap = herd__backoff_make(10, 1000);
+            deadline = herd__now() + w->comm->timeout_s, nap = sgp_first_nap;
         /* no blocking wait on the missing message: polled with naps, an
          * in-neighbour that is lost meanwhile (--fail) stops being waited for */
         if (herd__now() > deadline) {
@@ -426,7 +430,7 @@ static herd_status sgp_drain(sgp_state *s, herd_worker *w)
         if (!herd_worker_lost(w, s->out[j].peer))
             add_share(s, &s->out[j], w->params, 0.0, k, true);
     double deadline = herd__now() + w->comm->timeout_s, t0 = herd__now();
-    herd__backoff nap = herd__backoff_make(10, 1000);
+    herd__backoff nap = sgp_first_nap;
     for (;;) {
         bool progress = false, pending, busy = false, open = false;
         HERD_TRY(poll_in(s, w, k, true, true, &progress));
@@ -441,7 +445,7 @@ static herd_status sgp_drain(sgp_state *s, herd_worker *w)
             break;
         HERD_TRY(herd_worker_stopping(w));
         if (progress)
-            deadline = herd__now() + w->comm->timeout_s, nap = herd__backoff_make(10, 1000);
+            deadline = herd__now() + w->comm->timeout_s, nap = sgp_first_nap;
         if (herd__now() > deadline) {
             char what[128];
             snprintf(what, sizeof what, "no progress for %g s at the end, %s %zu", w->comm->timeout_s,

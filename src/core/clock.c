@@ -13,5 +13,5 @@ void herd__backoff_nap(herd__backoff *b)
 {
     struct timespec ts = {(time_t)(b->us / 1e6), (long)(b->us * 1e3) % 1000000000L};
     nanosleep(&ts, NULL);
-    b->us = b->us < b->max_us ? b->us * 1.25 : b->max_us;
+    b->us = b->us < b->max_us ? b->us * 1.25 : b->clamp ? b->max_us : b->us;
 }
