@@ -77,7 +77,7 @@ const herd_opt herd__osgp_opt_table[] = {
     END_ROW,
 };
 
-herd_topo herd__gossip_topology(const herd_worker *w, herd_topo dflt)
+herd__topo herd__gossip_topology(const herd_worker *w, herd__topo dflt)
 {
     const char *t = ((const herd__gossip_opts *)w->opts)->topology;
     if (!t)
@@ -85,17 +85,17 @@ herd_topo herd__gossip_topology(const herd_worker *w, herd_topo dflt)
     return !strcmp(t, "ring") ? HERD_TOPO_RING : !strcmp(t, "exp") ? HERD_TOPO_EXP : HERD_TOPO_RANDOM;
 }
 
-const char *herd__gossip_topology_name(herd_topo t)
+const char *herd__gossip_topology_name(herd__topo t)
 {
     return t == HERD_TOPO_RING ? "ring" : t == HERD_TOPO_EXP ? "exp" : "random";
 }
 
-herd_status herd__gossip_same_topology(herd_worker *w, uint64_t saved, herd_topo mine)
+herd_status herd__gossip_same_topology(herd_worker *w, uint64_t saved, herd__topo mine)
 {
     if (saved == (uint64_t)mine)
         return HERD_OK;
     return herd_err_set(&w->err, HERD_EINVAL, "worker %zu: the checkpoint was written with --topology %s; this run has --topology %s",
-                        w->rank, saved <= HERD_TOPO_RANDOM ? herd__gossip_topology_name((herd_topo)saved) : "(unknown)",
+                        w->rank, saved <= HERD_TOPO_RANDOM ? herd__gossip_topology_name((herd__topo)saved) : "(unknown)",
                         herd__gossip_topology_name(mine));
 }
 
@@ -183,7 +183,7 @@ out:
 /* ---- dpsgd ----------------------------------------------------------------- */
 
 typedef struct dp_state {
-    herd_topo topo;
+    herd__topo topo;
     size_t maxdeg, deg;      /* most neighbours of any step; this step's */
     size_t *nb;              /* maxdeg: this step's neighbours */
     size_t *perm;            /* n: random topology's permutation */
@@ -419,7 +419,7 @@ const herd_algo_ops herd__algo_dpsgd = {
 /* ---- adpsgd ---------------------------------------------------------------- */
 
 typedef struct ad_state {
-    herd_topo topo;
+    herd__topo topo;
     herd_win *win;
     float *xw;        /* nparams: this worker's model, exposed in win */
     float *snap;      /* nparams: the weights the gradient was taken at */

@@ -12,7 +12,7 @@
 
 #include "herd/herd_algo.h"
 
-typedef enum herd_topo { HERD_TOPO_RING, HERD_TOPO_EXP, HERD_TOPO_RANDOM } herd_topo;
+typedef enum herd__topo { HERD_TOPO_RING, HERD_TOPO_EXP, HERD_TOPO_RANDOM } herd__topo;
 
 /* The options of the decentralized and push-sum algorithms (seeds 003/004):
  * herd__gossip_opt_table has --topology, herd__osgp_opt_table --max-delay too. */
@@ -24,12 +24,12 @@ extern const herd_opt herd__gossip_opt_table[];
 extern const herd_opt herd__osgp_opt_table[];
 
 /* --topology, or dflt when none was given. */
-herd_topo herd__gossip_topology(const herd_worker *w, herd_topo dflt);
-const char *herd__gossip_topology_name(herd_topo t);
+herd__topo herd__gossip_topology(const herd_worker *w, herd__topo dflt);
+const char *herd__gossip_topology_name(herd__topo t);
 
 /* Resume: HERD_EINVAL, w->err saying so, when the checkpoint's topology
  * `saved` is not this run's `mine`. */
-herd_status herd__gossip_same_topology(herd_worker *w, uint64_t saved, herd_topo mine);
+herd_status herd__gossip_same_topology(herd_worker *w, uint64_t saved, herd__topo mine);
 
 /* ceil(log2 n): the number of distinct power-of-two offsets below n. */
 size_t herd__gossip_log2ceil(size_t n);

@@ -105,7 +105,7 @@ typedef struct sgp_in { /* one possible in-neighbour */
 } sgp_in;
 
 typedef struct sgp_state {
-    herd_topo topo;
+    herd__topo topo;
     bool osgp;
     size_t tau, L;
     double wt;            /* push-sum weight w_i */

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-herd_status herd__log_open(herd_log *log, const char *path, double t0, herd_err *err)
+herd_status herd__log_open(herd__log *log, const char *path, double t0, herd_err *err)
 {
     log->f = NULL;
     log->t0 = t0;
@@ -15,7 +15,7 @@ herd_status herd__log_open(herd_log *log, const char *path, double t0, herd_err 
     return HERD_OK;
 }
 
-void herd__log_close(herd_log *log)
+void herd__log_close(herd__log *log)
 {
     if (log->f)
         fclose(log->f);
@@ -23,7 +23,7 @@ void herd__log_close(herd_log *log)
     pthread_mutex_destroy(&log->mu);
 }
 
-void herd__log_record(herd_log *log, const char *event, const char *fields, ...)
+void herd__log_record(herd__log *log, const char *event, const char *fields, ...)
 {
     if (!log || !log->f)
         return;

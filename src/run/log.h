@@ -10,18 +10,18 @@
 #include "core/clock.h"
 #include "herd/herd_status.h"
 
-typedef struct herd_log {
+typedef struct herd__log {
     FILE *f;
     pthread_mutex_t mu;
     double t0; /* run start, monotonic seconds */
-} herd_log;
+} herd__log;
 
 /* Opens path for appending (records of earlier runs are kept). */
-herd_status herd__log_open(herd_log *log, const char *path, double t0, herd_err *err);
-void herd__log_close(herd_log *log);
+herd_status herd__log_open(herd__log *log, const char *path, double t0, herd_err *err);
+void herd__log_close(herd__log *log);
 /* Writes {"t":..., "event":event, <fields>} where fields is a printf format
  * producing the rest of the object's members, e.g. "\"epoch\":%zu". */
-void herd__log_record(herd_log *log, const char *event, const char *fields, ...)
+void herd__log_record(herd__log *log, const char *event, const char *fields, ...)
     __attribute__((format(printf, 3, 4)));
 
 #endif

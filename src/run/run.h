@@ -35,7 +35,7 @@ typedef struct herd_run {
     const herd_algo_ops *algo_ops;
     herd_dataset train, test;
     int32_t *test_y;
-    herd_log log;
+    herd__log log;
     herd_world *world;         /* the engine's: this process runs its local ranks */
     size_t first_rank, nlocal; /* the workers this process runs */
     double t0;
