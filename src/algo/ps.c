@@ -196,9 +196,6 @@ out:
     return st;
 }
 
-/* Waits for `ready` with backoff until the deadline; the time counts as blocked. */
-typedef herd_status (*ps_ready_fn)(ps_state *s, herd_worker *w, size_t arg, bool *ready);
-
 /* A shard whose holder was lost (--fail on the threads engine) is gone:
  * the run cannot go on without its weights. */
 static herd_status check_servers(ps_state *s, herd_worker *w)
@@ -211,6 +208,9 @@ static herd_status check_servers(ps_state *s, herd_worker *w)
                                 w->rank, k, k, s->center.shards);
     return HERD_OK;
 }
+
+/* Waits for `ready` with backoff until the deadline; the time counts as blocked. */
+typedef herd_status (*ps_ready_fn)(ps_state *s, herd_worker *w, size_t arg, bool *ready);
 
 /* Returns HERD_ETIMEOUT without a message: the caller says what it waited for. */
 static herd_status wait_until(ps_state *s, herd_worker *w, ps_ready_fn ready, size_t arg)
