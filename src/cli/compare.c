@@ -351,6 +351,77 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
     return rc ? -1 : 0;
 }
 
+/* --scaling N,N,... (or --workers alone) into counts; -1 with a message. */
+static int worker_counts(const cmp_opts *o, size_t *counts, size_t *ncounts)
+{
+    *ncounts = 0;
+    if (!o->scaling) {
+        counts[(*ncounts)++] = o->workers;
+        return 0;
+    }
+    for (const char *p = o->scaling; *p;) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p || errno || v < 1 || v > 4096 || *ncounts >= MAX_SCALE || (*end && *end != ',')) {
+            fprintf(stderr, "herd: --scaling: expected up to %d worker counts in [1, 4096] such as 1,2,4,8, got '%s'\n",
+                    MAX_SCALE, o->scaling);
+            return -1;
+        }
+        counts[(*ncounts)++] = v;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* The table on stdout and DIR/compare.csv; returns the number of runs that failed. */
+static int print_table(const cmp_opts *op, const cmp_row *rows, size_t nrows, const char *where, const char *engine,
+                       bool sim)
+{
+    const cmp_opts o = *op;
+    const char *unit = sim ? "sim s" : "s";
+    char hdr_t[32], hdr_e[32];
+    snprintf(hdr_t, sizeof hdr_t, "to %.2f (%s)", o.target, unit);
+    snprintf(hdr_e, sizeof hdr_e, "epoch (%s)", unit);
+    printf("# herd compare: %s, %s, %zu epoch(s)\n", where, o.model ? o.model : "lenet", o.epochs);
+    printf("| %-32s | %7s | %8s | %-8s | %11s | %16s | %14s | %7s | %9s |%s\n", "algorithm", "workers", "test_acc",
+           "model", "worker0_acc", hdr_t, hdr_e, "speedup", "MB/worker", sim ? "   real_s |" : "");
+    printf("|%s|%s\n", "----------------------------------|---------|----------|----------|-------------|------------------|----------------|---------|-----------",
+           sim ? "----------|" : "");
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/compare.csv", o.out);
+    FILE *csv = fopen(path, "w");
+    if (!csv)
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+    else
+        fprintf(csv, "spec,engine,platform,workers,epochs,test_acc,eval_model,worker0_acc,time_to_target_s,epoch_s,"
+                     "speedup,mb_per_worker,wall_s,real_s\n");
+    int failed = 0;
+    for (size_t i = 0; i < nrows; i++) {
+        const cmp_row *r = &rows[i];
+        if (!r->ok) {
+            printf("| %-32s | %7zu | failed (see above)\n", r->spec, r->workers);
+            failed++;
+            continue;
+        }
+        char tt[32], es[32], sp[32], rs[32];
+        fmt(tt, sizeof tt, r->t_target, "%.4g");
+        fmt(es, sizeof es, r->epoch_s, "%.4g");
+        fmt(sp, sizeof sp, r->speedup, "%.3g");
+        snprintf(rs, sizeof rs, " %8.1f |", r->real_s);
+        printf("| %-32s | %7zu | %8.4f | %-8s | %11.4f | %16s | %14s | %7s | %9.1f |%s\n", r->spec, r->workers, r->acc,
+               r->eval_model, r->w0acc, tt, es, sp, r->mb, sim ? rs : "");
+        if (csv)
+            fprintf(csv, "\"%s\",%s,%s,%zu,%zu,%.6f,%s,%.6f,%s,%.9g,%s,%.6g,%.9g,%.3f\n", r->spec, engine,
+                    sim ? (o.platform ? o.platform : "ib-100g") : "-", r->workers, o.epochs, r->acc, r->eval_model,
+                    r->w0acc, tt, r->epoch_s, sp, r->mb, r->wall, r->real_s);
+    }
+    if (csv)
+        fclose(csv);
+    fflush(stdout);
+    return failed;
+}
+
 int herd__cli_compare(int argc, char **argv)
 {
     cmp_opts o = {.workers = 8, .epochs = 5, .target = 0.8, .out = "herd-compare", .timeout_s = 86400};
@@ -385,22 +456,8 @@ int herd__cli_compare(int argc, char **argv)
         return 2;
     }
     size_t counts[MAX_SCALE], ncounts = 0;
-    if (o.scaling) {
-        for (const char *p = o.scaling; *p;) {
-            char *end;
-            errno = 0;
-            unsigned long v = strtoul(p, &end, 10);
-            if (end == p || errno || v < 1 || v > 4096 || ncounts >= MAX_SCALE || (*end && *end != ',')) {
-                fprintf(stderr, "herd: --scaling: expected up to %d worker counts in [1, 4096] such as 1,2,4,8, got '%s'\n",
-                        MAX_SCALE, o.scaling);
-                return 2;
-            }
-            counts[ncounts++] = v;
-            p = *end ? end + 1 : end;
-        }
-    } else {
-        counts[ncounts++] = o.workers;
-    }
+    if (worker_counts(&o, counts, &ncounts) != 0)
+        return 2;
     if (o.workers < 1 || o.epochs < 1 || !(o.timeout_s > 0) || !(o.target > 0 && o.target <= 1)) {
         fprintf(stderr, "herd: compare: --workers and --epochs must be at least 1, --target in (0, 1]\n");
         return 2;
@@ -445,47 +502,7 @@ int herd__cli_compare(int argc, char **argv)
     double base = !o.no_baseline && rows[0].ok ? rows[0].epoch_s : NAN;
     for (size_t i = 0; i < nrows; i++)
         rows[i].speedup = rows[i].ok && rows[i].epoch_s > 0 ? base / rows[i].epoch_s : NAN;
-    /* the table */
-    const char *unit = sim ? "sim s" : "s";
-    char hdr_t[32], hdr_e[32];
-    snprintf(hdr_t, sizeof hdr_t, "to %.2f (%s)", o.target, unit);
-    snprintf(hdr_e, sizeof hdr_e, "epoch (%s)", unit);
-    printf("# herd compare: %s, %s, %zu epoch(s)\n", where, o.model ? o.model : "lenet", o.epochs);
-    printf("| %-32s | %7s | %8s | %-8s | %11s | %16s | %14s | %7s | %9s |%s\n", "algorithm", "workers", "test_acc",
-           "model", "worker0_acc", hdr_t, hdr_e, "speedup", "MB/worker", sim ? "   real_s |" : "");
-    printf("|%s|%s\n", "----------------------------------|---------|----------|----------|-------------|------------------|----------------|---------|-----------",
-           sim ? "----------|" : "");
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/compare.csv", o.out);
-    FILE *csv = fopen(path, "w");
-    if (!csv)
-        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
-    else
-        fprintf(csv, "spec,engine,platform,workers,epochs,test_acc,eval_model,worker0_acc,time_to_target_s,epoch_s,"
-                     "speedup,mb_per_worker,wall_s,real_s\n");
-    int failed = 0;
-    for (size_t i = 0; i < nrows; i++) {
-        cmp_row *r = &rows[i];
-        if (!r->ok) {
-            printf("| %-32s | %7zu | failed (see above)\n", r->spec, r->workers);
-            failed++;
-            continue;
-        }
-        char tt[32], es[32], sp[32], rs[32];
-        fmt(tt, sizeof tt, r->t_target, "%.4g");
-        fmt(es, sizeof es, r->epoch_s, "%.4g");
-        fmt(sp, sizeof sp, r->speedup, "%.3g");
-        snprintf(rs, sizeof rs, " %8.1f |", r->real_s);
-        printf("| %-32s | %7zu | %8.4f | %-8s | %11.4f | %16s | %14s | %7s | %9.1f |%s\n", r->spec, r->workers, r->acc,
-               r->eval_model, r->w0acc, tt, es, sp, r->mb, sim ? rs : "");
-        if (csv)
-            fprintf(csv, "\"%s\",%s,%s,%zu,%zu,%.6f,%s,%.6f,%s,%.9g,%s,%.6g,%.9g,%.3f\n", r->spec, engine,
-                    sim ? (o.platform ? o.platform : "ib-100g") : "-", r->workers, o.epochs, r->acc, r->eval_model,
-                    r->w0acc, tt, r->epoch_s, sp, r->mb, r->wall, r->real_s);
-    }
-    if (csv)
-        fclose(csv);
-    fflush(stdout);
+    int failed = print_table(&o, rows, nrows, where, engine, sim);
     if (!o.no_plots && write_plots(&o, rows, nrows, where, sim) == 0)
         fprintf(stderr, "herd compare: plots in %s/*.png (script %s/plots.gp)\n", o.out, o.out);
     free(rows);

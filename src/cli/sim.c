@@ -357,57 +357,75 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
     return 1;
 }
 #else
-static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, char **cmd, int ncmd)
+/* The herd-sim binary to run, into bin: --bin, $HERD_SIM_BIN, or beside herd. */
+static int sim_binary(const sim_opts *o, char *bin, size_t cap)
 {
-    char dir[PATH_MAX], bin[PATH_MAX + 16], xml[PATH_MAX + 32], hosts[PATH_MAX + 32];
+    char dir[PATH_MAX];
     const char *envbin = getenv("HERD_SIM_BIN");
     if (o->bin)
-        snprintf(bin, sizeof bin, "%s", o->bin);
+        snprintf(bin, cap, "%s", o->bin);
     else if (envbin && *envbin)
-        snprintf(bin, sizeof bin, "%s", envbin);
+        snprintf(bin, cap, "%s", envbin);
     else
-        snprintf(bin, sizeof bin, "%s/herd-sim", herd__cli_self_dir(dir, sizeof dir));
-    if (access(bin, X_OK) != 0) {
-        fprintf(stderr, "herd: %s: %s (herd-sim is built by 'make' when SimGrid's smpicc is installed: "
-                        "scripts/install-deps)\n", bin, strerror(errno));
-        return 1;
-    }
+        snprintf(bin, cap, "%s/herd-sim", herd__cli_self_dir(dir, sizeof dir));
+    if (access(bin, X_OK) == 0)
+        return 0;
+    fprintf(stderr, "herd: %s: %s (herd-sim is built by 'make' when SimGrid's smpicc is installed: "
+                    "scripts/install-deps)\n", bin, strerror(errno));
+    return -1;
+}
+
+/* Where the platform and host files go: --keep DIR, or a new temporary one. */
+static int sim_workdir(const sim_opts *o, char *dir, size_t cap)
+{
     if (o->keep) {
         if (mkdir(o->keep, 0777) != 0 && errno != EEXIST) {
             fprintf(stderr, "herd: --keep %s: %s\n", o->keep, strerror(errno));
-            return 1;
+            return -1;
         }
-        snprintf(dir, sizeof dir, "%s", o->keep);
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/herd-sim-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(dir)) {
-            fprintf(stderr, "herd: cannot create a directory in %s: %s\n", tmp && *tmp ? tmp : "/tmp", strerror(errno));
-            return 1;
-        }
+        snprintf(dir, cap, "%s", o->keep);
+        return 0;
     }
-    snprintf(xml, sizeof xml, "%s/platform.xml", dir);
-    snprintf(hosts, sizeof hosts, "%s/hosts", dir);
-    int rc = 1;
-    char **argv = NULL;
-    train_out out = {0};
-    if (write_platform(c, workers, xml, hosts) != 0)
-        goto out;
-    /* smpirun -np N -platform P -hostfile H [--cfg ...] herd-sim CMD... [--engine mpi] [--json] */
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, cap, "%s/herd-sim-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(dir))
+        return 0;
+    fprintf(stderr, "herd: cannot create a directory in %s: %s\n", tmp && *tmp ? tmp : "/tmp", strerror(errno));
+    return -1;
+}
+
+/* smpirun's command line and the strings it points to. */
+typedef struct smpirun_line {
+    char **argv;
+    char np[32], speed_cfg[96];
+    char *cfgs; /* --cfg=... of --sim-cfg, 300 bytes each */
+} smpirun_line;
+
+static void smpirun_line_free(smpirun_line *l)
+{
+    free(l->argv);
+    free(l->cfgs);
+}
+
+/* smpirun -np N -platform P -hostfile H [--cfg ...] herd-sim CMD... [--json] */
+static int smpirun_line_make(const sim_opts *o, const sim_cluster *c, size_t workers, const char *bin, const char *xml,
+                             const char *hosts, char **cmd, int ncmd, bool json, smpirun_line *l)
+{
     size_t cap = 32 + 2 * (size_t)o->cfg.n + (size_t)ncmd, n = 0;
-    argv = calloc(cap, sizeof *argv);
-    char np[32], speed_cfg[96], *cfgs = calloc(o->cfg.n + 1, 300);
-    if (!argv || !cfgs) {
-        free(cfgs);
+    memset(l, 0, sizeof *l);
+    l->argv = calloc(cap, sizeof *l->argv);
+    l->cfgs = calloc(o->cfg.n + 1, 300);
+    if (!l->argv || !l->cfgs) {
         fprintf(stderr, "herd: out of memory\n");
-        goto out;
+        return -1;
     }
-    snprintf(np, sizeof np, "%zu", workers);
+    char **argv = l->argv;
+    snprintf(l->np, sizeof l->np, "%zu", workers);
     const char *smpirun = getenv("HERD_SMPIRUN");
     argv[n++] = (char *)(smpirun && *smpirun ? smpirun : "/usr/bin/smpirun");
-    argv[n++] = "-np", argv[n++] = np;
-    argv[n++] = "-platform", argv[n++] = c->file ? (char *)c->file : xml;
-    argv[n++] = "-hostfile", argv[n++] = hosts;
+    argv[n++] = "-np", argv[n++] = l->np;
+    argv[n++] = "-platform", argv[n++] = c->file ? (char *)c->file : (char *)xml;
+    argv[n++] = "-hostfile", argv[n++] = (char *)hosts;
     if (!o->verbose)
         argv[n++] = "-quiet", argv[n++] = "--log=root.thres:error";
     argv[n++] = "--cfg=network/model:CM02";
@@ -429,75 +447,90 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
         double rs = 20e9;
         if (o->real_speed && parse_unit(o->real_speed, strlen(o->real_speed), speed_units, &rs)) {
             fprintf(stderr, "herd: --real-speed: expected a rate such as 20Gf, got '%s'\n", o->real_speed);
-            free(cfgs);
-            goto out;
+            return -1;
         }
-        snprintf(speed_cfg, sizeof speed_cfg, "--cfg=smpi/host-speed:%.17gf", rs);
+        snprintf(l->speed_cfg, sizeof l->speed_cfg, "--cfg=smpi/host-speed:%.17gf", rs);
         argv[n++] = "--cfg=smpi/simulate-computation:yes";
-        argv[n++] = speed_cfg;
+        argv[n++] = l->speed_cfg;
     } else {
         argv[n++] = "--cfg=smpi/simulate-computation:no";
     }
     for (size_t i = 0; i < o->cfg.n; i++) {
-        char *s = cfgs + 300 * i;
+        char *s = l->cfgs + 300 * i;
         snprintf(s, 300, "--cfg=%s", o->cfg.v[i]);
         argv[n++] = s;
     }
-    argv[n++] = bin;
+    argv[n++] = (char *)bin;
     for (int i = 0; i < ncmd; i++)
         argv[n++] = cmd[i];
-    bool train = !strcmp(cmd[0], "train"), bench_ar = !strcmp(cmd[0], "bench") && ncmd > 1 && !strcmp(cmd[1], "allreduce");
-    bool user_json = has_arg(cmd, ncmd, "--json");
-    if ((train || bench_ar) && !has_arg(cmd, ncmd, "--engine"))
-        argv[n++] = "--engine", argv[n++] = "mpi";
-    if (train && !user_json)
+    if (json)
         argv[n++] = "--json";
     argv[n] = NULL;
+    return 0;
+}
+
+/* The summary as `herd train` gives it, engine "sim", real_s beside wall_s. */
+static void report(const sim_opts *o, const sim_cluster *c, size_t workers, char *summary, double real_s, bool json)
+{
+    char *eng = strstr(summary, "\"engine\":\"mpi\"");
+    if (eng)
+        memcpy(eng, "\"engine\":\"sim\"", strlen("\"engine\":\"sim\""));
+    double sim_s = 0;
+    const char *ws = strstr(summary, "\"wall_s\":");
+    if (ws)
+        sim_s = strtod(ws + 9, NULL);
+    fprintf(stderr, "herd sim: %s, %zu hosts: %.6g s simulated, %.1f s real\n", c->name, workers, sim_s, real_s);
+    if (!json)
+        return;
+    size_t len = strlen(summary);
+    if (len && summary[len - 1] == '}')
+        summary[len - 1] = 0;
+    printf("%s,\"real_s\":%.3f,\"platform\":\"%s\",\"compute\":\"%s\"", summary, real_s, c->name,
+           o->measured ? "measured" : "model");
+    if (!c->file)
+        printf(",\"link_gbps\":%.6g,\"link_lat_us\":%.6g,\"host_gflops\":%.6g", c->bw * 8e-9, c->lat * 1e6,
+               c->speed * 1e-9);
+    printf("}\n");
+}
+
+static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, char **cmd, int ncmd)
+{
+    char dir[PATH_MAX], bin[PATH_MAX + 16], xml[PATH_MAX + 32], hosts[PATH_MAX + 32];
+    if (sim_binary(o, bin, sizeof bin) != 0 || sim_workdir(o, dir, sizeof dir) != 0)
+        return 1;
+    snprintf(xml, sizeof xml, "%s/platform.xml", dir);
+    snprintf(hosts, sizeof hosts, "%s/hosts", dir);
+    int rc = 1;
+    train_out out = {0};
+    smpirun_line line = {0};
+    /* herd-sim runs the mpi engine, which it picks by itself (its launcher is smpirun) */
+    bool train = !strcmp(cmd[0], "train"), user_json = has_arg(cmd, ncmd, "--json");
+    if (write_platform(c, workers, xml, hosts) != 0 ||
+        smpirun_line_make(o, c, workers, bin, xml, hosts, cmd, ncmd, train && !user_json, &line) != 0)
+        goto out;
     if (o->dry_run || o->verbose) {
         fprintf(stderr, "HERD_SIM_COMPUTE=%s", o->measured ? "measured" : "model");
-        for (size_t i = 0; argv[i]; i++)
-            fprintf(stderr, " %s", argv[i]);
+        for (size_t i = 0; line.argv[i]; i++)
+            fprintf(stderr, " %s", line.argv[i]);
         fputc('\n', stderr);
     }
     if (o->dry_run) {
-        free(cfgs);
         rc = 0;
         goto out;
     }
     char *env[] = {o->measured ? "HERD_SIM_COMPUTE=measured" : "HERD_SIM_COMPUTE=model", NULL};
     double real_s = 0;
-    rc = herd__cli_spawn(argv, env, o->timeout_s > 0 ? o->timeout_s : 86400, train ? on_train_line : NULL, &out,
+    rc = herd__cli_spawn(line.argv, env, o->timeout_s > 0 ? o->timeout_s : 86400, train ? on_train_line : NULL, &out,
                          &real_s);
-    free(cfgs);
     if (rc == 0 && train && !out.summary) {
         fprintf(stderr, "herd: the simulation ended without a summary\n");
         rc = 1;
     }
-    if (rc != 0 || !train)
-        goto out;
-    /* the summary as `herd train` gives it, engine "sim", real_s beside wall_s */
-    char *eng = strstr(out.summary, "\"engine\":\"mpi\"");
-    if (eng)
-        memcpy(eng, "\"engine\":\"sim\"", strlen("\"engine\":\"sim\""));
-    double sim_s = 0;
-    const char *ws = strstr(out.summary, "\"wall_s\":");
-    if (ws)
-        sim_s = strtod(ws + 9, NULL);
-    fprintf(stderr, "herd sim: %s, %zu hosts: %.6g s simulated, %.1f s real\n", c->name, workers, sim_s, real_s);
-    if (user_json) {
-        size_t len = strlen(out.summary);
-        if (len && out.summary[len - 1] == '}')
-            out.summary[len - 1] = 0;
-        printf("%s,\"real_s\":%.3f,\"platform\":\"%s\",\"compute\":\"%s\"", out.summary, real_s, c->name,
-               o->measured ? "measured" : "model");
-        if (!c->file)
-            printf(",\"link_gbps\":%.6g,\"link_lat_us\":%.6g,\"host_gflops\":%.6g", c->bw * 8e-9, c->lat * 1e6,
-                   c->speed * 1e-9);
-        printf("}\n");
-    }
+    if (rc == 0 && train)
+        report(o, c, workers, out.summary, real_s, user_json);
 out:
+    smpirun_line_free(&line);
     free(out.summary);
-    free(argv);
     if (!o->keep && !o->dry_run) {
         unlink(xml);
         unlink(hosts);

@@ -429,6 +429,9 @@ static const herd_comm_ops mpi_ops = {
 
 static bool mpi_launched(void)
 {
+#ifdef HERD_SIM
+    return true; /* herd-sim only ever runs under smpirun */
+#endif
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS",
                                        "SMPI_RANK_COUNT"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)

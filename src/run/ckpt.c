@@ -182,15 +182,10 @@ static herd_status list_fd(int dirfd, const char *dir, uint64_t *steps, size_t c
     return HERD_OK;
 }
 
-herd_status herd_ckpt_write(const char *dir, const herd_ckpt_info *info, const herd_ckpt_section *secs,
-                            size_t nsecs, size_t keep, herd_err *err)
+/* The arguments of herd_ckpt_write, checked; *total: the file's size. */
+static herd_status check_write(const char *dir, const herd_ckpt_info *info, const herd_ckpt_section *secs, size_t nsecs,
+                               size_t keep, uint64_t *total, herd_err *err)
 {
-    herd_status st = HERD_OK;
-    int dirfd = -1, fd = -1;
-    unsigned char *hdr = NULL;
-    uint64_t *steps = NULL;
-    char tmp[64], final[64];
-    bool tmp_made = false;
     if (!dir || !info || (nsecs && !secs) || keep < 1)
         return herd_err_set(err, HERD_EINVAL, "checkpoint: %s", !dir ? "no directory" : !info ? "no header" : keep < 1 ? "keep must be at least 1" : "no sections");
     if (nsecs > HERD_CKPT_MAX_SECTIONS)
@@ -199,8 +194,7 @@ herd_status herd_ckpt_write(const char *dir, const herd_ckpt_info *info, const h
     if (!valid_text((const unsigned char *)info->model, sizeof info->model) ||
         !valid_text((const unsigned char *)info->algo, sizeof info->algo))
         return herd_err_set(err, HERD_EINVAL, "checkpoint: model or algorithm name is not printable or too long");
-    size_t hbytes = HERD_CKPT_HEADER_BYTES + nsecs * HERD_CKPT_ENTRY_BYTES;
-    uint64_t total = hbytes;
+    *total = HERD_CKPT_HEADER_BYTES + nsecs * HERD_CKPT_ENTRY_BYTES;
     for (size_t i = 0; i < nsecs; i++) {
         if (!secs[i].name || !valid_name(secs[i].name, HERD_CKPT_NAME_BYTES))
             return herd_err_set(err, HERD_EINVAL, "checkpoint: section %zu: name '%s' is not 1..23 of [a-z0-9_]", i,
@@ -212,11 +206,18 @@ herd_status herd_ckpt_write(const char *dir, const herd_ckpt_info *info, const h
             if (secs[j].worker == secs[i].worker && !strcmp(secs[j].name, secs[i].name))
                 return herd_err_set(err, HERD_EINVAL, "checkpoint: section '%s' of worker %u given twice", secs[i].name,
                                     secs[i].worker);
-        total += secs[i].bytes;
+        *total += secs[i].bytes;
     }
-    hdr = calloc(1, hbytes);
+    return HERD_OK;
+}
+
+/* The header and section table (hbytes), its CRC included; NULL: no memory. */
+static unsigned char *make_header(const herd_ckpt_info *info, const herd_ckpt_section *secs, size_t nsecs,
+                                  size_t hbytes, uint64_t total)
+{
+    unsigned char *hdr = calloc(1, hbytes);
     if (!hdr)
-        return herd_err_set(err, HERD_ENOMEM, "checkpoint: out of memory for the header");
+        return NULL;
     memcpy(hdr, MAGIC, 8);
     put32(hdr + 8, HERD_CKPT_VERSION);
     put32(hdr + 12, (uint32_t)hbytes);
@@ -243,7 +244,48 @@ herd_status herd_ckpt_write(const char *dir, const herd_ckpt_info *info, const h
     }
     uint32_t crc = herd_crc32c(0, hdr, HDR_CRC_AT);
     put32(hdr + HDR_CRC_AT, herd_crc32c(crc, hdr + HERD_CKPT_HEADER_BYTES, hbytes - HERD_CKPT_HEADER_BYTES));
+    return hdr;
+}
 
+/* After the new checkpoint of `step` is durable: the older ones beyond the
+ * newest `keep` go. Files of later steps than this one (left by a run
+ * resumed from an earlier checkpoint, because they were not valid) are not
+ * counted and not touched: they must never push out the file just written. */
+static void prune(int dirfd, const char *dir, uint64_t step, size_t keep)
+{
+    uint64_t *steps = malloc(HERD_CKPT_MAX_LIST * sizeof *steps);
+    size_t n = 0;
+    if (steps && list_fd(dirfd, dir, steps, HERD_CKPT_MAX_LIST, &n, true, NULL) == HERD_OK) {
+        size_t kept = 0, removed = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (steps[i] > step || kept++ < keep)
+                continue;
+            char old[64];
+            snprintf(old, sizeof old, "ckpt-%" PRIu64 ".herd", steps[i]);
+            removed += unlinkat(dirfd, old, 0) == 0;
+        }
+        if (removed)
+            fsync(dirfd);
+    }
+    free(steps);
+}
+
+herd_status herd_ckpt_write(const char *dir, const herd_ckpt_info *info, const herd_ckpt_section *secs,
+                            size_t nsecs, size_t keep, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    int dirfd = -1, fd = -1;
+    unsigned char *hdr = NULL;
+    char tmp[64], final[64];
+    bool tmp_made = false;
+    uint64_t total = 0;
+    HERD_TRY(check_write(dir, info, secs, nsecs, keep, &total, err));
+    size_t hbytes = HERD_CKPT_HEADER_BYTES + nsecs * HERD_CKPT_ENTRY_BYTES;
+    if (!(hdr = make_header(info, secs, nsecs, hbytes, total))) {
+        st = herd_err_set(err, HERD_ENOMEM, "checkpoint: out of memory for the header");
+        goto out;
+    }
+    /* written to a temporary name, fsynced, renamed, the directory fsynced */
     snprintf(tmp, sizeof tmp, ".ckpt-%" PRIu64 ".tmp", info->step);
     snprintf(final, sizeof final, "ckpt-%" PRIu64 ".herd", info->step);
     dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -281,24 +323,7 @@ herd_status herd_ckpt_write(const char *dir, const herd_ckpt_info *info, const h
         st = herd_err_set(err, HERD_EIO, "checkpoint directory %s: fsync failed: %s", dir, strerror(errno));
         goto out;
     }
-    /* the new checkpoint is durable: only now may older ones go */
-    steps = malloc(HERD_CKPT_MAX_LIST * sizeof *steps);
-    size_t n = 0;
-    if (steps && list_fd(dirfd, dir, steps, HERD_CKPT_MAX_LIST, &n, true, NULL) == HERD_OK) {
-        /* Files of later steps than this one (left by a run resumed from an
-         * earlier checkpoint, because they were not valid) are not counted
-         * and not touched: they must never push out the file just written. */
-        size_t kept = 0, removed = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (steps[i] > info->step || kept++ < keep)
-                continue;
-            char old[64];
-            snprintf(old, sizeof old, "ckpt-%" PRIu64 ".herd", steps[i]);
-            removed += unlinkat(dirfd, old, 0) == 0;
-        }
-        if (removed)
-            fsync(dirfd);
-    }
+    prune(dirfd, dir, info->step, keep);
 out:
     if (fd >= 0)
         close(fd);
@@ -307,7 +332,6 @@ out:
     if (dirfd >= 0)
         close(dirfd);
     free(hdr);
-    free(steps);
     return st;
 }
 
