@@ -3,10 +3,21 @@
 #include "fixtures.h"
 #include "harness.h"
 
+#include <fcntl.h>
+#include <setjmp.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "herd/herd_run.h"
+
+/* What a command printed on stderr is exactly want. */
+#define ASSERT_ERR_IS(o, want)                                                                                    \
+    do {                                                                                                          \
+        if (strcmp((o).err, (want)))                                                                              \
+            herd_test_fail(__FILE__, __LINE__, "stderr is \"%s\", want \"%s\"", (o).err, (want));               \
+    } while (0)
 
 static void test_usage_errors(void)
 {
@@ -78,13 +89,13 @@ static void test_one_parser(void)
     ASSERT_STR_CONTAINS(o.err, "unexpected argument 'extra'");
     HERD_TEST_RUN(&o, "bench", "gemm", "--size", "big");
     ASSERT_EQ_INT(o.code, 2);
-    ASSERT_STR_CONTAINS(o.err, "--size: expected a non-negative integer, got 'big' (see 'herd bench --help')");
+    ASSERT_ERR_IS(o, "herd: --size: expected a non-negative integer, got 'big'\n");
     HERD_TEST_RUN(&o, "bench", "allreduce", "--comm-dtype", "fp8");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "--comm-dtype must be fp32, fp16 or bf16, got 'fp8'");
     HERD_TEST_RUN(&o, "sim", "--workers", "many");
     ASSERT_EQ_INT(o.code, 2);
-    ASSERT_STR_CONTAINS(o.err, "--workers: expected a non-negative integer, got 'many' (see 'herd sim --help')");
+    ASSERT_ERR_IS(o, "herd: --workers: expected a non-negative integer, got 'many'\n");
     HERD_TEST_RUN(&o, "compare", "--bogus");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "unknown flag '--bogus' (see 'herd compare --help')");
@@ -100,6 +111,63 @@ static void test_one_parser(void)
     ASSERT_EQ_INT(o.code, 0);
     ASSERT_STR_CONTAINS(o.out, "threads    windows native-allreduce shared-memory");
     ASSERT_STR_CONTAINS(o.out, "loopback");
+}
+
+/* The two forms of a flag error, as they have always read: a value that
+ * does not parse names the flag and the value; a flag unknown, out of
+ * place, missing its value or given one it does not take points to --help
+ * (an algorithm's option, checked by its table, does both). Exit 2. */
+static void test_flag_messages(void)
+{
+    static const struct {
+        const char *args[6], *err;
+    } cases[] = {
+        {{"train", "--workers=abc"}, "herd: --workers: expected a non-negative integer, got 'abc'\n"},
+        {{"train", "--lr", "nan"}, "herd: --lr: expected a number, got 'nan'\n"},
+        {{"train", "--schedule", "linear"}, "herd: --schedule: expected const, step or cosine, got 'linear'\n"},
+        {{"train", "--slow", "1:2", "--slow", "3:x"}, "herd: --slow: expected RANK:FACTOR (e.g. 3:10), got '3:x'\n"},
+        {{"train", "--slow", "3"}, "herd: --slow: expected RANK:FACTOR (e.g. 3:10), at most 16 times, got '3'\n"},
+        {{"train", "--inject-nan", "1@"}, "herd: --inject-nan: expected RANK@STEP (e.g. 1@20), at most 16 times, got '1@'\n"},
+        {{"train", "--json=1"}, "herd: flag '--json=1' takes no value (see 'herd train --help')\n"},
+        {{"train", "--bogus=1"}, "herd: unknown flag '--bogus' (see 'herd train --help')\n"},
+        {{"train", "--", "x"}, "herd: unknown flag '--' (see 'herd train --help')\n"},
+        {{"train", "-x"}, "herd: unexpected argument '-x' (see 'herd train --help')\n"},
+        {{"train", "--local-steps"}, "herd: flag '--local-steps' needs a value (see 'herd train --help')\n"},
+        {{"train", "--algo=localsgd", "--local-steps=abc"},
+         "herd: --local-steps: expected a non-negative integer, got 'abc' (see 'herd train --help')\n"},
+        /* bench, sim and compare: the same parser, the same forms */
+        {{"bench", "allreduce", "--min-bytes=-3"}, "herd: --min-bytes: expected a non-negative integer, got '-3'\n"},
+        {{"bench", "allreduce", "--json=1"}, "herd: flag '--json=1' takes no value (see 'herd bench --help')\n"},
+        {{"bench", "gemm", "--reps"}, "herd: flag '--reps' needs a value (see 'herd bench --help')\n"},
+        {{"bench", "gemm", "--workers", "2"}, "herd: unknown flag '--workers' (see 'herd bench --help')\n"},
+        {{"bench", "gemm", "--"}, "herd: unknown flag '--' (see 'herd bench --help')\n"},
+        {{"sim", "--real-timeout", "soon"}, "herd: --real-timeout: expected a number, got 'soon'\n"},
+        {{"sim", "extra"}, "herd: unexpected argument 'extra' (see 'herd sim --help')\n"},
+        {{"compare", "--target=high"}, "herd: --target: expected a number, got 'high'\n"},
+        {{"compare", "-x", "allreduce"}, "herd: unexpected argument '-x' (see 'herd compare --help')\n"},
+    };
+    herd_test_cmd o;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd_test_run(&o, 50, cases[i].args);
+        ASSERT_EQ_INT(o.code, 2);
+        ASSERT_ERR_IS(o, cases[i].err);
+    }
+    /* --help lists each command's flags */
+    HERD_TEST_RUN(&o, "sim", "--help");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.err, "  --workers N ");
+    ASSERT_STR_CONTAINS(o.err, "  --list ");
+    HERD_TEST_RUN(&o, "compare", "-h");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.err, "  --scaling N,N,...");
+    ASSERT_STR_CONTAINS(o.err, "  --no-plots ");
+    HERD_TEST_RUN(&o, "bench", "gemm", "--help");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.err, "  --segment-bytes N ");
+    HERD_TEST_RUN(&o, "train", "-h");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.err, "  --slow RANK:FACTOR ");
+    ASSERT_STR_CONTAINS(o.err, "  --data S ");
 }
 
 static void test_missing_and_corrupt_data(void)
@@ -160,9 +228,204 @@ static void test_train_fashion_slice(void)
     ASSERT_TRUE(access(log, R_OK) == 0);
 }
 
+/* ---- herd's command line in this process, as the CLI fuzzer runs it ----
+ * herd.c and its flag parser are compiled into this file with exit() turned
+ * into a longjmp, main() an ordinary function and the runs replaced by stubs
+ * that keep the configuration they were given (fuzz/cli_shim.h does the
+ * same for the fuzzer). The stubs' record and the jump back are this test's
+ * own state; herd.c and flags.c must keep none: a command that read a value
+ * left by the one before (pointing into its freed argv) failed here. */
+
+static struct {
+    jmp_buf exit_to;
+    int code;
+    char *args[64]; /* the last command's, on the heap until the next one */
+    size_t ntrain, nallreduce;
+    herd_train_config train;
+    herd_bench_allreduce_config allreduce;
+} in_proc;
+
+static _Noreturn void in_proc_exit(int code)
+{
+    in_proc.code = code;
+    longjmp(in_proc.exit_to, 1);
+}
+
+/* The run is rank 1's: herd train prints nothing after it. */
+static herd_status in_proc_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err)
+{
+    (void)err;
+    in_proc.train = *cfg, in_proc.ntrain++;
+    memset(res, 0, sizeof *res);
+    res->rank = 1;
+    return HERD_OK;
+}
+
+static herd_status in_proc_allreduce(const herd_bench_allreduce_config *cfg, herd_bench_row *rows, size_t *nrows,
+                                     size_t *world, herd_err *err)
+{
+    (void)rows, (void)err;
+    in_proc.allreduce = *cfg, in_proc.nallreduce++;
+    *nrows = 0, *world = 0; /* not rank 0: nothing to print */
+    return HERD_OK;
+}
+
+int in_proc_main(int argc, char **argv);
+#define exit in_proc_exit
+#define main in_proc_main
+#define herd_train in_proc_train
+#define herd_bench_allreduce in_proc_allreduce
+#include "cli/flags.c"
+#include "cli/herd.c"
+#undef exit
+#undef main
+#undef herd_train
+#undef herd_bench_allreduce
+
+/* herd sim and herd compare start processes: not run here. */
+int herd__cli_sim(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return 125;
+}
+
+int herd__cli_compare(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return 125;
+}
+
+/* The last command's arguments, overwritten and freed. */
+static void free_args(void)
+{
+    for (size_t i = 0; in_proc.args[i]; i++) {
+        memset(in_proc.args[i], 'x', strlen(in_proc.args[i]));
+        free(in_proc.args[i]);
+        in_proc.args[i] = NULL;
+    }
+}
+
+static int call_main(int argc, char **argv)
+{
+    if (!setjmp(in_proc.exit_to))
+        in_proc.code = in_proc_main(argc, argv);
+    return in_proc.code;
+}
+
+/* Runs `herd args...` in this process, its arguments copied to the heap
+ * (those of the command before overwritten and freed first; what the stubs
+ * kept of them stays readable until then); stdout and stderr into o. */
+static void run_in_process(herd_test_cmd *o, const char *const *args)
+{
+    free_args();
+    char *argv[64] = {"herd"};
+    int argc = 1;
+    for (; args[argc - 1]; argc++) {
+        ASSERT_TRUE(argc < 63);
+        argv[argc] = in_proc.args[argc - 1] = strdup(args[argc - 1]);
+        ASSERT_TRUE(argv[argc] != NULL);
+    }
+    argv[argc] = NULL;
+    char path[2][512];
+    int saved[2], fd[2];
+    fflush(stdout), fflush(stderr);
+    for (int k = 0; k < 2; k++) {
+        snprintf(path[k], sizeof path[k], "%s/in-process.%d", herd_test_tmpdir(), k + 1);
+        fd[k] = open(path[k], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        saved[k] = dup(k + 1);
+        ASSERT_TRUE(fd[k] >= 0 && saved[k] >= 0 && dup2(fd[k], k + 1) == k + 1);
+        close(fd[k]);
+    }
+    o->code = call_main(argc, argv);
+    fflush(stdout), fflush(stderr);
+    for (int k = 0; k < 2; k++) {
+        dup2(saved[k], k + 1);
+        close(saved[k]);
+        char *buf = k ? o->err : o->out;
+        FILE *f = fopen(path[k], "r");
+        ASSERT_TRUE(f != NULL);
+        buf[fread(buf, 1, sizeof o->out - 1, f)] = 0;
+        fclose(f);
+    }
+}
+
+#define RUN_IN_PROCESS(o, ...) run_in_process((o), (const char *const[]){__VA_ARGS__, NULL})
+
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && !strcmp(a, b));
+}
+
+/* Several commands in one process, each after a command that set every
+ * kind of flag: each starts from its defaults. */
+static void test_no_state_between_commands(void)
+{
+    herd_test_cmd o;
+    herd_train_config def;
+    herd_train_config_defaults(&def);
+    const herd_train_config *t = &in_proc.train;
+    RUN_IN_PROCESS(&o, "train", "--data=synthetic:1x8x8:4", "--model", "linear", "--algo", "localsgd", "--local-steps=3",
+                   "--workers", "3", "--lr=0.5", "--seed", "9", "--schedule", "step", "--slow", "1:4", "--fail", "2@5",
+                   "--inject-nan", "0@2", "--nesterov", "--json", "--no-progress", "--log", "x.jsonl");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_EQ_INT(in_proc.ntrain, 1);
+    ASSERT_TRUE(same_str(t->data, "synthetic:1x8x8:4") && same_str(t->algo, "localsgd") && same_str(t->log_path, "x.jsonl"));
+    ASSERT_EQ_INT(t->workers, 3);
+    ASSERT_EQ_INT(t->seed, 9);
+    ASSERT_NEAR(t->optim.lr, 0.5, 0, 0);
+    ASSERT_EQ_INT(t->optim.schedule, HERD_SCHED_STEP);
+    ASSERT_TRUE(t->optim.nesterov && !t->progress);
+    ASSERT_EQ_INT(t->nslow, 1);
+    ASSERT_EQ_INT(t->slow[0].rank, 1);
+    ASSERT_NEAR(t->slow[0].factor, 4, 0, 0);
+    ASSERT_TRUE(t->nfail == 1 && t->fail[0].rank == 2 && t->fail[0].step == 5);
+    ASSERT_TRUE(t->ninject_nan == 1 && t->inject_nan[0].step == 2);
+    ASSERT_EQ_INT(t->nalgo_args, 1);
+    ASSERT_TRUE(same_str(t->algo_args[0].name, "local-steps") && same_str(t->algo_args[0].value, "3"));
+    /* a usage error ends a command half-way through its flags */
+    RUN_IN_PROCESS(&o, "train", "--slow", "2:3", "--local-steps", "2", "--epochs", "many");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_ERR_IS(o, "herd: --epochs: expected a non-negative integer, got 'many'\n");
+    RUN_IN_PROCESS(&o, "train", "--quiet");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_EQ_INT(in_proc.ntrain, 2);
+    ASSERT_TRUE(o.out[0] == 0); /* no --json left over */
+    ASSERT_TRUE(t->quiet && t->progress && !t->optim.nesterov);
+    ASSERT_TRUE(same_str(t->data, def.data) && same_str(t->model, def.model) && same_str(t->algo, def.algo) &&
+                same_str(t->log_path, def.log_path));
+    ASSERT_TRUE(t->workers == def.workers && t->epochs == def.epochs && t->seed == def.seed);
+    ASSERT_TRUE(t->optim.lr == def.optim.lr && t->optim.schedule == def.optim.schedule);
+    ASSERT_TRUE(t->nslow == 0 && t->nfail == 0 && t->ninject_nan == 0 && t->nalgo_args == 0);
+    /* bench allreduce: its strings are checked after parsing, from its own options */
+    RUN_IN_PROCESS(&o, "bench", "allreduce", "--comm-dtype", "fp16", "--allreduce=both", "--workers", "3", "--engine",
+                   "threads", "--json");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_EQ_INT(in_proc.nallreduce, 1);
+    ASSERT_TRUE(in_proc.allreduce.opts.wire == HERD_F16 && in_proc.allreduce.versus_native);
+    ASSERT_TRUE(in_proc.allreduce.workers == 3 && same_str(in_proc.allreduce.engine, "threads"));
+    RUN_IN_PROCESS(&o, "bench", "allreduce");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_EQ_INT(in_proc.nallreduce, 2);
+    ASSERT_TRUE(in_proc.allreduce.opts.wire == HERD_F32 && !in_proc.allreduce.versus_native);
+    ASSERT_TRUE(in_proc.allreduce.opts.impl == HERD_ALLREDUCE_RING);
+    ASSERT_TRUE(in_proc.allreduce.workers == 2 && in_proc.allreduce.engine == NULL);
+    /* --help, then a command: nothing of the help's tables is left */
+    RUN_IN_PROCESS(&o, "train", "--help");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.err, "options of --algo localsgd:");
+    RUN_IN_PROCESS(&o, "train", "--algo", "localsgd", "--quiet");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_TRUE(t->nalgo_args == 0 && same_str(t->algo, "localsgd"));
+    RUN_IN_PROCESS(&o, "sim", "--workers", "4");
+    ASSERT_EQ_INT(o.code, 125);
+    free_args();
+}
+
 const herd_test herd_tests_cli[] = {
     {"cli_usage_errors", test_usage_errors, 60},
     {"cli_one_parser", test_one_parser, 60},
+    {"cli_flag_messages", test_flag_messages, 60},
+    {"cli_no_state_between_commands", test_no_state_between_commands, 60},
     {"cli_missing_and_corrupt_data", test_missing_and_corrupt_data, 60},
     {"cli_train_fashion_slice", test_train_fashion_slice, 120},
     HERD_TEST_END,

@@ -33,13 +33,31 @@ int herd__parse_double(const char *s, double *out)
     return 0;
 }
 
+/* "herd: MSG", then " (see 'herd CMD --help')" when cmd is not NULL. */
+static void vmsg(const char *cmd, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "herd: ");
+    vfprintf(stderr, fmt, ap);
+    if (cmd)
+        fprintf(stderr, " (see 'herd %s --help')", cmd);
+    fputc('\n', stderr);
+}
+
 _Noreturn void herd__usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "herd: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see 'herd %s --help')\n", cmd);
+    vmsg(cmd, fmt, ap);
+    va_end(ap);
+    exit(2);
+}
+
+/* A flag's value that does not parse: MSG names the flag and the value. */
+static _Noreturn __attribute__((format(printf, 1, 2))) void value_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(NULL, fmt, ap);
     va_end(ap);
     exit(2);
 }
@@ -53,8 +71,8 @@ void herd__flags_print(const herd__flag *flags)
     }
 }
 
-/* Stores val into f's destination, or exits with a usage error. */
-static void store(const herd__flag_cmd *c, const herd__flag *f, const char *val)
+/* Stores val into f's destination, or exits with a message naming the flag. */
+static void store(const herd__flag *f, const char *val)
 {
     size_t z;
     double d;
@@ -63,7 +81,7 @@ static void store(const herd__flag_cmd *c, const herd__flag *f, const char *val)
     case HERD__FLAG_SIZE:
     case HERD__FLAG_U64:
         if (herd__parse_size(val, &z))
-            herd__usage_error(c->cmd, "--%s: expected a non-negative integer, got '%s'", f->name, val);
+            value_error("--%s: expected a non-negative integer, got '%s'", f->name, val);
         if (f->kind == HERD__FLAG_SIZE)
             *(size_t *)f->dest = z;
         else
@@ -72,7 +90,7 @@ static void store(const herd__flag_cmd *c, const herd__flag *f, const char *val)
     case HERD__FLAG_DOUBLE:
     case HERD__FLAG_FLOAT:
         if (herd__parse_double(val, &d))
-            herd__usage_error(c->cmd, "--%s: expected a number, got '%s'", f->name, val);
+            value_error("--%s: expected a number, got '%s'", f->name, val);
         if (f->kind == HERD__FLAG_DOUBLE)
             *(double *)f->dest = d;
         else
@@ -84,14 +102,14 @@ static void store(const herd__flag_cmd *c, const herd__flag *f, const char *val)
     case HERD__FLAG_LIST: {
         herd__str_list *l = f->dest;
         if (l->n >= HERD__MAX_LIST)
-            herd__usage_error(c->cmd, "--%s: at most %d times", f->name, HERD__MAX_LIST);
+            value_error("--%s: at most %d times", f->name, HERD__MAX_LIST);
         l->v[l->n++] = val;
         break;
     }
     case HERD__FLAG_FN:
         msg[0] = 0;
         if (!f->parse(f->dest, val, msg, sizeof msg))
-            herd__usage_error(c->cmd, "%s", msg[0] ? msg : "bad value");
+            value_error("%s", msg[0] ? msg : "bad value");
         break;
     case HERD__FLAG_BOOL:
         break;
@@ -108,11 +126,10 @@ int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first,
             c->usage();
             exit(0);
         }
-        if (strncmp(a, "--", 2) || !a[2]) {
-            if (stop_at_word)
-                return i;
+        if (stop_at_word && a[0] != '-')
+            return i;
+        if (strncmp(a, "--", 2))
             herd__usage_error(c->cmd, "unexpected argument '%s'", a);
-        }
         /* --name VALUE or --name=VALUE */
         char name[64];
         const char *eq = strchr(a, '='), *val = eq ? eq + 1 : NULL;
@@ -132,7 +149,7 @@ int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first,
         }
         if (f->kind == HERD__FLAG_BOOL) {
             if (val)
-                herd__usage_error(c->cmd, "flag '--%s' takes no value", f->name);
+                herd__usage_error(c->cmd, "flag '%s' takes no value", a);
             *(bool *)f->dest = true;
             continue;
         }
@@ -141,7 +158,7 @@ int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first,
                 herd__usage_error(c->cmd, "flag '%s' needs a value", a);
             val = argv[++i];
         }
-        store(c, f, val);
+        store(f, val);
     }
     return argc;
 }

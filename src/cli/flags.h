@@ -53,11 +53,13 @@ typedef struct herd__flag_cmd {
 } herd__flag_cmd;
 
 /* Parses argv[first, ...) up to the first "--" (returned; argc when none)
- * or, with stop_at_word, the first argument that is not a flag. */
+ * or, with stop_at_word, the first argument that does not start with '-'. */
 int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first, bool stop_at_word);
 /* One line per row, as --help shows them. */
 void herd__flags_print(const herd__flag *flags);
-/* A usage error: "herd: MSG (see 'herd CMD --help')", exit 2. */
+/* A usage error: "herd: MSG (see 'herd CMD --help')", exit 2: the form of
+ * a flag unknown, out of place or missing its value. (A value that does
+ * not parse gets "herd: --NAME: expected ..., got 'VALUE'", exit 2.) */
 _Noreturn void herd__usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A non-negative decimal integer; a finite number: 0, or -1 (nothing stored). */

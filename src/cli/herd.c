@@ -64,11 +64,14 @@ static bool parse_slow(void *dest, const char *val, char *msg, size_t cap)
     herd_train_config *cfg = dest;
     const char *colon = strchr(val, ':');
     char rank[32];
-    herd_slow *s = &cfg->slow[cfg->nslow < HERD_MAX_SLOW ? cfg->nslow : 0];
-    if (!colon || (size_t)(colon - val) >= sizeof rank || cfg->nslow >= HERD_MAX_SLOW ||
-        (snprintf(rank, sizeof rank, "%.*s", (int)(colon - val), val), herd__parse_size(rank, &s->rank)) ||
-        herd__parse_double(colon + 1, &s->factor)) {
+    if (!colon || (size_t)(colon - val) >= sizeof rank || cfg->nslow >= HERD_MAX_SLOW) {
         snprintf(msg, cap, "--slow: expected RANK:FACTOR (e.g. 3:10), at most %d times, got '%s'", HERD_MAX_SLOW, val);
+        return false;
+    }
+    snprintf(rank, sizeof rank, "%.*s", (int)(colon - val), val);
+    herd_slow *s = &cfg->slow[cfg->nslow];
+    if (herd__parse_size(rank, &s->rank) || herd__parse_double(colon + 1, &s->factor)) {
+        snprintf(msg, cap, "--slow: expected RANK:FACTOR (e.g. 3:10), got '%s'", val);
         return false;
     }
     cfg->nslow++;
@@ -127,11 +130,11 @@ _Static_assert(HERD_NONFINITE_MAX_SKIPS == 10, "--skip-nonfinite's help says 10"
 static void train_flags(train_cli *o, herd__flag *f)
 {
     const herd__flag t[] = {
-        {"data", HERD__FLAG_STR, &o->cfg.data, "D", "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)", NULL},
-        {"model", HERD__FLAG_STR, &o->cfg.model, "M", "linear, mlp, lenet, cnn or resnet20 (default lenet)", NULL},
-        {"algo", HERD__FLAG_STR, &o->cfg.algo, "A", "synchronization algorithm (default sgd; see 'herd algos')", NULL},
+        {"data", HERD__FLAG_STR, &o->cfg.data, "S", "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)", NULL},
+        {"model", HERD__FLAG_STR, &o->cfg.model, "S", "linear, mlp, lenet, cnn or resnet20 (default lenet)", NULL},
+        {"algo", HERD__FLAG_STR, &o->cfg.algo, "S", "synchronization algorithm (default sgd; see 'herd algos')", NULL},
         {"workers", HERD__FLAG_SIZE, &o->cfg.workers, "N", "number of workers (default 1; on the mpi engine, the ranks)", NULL},
-        {"engine", HERD__FLAG_STR, &o->cfg.engine, "E", "the engine (herd engines lists them; default: mpi when started by mpirun, else threads)", NULL},
+        {"engine", HERD__FLAG_STR, &o->cfg.engine, "S", "the engine (herd engines lists them; default: mpi when started by mpirun, else threads)", NULL},
         {"epochs", HERD__FLAG_SIZE, &o->cfg.epochs, "N", "passes over the training set (default 5)", NULL},
         {"batch", HERD__FLAG_SIZE, &o->cfg.batch, "N", "batch size per worker (default 64)", NULL},
         {"lr", HERD__FLAG_FLOAT, &o->cfg.optim.lr, "X", "learning rate (default 0.05)", NULL},
@@ -145,7 +148,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"seed", HERD__FLAG_U64, &o->cfg.seed, "N", "random seed (default 1)", NULL},
         {"threads", HERD__FLAG_SIZE, &o->cfg.threads, "N", "compute threads per worker (default 1)", NULL},
         {"slow", HERD__FLAG_FN, &o->cfg, "RANK:FACTOR", "make worker RANK's compute FACTOR times slower (repeatable)", parse_slow},
-        {"log", HERD__FLAG_STR, &o->cfg.log_path, "PATH", "append JSON Lines records (per epoch/eval/event) to FILE", NULL},
+        {"log", HERD__FLAG_STR, &o->cfg.log_path, "S", "append JSON Lines records (per epoch/eval/event) to FILE", NULL},
         {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON summary as the last line of stdout", NULL},
         {"no-progress", HERD__FLAG_BOOL, &o->no_progress, NULL, "no progress bar", NULL},
         {"quiet", HERD__FLAG_BOOL, &o->cfg.quiet, NULL, "print nothing on stderr but errors", NULL},
@@ -154,10 +157,10 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"eval-every", HERD__FLAG_SIZE, &o->cfg.eval_every, "N", "evaluate every N epochs (default 1)", NULL},
         {"max-steps", HERD__FLAG_SIZE, &o->cfg.max_steps, "N", "stop after N steps per worker", NULL},
         {"timeout", HERD__FLAG_DOUBLE, &o->cfg.comm_timeout_s, "X", "seconds a worker may wait for another before failing (default 60)", NULL},
-        {"fail", HERD__FLAG_FN, &o->cfg, "RANK@STEP[:MODE]", "RANK@STEP[:MODE]: worker RANK fails on purpose at step STEP (repeatable); MODE: threads engine stop (its thread ends; the default), mpi engine exit0, exit1 (the default), abort or kill (SIGKILL): the process dies", parse_fail},
+        {"fail", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "RANK@STEP[:MODE]: worker RANK fails on purpose at step STEP (repeatable); MODE: threads engine stop (its thread ends; the default), mpi engine exit0, exit1 (the default), abort or kill (SIGKILL): the process dies", parse_fail},
         {"skip-nonfinite", HERD__FLAG_BOOL, &o->cfg.skip_nonfinite, NULL, "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row", NULL},
         {"inject-nan", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "for testing: a NaN goes into worker RANK's gradient at its step STEP (repeatable)", parse_inject},
-        {"checkpoint", HERD__FLAG_STR, &o->cfg.checkpoint_dir, "DIR", "write checkpoints into directory S (threads engine; every algorithm but osgp)", NULL},
+        {"checkpoint", HERD__FLAG_STR, &o->cfg.checkpoint_dir, "S", "write checkpoints into directory S (threads engine; every algorithm but osgp)", NULL},
         {"checkpoint-every", HERD__FLAG_SIZE, &o->cfg.checkpoint_every, "N", "steps between checkpoints (default: one per epoch; the last step always)", NULL},
         {"keep", HERD__FLAG_SIZE, &o->cfg.checkpoint_keep, "N", "keep the newest N checkpoints (default 3)", NULL},
         {"resume", HERD__FLAG_BOOL, &o->cfg.resume, NULL, "continue from the newest valid checkpoint of --checkpoint DIR", NULL},
@@ -205,7 +208,7 @@ static int algo_flag(void *ctx, const char *name, const char *val, int i, int ar
     const herd_algo_ops *owner;
     const herd_opt *row = herd_algo_opt_find(name, &owner);
     if (!row)
-        herd__usage_error("train", "unknown flag '%s'", argv[i]);
+        herd__usage_error("train", "unknown flag '--%s'", name);
     if (!herd_opt_takes_value(row) && val)
         herd__usage_error("train", "flag '--%s' takes no value", name);
     if (herd_opt_takes_value(row) && !val) {
@@ -246,8 +249,8 @@ static int cmd_train(int argc, char **argv)
     train_flags(&o, f);
     herd__flag_cmd c = {.cmd = "train", .flags = f, .usage = train_usage, .other = algo_flag, .other_ctx = cfg};
     int end = herd__flags_parse(&c, argc, argv, 2, false);
-    if (end < argc)
-        herd__usage_error("train", "unexpected argument '%s'", argv[end]);
+    if (end < argc) /* a "--": nothing follows herd train's flags */
+        herd__usage_error("train", "unknown flag '%s'", argv[end]);
     cfg->optim.nesterov = o.nesterov;
     cfg->progress = !o.no_progress;
     /* the algorithm's options against its table (an option of another algorithm is a usage error) */
@@ -310,8 +313,8 @@ enum { BENCH_NFLAGS = 12 };
 static void bench_train_flags(bench_cli *o, herd__flag *f)
 {
     const herd__flag t[] = {
-        {"model", HERD__FLAG_STR, &o->model, "M", "model (default lenet)", NULL},
-        {"shape", HERD__FLAG_STR, &o->shape, "CxHxW:K", "input shape and classes (default 1x28x28:10)", NULL},
+        {"model", HERD__FLAG_STR, &o->model, "S", "model (default lenet)", NULL},
+        {"shape", HERD__FLAG_STR, &o->shape, "S", "input shape and classes CxHxW:K (default 1x28x28:10)", NULL},
         {"batch", HERD__FLAG_SIZE, &o->batch, "N", "batch size (default 64)", NULL},
         {"steps", HERD__FLAG_SIZE, &o->steps, "N", "timed steps (default 200)", NULL},
         {"warmup", HERD__FLAG_SIZE, &o->warmup, "N", "untimed warm-up steps (default 20)", NULL},
@@ -338,7 +341,7 @@ static void bench_allreduce_flags(bench_cli *o, herd__flag *f)
 {
     const herd__flag t[] = {
         {"workers", HERD__FLAG_SIZE, &o->ar.workers, "N", "threads engine: number of workers (default 2)", NULL},
-        {"engine", HERD__FLAG_STR, &o->ar.engine, "E", "the engine (default: mpi when started by mpirun, else threads)", NULL},
+        {"engine", HERD__FLAG_STR, &o->ar.engine, "S", "the engine (default: mpi when started by mpirun, else threads)", NULL},
         {"min-bytes", HERD__FLAG_SIZE, &o->ar.min_bytes, "N", "smallest message (default 4096)", NULL},
         {"max-bytes", HERD__FLAG_SIZE, &o->ar.max_bytes, "N", "largest message (default 64 MiB)", NULL},
         {"warmup", HERD__FLAG_SIZE, &o->ar.warmup, "N", "untimed iterations per size (default 2)", NULL},
@@ -375,8 +378,8 @@ static void bench_parse(bench_cli *o, void (*make)(bench_cli *, herd__flag *), i
     herd__flag f[BENCH_NFLAGS];
     make(o, f);
     int end = herd__flags_parse(&(herd__flag_cmd){.cmd = "bench", .flags = f, .usage = bench_usage}, argc, argv, 3, false);
-    if (end < argc)
-        herd__usage_error("bench", "unexpected argument '%s'", argv[end]);
+    if (end < argc) /* a "--": nothing follows herd bench's flags */
+        herd__usage_error("bench", "unknown flag '%s'", argv[end]);
 }
 /* Single-thread memcpy rate on a buffer of `bytes`, the threads engine's ceiling. */
 static double memcpy_gbs(size_t bytes)
@@ -401,17 +404,15 @@ static int bench_allreduce(int argc, char **argv)
 {
     bench_cli o = bench_defaults();
     bench_parse(&o, bench_allreduce_flags, argc, argv);
-    herd_bench_allreduce_config bar = o.ar;
-    const char *bar_dtype = o.dtype, *bar_impl = o.impl;
     static const char *const dtypes[] = {"fp32", "fp16", "bf16", NULL}, *const impls[] = {"ring", "native", "both", NULL};
-    bar.opts.wire = (herd_dtype)pick("bench", "--comm-dtype", bar_dtype, dtypes); /* herd_dtype's order */
-    int impl = pick("bench", "--allreduce", bar_impl, impls);
-    bar.opts.impl = impl == 1 ? HERD_ALLREDUCE_NATIVE : HERD_ALLREDUCE_RING;
-    bar.versus_native = impl == 2;
+    o.ar.opts.wire = (herd_dtype)pick("bench", "--comm-dtype", o.dtype, dtypes); /* herd_dtype's order */
+    int impl = pick("bench", "--allreduce", o.impl, impls);
+    o.ar.opts.impl = impl == 1 ? HERD_ALLREDUCE_NATIVE : HERD_ALLREDUCE_RING;
+    o.ar.versus_native = impl == 2;
     herd_bench_row rows[HERD_BENCH_MAX_ROWS];
     size_t nrows = 0, world = 0;
     herd_err err = {0};
-    herd_status st = herd_bench_allreduce(&bar, rows, &nrows, &world, &err);
+    herd_status st = herd_bench_allreduce(&o.ar, rows, &nrows, &world, &err);
     herd_comm_shutdown();
     if (st < 0) {
         fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
@@ -419,10 +420,10 @@ static int bench_allreduce(int argc, char **argv)
     }
     if (nrows == 0)
         return 0; /* not rank 0 */
-    double mgbs = memcpy_gbs(bar.max_bytes);
-    printf("# allreduce (%s, %s wire), %zu ranks, median of %zu; memcpy %.2f GB/s on %zu bytes\n", bar_impl, bar_dtype,
-           world, bar.iters, mgbs, bar.max_bytes);
-    if (bar.versus_native)
+    double mgbs = memcpy_gbs(o.ar.max_bytes);
+    printf("# allreduce (%s, %s wire), %zu ranks, median of %zu; memcpy %.2f GB/s on %zu bytes\n", o.impl, o.dtype,
+           world, o.ar.iters, mgbs, o.ar.max_bytes);
+    if (o.ar.versus_native)
         printf("# %12s %12s %12s %12s %12s %12s %10s %8s\n", "size(B)", "count", "ring(us)", "ring_busbw",
                "native(us)", "native_busbw", "ring/nat", "#wrong");
     else
@@ -430,7 +431,7 @@ static int bench_allreduce(int argc, char **argv)
                "#wrong");
     for (size_t i = 0; i < nrows; i++) {
         const herd_bench_row *r = &rows[i];
-        if (bar.versus_native)
+        if (o.ar.versus_native)
             printf("  %12zu %12zu %12.1f %12.3f %12.1f %12.3f %9.2fx %8zu\n", r->bytes, r->bytes / sizeof(float),
                    r->time_us, r->busbw_gbs, r->native_time_us, r->native_busbw_gbs,
                    r->time_us > 0 ? r->native_time_us / r->time_us : 0, r->wrong);
@@ -441,7 +442,7 @@ static int bench_allreduce(int argc, char **argv)
             printf("{\"impl\":\"%s\",\"wire\":\"%s\",\"ranks\":%zu,\"bytes\":%zu,\"time_us\":%.3f,"
                    "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"native_time_us\":%.3f,\"native_busbw_gbs\":%.4f,"
                    "\"wrong\":%zu,\"memcpy_gbs\":%.4f}\n",
-                   bar_impl, bar_dtype, world, r->bytes, r->time_us, r->algbw_gbs, r->busbw_gbs, r->native_time_us,
+                   o.impl, o.dtype, world, r->bytes, r->time_us, r->algbw_gbs, r->busbw_gbs, r->native_time_us,
                    r->native_busbw_gbs, r->wrong, mgbs);
     }
     size_t wrong = 0;
@@ -454,24 +455,22 @@ static int bench_train(int argc, char **argv)
 {
     bench_cli bo = bench_defaults();
     bench_parse(&bo, bench_train_flags, argc, argv);
-    const char *b_model = bo.model;
-    size_t b_batch = bo.batch, b_steps = bo.steps, b_warmup = bo.warmup, b_threads = bo.threads;
     herd_err err = {0};
     herd_dataset d = {0};
     herd_model *m = NULL;
-    if (b_batch == 0 || b_steps == 0 || b_threads == 0) {
+    if (bo.batch == 0 || bo.steps == 0 || bo.threads == 0) {
         fprintf(stderr, "herd: bench train: --batch, --steps and --threads must be at least 1\n");
         return 2;
     }
-    herd_status st = herd_data_synthetic(bo.shape, 4 * b_batch, 1, &d, &err);
+    herd_status st = herd_data_synthetic(bo.shape, 4 * bo.batch, 1, &d, &err);
     if (st == HERD_OK)
-        st = herd_model_create(b_model, d.c, d.h, d.w, d.nclasses, b_batch, 1, &m, &err);
+        st = herd_model_create(bo.model, d.c, d.h, d.w, d.nclasses, bo.batch, 1, &m, &err);
     if (st < 0) {
         fprintf(stderr, "herd: %s\n", err.msg);
         herd_dataset_free(&d);
         return 1;
     }
-    herd_nn_set_threads((int)b_threads);
+    herd_nn_set_threads((int)bo.threads);
     herd_optim_config oc = {.lr = 0.01f, .momentum = 0.9f};
     herd_optim o;
     int32_t *y = malloc(d.n * sizeof *y);
@@ -483,25 +482,25 @@ static int bench_train(int argc, char **argv)
         y[i] = d.y[i];
     size_t dim = herd_dataset_dim(&d);
     double t0 = 0;
-    for (size_t s = 0; s < b_warmup + b_steps; s++) {
-        if (s == b_warmup)
+    for (size_t s = 0; s < bo.warmup + bo.steps; s++) {
+        if (s == bo.warmup)
             t0 = herd__now();
-        size_t at = (s % 4) * b_batch;
-        herd_model_forward(m, d.x + at * dim, b_batch, true);
-        herd_model_loss(m, y + at, b_batch, NULL);
-        herd_model_backward(m, b_batch, NULL, NULL);
+        size_t at = (s % 4) * bo.batch;
+        herd_model_forward(m, d.x + at * dim, bo.batch, true);
+        herd_model_loss(m, y + at, bo.batch, NULL);
+        herd_model_backward(m, bo.batch, NULL, NULL);
         herd_optim_step(&o, herd_model_params(m), herd_model_grads(m), 0, herd_model_nparams(m), oc.lr);
     }
     double dt = herd__now() - t0;
-    double ips = (double)(b_steps * b_batch) / dt;
+    double ips = (double)(bo.steps * bo.batch) / dt;
     double gflops = herd_model_train_flops(m) * ips * 1e-9;
-    fprintf(stderr, "%s batch %zu: %.0f img/s, %.3f ms/step, %.1f GFLOP/s\n", b_model, b_batch, ips,
-            1e3 * dt / (double)b_steps, gflops);
+    fprintf(stderr, "%s batch %zu: %.0f img/s, %.3f ms/step, %.1f GFLOP/s\n", bo.model, bo.batch, ips,
+            1e3 * dt / (double)bo.steps, gflops);
     if (bo.json)
         printf("{\"impl\":\"herd\",\"model\":\"%s\",\"batch\":%zu,\"steps\":%zu,\"threads\":%zu,"
                "\"img_per_s\":%.3f,\"step_ms\":%.6f,\"gflops\":%.3f,\"train_mflop_per_img\":%.4f,"
                "\"fwd_mflop_per_img\":%.6f,\"nparams\":%zu}\n",
-               b_model, b_batch, b_steps, b_threads, ips, 1e3 * dt / (double)b_steps, gflops,
+               bo.model, bo.batch, bo.steps, bo.threads, ips, 1e3 * dt / (double)bo.steps, gflops,
                herd_model_train_flops(m) * 1e-6, herd_model_forward_flops(m) * 1e-6, herd_model_nparams(m));
     free(y);
     herd_optim_free(&o);
@@ -514,12 +513,12 @@ static int bench_gemm(int argc, char **argv)
 {
     bench_cli o = bench_defaults();
     bench_parse(&o, bench_gemm_flags, argc, argv);
-    size_t n = o.size, b_reps = o.reps, b_threads = o.threads;
-    if (n == 0 || n > 16384 || b_reps == 0) {
+    size_t n = o.size;
+    if (n == 0 || n > 16384 || o.reps == 0) {
         fprintf(stderr, "herd: bench gemm: --size must be in [1, 16384] and --reps at least 1\n");
         return 2;
     }
-    herd_nn_set_threads((int)b_threads);
+    herd_nn_set_threads((int)o.threads);
     float *a = malloc(n * n * sizeof(float)), *b = malloc(n * n * sizeof(float)), *c = malloc(n * n * sizeof(float));
     if (!a || !b || !c) {
         fprintf(stderr, "herd: out of memory\n");
@@ -529,14 +528,14 @@ static int bench_gemm(int argc, char **argv)
         a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
     herd_nn_sgemm(n, n, n, a, b, c); /* JIT and caches warm */
     double t0 = herd__now();
-    for (size_t r = 0; r < b_reps; r++)
+    for (size_t r = 0; r < o.reps; r++)
         herd_nn_sgemm(n, n, n, a, b, c);
-    double dt = (herd__now() - t0) / (double)b_reps;
+    double dt = (herd__now() - t0) / (double)o.reps;
     double gflops = 2.0 * (double)n * (double)n * (double)n / dt * 1e-9;
     fprintf(stderr, "sgemm %zux%zux%zu: %.3f ms, %.1f GFLOP/s\n", n, n, n, dt * 1e3, gflops);
     if (o.json)
         printf("{\"impl\":\"herd\",\"op\":\"sgemm\",\"size\":%zu,\"threads\":%zu,\"ms\":%.6f,\"gflops\":%.3f}\n", n,
-               b_threads, dt * 1e3, gflops);
+               o.threads, dt * 1e3, gflops);
     free(a);
     free(b);
     free(c);
