@@ -32,7 +32,7 @@
  * one); fp16/bf16 reuse the overflow check, a sum still non-finite when
  * redone in fp32 being a non-finite gradient, not an overflow (the scale
  * stays); csc sees it in the summed chunk norms, before the residual is
- * touched. The worker loop then applies no update (the nonfinite hook).
+ * touched. The worker loop then applies no update (after_backward says so).
  */
 #include <math.h>
 #include <pthread.h>
