@@ -4,7 +4,9 @@
  * The tables are const; nothing here is mutable. */
 #include "herd/herd_comm.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Built only where its library is (the Makefile defines HERD_HAVE_MPI for
@@ -126,4 +128,30 @@ void herd_comm_abort(int code)
     for (size_t i = 0; herd_engines[i]; i++)
         if (herd_engines[i]->abort)
             herd_engines[i]->abort(code);
+}
+
+herd_status herd_world_run(herd_world *w, void *(*fn)(void *), void *arg0, size_t stride, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    char *arg = arg0;
+    if (w->nlocal == 1) {
+        fn(arg);
+        return HERD_OK;
+    }
+    pthread_t *th = calloc(w->nlocal, sizeof *th);
+    size_t started = 0;
+    if (!th)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory for %zu workers", w->nlocal);
+    for (; started < w->nlocal; started++) {
+        int e = pthread_create(&th[started], NULL, fn, arg + started * stride);
+        if (e) {
+            herd_world_fail(w, w->first_rank + started);
+            st = herd_err_set(err, HERD_ENOMEM, "cannot start worker thread %zu: %s", started, strerror(e));
+            break;
+        }
+    }
+    for (size_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    free(th);
+    return st;
 }

@@ -5,7 +5,6 @@
  * closed form sum over ranks of (rank+1)*v(i) = n(n+1)/2 * v(i). */
 #include "herd/herd_run.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,28 +132,12 @@ static void *bench_thread(void *p)
     return NULL;
 }
 
-/* Runs bench_rank on each of this process's workers: on this thread where
- * it runs one (an engine's calls may have to stay on the thread that made
- * the endpoint, as MPI's do), else one thread each. */
-static herd_status run_local(herd_world *hw, bench_ctx *ctx, pthread_t *th, herd_err *err)
+/* Runs bench_rank on each of this process's workers; the first failure. */
+static herd_status run_local(herd_world *hw, bench_ctx *ctx, herd_err *err)
 {
-    herd_status st = HERD_OK;
-    size_t nlocal = hw->nlocal, started = 0;
-    if (nlocal == 1) {
-        bench_thread(&ctx[0]);
-        started = 1;
-    } else {
-        for (; started < nlocal; started++)
-            if (pthread_create(&th[started], NULL, bench_thread, &ctx[started])) {
-                herd_world_fail(hw, hw->first_rank + started);
-                st = herd_err_set(err, HERD_ENOMEM, "cannot start thread %zu", started);
-                break;
-            }
-        for (size_t i = 0; i < started; i++)
-            pthread_join(th[i], NULL);
-    }
+    herd_status st = herd_world_run(hw, bench_thread, ctx, sizeof *ctx, err);
     herd_world_close(hw);
-    for (size_t i = 0; i < started && st == HERD_OK; i++)
+    for (size_t i = 0; i < hw->nlocal && st == HERD_OK; i++)
         if (ctx[i].st < 0) {
             st = ctx[i].st;
             if (err)
@@ -170,7 +153,6 @@ herd_status herd_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_be
     const herd_engine *engine;
     herd_world *hw = NULL;
     bench_ctx *ctx = NULL;
-    pthread_t *th = NULL;
     size_t nlocal = 0;
     *nrows = 0;
     if (cfg->min_bytes < sizeof(float) || cfg->max_bytes < cfg->min_bytes || cfg->iters == 0)
@@ -183,8 +165,7 @@ herd_status herd_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_be
     HERD_TRY(herd_world_create(engine, sized ? 0 : cfg->workers, &hw, err));
     nlocal = hw->nlocal;
     ctx = calloc(nlocal, sizeof *ctx);
-    th = calloc(nlocal, sizeof *th);
-    if (!ctx || !th) {
+    if (!ctx) {
         st = herd_err_set(err, HERD_ENOMEM, "out of memory");
         goto out;
     }
@@ -194,7 +175,7 @@ herd_status herd_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_be
         HERD_TRY(herd_world_endpoint(hw, hw->first_rank + i, &ctx[i].comm, err));
         ctx[i].comm->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
     }
-    HERD_TRY(run_local(hw, ctx, th, err));
+    HERD_TRY(run_local(hw, ctx, err));
     *world = hw->size;
     if (hw->first_rank == 0)
         *nrows = ctx[0].nrows;
@@ -203,6 +184,5 @@ out:
         herd_comm_free(ctx[i].comm);
     herd_world_free(hw);
     free(ctx);
-    free(th);
     return st;
 }

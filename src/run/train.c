@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -159,34 +158,6 @@ out:
     return st;
 }
 
-/* Runs every worker of this process to its end: the caller's thread runs a
- * single one, else one thread each. */
-static herd_status run_workers(herd_run *r, worker_ctx *workers, herd_err *err)
-{
-    herd_status st = HERD_OK;
-    if (r->nlocal == 1) {
-        herd__worker_thread(&workers[0]);
-        return HERD_OK;
-    }
-    pthread_t *threads = calloc(r->nlocal, sizeof *threads);
-    size_t nstarted = 0;
-    if (!threads)
-        return herd_err_set(err, HERD_ENOMEM, "out of memory for %zu workers", r->nlocal);
-    for (; nstarted < r->nlocal; nstarted++) {
-        int e = pthread_create(&threads[nstarted], NULL, herd__worker_thread, &workers[nstarted]);
-        if (e) {
-            atomic_store(&r->abort, 1);
-            herd_world_fail(r->world, nstarted);
-            st = herd_err_set(err, HERD_ENOMEM, "cannot start worker thread %zu: %s", nstarted, strerror(e));
-            break;
-        }
-    }
-    for (size_t i = 0; i < nstarted; i++)
-        pthread_join(threads[i], NULL);
-    free(threads);
-    return st;
-}
-
 /* The first real failure among the workers (not the EREMOTE of workers told
  * to stop), into err; HERD_OK when none failed. */
 static herd_status first_failure(herd_run *r, const worker_ctx *workers, herd_err *err)
@@ -251,7 +222,10 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
                      (double)eff.optim.momentum, (unsigned long long)eff.seed, workers[0].w.nparams, r.train.n,
                      r.test.n);
     double t_start = herd__now();
-    HERD_TRY(run_workers(&r, workers, err));
+    if ((st = herd_world_run(r.world, herd__worker_thread, workers, sizeof *workers, err)) < 0) {
+        atomic_store(&r.abort, 1);
+        goto out;
+    }
     herd_world_close(r.world);
     double wall = herd__now() - t_start;
     HERD_TRY(first_failure(&r, workers, err));
