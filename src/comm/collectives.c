@@ -290,6 +290,15 @@ out:
     return st;
 }
 
+/* Whether herd_allreduce hands the sum to the engine's own allreduce (on
+ * more than one rank): asked for, or auto where the engine prefers it. The
+ * engine's own sums fp32 on its wire: it serves fp32 only. */
+static bool takes_engines_own(const herd_comm *c, const herd_allreduce_opts *o)
+{
+    bool native = o->impl == HERD_ALLREDUCE_NATIVE || (o->impl == HERD_ALLREDUCE_AUTO && c->ops->native_preferred);
+    return native && o->wire == HERD_F32 && c->ops->allreduce_native;
+}
+
 herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *opts)
 {
     herd_allreduce_opts o = opts ? *opts : (herd_allreduce_opts){0};
@@ -309,9 +318,7 @@ herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_al
         *o.nonfinite = false;
     if (count == 0)
         return HERD_OK;
-    /* the engine's own allreduce sums fp32 on its wire: it serves fp32 only */
-    bool native = o.impl == HERD_ALLREDUCE_NATIVE || (o.impl == HERD_ALLREDUCE_AUTO && c->ops->native_preferred);
-    if (c->size > 1 && native && o.wire == HERD_F32 && c->ops->allreduce_native)
+    if (c->size > 1 && takes_engines_own(c, &o))
         return c->ops->allreduce_native(c, buf, count, &o, herd__comm_deadline(c));
     herd__allreduce_start(buf, count, &o);
     herd_status st = c->size > 1 ? ring_allreduce(c, buf, count, o.wire, o.segment_bytes) : HERD_OK;
@@ -324,8 +331,7 @@ bool herd_allreduce_applies_in_place(const herd_comm *c, const herd_allreduce_op
 {
     /* herd_allreduce's native path on an engine that prefers its own (the
      * shared-memory one), without its world-size test */
-    return o->impl != HERD_ALLREDUCE_RING && c->ops->native_preferred && c->ops->allreduce_native &&
-           o->wire == HERD_F32;
+    return c->ops->native_preferred && takes_engines_own(c, o);
 }
 
 void herd__allreduce_start(const float *buf, size_t count, const herd_allreduce_opts *o)
