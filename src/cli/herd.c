@@ -23,18 +23,15 @@
 #define HERD_VERSION "0.1.0"
 
 /* The index of val in names (NULL-terminated; the indexes are the enum's
- * values), or a usage error listing the choices. */
+ * values), or a usage error listing the choices (herd_opt's CHOICE). */
 static int pick(const char *cmd, const char *flag, const char *val, const char *const *names)
 {
     int i = 0;
-    for (; names[i]; i++)
-        if (!strcmp(val, names[i]))
-            return i;
-    char msg[256];
-    int len = 0;
-    for (int j = 0; j < i && len >= 0 && (size_t)len < sizeof msg; j++)
-        len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s", names[j], j + 2 < i ? ", " : j + 2 == i ? " or " : "");
-    herd__usage_error(cmd, "%s must be %s, got '%s'", flag, msg, val);
+    herd_opt row = {.name = flag + 2, .type = HERD_OPT_CHOICE, .choices = names};
+    herd_err err = {0};
+    if (herd_opt_parse(&row, &i, val, &err) < 0)
+        herd__usage_error(cmd, "%s", err.msg);
+    return i;
 }
 
 /* ---- the values of herd train's own flags ---------------------------- */
