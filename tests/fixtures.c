@@ -130,3 +130,10 @@ void herd_test_run(herd_test_cmd *o, unsigned timeout_s, const char *const *args
     read_into(of, o->out, sizeof o->out);
     read_into(ef, o->err, sizeof o->err);
 }
+
+void herd_test_train_ok(const herd_train_config *cfg, herd_train_result *res)
+{
+    herd_err err = {0};
+    if (herd_train(cfg, res, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "herd_train --algo %s: %s", cfg->algo, err.msg);
+}

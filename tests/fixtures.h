@@ -17,6 +17,9 @@ herd_train_config herd_test_config(const char *model, const char *algo, size_t w
  * 256 slots, reused in turn): for option values built from variables. */
 const char *herd_test_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* herd_train that fails the test (naming the algorithm) unless it succeeds. */
+void herd_test_train_ok(const herd_train_config *cfg, herd_train_result *res);
+
 /* herd_train_config_set that fails the test when cfg is full. */
 void herd_test_set(herd_train_config *cfg, const char *name, const char *value);
 

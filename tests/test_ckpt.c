@@ -538,13 +538,6 @@ static herd_train_config run_config(const char *model, const char *algo, size_t 
     return c;
 }
 
-static void train_ok(const herd_train_config *c, herd_train_result *r)
-{
-    herd_err err = {0};
-    if (herd_train(c, r, &err) != HERD_OK)
-        herd_test_fail(__FILE__, __LINE__, "herd_train: %s", err.msg);
-}
-
 static void same_file(const char *a, const char *b)
 {
     size_t na, nb;
@@ -588,15 +581,15 @@ static void resume_matches_cfg(herd_train_config c, size_t stop)
     c.checkpoint_dir = da;
     size_t total = c.epochs * (c.train_limit / (c.batch * c.workers));
     herd_train_result a, b;
-    train_ok(&c, &a);
+    herd_test_train_ok(&c, &a);
     ASSERT_EQ_INT(a.steps, total);
     c.checkpoint_dir = db;
     c.max_steps = stop;
-    train_ok(&c, &b);
+    herd_test_train_ok(&c, &b);
     ASSERT_EQ_INT(b.steps, stop);
     c.max_steps = 0;
     c.resume = true;
-    train_ok(&c, &b);
+    herd_test_train_ok(&c, &b);
     ASSERT_EQ_INT(b.steps, total);
     snprintf(fa, sizeof fa, "%s/ckpt-%zu.herd", da, total);
     snprintf(fb, sizeof fb, "%s/ckpt-%zu.herd", db, total);
@@ -665,6 +658,19 @@ static void test_resume_sgp(void)
     resume_matches_cfg(c, 9);
 }
 
+/* localsgd and postlocal keep no state of their own: stopped between two
+ * averagings (step 13 with H = 3, in epoch 2, where postlocal's local steps
+ * have begun and the replicas differ), resumed to the same bytes. */
+static void test_resume_localsgd(void)
+{
+    const char *algos[] = {"localsgd", "postlocal"};
+    for (size_t k = 0; k < 2; k++) {
+        herd_train_config c = run_config("lenet", algos[k], 2, NULL);
+        herd_test_set(&c, "local-steps", "3");
+        resume_matches_cfg(c, 13);
+    }
+}
+
 static void expect_train_error(const herd_train_config *c, herd_status want, const char *needle)
 {
     herd_train_result r;
@@ -682,7 +688,7 @@ static void test_resume_refusals(void)
     herd_train_config c = run_config("mlp", "allreduce", 2, dir);
     c.epochs = 1;
     herd_train_result r;
-    train_ok(&c, &r); /* checkpoints at steps 5 and 8 */
+    herd_test_train_ok(&c, &r); /* checkpoints at steps 5 and 8 */
     herd_train_config d = c;
     expect_train_error(&d, HERD_EINVAL, "already holds checkpoints (the newest: ckpt-8.herd); add --resume");
     d.resume = true;
@@ -727,7 +733,7 @@ static void test_resume_refusals(void)
     write_whole(p, b, n);
     free(b);
     d = c, d.resume = true, d.epochs = 2;
-    train_ok(&d, &r);
+    herd_test_train_ok(&d, &r);
     ASSERT_EQ_INT(r.steps, 16);
     /* what a bogus step count would give: a cursor that does not fit */
     snprintf(p, sizeof p, "%s/ckpt-16.herd", dir);
@@ -962,7 +968,7 @@ static void async_resume(const char *algo)
     herd_train_config c = run_config("lenet", algo, 3, da);
     c.train_limit = 384, c.epochs = 4, c.checkpoint_every = 4, c.checkpoint_keep = 100;
     herd_train_result a, b;
-    train_ok(&c, &a);
+    herd_test_train_ok(&c, &a);
     uint64_t steps[16];
     size_t n = 0;
     ASSERT_OK(herd_ckpt_list(da, steps, 16, &n, NULL));
@@ -980,7 +986,7 @@ static void async_resume(const char *algo)
     ASSERT_EQ_INT(herd_ckpt_get_info(ck)->step, 8);
     herd_ckpt_free(ck);
     c.checkpoint_dir = db, c.resume = true;
-    train_ok(&c, &b);
+    herd_test_train_ok(&c, &b);
     ASSERT_TRUE(b.images == (double)((48 - 24) * c.batch));
     snprintf(fb, sizeof fb, "%s/ckpt-16.herd", db);
     ASSERT_TRUE(access(fb, F_OK) == 0);
@@ -1055,20 +1061,20 @@ static void test_algo_records(void)
     herd_train_config c = run_config("linear", "sgp", 2, dir);
     c.epochs = 1;
     herd_train_result r;
-    train_ok(&c, &r);
+    herd_test_train_ok(&c, &r);
     herd_train_config d = c;
     d.resume = true, herd_test_set(&d, "topology", "ring");
     expect_train_error(&d, HERD_EINVAL, "written with --topology exp; this run has --topology ring");
     make_dir(dir, sizeof dir, "rec-asgd");
     c = run_config("linear", "asgd", 2, dir);
     c.epochs = 1;
-    train_ok(&c, &r);
+    herd_test_train_ok(&c, &r);
     d = c, d.resume = true, herd_test_set(&d, "ps-shards", "2");
     expect_train_error(&d, HERD_EINVAL, "written with --ps-shards 1; this run has --ps-shards 2");
     make_dir(dir, sizeof dir, "rec-ea");
     c = run_config("linear", "aeasgd", 2, dir);
     c.epochs = 1;
-    train_ok(&c, &r);
+    herd_test_train_ok(&c, &r);
     d = c, d.resume = true, herd_test_set(&d, "elastic-period", "2");
     expect_train_error(&d, HERD_EINVAL, "--elastic-period 1; this run has");
 
@@ -1191,6 +1197,7 @@ const herd_test herd_tests_ckpt[] = {
     {"ckpt_resume_allreduce_csc", test_resume_allreduce_csc, 90},
     {"ckpt_resume_dpsgd", test_resume_dpsgd, 90},
     {"ckpt_resume_sgp", test_resume_sgp, 90},
+    {"ckpt_resume_localsgd", test_resume_localsgd, 90},
     {"ckpt_resume_refusals", test_resume_refusals, 60},
     {"ckpt_async_ps", test_async_ps, 120},
     {"ckpt_async_elastic", test_async_elastic, 120},

@@ -1,8 +1,6 @@
 /* Local SGD and post-local SGD (src/algo/localsgd.c). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "algo_driver.h"
 #include "fixtures.h"
@@ -17,13 +15,6 @@ static herd_train_config learn_config(const char *algo, size_t workers)
     c.comm_timeout_s = 20;
     c.optim.lr = 0.2f;
     return c;
-}
-
-static void train_ok(const herd_train_config *c, herd_train_result *r)
-{
-    herd_err err = {0};
-    if (herd_train(c, r, &err) != HERD_OK)
-        herd_test_fail(__FILE__, __LINE__, "%s: %s", c->algo, err.msg);
 }
 
 /* On the driver's noisy quadratic, local SGD follows the recursion computed
@@ -85,8 +76,8 @@ static void test_one_step_is_allreduce(void)
         a.train_limit = l.train_limit = 768;
         herd_test_set(&l, "local-steps", "1");
         herd_train_result ra, rl;
-        train_ok(&a, &ra);
-        train_ok(&l, &rl);
+        herd_test_train_ok(&a, &ra);
+        herd_test_train_ok(&l, &rl);
         ASSERT_TRUE(ra.test_loss == rl.test_loss);
         ASSERT_TRUE(ra.train_loss == rl.train_loss);
         ASSERT_TRUE(ra.test_acc == rl.test_acc);
@@ -96,7 +87,7 @@ static void test_one_step_is_allreduce(void)
         p.model = "lenet", p.train_limit = 768;
         herd_test_set(&p, "switch-epoch", "2");
         herd_train_result rp;
-        train_ok(&p, &rp);
+        herd_test_train_ok(&p, &rp);
         ASSERT_TRUE(ra.test_loss == rp.test_loss);
     }
 }
@@ -108,10 +99,10 @@ static void test_learns(void)
     herd_train_result r1, r4, rp;
     herd_train_config c = learn_config("localsgd", 3);
     herd_test_set(&c, "local-steps", "1");
-    train_ok(&c, &r1);
+    herd_test_train_ok(&c, &r1);
     c = learn_config("localsgd", 3);
     herd_test_set(&c, "local-steps", "4");
-    train_ok(&c, &r4);
+    herd_test_train_ok(&c, &r4);
     ASSERT_TRUE(r4.test_acc > 0.8);
     ASSERT_TRUE(r4.replica_max_diff == 0.0);
     /* an averaging every 4 steps plus one per epoch: 42 steps per epoch here */
@@ -120,40 +111,10 @@ static void test_learns(void)
     c = learn_config("postlocal", 3);
     herd_test_set(&c, "switch-epoch", "1");
     herd_test_set(&c, "local-steps", "8");
-    train_ok(&c, &rp);
+    herd_test_train_ok(&c, &rp);
     ASSERT_TRUE(rp.test_acc > 0.8);
     ASSERT_TRUE(rp.replica_max_diff == 0.0);
     ASSERT_TRUE(rp.bytes_sent < r1.bytes_sent && rp.bytes_sent > r1.bytes_sent / 2);
-}
-
-/* A run stopped between two averagings (the replicas differ then) and
- * resumed ends where an uninterrupted one does, bit for bit. */
-static void test_resume_bit_exact(void)
-{
-    const char *algos[] = {"localsgd", "postlocal"};
-    for (size_t k = 0; k < 2; k++) {
-        char da[512], db[512];
-        snprintf(da, sizeof da, "%s/a%zu", herd_test_tmpdir(), k);
-        snprintf(db, sizeof db, "%s/b%zu", herd_test_tmpdir(), k);
-        ASSERT_EQ_INT(mkdir(da, 0700), 0);
-        ASSERT_EQ_INT(mkdir(db, 0700), 0);
-        herd_train_config c = learn_config(algos[k], 2);
-        c.model = "lenet", c.train_limit = 512, c.test_limit = 256, c.batch = 32, c.epochs = 3;
-        herd_test_set(&c, "local-steps", "3");
-        c.checkpoint_every = 5;
-        herd_train_result a, b;
-        c.checkpoint_dir = da;
-        train_ok(&c, &a);
-        c.checkpoint_dir = db, c.max_steps = 13; /* epoch 2 of 3, step 5 of 8: not a multiple of 3 */
-        train_ok(&c, &b);
-        ASSERT_EQ_INT(b.steps, 13);
-        c.max_steps = 0, c.resume = true;
-        train_ok(&c, &b);
-        ASSERT_EQ_INT(b.steps, a.steps);
-        ASSERT_TRUE(a.test_loss == b.test_loss);
-        ASSERT_TRUE(a.train_loss == b.train_loss);
-        ASSERT_TRUE(a.test_acc == b.test_acc);
-    }
 }
 
 /* --local-steps 0 is refused, naming the flag and its bounds. */
@@ -179,7 +140,6 @@ const herd_test herd_tests_localsgd[] = {
     {"localsgd_closed_form", test_closed_form, 30},
     {"localsgd_one_step_is_allreduce", test_one_step_is_allreduce, 120},
     {"localsgd_learns", test_learns, 120},
-    {"localsgd_resume_bit_exact", test_resume_bit_exact, 120},
     {"localsgd_option_errors", test_option_errors, 30},
     HERD_TEST_END,
 };
