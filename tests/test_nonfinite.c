@@ -1,8 +1,12 @@
 /* NaN and Inf in losses and gradients (herd_run.h, skip_nonfinite): a NaN
- * injected into one worker's gradient (--inject-nan) stops every worker of a
- * synchronous run at that step, naming it; --skip-nonfinite skips that
- * update on every worker alike; an asynchronous run never lets it reach the
+ * injected into one worker's gradient (--inject-nan) stops every worker of
+ * an allreduce run at that step, naming it, and --skip-nonfinite skips that
+ * update on every worker alike; gossip, push-sum and elastic averaging drop
+ * the worker's gradient and settle at the end of the epoch, with no
+ * collective in any step; an asynchronous run never lets it reach the
  * server, center or neighbours; a real divergence is reported as one. */
+#include <math.h>
+
 #include "fixtures.h"
 #include "harness.h"
 #include "herd/herd_comm.h"
@@ -34,6 +38,10 @@ static const sync_case sync_cases[] = {
     {"sgd", 1, 0, false, false, true, HERD_F32, 0, NULL},
 };
 enum { NSYNC = sizeof sync_cases / sizeof sync_cases[0], INJECT_STEP = 4 };
+
+/* Whether the case's workers settle at the epoch's end (herd__nf_settles):
+ * every synchronous algorithm but allreduce, with more than one worker. */
+static bool settles(const sync_case *k) { return strcmp(k->algo, "allreduce") != 0 && k->workers > 1; }
 
 static herd_train_config base(const char *algo, size_t workers, const char *model)
 {
@@ -78,7 +86,8 @@ static void expect_nonfinite(const herd_train_config *c, const char *label, herd
 static size_t victim(const sync_case *k) { return k->workers - 1; }
 
 /* Counts the log's "nonfinite" records of `step` with `action`, and which
- * workers wrote them (bit i: worker i). */
+ * workers wrote them (bit i: worker i); "hold" records (a finding held until
+ * the settlement) are not counted. */
 static size_t count_records(const char *path, size_t step, const char *action, uint64_t *workers)
 {
     FILE *f = fopen(path, "r");
@@ -89,7 +98,7 @@ static size_t count_records(const char *path, size_t step, const char *action, u
     size_t n = 0;
     *workers = 0;
     while (fgets(line, sizeof line, f)) {
-        if (!strstr(line, "\"event\":\"nonfinite\""))
+        if (!strstr(line, "\"event\":\"nonfinite\"") || strstr(line, "\"action\":\"hold\""))
             continue;
         /* every record of the run is of this step and action */
         if (!strstr(line, want_step) || !strstr(line, want_action))
@@ -103,7 +112,23 @@ static size_t count_records(const char *path, size_t step, const char *action, u
     return n;
 }
 
-/* Every worker stops at exactly the injected step, with the message. */
+/* Whether the log has the victim's "hold" record of `step`. */
+static bool has_hold(const char *path, size_t rank, size_t step)
+{
+    FILE *f = fopen(path, "r");
+    ASSERT_TRUE(f != NULL);
+    char line[4096], want[128];
+    snprintf(want, sizeof want, "\"worker\":%zu,\"step\":%zu,", rank, step);
+    bool found = false;
+    while (fgets(line, sizeof line, f))
+        found |= strstr(line, "\"action\":\"hold\"") && strstr(line, want);
+    fclose(f);
+    return found;
+}
+
+/* Every worker stops at exactly the injected step (allreduce), or at the
+ * end of its epoch with every worker (the others; the records name the
+ * step the NaN was found at), with the message. */
 static void test_sync_stop(void)
 {
     for (size_t i = 0; i < NSYNC; i++) {
@@ -124,13 +149,19 @@ static void test_sync_stop(void)
         if (n != k->workers || who != (1ull << k->workers) - 1)
             herd_test_fail(__FILE__, __LINE__, "case %zu (%s): %zu stop records, workers mask %#llx", i, k->algo, n,
                            (unsigned long long)who);
+        if (settles(k)) { /* 384 examples, batch 16, 3 workers: the epoch's last step is 7 */
+            ASSERT_STR_CONTAINS(err.msg, "; settled at step 8: the run stops");
+            ASSERT_TRUE(has_hold(path, victim(k), INJECT_STEP));
+        }
     }
 }
 
 /* --skip-nonfinite: the run finishes with one step skipped, identically on
  * every worker: the result does not depend on whose gradient had the NaN
  * (it equals a run where every worker's had one), and differs from a run
- * without it. */
+ * without it. Where the workers settle at the epoch's end, the worker that
+ * found the NaN alone drops its gradient: one dropped gradient, a result
+ * unlike the run where every worker dropped one. */
 static void test_sync_skip(void)
 {
     for (size_t i = 0; i < NSYNC; i++) {
@@ -147,12 +178,17 @@ static void test_sync_skip(void)
             inject(&c, w, INJECT_STEP);
         ASSERT_OK(herd_train(&c, &all, NULL));
         ASSERT_EQ_INT(one.skipped_steps, 1);
-        ASSERT_EQ_INT(all.skipped_steps, 1);
+        /* settling: each worker dropped its own gradient */
+        ASSERT_EQ_INT(all.skipped_steps, settles(k) ? k->workers : 1);
         ASSERT_EQ_INT(clean.skipped_steps, 0);
         ASSERT_EQ_INT(one.steps, clean.steps);
         if (k->identical && one.replica_max_diff != 0.0)
             herd_test_fail(__FILE__, __LINE__, "case %zu (%s): replicas differ by %g", i, k->algo, one.replica_max_diff);
-        if (!(one.test_loss == all.test_loss && one.train_loss == all.train_loss))
+        if (settles(k)) { /* only the victim's gradient was dropped: not the run where all were */
+            if (!(isfinite(one.test_loss) && one.test_loss != all.test_loss))
+                herd_test_fail(__FILE__, __LINE__, "case %zu (%s): test_loss %.9g / %.9g with the NaN on worker %zu / all",
+                               i, k->algo, one.test_loss, all.test_loss, victim(k));
+        } else if (!(one.test_loss == all.test_loss && one.train_loss == all.train_loss))
             herd_test_fail(__FILE__, __LINE__, "case %zu (%s): test_loss %.9g / %.9g with the NaN on worker %zu / all",
                            i, k->algo, one.test_loss, all.test_loss, victim(k));
         if (one.test_loss == clean.test_loss)
@@ -251,6 +287,57 @@ static void test_divergence(void)
     }
 }
 
+/* Worker 0's collective calls in its second epoch (from the epoch log
+ * records' running count). */
+static unsigned long long epoch2_collectives(herd_train_config *c, const char *name)
+{
+    char path[512], line[4096];
+    snprintf(path, sizeof path, "%s/coll-%s-%zu.jsonl", herd_test_tmpdir(), name, c->train_limit);
+    c->log_path = path;
+    herd_err err = {0};
+    herd_train_result r;
+    if (herd_train(c, &r, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s: %s", name, err.msg);
+    FILE *f = fopen(path, "r");
+    ASSERT_TRUE(f != NULL);
+    unsigned long long at[2] = {0, 0};
+    size_t n = 0;
+    while (fgets(line, sizeof line, f) && n < 2) {
+        const char *p = strstr(line, "\"collectives\":");
+        if (strstr(line, "\"event\":\"epoch\"") && strstr(line, "\"worker\":0,") && p)
+            at[n++] = strtoull(p + 14, NULL, 10);
+    }
+    fclose(f);
+    ASSERT_EQ_INT(n, 2);
+    return at[1] - at[0];
+}
+
+/* No collective in a gossip, push-sum or elastic step: an epoch twice as
+ * long makes exactly as many collective calls (the epoch's end: averages,
+ * the non-finite settlement), or, where the algorithm's own exchange is an
+ * allreduce every few steps (easgd, localsgd), one more per exchange. */
+static void test_no_step_collective(void)
+{
+    static const struct {
+        const char *algo, *opt, *val;
+        size_t period;
+    } cases[] = {{"dpsgd", NULL, NULL, 0}, {"sgp", NULL, NULL, 0}, {"easgd", "elastic-period", "4", 4},
+                 {"localsgd", "local-steps", "4", 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd_train_config c = base(cases[i].algo, 3, "linear");
+        c.epochs = 2;
+        if (cases[i].opt)
+            herd_test_set(&c, cases[i].opt, cases[i].val);
+        unsigned long long short_epoch = epoch2_collectives(&c, cases[i].algo); /* 8 steps */
+        c.train_limit *= 2;
+        unsigned long long long_epoch = epoch2_collectives(&c, cases[i].algo); /* 16 steps */
+        unsigned long long extra = cases[i].period ? 8 / cases[i].period : 0;
+        if (long_epoch != short_epoch + extra || short_epoch > 4 + 8 / (cases[i].period ? cases[i].period : 8))
+            herd_test_fail(__FILE__, __LINE__, "%s: %llu collectives in an epoch of 8 steps, %llu in one of 16",
+                           cases[i].algo, short_epoch, long_epoch);
+    }
+}
+
 static void test_inject_config(void)
 {
     herd_train_config c = base("allreduce", 2, "linear");
@@ -267,6 +354,7 @@ const herd_test herd_tests_nonfinite[] = {
     {"nonfinite_skip_log_and_bound", test_skip_log_and_bound, 60},
     {"nonfinite_async", test_async, 120},
     {"nonfinite_divergence", test_divergence, 60},
+    {"nonfinite_no_step_collective", test_no_step_collective, 60},
     {"nonfinite_inject_config", test_inject_config, 30},
     HERD_TEST_END,
 };

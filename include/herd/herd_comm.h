@@ -82,6 +82,9 @@ struct herd_comm {
     double timeout_s;     /* for every wait; default 60 */
     bool any_thread;      /* set by the engine; callers ask herd_comm_any_thread */
     uint64_t bytes_sent, bytes_recv;
+    /* collective calls that involve other ranks (allreduce, allgather,
+     * broadcast, barrier): how a caller shows that a step has none */
+    uint64_t collectives;
     double wait_s;        /* time spent blocked in wait/barrier/lock */
     herd_err err;         /* detail of the last failure */
     /* Set by the owner once its run has failed: teardown (win_free, free)

@@ -105,12 +105,14 @@ typedef struct herd_train_config {
     size_t checkpoint_every;    /* steps between checkpoints (0: one per epoch); the last step always */
     size_t checkpoint_keep;     /* the newest N are kept (default 3) */
     bool resume;                /* start from the newest valid checkpoint of checkpoint_dir */
-    /* A NaN or Inf in a loss or gradient stops the run, on every worker at
-     * the same step for the synchronous algorithms, with a message naming
-     * the step and the worker(s). skip_nonfinite: the step's update is not
-     * applied instead (synchronous: by every worker, so replicas stay
-     * identical; asynchronous: that worker's gradient is dropped), up to
-     * HERD_NONFINITE_MAX_SKIPS in a row. */
+    /* A NaN or Inf in a loss or gradient stops the run, with a message
+     * naming the step and the worker(s): allreduce's workers at that step;
+     * the other synchronous algorithms' at the end of its epoch (a worker
+     * drops its gradients until then: no collective per step); an
+     * asynchronous run at the other workers' next claim. skip_nonfinite:
+     * the step's update is not applied instead (allreduce: by every worker,
+     * so replicas stay identical; elsewhere: that worker's gradient is
+     * dropped), up to HERD_NONFINITE_MAX_SKIPS in a row. */
     bool skip_nonfinite;
     herd_inject inject_nan[HERD_MAX_INJECT];
     size_t ninject_nan;
@@ -144,8 +146,9 @@ typedef struct herd_train_result {
     size_t nlost;           /* workers lost to --fail that the others survived */
     size_t lost[HERD_MAX_FAIL];
     char algo_json[256];    /* the algorithm's own summary members (`,"key":value`...; allreduce: overlap) */
-    size_t skipped_steps;   /* --skip-nonfinite: updates not applied; synchronous: worker 0's (every
-                             * worker skips the same), asynchronous: this process's workers' together */
+    size_t skipped_steps;   /* --skip-nonfinite: updates not applied; allreduce: worker 0's (every
+                             * worker skips the same), elsewhere: every worker's own dropped
+                             * gradients, over the whole run */
     /* test_acc/test_loss/train_loss are valid where rank == 0 */
 } herd_train_result;
 

@@ -318,6 +318,7 @@ herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_al
         *o.nonfinite = false;
     if (count == 0)
         return HERD_OK;
+    c->collectives += c->size > 1;
     if (c->size > 1 && takes_engines_own(c, &o))
         return c->ops->allreduce_native(c, buf, count, &o, herd__comm_deadline(c));
     herd__allreduce_start(buf, count, &o);
@@ -363,6 +364,7 @@ herd_status herd_allgather(herd_comm *c, const void *in, void *out, size_t bytes
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allgather: %zu ranks x %zu bytes is too large", c->rank,
                             n, bytes);
     unsigned char *o = out;
+    c->collectives += n > 1;
     if (bytes)
         memmove(o + r * bytes, in, bytes); /* in may already be there */
     /* step s: pass on the block received in step s-1 (first our own) */
@@ -398,6 +400,7 @@ herd_status herd__broadcast_seg(herd_comm *c, void *buf, size_t bytes, size_t ro
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: broadcast: buf is NULL for %zu bytes", c->rank, bytes);
     if (n == 1 || bytes == 0)
         return HERD_OK;
+    c->collectives++;
     size_t v = (c->rank + n - root) % n, low = v & (~v + 1), top = 1;
     while (top < n)
         top <<= 1;

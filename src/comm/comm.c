@@ -125,6 +125,7 @@ herd_status herd_comm_recv(herd_comm *c, size_t peer, int tag, void *buf, size_t
 herd_status herd_comm_barrier(herd_comm *c)
 {
     double t0 = herd__now();
+    c->collectives += c->size > 1;
     herd_status st = c->ops->barrier(c, t0 + herd__comm_timeout(c));
     c->wait_s += herd__now() - t0;
     return st;

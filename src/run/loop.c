@@ -162,10 +162,10 @@ static herd_status epoch_end(worker_ctx *c, epoch_stats *e, bool last)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ",\"skipped\":%zu", e->skipped);
     herd__log_record(&r->log, "epoch",
                      "\"worker\":%zu,\"epoch\":%zu,\"steps\":%zu,\"train_loss\":%.6f,\"epoch_s\":%.6f,"
-                     "\"bytes_sent\":%llu,\"comm_wait_s\":%.6f%s",
+                     "\"bytes_sent\":%llu,\"collectives\":%llu,\"comm_wait_s\":%.6f%s",
                      w->rank, w->epoch + 1, e->steps, c->train_loss, t_epoch,
-                     (unsigned long long)(w->bytes_sent + w->comm->bytes_sent), w->comm_wait_s + w->comm->wait_s,
-                     extra);
+                     (unsigned long long)(w->bytes_sent + w->comm->bytes_sent),
+                     (unsigned long long)w->comm->collectives, w->comm_wait_s + w->comm->wait_s, extra);
     if (w->rank == 0 && !last && (w->epoch + 1) % r->cfg->eval_every == 0)
         HERD_TRY(herd__evaluate(c, c->train_loss, t_epoch));
 out:
@@ -298,6 +298,7 @@ static herd_status loop_static(worker_ctx *c)
     herd_status st = HERD_OK;
     const herd_train_config *cfg = c->run->cfg;
     herd_worker *w = &c->w;
+    bool settles = herd__nf_settles(c->run);
     epoch_stats e;
     for (size_t epoch = (size_t)c->resume.epoch; epoch < cfg->epochs; epoch++) {
         epoch_begin(c, &e, epoch);
@@ -309,11 +310,16 @@ static herd_status loop_static(worker_ctx *c)
             if (stop || !herd_loader_next(&c->loader, c->x, c->y))
                 break;
             HERD_TRY(train_step(c, &e, (double)epoch + (double)e.steps / (double)w->steps_per_epoch));
-            if (herd__ckpt_due(c->run->ckpt, w))
+            if (herd__ckpt_due(c->run->ckpt, w)) {
+                if (settles) /* a checkpoint holds no unsettled finding */
+                    HERD_TRY(herd__nf_settle(c));
                 HERD_TRY(checkpoint(c, &e, 0));
+            }
         }
         if (c->lost)
             break;
+        if (settles)
+            HERD_TRY(herd__nf_settle(c));
         bool last = epoch + 1 == cfg->epochs || stop;
         HERD_TRY(epoch_end(c, &e, last));
         if (last)

@@ -1,10 +1,15 @@
 /* Non-finite losses and gradients (herd_run.h, skip_nonfinite).
  *
- * Every worker checks its own loss and gradient each step. Synchronous
- * algorithms then agree, from what the workers share, whether any worker's
- * was non-finite (allreduce: its reduced gradient, as after_backward says;
- * the others: a one-float allreduce), so all stop, or all skip the update,
- * at the same step. An asynchronous worker never pushes what it found: it
+ * Every worker checks its own loss and gradient each step. allreduce then
+ * agrees, from the reduced gradient (as after_backward says), whether any
+ * worker's was non-finite, so all stop, or all skip the update, at the same
+ * step. The other synchronous algorithms share nothing every step that
+ * would tell (a gossip step talks to a few peers; an elastic or local-SGD
+ * step may talk to none), and a collective per step would be the global
+ * barrier they exist to avoid: there a worker drops its own non-finite
+ * gradient, keeps exchanging finite weights, and the workers settle at the
+ * end of the epoch (or at a checkpoint, or the run's last step) whether any
+ * finding stops the run: one collective per epoch. An asynchronous worker never pushes what it found: it
  * stops and leaves a stop word in the batch counter's window that every
  * other worker reads at its next claim (claim.c; or, skipping, drops its
  * gradient). */
@@ -74,7 +79,7 @@ static void stop_hint(const worker_ctx *c, char *buf, size_t cap)
                  c->skipped_run, (double)c->w.lr);
     else
         snprintf(buf, cap, "the run stops: the learning rate %g may be too high (--skip-nonfinite %s)", (double)c->w.lr,
-                 c->run->algo_ops->async ? "drops such gradients" : "skips such steps");
+                 c->run->algo_ops->async || herd__nf_settles(c->run) ? "drops such gradients" : "skips such steps");
 }
 
 /* A non-finite value was found this step (found: "non-finite gradient on
@@ -101,60 +106,155 @@ static herd_status nonfinite_found(worker_ctx *c, epoch_stats *e, const char *fo
     return herd_err_set(&w->err, HERD_ENONFINITE, "step %zu (epoch %zu): %s; %s", w->step, w->epoch + 1, found, hint);
 }
 
+/* "non-finite gradient on workers 1, 3, non-finite loss on worker 2" from
+ * every worker's code (herd__nf_code; 0: nothing found). */
+static void describe(const int *codes, size_t n, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int what = 1; what <= 2; what++) {
+        size_t count = 0;
+        for (size_t i = 0; i < n; i++)
+            count += codes[i] == what;
+        if (!count)
+            continue;
+        len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "%snon-finite %s on worker%s", len ? ", " : "",
+                                nonfinite_what[what], count > 1 ? "s" : "");
+        for (size_t i = 0, k = 0; i < n && len < cap; i++)
+            if (codes[i] == what && k++ < 8)
+                len += (size_t)snprintf(buf + len, cap - len, "%s %zu", k > 1 ? "," : "", i);
+        if (count > 8 && len < cap)
+            snprintf(buf + len, cap - len, " and %zu more", count - 8);
+        len = strlen(buf);
+    }
+}
+
+/* Collective: every worker's `bytes` of `mine` into all[nworkers]. */
+static herd_status gather(worker_ctx *c, const void *mine, size_t bytes, void **all)
+{
+    herd_worker *w = &c->w;
+    *all = malloc(w->nworkers * bytes);
+    if (!*all)
+        return herd_err_set(&w->err, HERD_ENOMEM, "out of memory");
+    herd_status st = herd_allgather(w->comm, mine, *all, bytes);
+    if (st < 0 && !w->err.msg[0])
+        w->err = w->comm->err;
+    return st;
+}
+
 /* Synchronous, collective, after a shared finding: which workers' own loss
- * or gradient was non-finite (one more allreduce, on this rare path only). */
+ * or gradient was non-finite (one more collective, on this rare path only). */
 static herd_status name_workers(worker_ctx *c, char *buf, size_t cap)
 {
     herd_worker *w = &c->w;
-    float *codes = calloc(w->nworkers, sizeof *codes);
-    if (!codes)
-        return herd_err_set(&w->err, HERD_ENOMEM, "out of memory");
-    codes[w->rank] = (float)herd__nf_code(c);
-    herd_status st = herd_allreduce(w->comm, codes, w->nworkers, &(herd_allreduce_opts){.wire = HERD_F32});
+    int mine = herd__nf_code(c), *codes;
+    herd_status st = gather(c, &mine, sizeof mine, (void **)&codes);
     if (st == HERD_OK) {
-        size_t n[3] = {0}, len = 0;
-        for (size_t i = 0; i < w->nworkers; i++)
-            n[codes[i] == 1.0f ? 1 : codes[i] == 2.0f ? 2 : 0]++;
-        buf[0] = 0;
-        for (int what = 1; what <= 2; what++) {
-            if (!n[what])
-                continue;
-            len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "%snon-finite %s on worker%s", len ? ", " : "",
-                                    nonfinite_what[what], n[what] > 1 ? "s" : "");
-            for (size_t i = 0, k = 0; i < w->nworkers && len < cap; i++)
-                if (codes[i] == (float)what && k++ < 8)
-                    len += (size_t)snprintf(buf + len, cap - len, "%s %zu", k > 1 ? "," : "", i);
-            if (n[what] > 8 && len < cap)
-                snprintf(buf + len, cap - len, " and %zu more", n[what] - 8);
-            len = strlen(buf);
-        }
-        if (!len)
+        describe(codes, w->nworkers, buf, cap);
+        if (!buf[0])
             snprintf(buf, cap, "the averaged gradient is non-finite though no worker's own was (it overflowed)");
-    } else if (!w->err.msg[0]) {
-        w->err = w->comm->err;
     }
     free(codes);
     return st;
 }
 
-/* Synchronous: after after_backward, every worker the same answer. */
+/* Where the workers settle at the epoch's end: a worker that finds a
+ * non-finite loss or gradient drops its gradient (its weights, which its
+ * peers average with, stay finite) and goes on exchanging, so that no peer
+ * waits for it; within --skip-nonfinite's bound that is all, else it holds
+ * the finding for herd__nf_settle, where every worker stops. */
+static herd_status hold(worker_ctx *c, epoch_stats *e, bool *skip)
+{
+    herd_run *r = c->run;
+    herd_worker *w = &c->w;
+    int code = herd__nf_code(c);
+    if (!code) {
+        c->skipped_run = 0;
+        return HERD_OK;
+    }
+    *skip = true;
+    bool within = r->cfg->skip_nonfinite && c->skipped_run < HERD_NONFINITE_MAX_SKIPS;
+    herd__log_record(&r->log, "nonfinite", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"own\":\"%s\",\"action\":\"%s\"",
+                     w->rank, w->step, w->epoch + 1, nonfinite_what[code], within ? "skip" : "hold");
+    if (!within && !c->held.stop)
+        c->held = (held_nonfinite){.stop = true, .code = code, .step = w->step, .epoch = w->epoch,
+                                    .skipped_run = c->skipped_run};
+    c->skipped++, c->skipped_run++, e->skipped++;
+    if (!r->cfg->quiet)
+        fprintf(stderr, "%sstep %zu (epoch %zu): non-finite %s on worker %zu; %s\n", r->tty && r->cfg->progress ? "\r" : "",
+                w->step, w->epoch + 1, nonfinite_what[code], w->rank,
+                within ? "its gradient is dropped (--skip-nonfinite)"
+                       : "its gradients are dropped until the workers settle it at the end of the epoch, where the "
+                         "run stops");
+    return HERD_OK;
+}
+
+bool herd__nf_settles(const herd_run *r)
+{
+    return !r->algo_ops->async && !r->algo_ops->agrees_nonfinite && r->cfg->workers > 1;
+}
+
+/* What a worker brings to the settlement. */
+typedef struct held_finding {
+    uint64_t step, epoch, skipped_run;
+    int32_t code; /* 0: nothing that stops the run */
+    int32_t pad;
+} held_finding;
+
+herd_status herd__nf_settle(worker_ctx *c)
+{
+    herd_run *r = c->run;
+    herd_worker *w = &c->w;
+    float any = c->held.stop ? 1.0f : 0.0f;
+    herd_status st = herd_allreduce(w->comm, &any, 1, &(herd_allreduce_opts){.wire = HERD_F32});
+    if (st < 0) {
+        if (!w->err.msg[0])
+            w->err = w->comm->err;
+        return st;
+    }
+    if (any == 0.0f)
+        return HERD_OK;
+    held_finding mine = {c->held.step, c->held.epoch, c->held.skipped_run, c->held.stop ? c->held.code : 0, 0}, *all;
+    int *codes = malloc(w->nworkers * sizeof *codes);
+    if ((st = gather(c, &mine, sizeof mine, (void **)&all)) == HERD_OK && !codes)
+        st = herd_err_set(&w->err, HERD_ENOMEM, "out of memory");
+    if (st == HERD_OK) {
+        size_t first = SIZE_MAX; /* the worker whose finding came first */
+        for (size_t i = 0; i < w->nworkers; i++) {
+            codes[i] = all[i].code;
+            if (all[i].code && (first == SIZE_MAX || all[i].step < all[first].step))
+                first = i;
+        }
+        char found[256], hint[192];
+        describe(codes, w->nworkers, found, sizeof found);
+        herd__log_record(&r->log, "nonfinite",
+                         "\"worker\":%zu,\"step\":%llu,\"epoch\":%llu,\"own\":\"%s\",\"action\":\"stop\",\"stopped_at\":%zu",
+                         w->rank, (unsigned long long)all[first].step, (unsigned long long)all[first].epoch + 1,
+                         mine.code ? nonfinite_what[mine.code] : "none", w->step);
+        size_t saved = c->skipped_run;
+        c->skipped_run = (size_t)all[first].skipped_run;
+        stop_hint(c, hint, sizeof hint);
+        c->skipped_run = saved;
+        st = herd_err_set(&w->err, HERD_ENONFINITE, "step %llu (epoch %llu): %s; settled at step %zu: %s",
+                          (unsigned long long)all[first].step, (unsigned long long)all[first].epoch + 1, found,
+                          w->step, hint);
+        c->agreed_stop = true; /* everyone stops here: nobody waits for anyone */
+    }
+    free(codes);
+    free(all);
+    return st;
+}
+
+/* Synchronous: after after_backward, every worker the same answer (where
+ * the algorithm agrees on it, or there is one worker), or each its own
+ * until the settlement (herd__nf_settles). */
 herd_status herd__nf_sync(worker_ctx *c, epoch_stats *e, const herd_step_result *res, bool *skip)
 {
     herd_status st = HERD_OK;
-    herd_worker *w = &c->w;
-    bool bad;
     *skip = false;
-    if (c->algo.ops->agrees_nonfinite) {
-        bad = res->nonfinite;
-    } else {
-        float f = herd__nf_code(c) ? 1.0f : 0.0f;
-        if ((st = herd_allreduce(w->comm, &f, 1, &(herd_allreduce_opts){.wire = HERD_F32})) < 0) {
-            if (!w->err.msg[0])
-                w->err = w->comm->err;
-            goto out;
-        }
-        bad = f > 0.0f;
-    }
+    if (herd__nf_settles(c->run))
+        return hold(c, e, skip);
+    bool bad = c->algo.ops->agrees_nonfinite ? res->nonfinite : herd__nf_code(c) != 0;
     if (!bad) {
         c->skipped_run = 0;
         goto out;

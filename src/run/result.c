@@ -9,7 +9,7 @@
 
 /* Totals over every worker of the run, on every process. */
 typedef struct run_totals {
-    double images, bytes, wait, train_s_max;
+    double images, bytes, wait, train_s_max, skipped;
 } run_totals;
 
 static herd_status gather_totals(herd_run *r, worker_ctx *workers, run_totals *t, herd_err *err)
@@ -19,6 +19,7 @@ static herd_status gather_totals(herd_run *r, worker_ctx *workers, run_totals *t
         t->images += (double)workers[i].images;
         t->bytes += (double)(workers[i].w.bytes_sent + workers[i].w.comm->bytes_sent);
         t->wait += workers[i].w.comm_wait_s + workers[i].w.comm->wait_s;
+        t->skipped += (double)workers[i].skipped;
         if (workers[i].train_s > t->train_s_max)
             t->train_s_max = workers[i].train_s;
     }
@@ -34,6 +35,7 @@ static herd_status gather_totals(herd_run *r, worker_ctx *workers, run_totals *t
         memset(t, 0, sizeof *t);
         for (size_t i = 0; i < comm->size; i++) {
             t->images += all[i].images, t->bytes += all[i].bytes, t->wait += all[i].wait;
+            t->skipped += all[i].skipped;
             if (all[i].train_s_max > t->train_s_max)
                 t->train_s_max = all[i].train_s_max;
         }
@@ -78,8 +80,9 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
     res->images = t.images;
     res->bytes_sent = (uint64_t)t.bytes;
     res->steps = w0->w.step;
-    for (size_t i = 0; i < (r->algo_ops->async ? r->nlocal : 1); i++)
-        res->skipped_steps += workers[i].skipped;
+    /* a synchronous step is skipped by every worker alike; elsewhere each
+     * worker drops its own gradients */
+    res->skipped_steps = r->algo_ops->async || herd__nf_settles(r) ? (size_t)t.skipped : workers[0].skipped;
     res->nparams = w0->w.nparams;
     res->comm_wait_s = t.wait / (double)cfg->workers;
     /* how far the replicas of this process drifted apart (0 for synchronous algorithms) */

@@ -53,6 +53,15 @@ typedef struct nonfinite_step {
     bool poison; /* a NaN still to be written into the gradient (--inject-nan, or after a non-finite loss) */
 } nonfinite_step;
 
+/* The first finding of a worker that stops the run, held until the workers
+ * settle (herd__nf_settles): its step, epoch, what (herd__nf_code) and the
+ * steps skipped in a row before it. */
+typedef struct held_nonfinite {
+    bool stop;
+    int code;
+    size_t step, epoch, skipped_run;
+} held_nonfinite;
+
 typedef struct worker_ctx {
     herd_run *run;
     herd_worker w;
@@ -69,6 +78,7 @@ typedef struct worker_ctx {
     nonfinite_step nf;
     size_t skipped, skipped_run; /* --skip-nonfinite: steps not applied, in all and in a row */
     bool agreed_stop;     /* stopped on a non-finite value with every worker, at the same step */
+    held_nonfinite held;  /* where the workers settle at the epoch's end (herd__nf_settles) */
     double stop_read_at;  /* herd_worker_stopping: when the stop word was last read */
     float *eval_buf;      /* 2 x nparams, where the algorithm has eval_params */
     herd__ckpt_cursor resume; /* --resume: where this worker starts (step 0: from scratch) */
@@ -130,6 +140,16 @@ void herd__nf_grads_arrived(worker_ctx *c, size_t off, size_t len);
 /* After after_backward: skip the step's update (*skip), go on, or stop. */
 herd_status herd__nf_sync(worker_ctx *c, epoch_stats *e, const herd_step_result *res, bool *skip);
 herd_status herd__nf_async(worker_ctx *c, epoch_stats *e, bool *skip);
+/* Whether the run's workers settle non-finite findings at the end of each
+ * epoch (and at checkpoints and the last step) rather than at every step:
+ * the synchronous algorithms that share nothing every step from which the
+ * workers could agree (gossip, push-sum, elastic averaging, local SGD). */
+bool herd__nf_settles(const herd_run *r);
+/* Collective over the run's workers, where herd__nf_settles: whether any
+ * worker found what stops the run since the last settlement; if so every
+ * worker stops here (HERD_ENONFINITE), the message naming the first step
+ * and the workers. */
+herd_status herd__nf_settle(worker_ctx *c);
 
 /* claim.c */
 /* Claims the next global batch; at the hold the counter stays. */

@@ -25,9 +25,10 @@ for check in "${checks[@]}"; do
     fi
 done
 # A NaN injected into worker 1's gradient at its step 1 stops a synchronous
-# and an asynchronous run under mpirun: every rank stops (no --timeout wait),
+# (allreduce: at that step; dpsgd: at the end of the epoch, settled) and an
+# asynchronous run under mpirun: every rank stops (no --timeout wait),
 # with the message, and mpirun exits non-zero.
-for algo in allreduce asgd; do
+for algo in allreduce asgd dpsgd; do
     # lenet, not linear: asgd's ranks share out the batches, and with steps of
     # microseconds the others could take them all before rank 1 starts
     out=$(timeout 120 $mpirun -np 3 "$bin" train --engine mpi --algo "$algo" --data synthetic:1x12x12:4 --model lenet --epochs 1 \
