@@ -1039,6 +1039,7 @@ static void test_async_refusals(void)
     make_dir(dir, sizeof dir, "async-ref");
     herd_train_config c = run_config("lenet", "asgd", 2, dir);
     herd_train_config d = c;
+    herd_test_set(&d, "ps-shards", "1"); /* worker 1 holds no shard */
     d.nfail = 1, d.fail[0].rank = 1, d.fail[0].step = 3;
     expect_train_error(&d, HERD_EUNSUPPORTED, "which --fail");
     d = c, d.max_steps = 5;
@@ -1069,14 +1070,16 @@ static void test_algo_records(void)
     c = run_config("linear", "asgd", 2, dir);
     c.epochs = 1;
     herd_test_train_ok(&c, &r);
-    d = c, d.resume = true, herd_test_set(&d, "ps-shards", "2");
-    expect_train_error(&d, HERD_EINVAL, "written with --ps-shards 1; this run has --ps-shards 2");
+    d = c, d.resume = true, herd_test_set(&d, "ps-shards", "1");
+    expect_train_error(&d, HERD_EINVAL, "written with --ps-shards 2; this run has --ps-shards 1");
     make_dir(dir, sizeof dir, "rec-ea");
     c = run_config("linear", "aeasgd", 2, dir);
     c.epochs = 1;
     herd_test_train_ok(&c, &r);
     d = c, d.resume = true, herd_test_set(&d, "elastic-period", "2");
     expect_train_error(&d, HERD_EINVAL, "--elastic-period 1; this run has");
+    d = c, d.resume = true, herd_test_set(&d, "elastic-shards", "1");
+    expect_train_error(&d, HERD_EINVAL, "written with --elastic-shards 2; this run has 1");
 
     herd_worker w = {.rank = 3};
     unsigned char rec[24];

@@ -203,7 +203,7 @@ static void *hog_thread(void *p)
     if (herd_comm_threads_create(a->world, a->rank, &c, &err) != HERD_OK)
         return NULL;
     herd__center ctr;
-    if (herd__center_create(&ctr, c, HOG_DIM, 2, 1, init) != HERD_OK)
+    if (herd__center_create(&ctr, c, HOG_DIM, 2, 1, init, true) != HERD_OK)
         goto out;
     for (size_t k = 0; k < HOG_PUSHES; k++)
         for (size_t s = 0; s < 2; s++) {
@@ -278,12 +278,13 @@ static void test_train_end_to_end(void)
     }
 }
 
-/* A lost worker: asynchronous runs finish without it and name it; losing
- * the server's holder stops everyone with a message; a synchronous run
- * stops naming the worker. */
+/* A lost worker: asynchronous runs finish without it and name it; a run
+ * that would lose a shard of the server is refused before it starts; a
+ * synchronous run stops naming the worker. */
 static void test_lost_workers(void)
 {
     herd_train_config c = small("asgd", 4);
+    herd_test_set(&c, "ps-shards", "2"); /* on workers 0 and 1 */
     c.fail[0] = (herd_fail){.rank = 2, .step = 0}; /* the others might finish before any later step */
     c.nfail = 1;
     herd_train_result r;
@@ -297,8 +298,8 @@ static void test_lost_workers(void)
     c.fail[0] = (herd_fail){.rank = 0, .step = 0};
     herd_test_set(&c, "softsync", "2");
     memset(&err, 0, sizeof err);
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EREMOTE);
-    ASSERT_STR_CONTAINS(err.msg, "worker 0, which holds parameter-server shard 0");
+    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "the server's first shard is always on worker 0, which cannot fail");
 
     c = small("allreduce", 3);
     c.fail[0] = (herd_fail){.rank = 1, .step = 7};
@@ -315,6 +316,7 @@ static void test_waits_survive_stops(void)
     herd_train_config c = small("asgd", 3);
     herd_test_set(&c, "max-staleness", "1");
     herd_test_set(&c, "softsync", "2");
+    herd_test_set(&c, "ps-shards", "1");
     c.train_limit = 16 * 3 * 7; /* 21 batches: the last softsync group is short */
     c.fail[0] = (herd_fail){.rank = 1, .step = 3};
     c.nfail = 1;
@@ -341,7 +343,14 @@ static void test_option_errors(void)
     c = small("asgd", 2);
     herd_test_set(&c, "ps-shards", "3");
     ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
-    ASSERT_STR_CONTAINS(err.msg, "--ps-shards must be in [1, workers = 2]");
+    ASSERT_STR_CONTAINS(err.msg, "--ps-shards must be in [0, workers = 2] (0: every worker), got 3");
+    /* the default puts a shard on every worker: a lost worker is refused before the run */
+    c = small("asgd", 3);
+    c.fail[0] = (herd_fail){.rank = 2, .step = 5};
+    c.nfail = 1;
+    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "--fail 2@5: worker 2 holds shard 2 of the parameter server's 3 (--ps-shards 0: every "
+                                 "worker); an asynchronous run goes on without a lost worker, not without a shard");
     c = small("asgd", 2);
     c.fail[0] = (herd_fail){.rank = 2, .step = 1};
     c.nfail = 1;

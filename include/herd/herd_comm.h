@@ -37,6 +37,14 @@ struct herd_allreduce_opts; /* below, with the collectives */
 /* Required: isend, irecv, wait, test, cancel, barrier, free. The window
  * hooks all or none (the engine's HERD_ENGINE_WINDOWS); allreduce_native
  * optional. */
+/* Window flags. SHARED_LOCKS: every rank locks it shared only (readers and
+ * element-wise atomic adders, who never exclude each other), except a
+ * checkpoint's copy with every worker between two steps. An engine whose
+ * shared and exclusive locks cannot be mixed (sim: SimGrid keeps one lock
+ * mode per window) takes every lock exclusive on the other windows, and
+ * honours shared ones on these. */
+enum { HERD_WIN_SHARED_LOCKS = 1u << 0 };
+
 typedef struct herd_comm_ops {
     const char *name; /* the engine's */
     herd_status (*isend)(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req);
@@ -50,8 +58,9 @@ typedef struct herd_comm_ops {
     void (*cancel)(herd_comm *c, herd_req *req);
     herd_status (*barrier)(herd_comm *c, double deadline);
     /* Collective: every rank exposes `bytes` bytes at base (may differ per
-     * rank). NULL: no one-sided windows (the wrappers say HERD_EUNSUPPORTED). */
-    herd_status (*win_create)(herd_comm *c, void *base, size_t bytes, herd_win **win);
+     * rank); flags: HERD_WIN_*. NULL: no one-sided windows (the wrappers say
+     * HERD_EUNSUPPORTED). */
+    herd_status (*win_create)(herd_comm *c, void *base, size_t bytes, unsigned flags, herd_win **win);
     herd_status (*win_lock)(herd_comm *c, herd_win *w, size_t target, bool exclusive, double deadline);
     herd_status (*win_unlock)(herd_comm *c, herd_win *w, size_t target);
     /* Like MPI_Get: dst is valid after win_flush or win_unlock of target. */
@@ -103,6 +112,8 @@ herd_status herd_comm_send(herd_comm *c, size_t peer, int tag, const void *buf, 
 herd_status herd_comm_recv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes);
 herd_status herd_comm_barrier(herd_comm *c);
 herd_status herd_comm_win_create(herd_comm *c, void *base, size_t bytes, herd_win **win);
+/* A window whose locks are all shared (HERD_WIN_SHARED_LOCKS). */
+herd_status herd_comm_win_create_shared(herd_comm *c, void *base, size_t bytes, herd_win **win);
 herd_status herd_comm_win_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive);
 herd_status herd_comm_win_unlock(herd_comm *c, herd_win *w, size_t target);
 herd_status herd_comm_win_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);

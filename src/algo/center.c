@@ -14,7 +14,7 @@ static size_t slot_offset(const herd__center *c, size_t k, size_t slot)
 }
 
 herd_status herd__center_create(herd__center *c, herd_comm *comm, size_t n, size_t shards, size_t nslots,
-                               const float *init)
+                               const float *init, bool shared)
 {
     memset(c, 0, sizeof *c);
     c->comm = comm, c->n = n, c->shards = shards, c->nslots = nslots;
@@ -41,7 +41,9 @@ herd_status herd__center_create(herd__center *c, herd_comm *comm, size_t n, size
     }
     /* a window needs a valid base even where it exposes nothing */
     static const char none;
-    herd_status st = herd_comm_win_create(comm, c->mem ? c->mem : (void *)&none, bytes, &c->win);
+    void *base = c->mem ? c->mem : (void *)&none;
+    herd_status st = shared ? herd_comm_win_create_shared(comm, base, bytes, &c->win)
+                            : herd_comm_win_create(comm, base, bytes, &c->win);
     if (st == HERD_OK && comm->rank < shards && !c->mem)
         st = HERD_ENOMEM;
     if (st < 0) {

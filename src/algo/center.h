@@ -37,9 +37,10 @@ typedef struct herd__center {
 
 /* Collective: every rank calls it with the same n, shards, nslots; the shard
  * holders copy their slice of init (the same on every rank) into slot 0,
- * zero the other slots and the header. */
+ * zero the other slots and the header. shared: every lock the caller takes
+ * is shared (HERD_WIN_SHARED_LOCKS), but a checkpoint's. */
 herd_status herd__center_create(herd__center *c, herd_comm *comm, size_t n, size_t shards, size_t nslots,
-                               const float *init);
+                               const float *init, bool shared);
 /* Frees what create made; after the run's workers stopped (see herd_algo.h). */
 void herd__center_free(herd__center *c);
 

@@ -13,15 +13,21 @@
  *                  every worker keeps an identical copy of the center and
  *                  moves it by the sum of all d (one allreduce), so runs are
  *                  deterministic and no window is needed.
- *   aeasgd/ameasgd the center lives in a window on rank 0 (src/algo/center.c);
- *                  an exchange takes the exclusive lock, reads c, adds d,
- *                  unlocks: first come first served.
- *   hogwild-easgd  the same under a shared lock: reads and element-wise
- *                  atomic adds of concurrent exchanges interleave.
+ *   aeasgd/ameasgd the center lives in windows on ranks 0..K-1
+ *                  (--elastic-shards K; default: every worker holds a
+ *                  slice, src/algo/center.c); an exchange visits the shards
+ *                  in turn: takes the shard's exclusive lock, reads its
+ *                  slice of c, adds d, unlocks: first come first served per
+ *                  shard.
+ *   hogwild-easgd  the same under shared locks: reads and element-wise
+ *                  atomic adds of concurrent exchanges interleave. Its
+ *                  windows and eawild's take shared locks only
+ *                  (HERD_WIN_SHARED_LOCKS), so that no engine makes
+ *                  their holders wait for each other.
  *   eawild         no lock that excludes anyone and no wait: an exchange
  *                  uses the center read at the previous exchange, starts the
  *                  accumulate of d and the read of the current center under
- *                  a shared lock, and goes on with its next local step; the
+ *                  each shard's shared lock, and goes on with its next local step; the
  *                  lock is released (the transfers completed) after that
  *                  step's backward, so both overlap its compute on the mpi
  *                  engine. The first exchange uses the initial weights.
@@ -74,7 +80,8 @@ typedef struct ea_state {
     float *c;           /* easgd: the center; eawild: the center read at the last exchange */
     float *c_next;      /* eawild: the read in flight */
     float *d;           /* nparams */
-    bool pending;       /* eawild: an exchange's transfers are in flight (shared lock held) */
+    bool pending;       /* eawild: an exchange's transfers are in flight (shared locks held) */
+    size_t held;        /* eawild: the shards 0..held-1 whose shared lock is held */
     double dist_sum;    /* this epoch: sum of ||x - c|| at exchanges */
     size_t nexch;       /* this epoch's exchanges */
     double blocked_s;   /* this epoch: time waited in exchanges */
@@ -85,6 +92,7 @@ typedef struct ea_state {
 typedef struct ea_opts {
     double alpha;  /* moving rate; 0: beta / n with beta = 0.9 */
     size_t period; /* local steps between exchanges with the center */
+    size_t shards; /* ranks holding a slice of the center; 0: every worker */
 } ea_opts;
 
 static const herd_opt ea_opt_table[] = {
@@ -92,8 +100,21 @@ static const herd_opt ea_opt_table[] = {
      NULL, "moving rate toward the center (default 0.9/workers)"},
     {"elastic-period", HERD_OPT_SIZE, offsetof(ea_opts, period), "1", HERD_OPT_BOUNDED, 1, 1000000, NULL, NULL,
      "local steps between exchanges with the center"},
+    {"elastic-shards", HERD_OPT_SIZE, offsetof(ea_opts, shards), "0", HERD_OPT_BOUNDED, 0, 4096, NULL, NULL,
+     "spread the center over ranks 0..N-1 (asynchronous variants; default 0: every worker)"},
     {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
 };
+
+/* The center's shards: at most one per worker. */
+static herd_status ea_check(const herd_algo_ops *ops, const void *opts, const herd_train_config *cfg, herd_err *err)
+{
+    (void)ops;
+    const ea_opts *o = opts;
+    if (o->shards > cfg->workers)
+        return herd_err_set(err, HERD_EINVAL, "--elastic-shards must be in [0, workers = %zu] (0: every worker), got %zu",
+                            cfg->workers, o->shards);
+    return HERD_OK;
+}
 
 static herd_status ea_init(herd_algo *a, herd_worker *w)
 {
@@ -116,8 +137,11 @@ static herd_status ea_init(herd_algo *a, herd_worker *w)
     /* every worker starts from the same weights (same seed): the center too */
     if (s->c)
         memcpy(s->c, w->params, w->nparams * sizeof(float));
-    if (s->kind != EA_SYNC)
-        HERD_TRY(herd__center_create(&s->center, w->comm, w->nparams, 1, 1, w->params));
+    if (s->kind != EA_SYNC) {
+        size_t shards = ec->shards ? ec->shards : w->nworkers;
+        bool shared = s->kind == EA_HOGWILD || s->kind == EA_WILD; /* nobody excludes anybody */
+        HERD_TRY(herd__center_create(&s->center, w->comm, w->nparams, shards, 1, w->params, shared));
+    }
     s->sent0 = w->comm->bytes_sent, s->recv0 = w->comm->bytes_recv;
 out:
     return st;
@@ -137,47 +161,57 @@ static void ea_optim_config(const herd_algo_ops *ops, const void *opts, herd_opt
     }
 }
 
-/* d = alpha (x - c); x -= d; records ||x - c||. */
-static void elastic_pull(ea_state *s, herd_worker *w, const float *c)
+/* d = alpha (x - c); x -= d on [lo, hi); returns that range's ||x - c||^2. */
+static double elastic_pull(ea_state *s, herd_worker *w, const float *c, size_t lo, size_t hi)
 {
     double sq = 0;
-    for (size_t i = 0; i < w->nparams; i++) {
+    for (size_t i = lo; i < hi; i++) {
         float diff = w->params[i] - c[i];
         sq += (double)diff * diff;
         s->d[i] = s->alpha * diff;
         w->params[i] -= s->d[i];
     }
+    return sq;
+}
+
+/* An exchange's ||x - c||, for the epoch log. */
+static void record_exchange(ea_state *s, double sq)
+{
     s->dist_sum += sqrt(sq);
     s->nexch++;
 }
 
-/* Flush or unlock: where a transfer's time is spent on the mpi engine, and
- * which comm does not count as waiting (it counts lock waits). */
-static herd_status complete(ea_state *s, herd_worker *w, herd_status (*fn)(herd__center *, size_t))
+/* Flush or unlock of shard k: where a transfer's time is spent on the mpi
+ * engine, and which comm does not count as waiting (it counts lock waits). */
+static herd_status complete(ea_state *s, herd_worker *w, size_t k, herd_status (*fn)(herd__center *, size_t))
 {
     double t0 = herd__now();
-    herd_status st = fn(&s->center, 0);
+    herd_status st = fn(&s->center, k);
     double t = herd__now() - t0;
     s->blocked_s += t;
     w->comm_wait_s += t;
     return st;
 }
 
-static herd_status lock_center(ea_state *s, bool exclusive)
+static herd_status lock_center(ea_state *s, size_t k, bool exclusive)
 {
     double t0 = herd__now();
-    herd_status st = herd__center_lock(&s->center, 0, exclusive);
+    herd_status st = herd__center_lock(&s->center, k, exclusive);
     s->blocked_s += herd__now() - t0;
     return st;
 }
 
-/* eawild: the previous exchange's transfers are complete once unlocked. */
+/* eawild: the previous exchange's transfers are complete once every shard
+ * is unlocked. */
 static herd_status complete_pending(ea_state *s, herd_worker *w)
 {
     if (!s->pending)
         return HERD_OK;
     s->pending = false;
-    herd_status st = complete(s, w, herd__center_unlock);
+    herd_status st = HERD_OK;
+    for (size_t k = 0; k < s->held; k++)
+        HERD_KEEP_FIRST(st, complete(s, w, k, herd__center_unlock));
+    s->held = 0;
     if (st == HERD_OK) {
         float *t = s->c;
         s->c = s->c_next, s->c_next = t;
@@ -185,13 +219,63 @@ static herd_status complete_pending(ea_state *s, herd_worker *w)
     return st;
 }
 
-static herd_status exchange(ea_state *s, herd_worker *w)
+/* aeasgd, ameasgd, hogwild-easgd: shard by shard, read the center under
+ * the shard's lock (exclusive but for hogwild-easgd), pull toward it and
+ * add d; the shards are independent, as the parameter server's are. */
+static herd_status exchange_locked(ea_state *s, herd_worker *w)
 {
     herd_status st = HERD_OK;
     herd__center *ctr = &s->center;
+    bool exclusive = s->kind != EA_HOGWILD;
+    float *c = s->d; /* read the center into d, then d becomes alpha (x - c) in place */
+    double sq = 0;
+    for (size_t k = 0; k < ctr->shards && st == HERD_OK; k++) {
+        size_t lo, hi;
+        herd__center_range(ctr, k, &lo, &hi);
+        HERD_TRY(lock_center(s, k, exclusive));
+        st = herd__center_get(ctr, k, 0, c);
+        if (st == HERD_OK)
+            st = complete(s, w, k, herd__center_flush);
+        if (st == HERD_OK) {
+            sq += elastic_pull(s, w, c, lo, hi); /* reads c[i] before writing d[i]: same array, same index */
+            st = herd__center_accumulate(ctr, k, 0, s->d);
+        }
+        HERD_KEEP_FIRST(st, complete(s, w, k, herd__center_unlock));
+    }
+    record_exchange(s, sq);
+out:
+    return st;
+}
+
+/* eawild: pull toward the center read at the last exchange, then start,
+ * on every shard under its shared lock, the add of d and the read of the
+ * current center; complete_pending finishes them after the next step's
+ * backward. Nobody takes the center's exclusive lock, so the shared one
+ * held meanwhile (what MPI needs to keep a transfer in flight) keeps
+ * nobody waiting. */
+static herd_status exchange_wild(ea_state *s, herd_worker *w)
+{
+    herd_status st = HERD_OK;
+    herd__center *ctr = &s->center;
+    HERD_TRY(complete_pending(s, w));
+    record_exchange(s, elastic_pull(s, w, s->c, 0, w->nparams));
+    for (size_t k = 0; k < ctr->shards && st == HERD_OK; k++) {
+        HERD_TRY(lock_center(s, k, false));
+        s->pending = true, s->held = k + 1; /* complete_pending unlocks what is held */
+        st = herd__center_accumulate(ctr, k, 0, s->d);
+        if (st == HERD_OK)
+            st = herd__center_get(ctr, k, 0, s->c_next);
+    }
+out:
+    return st;
+}
+
+static herd_status exchange(ea_state *s, herd_worker *w)
+{
+    herd_status st = HERD_OK;
     switch (s->kind) {
     case EA_SYNC: {
-        elastic_pull(s, w, s->c);
+        record_exchange(s, elastic_pull(s, w, s->c, 0, w->nparams));
         double t0 = herd__now();
         st = herd_allreduce(w->comm, s->d, w->nparams, &(herd_allreduce_opts){.wire = HERD_F32});
         s->blocked_s += herd__now() - t0;
@@ -203,28 +287,11 @@ static herd_status exchange(ea_state *s, herd_worker *w)
     }
     case EA_ASYNC:
     case EA_MOMENTUM:
-    case EA_HOGWILD: {
-        bool exclusive = s->kind != EA_HOGWILD;
-        float *c = s->d; /* read the center into d, then d becomes alpha (x - c) in place */
-        HERD_TRY(lock_center(s, exclusive));
-        st = herd__center_get(ctr, 0, 0, c);
-        if (st == HERD_OK)
-            st = complete(s, w, herd__center_flush);
-        if (st == HERD_OK) {
-            elastic_pull(s, w, c); /* reads c[i] before writing d[i]: same array, same index */
-            st = herd__center_accumulate(ctr, 0, 0, s->d);
-        }
-        HERD_KEEP_FIRST(st, complete(s, w, herd__center_unlock));
+    case EA_HOGWILD:
+        st = exchange_locked(s, w);
         break;
-    }
     case EA_WILD:
-        HERD_TRY(complete_pending(s, w));
-        elastic_pull(s, w, s->c);
-        HERD_TRY(lock_center(s, false));
-        s->pending = true;
-        st = herd__center_accumulate(ctr, 0, 0, s->d);
-        if (st == HERD_OK)
-            st = herd__center_get(ctr, 0, 0, s->c_next);
+        st = exchange_wild(s, w);
         break;
     }
 out:
@@ -293,7 +360,7 @@ static void ea_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
     s->sent0 = w->comm->bytes_sent, s->recv0 = w->comm->bytes_recv;
 }
 
-static const uint64_t EA_LAYOUT = HERD__STATE_LAYOUT('e', 'a', 's', 'g', 2);
+static const uint64_t EA_LAYOUT = HERD__STATE_LAYOUT('e', 'a', 's', 'g', 3);
 
 static herd_status ea_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
 {
@@ -306,6 +373,7 @@ static herd_status ea_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, 
     herd__state_put_u64(&o, s->kind);
     herd__state_put_f64(&o, (double)s->alpha);
     herd__state_put_u64(&o, s->period);
+    herd__state_put_u64(&o, s->kind == EA_SYNC ? 0 : s->center.shards);
     if (s->c)
         herd__state_put(&o, s->c, w->nparams * sizeof(float));
     if (s->kind != EA_SYNC)
@@ -327,6 +395,7 @@ static herd_status ea_load(herd_algo *a, herd_worker *w, const void *buf, size_t
     uint64_t kind = herd__state_get_u64(&in);
     double alpha = herd__state_get_f64(&in);
     uint64_t period = herd__state_get_u64(&in);
+    uint64_t shards = herd__state_get_u64(&in);
     if (in.bad)
         return herd__state_end(&in, w, what);
     if (kind != s->kind)
@@ -336,6 +405,10 @@ static herd_status ea_load(herd_algo *a, herd_worker *w, const void *buf, size_t
                             "worker %zu: the checkpoint was written with --elastic-alpha %g --elastic-period %llu; this "
                             "run has %g and %zu",
                             w->rank, alpha, (unsigned long long)period, (double)s->alpha, s->period);
+    if (s->kind != EA_SYNC && shards != s->center.shards)
+        return herd_err_set(&w->err, HERD_EINVAL,
+                            "worker %zu: the checkpoint was written with --elastic-shards %llu; this run has %zu", w->rank,
+                            (unsigned long long)shards, s->center.shards);
     if (s->c)
         herd__state_get(&in, s->c, w->nparams * sizeof(float));
     if (s->kind != EA_SYNC && (st = herd__center_load(&s->center, &in, w, what)) < 0)
@@ -369,6 +442,7 @@ static const ea_kind kind_sync = EA_SYNC, kind_async = EA_ASYNC, kind_momentum =
         .summary = text,                                                                       \
         .opts = ea_opt_table,                                                                  \
         .opts_size = sizeof(ea_opts),                                                          \
+        .check = ea_check,                                                                     \
         .variant = &kind,                                                                      \
         .min_workers = 1,                                                                      \
         .async = is_async,                                                                     \

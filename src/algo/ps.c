@@ -3,7 +3,9 @@
  * --max-staleness.
  *
  * The server. The global weights x~ live in a herd__center: --ps-shards K
- * slices held by ranks 0..K-1 in one-sided windows. The holders train like
+ * slices held by ranks 0..K-1 in one-sided windows (default: K = workers,
+ * every worker a holder, so that no rank's link carries every push and
+ * pull; hogwild's windows take shared locks only). The holders train like
  * everyone else: a window is read and updated without its holder's help
  * (passive-target RMA on MPI, shared memory on threads), so a dedicated
  * server rank would only sit idle. Each shard is an independent server with
@@ -71,15 +73,15 @@ typedef enum ps_kind { PS_ASGD, PS_AMSGD, PS_HOGWILD } ps_kind;
 
 /* The options (ALGORITHMS.md, seeds 000/001). */
 typedef struct ps_opts {
-    size_t shards;      /* ranks holding a slice of the global weights (rank 0..shards-1) */
+    size_t shards;      /* ranks holding a slice of the global weights (rank 0..shards-1); 0: every worker */
     bool staleness_lr;  /* a gradient of staleness tau >= 1 is applied with lr / tau */
     size_t softsync;    /* n-softsync: gradients averaged per update (1: fully asynchronous) */
     long max_staleness; /* SSP bound s: no worker starts step t before all finished t - s (-1: none) */
 } ps_opts;
 
 static const herd_opt ps_opt_table[] = {
-    {"ps-shards", HERD_OPT_SIZE, offsetof(ps_opts, shards), "1", HERD_OPT_BOUNDED, 1, 4096, NULL, NULL,
-     "spread the global weights over ranks 0..N-1 (at most the workers)"},
+    {"ps-shards", HERD_OPT_SIZE, offsetof(ps_opts, shards), "0", HERD_OPT_BOUNDED, 0, 4096, NULL, NULL,
+     "spread the global weights over ranks 0..N-1 (at most the workers; default 0: every worker)"},
     {"staleness-lr", HERD_OPT_BOOL, offsetof(ps_opts, staleness_lr), NULL, 0, 0, 0, NULL, NULL,
      "divide the learning rate by each gradient's staleness"},
     {"softsync", HERD_OPT_SIZE, offsetof(ps_opts, softsync), "1", HERD_OPT_BOUNDED, 1, 4096, NULL, NULL,
@@ -104,9 +106,22 @@ static herd_status ps_check(const herd_algo_ops *ops, const void *opts, const he
 {
     const ps_opts *o = opts;
     if (o->shards > cfg->workers)
-        return herd_err_set(err, HERD_EINVAL, "--ps-shards must be in [1, workers = %zu], got %zu", cfg->workers, o->shards);
+        return herd_err_set(err, HERD_EINVAL, "--ps-shards must be in [0, workers = %zu] (0: every worker), got %zu",
+                            cfg->workers, o->shards);
     if (o->softsync > cfg->workers)
         return herd_err_set(err, HERD_EINVAL, "--softsync must be in [1, workers = %zu], got %zu", cfg->workers, o->softsync);
+    /* a lost worker's shard is gone (check_servers): say so before the run */
+    size_t shards = o->shards ? o->shards : cfg->workers, first = SIZE_MAX, step = 0;
+    for (size_t i = 0; i < cfg->nfail; i++)
+        if (cfg->fail[i].rank < first)
+            first = cfg->fail[i].rank, step = cfg->fail[i].step;
+    if (first < shards)
+        return herd_err_set(err, HERD_EINVAL,
+                            "--fail %zu@%zu: worker %zu holds shard %zu of the parameter server's %zu (--ps-shards %zu%s); "
+                            "an asynchronous run goes on without a lost worker, not without a shard: %s",
+                            first, step, first, first, shards, o->shards, o->shards ? "" : ": every worker",
+                            first ? "--ps-shards N with N <= the first failing worker keeps the server off it"
+                                  : "the server's first shard is always on worker 0, which cannot fail");
     if (kind_of(ops) == PS_HOGWILD && o->softsync > 1)
         return herd_err_set(err, HERD_EINVAL,
                             "--softsync needs a server that takes one gradient at a time: use asgd or amsgd, not hogwild");
@@ -172,14 +187,15 @@ static herd_status ps_init(herd_algo *a, herd_worker *w)
     if (updates > 16777216.0)
         return herd_err_set(&w->err, HERD_EUNSUPPORTED,
                             "%.0f gradients is more than the parameter server's counters hold exactly (2^24)", updates);
-    s->pulled = calloc(pc->shards, sizeof *s->pulled);
+    size_t shards = pc->shards ? pc->shards : w->nworkers;
+    s->pulled = calloc(shards, sizeof *s->pulled);
     s->upd = malloc(w->nparams * sizeof(float));
     s->buf = malloc(w->nparams * sizeof(float));
     if (!s->pulled || !s->upd || !s->buf)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the parameter server state");
     /* every worker starts from the same weights (same seed), so any copy
      * seeds the server */
-    HERD_TRY(herd__center_create(&s->center, w->comm, w->nparams, pc->shards, NSLOTS, w->params));
+    HERD_TRY(herd__center_create(&s->center, w->comm, w->nparams, shards, NSLOTS, w->params, s->kind == PS_HOGWILD));
     if (pc->max_staleness >= 0) {
         if (!(s->ssp_view = malloc(w->nworkers * sizeof *s->ssp_view)))
             return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the SSP table");

@@ -141,7 +141,7 @@ static herd_status check_windows(herd_comm *c, const char *fn)
     return HERD_OK;
 }
 
-herd_status herd_comm_win_create(herd_comm *c, void *base, size_t bytes, herd_win **win)
+static herd_status win_create(herd_comm *c, void *base, size_t bytes, unsigned flags, herd_win **win)
 {
     herd_status st;
     if ((st = check_buf(c, base, bytes, "win_create", "base")) < 0 ||
@@ -151,9 +151,19 @@ herd_status herd_comm_win_create(herd_comm *c, void *base, size_t bytes, herd_wi
     if ((st = check_windows(c, "win_create")) < 0)
         return st;
     double t0 = herd__now();
-    st = c->ops->win_create(c, base, bytes, win);
+    st = c->ops->win_create(c, base, bytes, flags, win);
     c->wait_s += herd__now() - t0;
     return st;
+}
+
+herd_status herd_comm_win_create(herd_comm *c, void *base, size_t bytes, herd_win **win)
+{
+    return win_create(c, base, bytes, 0, win);
+}
+
+herd_status herd_comm_win_create_shared(herd_comm *c, void *base, size_t bytes, herd_win **win)
+{
+    return win_create(c, base, bytes, HERD_WIN_SHARED_LOCKS, win);
 }
 
 /* The checks shared by every window call that names a target. */

@@ -189,8 +189,9 @@ static herd_status l_barrier(herd_comm *c, double deadline)
     return HERD_OK;
 }
 
-static herd_status l_win_create(herd_comm *c, void *base, size_t bytes, herd_win **out)
+static herd_status l_win_create(herd_comm *c, void *base, size_t bytes, unsigned flags, herd_win **out)
 {
+    (void)flags;
     herd_win *w = malloc(sizeof *w);
     if (!w)
         return herd_err_set(&c->err, HERD_ENOMEM, "rank 0: out of memory for a window");

@@ -70,6 +70,7 @@ struct herd_req {
 struct herd_win {
     MPI_Win win;
     char *local;
+    unsigned flags; /* HERD_WIN_* */
 };
 
 static herd_status mpi_fail(herd_comm *c, int rc, const char *what)
@@ -262,11 +263,12 @@ static herd_status m_barrier(herd_comm *c, double deadline)
     return poll_collective(c, &r, deadline, "a barrier (some rank never arrived)");
 }
 
-static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, herd_win **out)
+static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, unsigned flags, herd_win **out)
 {
     herd_win *w = calloc(1, sizeof *w);
     if (!w)
         return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
+    w->flags = flags;
     if (c->size == 1) {
         static char none;
         w->local = base ? base : &none;
@@ -290,8 +292,16 @@ static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exc
     /* SimGrid 3.32 keeps one mode per window for all holders: an exclusive
      * lock taken while a shared one is held is not exclusive, and their
      * unlocks can leave the window locked for good (a simulated deadlock).
-     * Exclusive locks alone are right; readers just take turns. */
-    exclusive = true;
+     * Exclusive locks alone are right, readers taking turns; shared locks
+     * alone are right too (a shared lock there takes no mutex: holders never
+     * wait for each other), on the windows made for them. */
+    if (w->flags & HERD_WIN_SHARED_LOCKS) {
+        if (exclusive)
+            return herd_err_set(&c->err, HERD_EUNSUPPORTED,
+                                "rank %zu: an exclusive lock on a window of shared locks (target %zu)", c->rank, target);
+    } else {
+        exclusive = true;
+    }
 #endif
     GUARDED(c, "MPI_Win_lock", target, deadline,
             MPI_Win_lock(exclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, (int)target, 0, w->win));

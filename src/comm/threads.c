@@ -678,8 +678,9 @@ static win_slot *slot_get(herd_threads_world *w, uint64_t seq)
     return s;
 }
 
-static herd_status t_win_create(herd_comm *c, void *base, size_t bytes, herd_win **out)
+static herd_status t_win_create(herd_comm *c, void *base, size_t bytes, unsigned flags, herd_win **out)
 {
+    (void)flags; /* shared and exclusive locks are reader-writer locks here */
     thr_comm *tc = (thr_comm *)c;
     herd_threads_world *w = tc->world;
     uint64_t seq = tc->nwins++; /* collective calls come in the same order on every rank */
