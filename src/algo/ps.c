@@ -110,10 +110,12 @@ static herd_status ps_check(const herd_algo_ops *ops, const void *opts, const he
                             cfg->workers, o->shards);
     if (o->softsync > cfg->workers)
         return herd_err_set(err, HERD_EINVAL, "--softsync must be in [1, workers = %zu], got %zu", cfg->workers, o->softsync);
-    /* a lost worker's shard is gone (check_servers): say so before the run */
+    /* a worker that stops while the others go on (--fail's stop mode; a
+     * process that dies ends an mpi job anyway) takes its shard with it
+     * (check_servers): say so before the run */
     size_t shards = o->shards ? o->shards : cfg->workers, first = SIZE_MAX, step = 0;
     for (size_t i = 0; i < cfg->nfail; i++)
-        if (cfg->fail[i].rank < first)
+        if (cfg->fail[i].mode == HERD_FAIL_STOP && cfg->fail[i].rank < first)
             first = cfg->fail[i].rank, step = cfg->fail[i].step;
     if (first < shards)
         return herd_err_set(err, HERD_EINVAL,
