@@ -18,8 +18,8 @@
  *     by a launcher); the window hooks of herd_comm_ops all or none
  *     (HERD_ENGINE_WINDOWS says which), allreduce_native optional
  *     (HERD_ENGINE_NATIVE_ALLREDUCE).
- *   - A world starts with a herd_world (engine, size, first_rank, nlocal)
- *     filled by world_create; the process runs the workers first_rank ..
+ *   - A world starts with a herd_world (engine, size, first_rank, nlocal,
+ *     note) filled by world_create; the process runs the workers first_rank ..
  *     first_rank + nlocal - 1 of size in all. world_create(workers): the
  *     run's number of workers, at least 1; 0 only for an engine whose
  *     launcher sets the size (HERD_ENGINE_LAUNCHER_SIZED), meaning "as many
@@ -97,6 +97,9 @@ typedef struct herd_world {
     size_t size;       /* workers in the whole run */
     size_t first_rank; /* this process runs ranks first_rank .. first_rank + nlocal - 1 */
     size_t nlocal;
+    /* What the engine chose for the run that its user may want to know, as
+     * one line (a string the engine owns), or NULL. */
+    const char *note;
 } herd_world;
 
 struct herd_engine {

@@ -450,11 +450,35 @@ static bool mpi_launched(void)
     return false;
 }
 
-/* Initializes MPI unless done already (argc and argv may be NULL). */
-static herd_status mpi_start(int *argc, char ***argv, herd_err *err)
+/* Open MPI 2 to 4's one-sided components: rdma serves the ranks of one host
+ * (over shared memory) but not ranks on two hosts joined by TCP, where only
+ * pt2pt (windows over messages) does, and Debian's openmpi-mca-params.conf
+ * leaves pt2pt out: MPI_Win_create fails across hosts. Unless the user chose
+ * (OMPI_MCA_osc, which `mpirun --mca osc X` sets as well), allow all three;
+ * Open MPI takes the one of highest priority that can serve the window:
+ * sm or rdma on one host (as fast as before), pt2pt across hosts. Whether
+ * it chose; before MPI_Init, from the program's only thread (setenv). */
+#define OSC_CHOICE "sm,rdma,pt2pt"
+static bool choose_osc(void)
+{
+#ifdef HERD_SIM
+    return false;
+#else
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(version, &len); /* allowed before MPI_Init */
+    int major = strncmp(version, "Open MPI v", 10) == 0 ? atoi(version + 10) : 0;
+    return major >= 2 && major <= 4 && !getenv("OMPI_MCA_osc") && setenv("OMPI_MCA_osc", OSC_CHOICE, 0) == 0;
+#endif
+}
+
+/* Initializes MPI unless done already (argc and argv may be NULL); *osc:
+ * whether herd chose the one-sided components (choose_osc). */
+static herd_status mpi_start(int *argc, char ***argv, bool *osc, herd_err *err)
 {
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
+    *osc = !inited && choose_osc();
     /* SERIALIZED lets the allreduce overlap thread make the calls while the
      * compute thread makes none; where the library gives less, no overlap. */
     if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
@@ -492,7 +516,8 @@ extern const herd_engine herd__engine_mpi; /* below */
 
 static herd_status e_world_create(size_t workers, herd_world **out, herd_err *err)
 {
-    herd_status st = mpi_start(NULL, NULL, err);
+    bool osc;
+    herd_status st = mpi_start(NULL, NULL, &osc, err);
     if (st < 0)
         return st;
     int rank, size;
@@ -506,6 +531,9 @@ static herd_status e_world_create(size_t workers, herd_world **out, herd_err *er
     if (!w)
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
     *w = (herd_world){.engine = &herd__engine_mpi, .size = (size_t)size, .first_rank = (size_t)rank, .nlocal = 1};
+    if (osc && size > 1)
+        w->note = "mpi: one-sided windows over Open MPI's osc " OSC_CHOICE
+                  " (pt2pt where the ranks are on several hosts; set OMPI_MCA_osc to choose)";
     *out = w;
     return HERD_OK;
 }

@@ -214,6 +214,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
             eff.log_path = log_path;
         }
     }
+    if (r.world->note && !eff.quiet)
+        fprintf(stderr, "herd: %s\n", r.world->note);
     HERD_TRY(open_run(&r, &workers, &log_open, err));
     herd__log_record(&r.log, "start",
                      "\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
