@@ -35,7 +35,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TEST_JOBS ?= 2
 TEST_TIMEOUT_SCALE ?= 1
 
-.PHONY: all test asan tsan bench clean test-mpi
+.PHONY: all test asan tsan bench clean test-mpi test-multihost
 all: $(BUILD)/herd $(BUILD)/herd-tests
 
 $(BUILD)/%.o: %.c
@@ -70,6 +70,12 @@ test-mpi: $(BUILD)/mpi-checks $(BUILD)/herd
 	@fail=0; for n in 1 2 3 4 5 8; do timeout 120 $(MPIRUN) -np $$n $(BUILD)/mpi-checks || fail=1; done; \
 	tests/mpi/train_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
 	tests/mpi/fail_matrix.sh $(BUILD)/herd "$(MPIRUN)" $(BUILD)/mpi-checks || fail=1; exit $$fail
+
+# The mpi engine on two hosts: network namespaces joined by a 1 Gbit/s veth
+# link, every algorithm family across them (as root; otherwise SKIPPED).
+test-multihost: $(BUILD)/herd
+	@test -n "$(MPI_LIBS)" || { echo "test-multihost: herd was built without MPI (no mpicc)"; exit 1; }
+	tests/mpi/multihost.sh $(BUILD)/herd
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1" SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test TEST_TIMEOUT_SCALE=4

@@ -1,0 +1,110 @@
+#!/bin/bash
+# The mpi engine on two hosts: two network namespaces joined by a veth pair
+# shaped to 1 Gbit/s (tests/mpi/netns.sh), mpirun with no flag of the
+# user's beyond where to run. Every algorithm family trains lenet on 8192
+# Fashion-MNIST images across the hosts (at least 1 MB must cross the link)
+# and once more on this one host alone, and the two runs' results are
+# compared:
+#   - synchronous algorithms: the same test_loss, digit for digit. Their
+#     arithmetic is fixed by the ranks' order, whatever carries the bytes
+#     (measured: equal to the last digit for every one of them, 3 and 4 ranks);
+#   - asynchronous ones: test_acc within 0.08 of each other, and above 0.5
+#     (chance is 0.1). Who computes which batch against which weights depends
+#     on timing; 4 runs of each on one host and 4 across hosts differed by
+#     at most 0.053 (adpsgd), most by under 0.03 (amsgd at --lr 0.002: at
+#     0.01 its server momentum made one run on one host fall to 0.50).
+# Then a user's own choice of one-sided component is kept: with
+# `--mca osc rdma`, which cannot reach across hosts over TCP, a window
+# algorithm stops with MPI_Win_create's error.
+# Needs root (network namespaces); where they cannot be made, it says
+# SKIPPED and why, and exits 0.
+# usage: tests/mpi/multihost.sh HERD_BIN ["NP sync|async ALGO [FLAGS]" ...]
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/netns.sh"
+bin=$(realpath "$1")
+shift
+checks=("$@")
+[ ${#checks[@]} -gt 0 ] || checks=(
+    "4 sync allreduce" "3 sync allreduce" "4 sync allreduce --allreduce native" "4 sync easgd" "4 sync dpsgd"
+    "4 sync sgp" "4 sync localsgd"
+    "4 async asgd --ps-shards 2" "3 async asgd --ps-shards 2" "4 async amsgd --lr 0.002" "4 async hogwild"
+    "4 async aeasgd" "4 async ameasgd" "4 async hogwild-easgd" "4 async eawild" "4 async adpsgd" "4 async osgp")
+train=(train --engine mpi --model lenet --train-limit 8192 --test-limit 1000 --epochs 1 --timeout 30 --no-progress --json)
+onehost=(mpirun --allow-run-as-root --oversubscribe)
+
+trap netns_down EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+why=$(netns_usable)
+if [ -n "$why" ]; then
+    echo "test-multihost: SKIPPED: $why"
+    exit 0
+fi
+if ! netns_up 1gbit 2; then
+    echo "test-multihost: SKIPPED: cannot make two hosts here: $(echo $NETNS_ERR)"
+    exit 0
+fi
+out=$NETNS_DIR/out
+echo "test-multihost: hosts $NETNS_NET.1 and $NETNS_NET.2 (network namespaces ${NETNS_MADE[*]}), link $NETNS_SHAPED"
+
+# a field of the JSON summary, the last line of stdout
+field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" "$2" | tail -1; }
+
+pass=0 fail=0
+verdict() { # ok? line [file to show]
+    if [ "$1" = 1 ]; then
+        echo "ok    $2"
+        pass=$((pass + 1))
+    else
+        echo "FAIL  $2"
+        [ -z "${3:-}" ] || tail -n 5 "$3" "$3.err"
+        fail=$((fail + 1))
+    fi
+}
+
+for check in "${checks[@]}"; do
+    read -r np kind algo <<< "$check"
+    name="$algo, $np ranks"
+    netns_run 120 "$out.one" "${onehost[@]}" -np "$np" "$bin" "${train[@]}" --quiet --algo $algo
+    rc1=$?
+    sent=$(netns_link_bytes)
+    netns_run 120 "$out.two" "${NETNS_MPIRUN[@]}" -np "$np" "$bin" "${train[@]}" --algo $algo
+    rc2=$?
+    mb=$((($(netns_link_bytes) - sent) / 1000000))
+    if [ $rc1 -ne 0 ]; then
+        verdict 0 "$name on one host: exit $rc1" "$out.one"
+        continue
+    fi
+    if [ $rc2 -ne 0 ]; then
+        verdict 0 "$name on two hosts: exit $rc2" "$out.two"
+        continue
+    fi
+    acc1=$(field test_acc "$out.one") acc2=$(field test_acc "$out.two")
+    loss1=$(field test_loss "$out.one") loss2=$(field test_loss "$out.two")
+    if [ "$kind" = sync ]; then
+        ok=0
+        [ -n "$loss1" ] && [ "$loss1" = "$loss2" ] && [ $mb -ge 1 ] && ok=1
+        verdict $ok "$name on two hosts ($mb MB over the link): test_loss $loss2, on one host $loss1" "$out.two"
+    else
+        ok=0
+        awk -v a="$acc1" -v b="$acc2" 'BEGIN { d = a - b; exit !(a != "" && b != "" && a > 0.5 && b > 0.5 && d <= 0.08 && d >= -0.08) }' &&
+            [ $mb -ge 1 ] && ok=1
+        verdict $ok "$name on two hosts ($mb MB over the link): test_acc $acc2, on one host $acc1 (within 0.08)" "$out.two"
+    fi
+done
+
+# rank 0 said which one-sided components herd chose, once
+n=$(grep -c "one-sided windows over Open MPI's osc" "$out.two.err")
+verdict $([ "$n" = 1 ] && echo 1) "the last run's rank 0 named the one-sided components once (said $n times)" "$out.two"
+
+# the user's choice stands: rdma cannot serve ranks on two hosts over TCP
+netns_run 120 "$out.rdma" "${NETNS_MPIRUN[@]}" --mca osc rdma -np 4 "$bin" "${train[@]}" --quiet --algo asgd
+rc=$?
+ok=0
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "MPI_Win_create failed" "$out.rdma.err" && ok=1
+verdict $ok "--mca osc rdma is kept: asgd on two hosts stops at MPI_Win_create (exit $rc)" "$out.rdma"
+
+echo "test-multihost: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,148 @@
+# Two hosts on one machine, for the mpi engine under mpirun: sourced by
+# tests/mpi/multihost.sh (make test-multihost) and bench/multihost.
+#
+# Each host is a network namespace of its own, joined to the other by a veth
+# pair, 10.231.0.1 and 10.231.0.2/24 (addresses that exist only inside these
+# namespaces), each end shaped with tc tbf where a rate is given. Every
+# process of a host also gets a UTS namespace with its own host name, so Open
+# MPI sees two nodes: between them its ranks talk TCP over the veth, never
+# shared memory. mpirun runs on host 0 and starts host 1's daemon through an
+# rsh agent that enters host 1's namespaces (there is no sshd). Needs root,
+# ip and tc (iproute2), unshare (util-linux) and Open MPI's mpirun.
+#
+#   netns_usable          prints why two hosts cannot be made here, or nothing
+#   netns_up RATE SLOTS   makes them (RATE: tc tbf rate such as 1gbit, empty:
+#                         not shaped; SLOTS: ranks per host before mpirun
+#                         oversubscribes); where it fails, NETNS_ERR says why
+#   NETNS_MPIRUN          (an array, set by netns_up) mpirun with its ranks
+#                         on both hosts, SLOTS at a time: "${NETNS_MPIRUN[@]}" -np 4 ...
+#   netns_link_bytes      bytes the two hosts have sent each other so far
+#   netns_run S OUT CMD   runs CMD for at most S seconds, stdout into OUT and
+#                         stderr into OUT.err; its exit status (124: timed
+#                         out). In the background, so that a signal's trap
+#                         runs at once rather than after CMD
+#   netns_down            removes what netns_up made (namespaces, their
+#                         processes and links, the files) and stops the
+#                         command netns_run runs; safe to repeat
+#
+# The caller runs netns_down on every exit path (a trap on EXIT).
+
+NETNS_NET=10.231.0
+NETNS_MADE=()
+NETNS_DIR=
+NETNS_SHAPED=
+NETNS_MPIRUN=()
+NETNS_CHILD=
+NETNS_ERR=
+
+
+# runs a command of netns_up; where it fails, NETNS_ERR is it and its message
+netns__do() {
+    local e
+    e=$("$@" 2>&1) && return 0
+    NETNS_ERR="'$*' failed: $e"
+    return 1
+}
+
+netns_usable() {
+    [ "$(id -u)" -eq 0 ] || { echo "not root (network namespaces need root)"; return; }
+    local c
+    for c in ip tc unshare mpirun; do
+        command -v "$c" > /dev/null || { echo "no '$c' command (apt-get install iproute2 util-linux openmpi-bin)"; return; }
+    done
+}
+
+netns_up() {
+    local rate=$1 slots=$2 tag="herd-$$-$RANDOM" i
+    NETNS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/herd-multihost.XXXXXX") ||
+        { NETNS_ERR="cannot make a directory in ${TMPDIR:-/tmp}"; return 1; }
+    for i in 0 1; do
+        netns__do ip netns add "$tag-$i" || return 1
+        NETNS_MADE+=("$tag-$i")
+    done
+    netns__do ip link add hv0 netns "$tag-0" type veth peer name hv1 netns "$tag-1" || return 1
+    for i in 0 1; do
+        netns__do ip -n "$tag-$i" link set lo up &&
+            netns__do ip -n "$tag-$i" addr add "$NETNS_NET.$((i + 1))/24" dev "hv$i" &&
+            netns__do ip -n "$tag-$i" link set "hv$i" up || return 1
+    done
+    # tbf: burst above rate/HZ and a 64 KiB segment; latency bounds the queue
+    NETNS_SHAPED=
+    if [ -n "$rate" ]; then
+        for i in 0 1; do
+            netns__do tc -n "$tag-$i" qdisc add dev "hv$i" root tbf rate "$rate" burst 256kb latency 50ms || return 1
+        done
+        NETNS_SHAPED=$rate
+    fi
+    printf '%s slots=%s\n' "$NETNS_NET.1" "$slots" "$NETNS_NET.2" "$slots" > "$NETNS_DIR/hosts"
+    # mpirun's rsh agent: "agent HOST COMMAND..." runs COMMAND, a shell
+    # command line, on HOST (it is only ever asked for host 1's daemon)
+    cat > "$NETNS_DIR/agent" << EOF
+#!/bin/sh
+case \$1 in
+$NETNS_NET.1) ns=$tag-0 name=host0-$$ ;;
+$NETNS_NET.2) ns=$tag-1 name=host1-$$ ;;
+*) echo "herd multihost agent: no host \$1" >&2; exit 1 ;;
+esac
+shift
+exec ip netns exec "\$ns" unshare --uts sh -c 'hostname "\$0" && exec sh -c "\$1"' "\$name" "\$*"
+EOF
+    chmod +x "$NETNS_DIR/agent"
+    # the two hosts answer each other (bounded: no wait without a timeout)
+    timeout 10 ip netns exec "$tag-0" bash -c "exec 3<>/dev/tcp/$NETNS_NET.2/1" 2> /dev/null
+    [ $? -ne 124 ] || { NETNS_ERR="host 1 ($NETNS_NET.2) does not answer host 0"; return 1; }
+    # TMPDIR: Open MPI's session directories, removed with NETNS_DIR
+    NETNS_MPIRUN=(ip netns exec "$tag-0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "host0-$$"
+        env TMPDIR="$NETNS_DIR" mpirun --allow-run-as-root --oversubscribe --hostfile "$NETNS_DIR/hosts"
+        --mca plm_rsh_agent "$NETNS_DIR/agent" --mca oob_tcp_if_include "$NETNS_NET.0/24"
+        --mca btl_tcp_if_include "$NETNS_NET.0/24")
+}
+
+netns_link_bytes() {
+    local i n sum=0
+    for i in 0 1; do
+        n=$(ip netns exec "${NETNS_MADE[$i]}" cat "/sys/class/net/hv$i/statistics/tx_bytes" 2> /dev/null) || n=0
+        sum=$((sum + n))
+    done
+    echo $sum
+}
+
+netns_run() {
+    local s=$1 out=$2 rc
+    shift 2
+    timeout -k 5 "$s" "$@" > "$out" 2> "$out.err" &
+    NETNS_CHILD=$!
+    wait "$NETNS_CHILD"
+    rc=$?
+    NETNS_CHILD=
+    return $rc
+}
+
+netns_down() {
+    local ns pids t child=$NETNS_CHILD
+    NETNS_CHILD=
+    if [ -n "$child" ]; then
+        # timeout passes it on: mpirun ends its ranks and daemons, within
+        # moments; after 10 s, timeout's process group goes by force
+        kill "$child" 2> /dev/null
+        for t in $(seq 100); do
+            kill -0 "$child" 2> /dev/null || break
+            sleep 0.1
+        done
+        kill -9 -- "-$child" 2> /dev/null
+        wait "$child" 2> /dev/null
+    fi
+    for ns in "${NETNS_MADE[@]}"; do
+        # whatever still runs on the host (mpirun, orted, ranks) ends with it
+        pids=$(ip netns pids "$ns" 2> /dev/null)
+        [ -z "$pids" ] || kill -9 $pids 2> /dev/null
+        for t in $(seq 50); do
+            [ -n "$(ip netns pids "$ns" 2> /dev/null)" ] || break
+            sleep 0.1
+        done
+        ip netns del "$ns" 2> /dev/null # its end of the veth pair goes with it
+    done
+    NETNS_MADE=() NETNS_MPIRUN=()
+    [ -z "$NETNS_DIR" ] || rm -rf "$NETNS_DIR"
+    NETNS_DIR=
+}
