@@ -81,7 +81,7 @@ typedef struct ea_state {
     float *c_next;      /* eawild: the read in flight */
     float *d;           /* nparams */
     bool pending;       /* eawild: an exchange's transfers are in flight (shared locks held) */
-    size_t held;        /* eawild: the shards 0..held-1 whose shared lock is held */
+    size_t held;        /* eawild: the shard whose shared lock is held, + 1 (0: none) */
     double dist_sum;    /* this epoch: sum of ||x - c|| at exchanges */
     size_t nexch;       /* this epoch's exchanges */
     double blocked_s;   /* this epoch: time waited in exchanges */
@@ -209,8 +209,8 @@ static herd_status complete_pending(ea_state *s, herd_worker *w)
         return HERD_OK;
     s->pending = false;
     herd_status st = HERD_OK;
-    for (size_t k = 0; k < s->held; k++)
-        HERD_KEEP_FIRST(st, complete(s, w, k, herd__center_unlock));
+    if (s->held)
+        st = complete(s, w, s->held - 1, herd__center_unlock);
     s->held = 0;
     if (st == HERD_OK) {
         float *t = s->c;
@@ -247,12 +247,15 @@ out:
     return st;
 }
 
-/* eawild: pull toward the center read at the last exchange, then start,
- * on every shard under its shared lock, the add of d and the read of the
- * current center; complete_pending finishes them after the next step's
- * backward. Nobody takes the center's exclusive lock, so the shared one
- * held meanwhile (what MPI needs to keep a transfer in flight) keeps
- * nobody waiting. */
+/* eawild: pull toward the center read at the last exchange, then, shard by
+ * shard under its shared lock, add d and read the current center; the last
+ * shard's transfers are left in flight, and complete_pending finishes them
+ * after the next step's backward. One lock at a time: Open MPI's osc
+ * pt2pt (across hosts over TCP) was seen to hang in MPI_Win_unlock when
+ * every rank held shared locks on every other rank's shard across compute.
+ * Nobody takes the center's exclusive lock, so the shared one held
+ * meanwhile (what MPI needs to keep a transfer in flight) keeps nobody
+ * waiting. */
 static herd_status exchange_wild(ea_state *s, herd_worker *w)
 {
     herd_status st = HERD_OK;
@@ -265,6 +268,10 @@ static herd_status exchange_wild(ea_state *s, herd_worker *w)
         st = herd__center_accumulate(ctr, k, 0, s->d);
         if (st == HERD_OK)
             st = herd__center_get(ctr, k, 0, s->c_next);
+        if (st == HERD_OK && k + 1 < ctr->shards) {
+            s->held = 0;
+            st = complete(s, w, k, herd__center_unlock);
+        }
     }
 out:
     return st;
