@@ -59,7 +59,8 @@ verdict() { # ok? line [file to show]
         pass=$((pass + 1))
     else
         echo "FAIL  $2"
-        [ -z "${3:-}" ] || tail -n 5 "$3" "$3.err"
+        # herd's own messages, else what mpirun said last
+        [ -z "${3:-}" ] || { tail -n 3 "$3"; grep -m 5 "herd" "$3.err" || tail -n 5 "$3.err"; }
         fail=$((fail + 1))
     fi
 }
@@ -97,7 +98,7 @@ done
 
 # rank 0 said which one-sided components herd chose, once
 n=$(grep -c "one-sided windows over Open MPI's osc" "$out.two.err")
-verdict $([ "$n" = 1 ] && echo 1) "the last run's rank 0 named the one-sided components once (said $n times)" "$out.two"
+verdict "$([ "$n" = 1 ] && echo 1)" "the last run's rank 0 named the one-sided components once (said $n times)" "$out.two"
 
 # the user's choice stands: rdma cannot serve ranks on two hosts over TCP
 netns_run 120 "$out.rdma" "${NETNS_MPIRUN[@]}" --mca osc rdma -np 4 "$bin" "${train[@]}" --quiet --algo asgd

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: the callers use what it sets
 # Two hosts on one machine, for the mpi engine under mpirun: sourced by
 # tests/mpi/multihost.sh (make test-multihost) and bench/multihost.
 #
