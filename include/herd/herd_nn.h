@@ -48,6 +48,11 @@ const char *herd_model_name(const herd_model *m);
 double herd_model_train_flops(const herd_model *m);
 /* Floating-point operations of one forward pass (evaluation) per example. */
 double herd_model_forward_flops(const herd_model *m);
+/* Backward floating-point operations per example done when backward reports
+ * grads[param_off, ...) ready: those of the last layer down to the one whose
+ * parameters start at param_off, that one included (all of backward if no
+ * layer's do). */
+double herd_model_backward_flops_done(const herd_model *m, size_t param_off);
 
 /* Forward pass on x (batch examples, NCHW floats). train selects batch-norm
  * behaviour (batch statistics and running-average update vs running stats). */

@@ -94,7 +94,7 @@ typedef struct sim_opts {
     const char *platform, *link, *host_speed, *real_speed, *keep, *bin;
     herd__str_list slow, cfg;
     bool measured, dry_run, verbose, list;
-    double timeout_s;
+    double timeout_s, step_overhead_s;
 } sim_opts;
 
 static void sim_usage(void);
@@ -110,6 +110,7 @@ static void sim_flags(sim_opts *o, herd__flag *f)
         {"slow", HERD__FLAG_LIST, &o->slow, "RANK:FACTOR", "worker RANK's host is FACTOR times slower (repeatable)", NULL},
         {"measured-compute", HERD__FLAG_BOOL, &o->measured, NULL, "time compute by measuring it here, not from FLOPs (not repeatable)", NULL},
         {"real-speed", HERD__FLAG_STR, &o->real_speed, "SPEED", "--measured-compute: this machine's rate (default 20Gf)", NULL},
+        {"step-overhead", HERD__FLAG_DOUBLE, &o->step_overhead_s, "S", "a framework's cost per step, in seconds, beside the FLOPs (default 0)", NULL},
         {"sim-cfg", HERD__FLAG_LIST, &o->cfg, "KEY:VALUE", "a SimGrid --cfg option (repeatable)", NULL},
         {"keep", HERD__FLAG_STR, &o->keep, "DIR", "write the platform and host file into DIR and keep them", NULL},
         {"dry-run", HERD__FLAG_BOOL, &o->dry_run, NULL, "write the files and print the smpirun command, run nothing", NULL},
@@ -122,7 +123,7 @@ static void sim_flags(sim_opts *o, herd__flag *f)
     memcpy(f, t, sizeof t);
 }
 
-enum { SIM_NFLAGS = 15 };
+enum { SIM_NFLAGS = 16 };
 
 static void sim_usage(void)
 {
@@ -477,8 +478,8 @@ static void report(const sim_opts *o, const sim_cluster *c, size_t workers, char
     size_t len = strlen(summary);
     if (len && summary[len - 1] == '}')
         summary[len - 1] = 0;
-    printf("%s,\"real_s\":%.3f,\"platform\":\"%s\",\"compute\":\"%s\"", summary, real_s, c->name,
-           o->measured ? "measured" : "model");
+    printf("%s,\"real_s\":%.3f,\"platform\":\"%s\",\"compute\":\"%s\",\"step_overhead_s\":%.9g", summary, real_s,
+           c->name, o->measured ? "measured" : "model", o->step_overhead_s);
     if (!c->file)
         printf(",\"link_gbps\":%.6g,\"link_lat_us\":%.6g,\"host_gflops\":%.6g", c->bw * 8e-9, c->lat * 1e6,
                c->speed * 1e-9);
@@ -501,7 +502,8 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
         smpirun_line_make(o, c, workers, bin, xml, hosts, cmd, ncmd, train && !user_json, &line) != 0)
         goto out;
     if (o->dry_run || o->verbose) {
-        fprintf(stderr, "HERD_SIM_COMPUTE=%s", o->measured ? "measured" : "model");
+        fprintf(stderr, "HERD_SIM_COMPUTE=%s HERD_SIM_STEP_OVERHEAD=%.9g", o->measured ? "measured" : "model",
+                o->step_overhead_s);
         for (size_t i = 0; line.argv[i]; i++)
             fprintf(stderr, " %s", line.argv[i]);
         fputc('\n', stderr);
@@ -510,7 +512,9 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
         rc = 0;
         goto out;
     }
-    char *env[] = {o->measured ? "HERD_SIM_COMPUTE=measured" : "HERD_SIM_COMPUTE=model", NULL};
+    char overhead[64];
+    snprintf(overhead, sizeof overhead, "HERD_SIM_STEP_OVERHEAD=%.17g", o->step_overhead_s);
+    char *env[] = {o->measured ? "HERD_SIM_COMPUTE=measured" : "HERD_SIM_COMPUTE=model", overhead, NULL};
     double real_s = 0;
     rc = herd__cli_spawn(line.argv, env, o->timeout_s > 0 ? o->timeout_s : 86400, train ? on_train_line : NULL, &out,
                          &real_s);
@@ -566,6 +570,10 @@ int herd__cli_sim(int argc, char **argv)
     }
     if (o.workers > 4096) {
         fprintf(stderr, "herd: --workers must be in [1, 4096], got %zu\n", o.workers);
+        return 2;
+    }
+    if (!(o.step_overhead_s >= 0 && o.step_overhead_s <= 3600)) {
+        fprintf(stderr, "herd: --step-overhead must be in [0, 3600] seconds, got %g\n", o.step_overhead_s);
         return 2;
     }
     if (!(o.timeout_s > 0)) {

@@ -815,6 +815,17 @@ double herd_model_forward_flops(const herd_model *m)
     return f;
 }
 
+double herd_model_backward_flops_done(const herd_model *m, size_t param_off)
+{
+    double f = 0;
+    for (size_t i = m->nlayers; i-- > 0;) {
+        f += m->layers[i]->bwd_flops;
+        if (m->layers[i]->param_len && m->layers[i]->param_off == param_off)
+            break;
+    }
+    return f;
+}
+
 void herd_model_forward(herd_model *m, const float *x, size_t batch, bool train)
 {
     HERD_ASSERT(batch > 0 && batch <= m->max_batch);

@@ -49,6 +49,7 @@ static void straggle(const herd_run *r, double s)
 static herd_status on_grad_ready(void *p, size_t off, size_t len)
 {
     worker_ctx *c = p;
+    herd__simtime_backward(&c->simclock, c->w.model, off); /* sim engine: when this layer's backward ends */
     herd__nf_grads_arrived(c, off, len);
     return c->algo.ops->grad_ready(&c->algo, &c->w, off, len);
 }
@@ -218,7 +219,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     bool async = r->algo_ops->async, skip = false;
     c->nf = (nonfinite_step){.loss = !isfinite(loss)};
     c->nf.poison = c->nf.loss || herd__nf_injected(c);
-    herd__simtime_step(w->model, cfg->batch); /* sim engine: the step's modelled compute time */
+    herd__simtime_step_begin(&c->simclock, w->model, cfg->batch); /* sim engine: overhead, forward */
     /* a synchronous worker goes through backward whatever its loss: the
      * others reduce with it */
     if (!(async && c->nf.loss)) {
@@ -226,6 +227,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
         if (!c->algo.ops->grad_ready)
             herd__nf_grads_arrived(c, 0, w->nparams);
     }
+    herd__simtime_backward_end(&c->simclock, w->model);
     /* --slow scales this worker's compute (forward and backward), not its
      * waiting: the extra time is spent here, between the pull of
      * before_step and the push of after_backward/step, as a slower
@@ -245,6 +247,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
         HERD_TRY(herd__nf_sync(c, e, &res, &skip));
     /* the update, in one place; a skipped step still runs the algorithm's
      * exchanges (of finite weights): its peers count on them */
+    herd__simtime_update(w->model);
     HERD_TRY(herd_algo_update(&c->algo, w, &res, skip));
     CALL_HOOK(c, after_step);
     w->step++, e->steps++;

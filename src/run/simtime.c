@@ -3,7 +3,10 @@
 
 #ifdef HERD_SIM
 
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
 #include <smpi/smpi.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,20 +14,60 @@
 
 #include "herd/herd_data.h"
 
+static bool measured(void)
+{
+    const char *mode = getenv("HERD_SIM_COMPUTE");
+    return mode && !strcmp(mode, "measured");
+}
+
 /* Executes flops on this rank's simulated host, unless SimGrid measures. */
 static void charge(double flops)
 {
-    const char *mode = getenv("HERD_SIM_COMPUTE");
-    if (mode && !strcmp(mode, "measured"))
-        return;
-    if (flops > 0)
+    if (!measured() && flops > 0)
         smpi_execute_flops(flops);
 }
 
-void herd__simtime_step(const herd_model *m, size_t batch)
+/* Brings this rank's simulated time up to t (nothing if it is past t). */
+static void run_until(const herd__simclock *k, double t)
 {
-    charge(herd_model_train_flops(m) * (double)batch +
-           HERD_SIM_UPDATE_FLOPS_PER_PARAM * (double)herd_model_nparams(m));
+    double now = simgrid_get_clock();
+    if (t > now)
+        smpi_execute_flops((t - now) * k->speed);
+}
+
+double herd__simtime_step_overhead(void)
+{
+    const char *s = getenv("HERD_SIM_STEP_OVERHEAD");
+    double v = s ? strtod(s, NULL) : 0.0;
+    return v > 0 ? v : 0.0;
+}
+
+void herd__simtime_step_begin(herd__simclock *k, const herd_model *m, size_t batch)
+{
+    k->speed = sg_host_get_speed(sg_host_self());
+    k->batch = batch;
+    double overhead = herd__simtime_step_overhead();
+    if (overhead > 0)
+        smpi_execute_flops(overhead * k->speed);
+    charge(herd_model_forward_flops(m) * (double)batch);
+    k->t0 = simgrid_get_clock();
+}
+
+void herd__simtime_backward(const herd__simclock *k, const herd_model *m, size_t param_off)
+{
+    if (!measured())
+        run_until(k, k->t0 + herd_model_backward_flops_done(m, param_off) * (double)k->batch / k->speed);
+}
+
+void herd__simtime_backward_end(const herd__simclock *k, const herd_model *m)
+{
+    if (!measured())
+        run_until(k, k->t0 + (herd_model_train_flops(m) - herd_model_forward_flops(m)) * (double)k->batch / k->speed);
+}
+
+void herd__simtime_update(const herd_model *m)
+{
+    charge(HERD_SIM_UPDATE_FLOPS_PER_PARAM * (double)herd_model_nparams(m));
 }
 
 void herd__simtime_eval(const herd_model *m, size_t n)
@@ -123,10 +166,21 @@ void __wrap_herd_dataset_free(herd_dataset *d)
 
 #else
 
-void herd__simtime_step(const herd_model *m, size_t batch)
+void herd__simtime_step_begin(herd__simclock *k, const herd_model *m, size_t batch)
 {
-    (void)m, (void)batch;
+    (void)k, (void)m, (void)batch;
 }
+
+void herd__simtime_backward(const herd__simclock *k, const herd_model *m, size_t param_off)
+{
+    (void)k, (void)m, (void)param_off;
+}
+
+void herd__simtime_backward_end(const herd__simclock *k, const herd_model *m) { (void)k, (void)m; }
+
+void herd__simtime_update(const herd_model *m) { (void)m; }
+
+double herd__simtime_step_overhead(void) { return 0.0; }
 
 void herd__simtime_eval(const herd_model *m, size_t n)
 {

@@ -8,8 +8,9 @@
 #      simulated times, losses and log, twice), compute time from FLOPs
 #      (steps, update, evaluation), each named platform's link and host
 #      speed as written and reported, platforms/*.xml as herd sim writes
-#      them, a slow host, the alpha-beta time of a ring allreduce, and herd
-#      compare on a simulated platform.
+#      them, a slow host, the alpha-beta time of a ring allreduce, overlap
+#      of backward and allreduce, the step overhead, and herd compare on a
+#      simulated platform.
 # Every command runs under timeout; every check compares against an exact
 # or closed-form expectation and counts as FAIL otherwise.
 # usage: tests/sim/run.sh BUILD SIM_BUILD "SIZES" "ALGO:RANKS ..."
@@ -94,6 +95,57 @@ if [ -n "$mflop" ] && [ -n "$fwd" ] && [ -n "$np" ] && [ "$steps" = 64 ] &&
     ok "compute from FLOPs: lenet, $steps steps x (16 x $mflop MFLOP + 6 x $np) + 256 x $fwd MFLOP at 1 Gflop/s = $wall s simulated"
 else
     bad "compute from FLOPs: lenet, steps '$steps' (want 64), $mflop/$fwd MFLOP/img, $np parameters, wall_s '$wall'"
+fi
+
+# overlap of backward and communication: allreduce of mlp (three layers) on 2 hosts, one allreduce
+# per layer (--bucket-bytes 0), 16 steps, with --overlap on and off. Backward is charged layer by
+# layer, and a layer's reduction starts when its gradients are ready and the previous one is done.
+#  - link-bound (0.8 Gb/s, 1 Tflop/s): every reduction outlasts the backward behind it, so overlap
+#    hides all of backward but the last layer's (0.55% of it): off - on = 16 x backward FLOPs x 16 /
+#    speed, within [99%, 100%];
+#  - compute-bound (80 Gb/s, 1 Gflop/s): every reduction but the first layer's hides behind backward,
+#    so the time beyond compute (16 steps of FLOPs as above) is, with overlap, the first layer's
+#    share of the parameters (803840 of 1863690) of what it is without; within 2%.
+bt=$(timeout 60 "$build/herd" bench train --model mlp --shape 1x28x28:10 --batch 16 --steps 1 --warmup 0 --json 2>/dev/null)
+mflop=$(printf '%s' "$bt" | sed -n 's/.*"train_mflop_per_img":\([0-9.e+-]*\).*/\1/p')
+fwd=$(printf '%s' "$bt" | sed -n 's/.*"fwd_mflop_per_img":\([0-9.e+-]*\).*/\1/p')
+np=$(printf '%s' "$bt" | sed -n 's/.*"nparams":\([0-9]*\).*/\1/p')
+for spec in "link 0.8Gbps:1us 1Tf" "compute 80Gbps:0.1us 1Gf"; do
+    read -r bound link hs <<<"$spec"
+    for ov in on off; do
+        timeout 120 "$herd" sim --workers 2 --link "$link" --host-speed "$hs" -- train --algo allreduce --overlap "$ov" \
+            --bucket-bytes 0 --model mlp --data synthetic:1x28x28:10 --epochs 1 --batch 16 --train-limit 512 \
+            --test-limit 64 --eval-every 2 --no-progress --quiet --json >"$tmp/ov-$ov.json" 2>/dev/null
+    done
+    on=$(field "$tmp/ov-on.json" wall_s) off=$(field "$tmp/ov-off.json" wall_s) steps=$(field "$tmp/ov-on.json" steps)
+    if [ "$bound" = link ]; then
+        check='BEGIN { b = 16 * 16 * (m - f) * 1e6 / 1e12; d = off - on; printf "off - on %.6g s, backward %.6g s", d, b
+                       exit !(d >= 0.99 * b && d <= 1.0001 * b) }'
+    else
+        check='BEGIN { c = 16 * (16 * m * 1e6 + 6 * p) / 1e9; r = (on - c) / (off - c); w = 803840 / 1863690
+                       printf "comm beyond compute %.6g s with overlap, %.6g s without: %.4f, model %.4f", on - c, off - c, r, w
+                       exit !(off > c && r > 0.98 * w && r < 1.02 * w) }'
+    fi
+    if [ -n "$mflop" ] && [ -n "$fwd" ] && [ -n "$np" ] && [ "$steps" = 16 ] &&
+        msg=$(awk -v m="$mflop" -v f="$fwd" -v p="$np" -v on="$on" -v off="$off" "$check"); then
+        ok "overlap in simulated time, $bound-bound: allreduce mlp $on s with overlap, $off s without; $msg"
+    else
+        bad "overlap in simulated time, $bound-bound: steps '$steps', on '$on' s, off '$off' s: ${msg:-}"
+    fi
+done
+
+# --step-overhead S: a framework's cost per step, S seconds on top of the FLOPs (sgd, 1 worker)
+for so in 0 0.001; do
+    timeout 120 "$herd" sim --workers 1 --host-speed 1Gf --step-overhead "$so" -- train --algo sgd --data synthetic:1x12x12:4 \
+        --model linear --epochs 1 --batch 16 --train-limit 512 --test-limit 64 --no-progress --quiet --json \
+        >"$tmp/so-$so.json" 2>/dev/null
+done
+a=$(field "$tmp/so-0.json" wall_s) b=$(field "$tmp/so-0.001.json" wall_s) steps=$(field "$tmp/so-0.001.json" steps)
+if [ "$steps" = 32 ] && [ "$(field "$tmp/so-0.001.json" step_overhead_s)" = 0.001 ] &&
+    awk -v a="$a" -v b="$b" 'BEGIN { d = b - a; exit !(d > 0.032 * 0.9999 && d < 0.032 * 1.0001) }'; then
+    ok "--step-overhead 0.001: 32 steps, $a s -> $b s simulated"
+else
+    bad "--step-overhead 0.001: steps '$steps' (want 32), '$a' s -> '$b' s (want +0.032 s)"
 fi
 
 # the named platforms: the generated file and the summary carry the table's link and host speed
