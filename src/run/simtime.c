@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/simcharge.h"
 #include "herd/herd_data.h"
 
 static bool measured(void)
@@ -20,12 +21,7 @@ static bool measured(void)
     return mode && !strcmp(mode, "measured");
 }
 
-/* Executes flops on this rank's simulated host, unless SimGrid measures. */
-static void charge(double flops)
-{
-    if (!measured() && flops > 0)
-        smpi_execute_flops(flops);
-}
+static void charge(double flops) { herd__sim_charge_flops(flops); }
 
 /* Brings this rank's simulated time up to t (nothing if it is past t). */
 static void run_until(const herd__simclock *k, double t)
