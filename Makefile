@@ -38,7 +38,15 @@ TEST_TIMEOUT_SCALE ?= 1
 .PHONY: all test asan tsan bench clean test-mpi test-multihost
 all: $(BUILD)/herd $(BUILD)/herd-tests
 
-$(BUILD)/%.o: %.c
+# Objects depend on the flags they were built with: a build started before
+# mpicc was installed (or with other OPT/SANFLAGS) is rebuilt, not linked
+# half without the mpi engine. Warnings flags are left out (-Werror changes
+# no object).
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW   := $(CC) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) $(MPI_CFLAGS) $(MPI_LIBS)
+$(shell mkdir -p $(BUILD) && { echo '$(FLAGS_NOW)' | cmp -s - $(FLAGS_STAMP) || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -c $< -o $@
 

@@ -6,6 +6,10 @@
 #include "herd/herd_comm.h"
 #include "herd/herd_run.h"
 
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,7 +93,7 @@ static void test_log_records(void)
     FILE *f = fopen(path, "r");
     ASSERT_TRUE(f != NULL);
     char line[4096];
-    int start = 0, epoch = 0, eval = 0, end = 0, n = 0;
+    int start = 0, epoch = 0, eval = 0, end = 0, worker = 0, n = 0;
     while (fgets(line, sizeof line, f)) {
         n++;
         size_t len = strlen(line);
@@ -98,16 +102,80 @@ static void test_log_records(void)
         epoch += strstr(line, "\"event\":\"epoch\"") != NULL;
         eval += strstr(line, "\"event\":\"eval\"") != NULL;
         end += strstr(line, "\"event\":\"end\"") != NULL;
+        worker += strstr(line, "\"event\":\"worker\"") != NULL;
     }
     fclose(f);
     ASSERT_EQ_INT(start, 1);
     ASSERT_EQ_INT(epoch, 2);
     ASSERT_EQ_INT(eval, 2);
     ASSERT_EQ_INT(end, 1);
-    ASSERT_EQ_INT(n, 6);
+    ASSERT_EQ_INT(worker, 1);
+    ASSERT_EQ_INT(n, 7);
     /* a log path that cannot be opened is an error, not a silent loss */
     c.log_path = "/nonexistent-dir/run.jsonl";
     expect_error(&c, HERD_EIO, "/nonexistent-dir/run.jsonl");
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The summary's per-worker figures are those of the log's "worker"
+ * records: each worker's steps and time per epoch, their median, min and
+ * max, the slowest worker. asgd: the workers' steps add up to every batch
+ * of the run, however they were shared; allreduce: all take the same. */
+static void test_worker_figures(void)
+{
+    const char *algos[] = {"asgd", "allreduce"};
+    for (size_t a = 0; a < 2; a++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/workers-%s.jsonl", herd_test_tmpdir(), algos[a]);
+        herd_train_config c = herd_test_config("linear", algos[a], 4);
+        c.log_path = path;
+        herd_train_result r;
+        herd_test_train_ok(&c, &r);
+        FILE *f = fopen(path, "r");
+        ASSERT_TRUE(f != NULL);
+        char line[4096];
+        double e[4], st[4], sum = 0, emax = -1;
+        size_t n = 0, slowest = 99;
+        while (fgets(line, sizeof line, f)) {
+            const char *p = strstr(line, "\"event\":\"worker\"");
+            if (!p)
+                continue;
+            unsigned long wk = 99;
+            double steps = -1, epochs = -1, train = -1, es = -1;
+            ASSERT_EQ_INT(sscanf(p, "\"event\":\"worker\",\"worker\":%lu,\"steps\":%lf,\"epochs\":%lf,\"train_s\":%lf,"
+                                    "\"epoch_s\":%lf",
+                                 &wk, &steps, &epochs, &train, &es),
+                          5);
+            ASSERT_TRUE(n < 4 && wk == n);
+            ASSERT_NEAR(es, train / epochs, 1e-5, 1e-5);
+            e[n] = es, st[n] = steps, sum += steps;
+            if (es > emax)
+                emax = es, slowest = wk;
+            n++;
+        }
+        fclose(f);
+        ASSERT_EQ_INT(n, 4);
+        ASSERT_NEAR(r.epoch_s_max, emax, 2e-6, 1e-6);
+        if (fabs(e[slowest] - e[r.slowest_worker]) > 2e-6) /* a tie at the log's precision may name either */
+            herd_test_fail(__FILE__, __LINE__, "%s: slowest worker %zu in the summary, %zu in the log", algos[a],
+                           r.slowest_worker, slowest);
+        qsort(e, 4, sizeof *e, cmp_dbl);
+        qsort(st, 4, sizeof *st, cmp_dbl);
+        ASSERT_NEAR(r.epoch_s_median, 0.5 * (e[1] + e[2]), 2e-6, 1e-6);
+        ASSERT_NEAR(r.epoch_s_min, e[0], 2e-6, 1e-6);
+        ASSERT_NEAR(r.steps_median, 0.5 * (st[1] + st[2]), 0, 0);
+        ASSERT_EQ_INT(r.steps_min, (size_t)st[0]);
+        ASSERT_EQ_INT(r.steps_max, (size_t)st[3]);
+        if (a == 0) /* 2 epochs of 2048 examples in batches of 32 */
+            ASSERT_NEAR(sum, 128, 0, 0);
+        else
+            ASSERT_TRUE(r.steps_min == r.steps && r.steps_max == r.steps);
+    }
 }
 
 /* n workers with batch b on allreduce take the same steps as one worker with
@@ -358,5 +426,6 @@ const herd_test herd_tests_train[] = {
     {"train_config_errors", test_config_errors, 60},
     {"train_nonfinite_loss", test_nonfinite_loss, 60},
     {"train_log_records", test_log_records, 60},
+    {"train_worker_figures", test_worker_figures, 60},
     HERD_TEST_END,
 };

@@ -133,10 +133,18 @@ typedef struct herd_train_result {
     size_t workers, epochs;
     double test_acc, test_loss, train_loss;
     double wall_s;          /* whole run, data loading excluded */
-    double train_s;         /* time in training steps (evaluation excluded) */
+    double train_s;         /* time in training steps (evaluation excluded): the slowest worker's */
     double train_img_per_s; /* images trained per second, all workers */
     uint64_t bytes_sent;    /* all workers */
     size_t steps;           /* per worker (worker 0's) */
+    /* Each worker's time per epoch (its train_s over the epochs it ended)
+     * and steps, over the workers: asynchronous workers do not keep step, so
+     * the median worker tells how fast the run trained, the max how far its
+     * slowest worker lagged (the log's "worker" records give every worker's). */
+    double epoch_s_median, epoch_s_min, epoch_s_max;
+    size_t slowest_worker;  /* the worker of epoch_s_max */
+    double steps_median;
+    size_t steps_min, steps_max;
     double images;          /* images trained, all workers */
     size_t nparams;
     double comm_wait_s;     /* mean over workers */

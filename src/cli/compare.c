@@ -127,8 +127,11 @@ static void on_summary(void *ctx, const char *line)
         snprintf(s->line, sizeof s->line, "%s", line);
 }
 
-/* Reads the eval records of a run's log into its curve file
- * (epoch, time, test_acc, test_loss, train_loss) and the time to target. */
+/* Reads the eval records of a run's log into its curve file (epoch, time,
+ * test_acc, test_loss, train_loss) and the time to target. The time is worker
+ * 0's training time at the evaluation (its "train_s": evaluations excluded,
+ * which asynchronous workers would otherwise count as training), or the
+ * record's time since the start in logs that lack it. */
 static void read_curve(cmp_row *r, const char *log, double target)
 {
     r->t_target = NAN;
@@ -139,7 +142,9 @@ static void read_curve(cmp_row *r, const char *log, double target)
     while (in && fgets(line, sizeof line, in)) {
         if (!strstr(line, "\"event\":\"eval\"") || json_num(line, "worker") != 0)
             continue;
-        double t = json_num(line, "t"), acc = json_num(line, "test_acc");
+        double t = json_num(line, "train_s"), acc = json_num(line, "test_acc");
+        if (isnan(t))
+            t = json_num(line, "t");
         if (out)
             fprintf(out, "%g %.9g %.6f %.6f %.6f\n", json_num(line, "epoch"), t, acc, json_num(line, "test_loss"),
                     json_num(line, "train_loss"));
@@ -219,7 +224,11 @@ static void run_one(const cmp_opts *o, bool sim, const char *self, const char *s
     r->w0acc = json_num(s->line, "worker0_acc");
     r->wall = json_num(s->line, "wall_s");
     double epochs = json_num(s->line, "epochs"), bytes = json_num(s->line, "bytes_sent");
-    r->epoch_s = epochs > 0 ? json_num(s->line, "train_s") / epochs : NAN;
+    /* the median worker's: an asynchronous run's slowest worker can take
+     * longer for one slowed step than the others for their epoch */
+    r->epoch_s = json_num(s->line, "epoch_s_median");
+    if (isnan(r->epoch_s) || r->epoch_s <= 0)
+        r->epoch_s = epochs > 0 ? json_num(s->line, "train_s") / epochs : NAN;
     r->mb = bytes / 1e6 / (double)n;
     json_str(s->line, "eval_model", r->eval_model, sizeof r->eval_model);
     free(s);
@@ -418,6 +427,9 @@ static int print_table(const cmp_opts *op, const cmp_row *rows, size_t nrows, co
     }
     if (csv)
         fclose(csv);
+    printf("# epoch: the median worker's training time per epoch; to %.2f: worker 0's training time (evaluations "
+           "excluded) until an evaluation first reached it\n",
+           o.target);
     fflush(stdout);
     return failed;
 }

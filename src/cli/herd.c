@@ -235,6 +235,11 @@ static void print_summary(const herd_train_result *res, const herd_train_config 
     if (cfg->skip_nonfinite)
         fprintf(stderr, "; %zu step(s) skipped on non-finite values", res->skipped_steps);
     fputc('\n', stderr);
+    /* asynchronous workers need not keep pace: the median worker, the slowest */
+    if (res->workers > 1 && res->epoch_s_max > 0)
+        fprintf(stderr, "time per epoch, by worker: median %.3g s, slowest %.3g s (worker %zu); steps %.0f median, %zu-%zu\n",
+                res->epoch_s_median, res->epoch_s_max, res->slowest_worker, res->steps_median, res->steps_min,
+                res->steps_max);
 }
 
 static int cmd_train(int argc, char **argv)

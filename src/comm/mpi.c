@@ -280,6 +280,10 @@ static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, unsigned
         free(w);
         return mpi_fail(c, rc, "MPI_Win_create");
     }
+    /* a window's errors are fatal by default (they do not follow the
+     * communicator's handler): a peer that died in the middle of a put
+     * would end this process inside MPI, before herd could say who */
+    MPI_Win_set_errhandler(w->win, MPI_ERRORS_RETURN);
     *out = w;
     return HERD_OK;
 }

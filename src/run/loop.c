@@ -121,9 +121,9 @@ herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
     herd__log_record(&r->log, "eval",
                      "\"worker\":%zu,\"epoch\":%zu,\"step\":%zu,\"train_loss\":%.6f,"
                      "\"test_loss\":%.6f,\"test_acc\":%.6f,\"model\":\"%s\",\"worker0_acc\":%.6f,"
-                     "\"epoch_s\":%.6f,\"lr\":%.6g",
+                     "\"epoch_s\":%.6f,\"train_s\":%.6f,\"lr\":%.6g",
                      w->rank, w->epoch + 1, w->step, epoch_loss, c->test_loss, c->test_acc, c->eval_model,
-                     c->worker0_acc, t_epoch, (double)w->lr);
+                     c->worker0_acc, t_epoch, c->train_s, (double)w->lr);
     if (!r->cfg->quiet) {
         char also[64] = "";
         if (name)
@@ -155,6 +155,7 @@ static herd_status epoch_end(worker_ctx *c, epoch_stats *e, bool last)
     double t_epoch = herd__now() - e->t0;
     c->train_s += t_epoch;
     c->last_epoch_s = t_epoch;
+    c->epochs_trained++;
     c->train_loss = e->nloss ? e->loss_sum / (double)e->nloss : 0.0;
     char extra[1024] = "";
     if (c->algo.ops->log_epoch)

@@ -1,6 +1,7 @@
 /* The run's result: totals over every worker (every process), the
  * summary's figures, and its JSON form. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,12 +47,88 @@ static herd_status gather_totals(herd_run *r, worker_ctx *workers, run_totals *t
     return st;
 }
 
+/* One worker's figures, as every process sees them. */
+typedef struct worker_figs {
+    double train_s, epochs, steps;
+} worker_figs;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (n > 0; sorts v). */
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Every worker's time per epoch and steps (all processes'), their median,
+ * min and max into res, and a "worker" log record each. */
+static herd_status worker_figures(herd_run *r, worker_ctx *workers, herd_train_result *res, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    size_t n = r->cfg->workers;
+    worker_figs *all = calloc(n, sizeof *all);
+    double *v = calloc(n, sizeof *v);
+    if (!all || !v) {
+        st = herd_err_set(err, HERD_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < r->nlocal; i++)
+        all[r->first_rank + i] = (worker_figs){workers[i].train_s, (double)workers[i].epochs_trained,
+                                               (double)workers[i].w.step};
+    if (herd__run_spans_processes(r)) { /* one worker per process */
+        herd_comm *comm = workers[0].w.comm;
+        worker_figs mine = all[r->first_rank];
+        if ((st = herd_allgather(comm, &mine, all, sizeof mine)) < 0) {
+            herd_err_set(err, st, "%s", herd_comm_last_error(comm));
+            goto out;
+        }
+    }
+    size_t k = 0;
+    res->epoch_s_max = 0, res->epoch_s_min = INFINITY, res->slowest_worker = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (all[i].epochs < 1) /* lost before it ended an epoch */
+            continue;
+        double e = all[i].train_s / all[i].epochs;
+        v[k++] = e;
+        if (e > res->epoch_s_max)
+            res->epoch_s_max = e, res->slowest_worker = i;
+        if (e < res->epoch_s_min)
+            res->epoch_s_min = e;
+    }
+    res->epoch_s_median = k ? median(v, k) : 0;
+    if (!k)
+        res->epoch_s_min = 0;
+    res->steps_min = SIZE_MAX, res->steps_max = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t s = (size_t)all[i].steps;
+        v[i] = all[i].steps;
+        res->steps_min = s < res->steps_min ? s : res->steps_min;
+        res->steps_max = s > res->steps_max ? s : res->steps_max;
+    }
+    res->steps_median = median(v, n);
+    if (r->first_rank == 0)
+        for (size_t i = 0; i < n; i++)
+            herd__log_record(&r->log, "worker", "\"worker\":%zu,\"steps\":%.0f,\"epochs\":%.0f,\"train_s\":%.6f,\"epoch_s\":%.6f",
+                             i, all[i].steps, all[i].epochs, all[i].train_s,
+                             all[i].epochs >= 1 ? all[i].train_s / all[i].epochs : 0.0);
+out:
+    free(all);
+    free(v);
+    return st;
+}
+
 herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, herd_train_result *res, herd_err *err)
 {
     herd_status st = HERD_OK;
     const herd_train_config *cfg = r->cfg;
     run_totals t;
     HERD_TRY(gather_totals(r, workers, &t, err));
+    HERD_TRY(worker_figures(r, workers, res, err));
     worker_ctx *w0 = &workers[0];
     for (size_t i = 0; i < cfg->workers && res->nlost < HERD_MAX_FAIL; i++)
         if (atomic_load(&r->lost[i])) {
@@ -104,11 +181,15 @@ void herd_train_result_json(const herd_train_result *res, FILE *f)
             "{\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
             "\"steps\":%zu,\"test_acc\":%.6f,\"test_loss\":%.17g,\"train_loss\":%.17g,\"wall_s\":%.6f,"
             "\"train_s\":%.6f,\"train_img_per_s\":%.3f,\"bytes_sent\":%llu,\"comm_wait_s\":%.6f,"
-            "\"nparams\":%zu,\"eval_model\":\"%s\",\"worker0_acc\":%.6f,\"skipped_steps\":%zu,\"lost\":[",
+            "\"nparams\":%zu,\"eval_model\":\"%s\",\"worker0_acc\":%.6f,\"skipped_steps\":%zu,"
+            "\"epoch_s_median\":%.6f,\"epoch_s_min\":%.6f,\"epoch_s_max\":%.6f,\"slowest_worker\":%zu,"
+            "\"steps_median\":%.1f,\"steps_min\":%zu,\"steps_max\":%zu,\"lost\":[",
             res->algo, res->engine, res->model, res->workers, res->epochs, res->steps, res->test_acc,
             res->test_loss, res->train_loss, res->wall_s, res->train_s, res->train_img_per_s,
             (unsigned long long)res->bytes_sent, res->comm_wait_s, res->nparams,
-            res->eval_model ? res->eval_model : "worker0", res->worker0_acc, res->skipped_steps);
+            res->eval_model ? res->eval_model : "worker0", res->worker0_acc, res->skipped_steps, res->epoch_s_median,
+            res->epoch_s_min, res->epoch_s_max, res->slowest_worker, res->steps_median, res->steps_min,
+            res->steps_max);
     for (size_t i = 0; i < res->nlost; i++)
         fprintf(f, "%s%zu", i ? "," : "", res->lost[i]);
     fputs("]", f);

@@ -87,6 +87,7 @@ typedef struct worker_ctx {
     /* results */
     herd_status st;
     double train_s, train_loss, test_acc, test_loss, worker0_acc, last_epoch_s;
+    size_t epochs_trained; /* epochs this worker ended (train_s is their time) */
     const char *eval_model;
     size_t images;
 } worker_ctx;
