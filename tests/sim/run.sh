@@ -234,6 +234,21 @@ else
     bad "adpsgd with a 100x straggler: train_s '$t0' -> '$t1', median epoch '$m0' -> '$m1', slowest worker $(field "$tmp/s1.json" slowest_worker) at '$x1'"
 fi
 
+# sgp's waits end when their message does: on 32 hosts the exponential graph (a different
+# in-neighbour every step) takes no longer per epoch than the ring (one in-neighbour), within 10%
+# (polled waits overshot and the overshoot compounded across the graph: 1.65x at 20 steps)
+for t in ring exp; do
+    timeout 300 "$herd" sim --workers 32 --platform 10gbe -- train --algo sgp --topology "$t" --model lenet \
+        --data synthetic:1x28x28:10 --epochs 1 --train-limit 40960 --test-limit 100 --no-progress --quiet --json \
+        >"$tmp/sgp-$t.json" 2>/dev/null
+done
+a=$(field "$tmp/sgp-ring.json" epoch_s_median) b=$(field "$tmp/sgp-exp.json" epoch_s_median)
+if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { exit !(b < 1.1 * a) }'; then
+    ok "sgp on 32 hosts, 20 steps: exp $b s per epoch, ring $a s"
+else
+    bad "sgp on 32 hosts, 20 steps: exp '$b' s per epoch against ring '$a' s (want within 10%)"
+fi
+
 # alpha-beta: a ring allreduce of S bytes on n hosts, bandwidth B, latency L: 2(n-1)(L + S/(nB)), within 10%
 for spec in "8 10 20 1048576" "16 10 20 4194304" "8 100 1 16777216" "8 1 500 8192" "3 10 20 999996"; do
     read -r n gbps lat_us bytes <<<"$spec"
