@@ -119,6 +119,7 @@ typedef struct sgp_state {
     size_t avg_step;      /* sgp: w->step of avg (SIZE_MAX: none) */
     double dist;
     herd_win *win;        /* osgp: z_i published */
+    bool lazy;            /* sgp: a receive is posted when its message is due (see settle) */
     float *pub;
     uint64_t late, merged, waits;
 } sgp_state;
@@ -188,7 +189,8 @@ static herd_status sgp_init(herd_algo *a, herd_worker *w)
     }
     if (oom)
         return herd_err_set(&w->err, HERD_ENOMEM, "worker %zu: out of memory for push-sum buffers (%zu peers)", i, deg);
-    for (size_t k = 0; k < s->nin; k++)
+    s->lazy = !s->osgp;
+    for (size_t k = 0; k < s->nin && !s->lazy; k++)
         HERD_TRY(post_recv(s, w, &s->in[k]));
 out:
     return st;
@@ -264,7 +266,7 @@ static herd_status mix(sgp_state *s, herd_worker *w, sgp_in *in, uint64_t k)
         in->ended = true;
         return HERD_OK;
     }
-    return post_recv(s, w, in);
+    return s->lazy ? HERD_OK : post_recv(s, w, in);
 }
 
 /* Tests the posted receives; mixes the ready messages that may be mixed at
@@ -343,6 +345,30 @@ static herd_status flush_all(sgp_state *s, herd_worker *w, bool *pending, bool *
     return HERD_OK;
 }
 
+/* sgp: posts the receive of every in-neighbour whose message of a step <= k
+ * is due and not here. Posting only then keeps a message sent early (by a
+ * worker ahead) off the link until it is wanted: pre-posted, it would share
+ * this worker's link with the one it waits for, and once workers are out of
+ * step that sharing kept them out of step (32 workers, 10gbe: every epoch
+ * after the first 1.7-2.8x as long). A sender ahead waits for its previous
+ * message on that link to be taken (flush_out) before it sends the next. */
+static herd_status post_due(sgp_state *s, herd_worker *w, uint64_t k)
+{
+    for (size_t j = 0; j < s->nin; j++) {
+        sgp_in *in = &s->in[j];
+        if (in->req || in->ready || in->ended)
+            continue;
+        for (uint64_t c = in->cursor > in->got ? in->cursor : in->got; c <= k; c++)
+            if (sgp_out_peer(s, w, in->peer, c) == w->rank) {
+                herd_status st = post_recv(s, w, in);
+                if (st < 0)
+                    return st;
+                break;
+            }
+    }
+    return HERD_OK;
+}
+
 /* sgp: blocks until the missing message m (or, with none missing, this
  * step's send) is done; *blocked false when there is no request to block
  * on. A timeout names the in-neighbour or out-peer, as a polled wait's does. */
@@ -350,8 +376,9 @@ static herd_status wait_one(sgp_state *s, herd_worker *w, sgp_in *m, bool *block
 {
     herd_req **rq = m && m->req ? &m->req : NULL;
     size_t peer = m ? m->peer : 0;
+    /* no message missing: the send that keeps this step's share waiting */
     for (size_t j = 0; !rq && !m && j < s->nout; j++)
-        if (s->out[j].req)
+        if (s->out[j].req && s->out[j].has_acc)
             rq = &s->out[j].req, peer = s->out[j].peer;
     *blocked = rq != NULL;
     if (!rq)
@@ -398,6 +425,7 @@ static herd_status settle(sgp_state *s, herd_worker *w, uint64_t k)
          * stops being waited for. */
         if (!s->osgp) {
             bool blocked;
+            HERD_TRY(post_due(s, w, k));
             HERD_TRY(wait_one(s, w, m, &blocked));
             if (blocked)
                 continue;
@@ -469,6 +497,10 @@ static herd_status sgp_drain(sgp_state *s, herd_worker *w)
     for (size_t j = 0; j < s->nout; j++)
         if (!herd_worker_lost(w, s->out[j].peer))
             add_share(s, &s->out[j], w->params, 0.0, k, true);
+    s->lazy = false; /* every in-neighbour's last message is due now */
+    for (size_t j = 0; j < s->nin; j++)
+        if (!s->in[j].req && !s->in[j].ready && !s->in[j].ended)
+            HERD_TRY(post_recv(s, w, &s->in[j]));
     double deadline = herd__now() + w->comm->timeout_s, t0 = herd__now();
     herd__backoff nap = sgp_first_nap;
     for (;;) {
