@@ -162,6 +162,9 @@ static herd_status epoch_end(worker_ctx *c, epoch_stats *e, bool last)
         c->algo.ops->log_epoch(&c->algo, w, extra, sizeof extra);
     if (r->cfg->skip_nonfinite)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ",\"skipped\":%zu", e->skipped);
+    if (c->lease_win) /* claim.c: how this worker got its batches so far */
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ",\"leases\":%llu,\"steals\":%llu",
+                 (unsigned long long)c->leases, (unsigned long long)c->stolen);
     herd__log_record(&r->log, "epoch",
                      "\"worker\":%zu,\"epoch\":%zu,\"steps\":%zu,\"train_loss\":%.6f,\"epoch_s\":%.6f,"
                      "\"bytes_sent\":%llu,\"collectives\":%llu,\"comm_wait_s\":%.6f%s",
@@ -398,6 +401,7 @@ static herd_status worker_loop(worker_ctx *c)
         c->claim_buf[0] = c->resume.claimed;
         c->claim_buf[1] = 0; /* the stop word */
         HERD_TRY(herd_comm_win_create(w->comm, c->claim_buf, w->rank == 0 ? sizeof c->claim_buf : 0, &c->claim_win));
+        HERD_TRY(herd_comm_win_create(w->comm, c->lease_buf, sizeof c->lease_buf, &c->lease_win));
     }
     CALL_HOOK(c, init);
     if (herd__ckpt_resuming(r->ckpt))

@@ -76,6 +76,10 @@ typedef struct worker_ctx {
     bool lost;            /* stopped by --fail while the others go on */
     herd_win *claim_win;  /* asynchronous algorithms: the shared batch counter */
     uint64_t claim_buf[2];/* on rank 0: the counter, and the stop word (see announce_stop) */
+    herd_win *lease_win;  /* asynchronous algorithms: every worker's lease of batches (claim.c) */
+    uint64_t lease_buf[2];/* this worker's lease [lo, hi) */
+    uint64_t claim_end;   /* the end of the epoch of this worker's last batch (0: none yet) */
+    uint64_t leases, stolen; /* this run: leases taken from the counter, steals from others */
     nonfinite_step nf;
     size_t skipped, skipped_run; /* --skip-nonfinite: steps not applied, in all and in a row */
     bool agreed_stop;     /* stopped on a non-finite value with every worker, at the same step */
@@ -155,7 +159,8 @@ bool herd__nf_settles(const herd_run *r);
 herd_status herd__nf_settle(worker_ctx *c);
 
 /* claim.c */
-/* Claims the next global batch; at the hold the counter stays. */
+/* Claims the next global batch: from this worker's lease, a new lease, or
+ * another's (claim.c); at the hold the counter stays. */
 herd_status herd__claim_batch(worker_ctx *c, uint64_t *index, uint64_t hold);
 /* This worker stops on a non-finite value: tells the others. */
 void herd__announce_stop(worker_ctx *c);

@@ -75,6 +75,8 @@ static void worker_teardown(worker_ctx *c)
 {
     if (c->algo.ops && c->algo.ops->free)
         c->algo.ops->free(&c->algo, &c->w);
+    if (c->lease_win)
+        herd_comm_win_free(c->w.comm, c->lease_win);
     if (c->claim_win)
         herd_comm_win_free(c->w.comm, c->claim_win);
     free(c->eval_buf);
