@@ -956,17 +956,20 @@ static void copy_file(const char *from, const char *to)
  * resumed from it takes exactly the batches left (the counter came back),
  * ends with a final checkpoint and a test loss near the uninterrupted
  * run's (not the same bits: the interleaving is not reproducible). */
-static void async_resume(const char *algo)
+/* opt/val: an algorithm option set on every run (NULL: none). */
+static void async_resume_with(const char *algo, const char *opt, const char *val)
 {
     char da[512], db[512], dc[512], name[64], fa[700], fb[700];
-    snprintf(name, sizeof name, "%s-straight", algo);
+    snprintf(name, sizeof name, "%s%s-straight", algo, opt ? val : "");
     make_dir(da, sizeof da, name);
-    snprintf(name, sizeof name, "%s-resumed", algo);
+    snprintf(name, sizeof name, "%s%s-resumed", algo, opt ? val : "");
     make_dir(db, sizeof db, name);
-    snprintf(name, sizeof name, "%s-again", algo);
+    snprintf(name, sizeof name, "%s%s-again", algo, opt ? val : "");
     make_dir(dc, sizeof dc, name);
     herd_train_config c = run_config("lenet", algo, 3, da);
     c.train_limit = 384, c.epochs = 4, c.checkpoint_every = 4, c.checkpoint_keep = 100;
+    if (opt)
+        herd_test_set(&c, opt, val);
     herd_train_result a, b;
     herd_test_train_ok(&c, &a);
     uint64_t steps[16];
@@ -991,8 +994,10 @@ static void async_resume(const char *algo)
     snprintf(fb, sizeof fb, "%s/ckpt-16.herd", db);
     ASSERT_TRUE(access(fb, F_OK) == 0);
     if (!(isfinite(b.test_loss) && fabs(b.test_loss - a.test_loss) < 0.1))
-        herd_test_fail(__FILE__, __LINE__, "%s: resumed test loss %g, uninterrupted %g", algo, b.test_loss, a.test_loss);
+        herd_test_fail(__FILE__, __LINE__, "%s%s%s: resumed test loss %g, uninterrupted %g", algo, opt ? " --" : "", opt ? opt : "", b.test_loss, a.test_loss);
 }
+
+static void async_resume(const char *algo) { async_resume_with(algo, NULL, NULL); }
 
 static void test_async_ps(void)
 {
@@ -1007,6 +1012,8 @@ static void test_async_elastic(void)
     async_resume("ameasgd");
     async_resume("hogwild-easgd");
     async_resume("eawild");
+    /* the drain at each hold: the checkpoint holds every exchange made */
+    async_resume_with("eawild", "elastic-transport", "messages");
 }
 
 static void test_async_adpsgd(void) { async_resume("adpsgd"); }

@@ -4,6 +4,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <pthread.h>
+#include <sched.h>
+
+#include "algo/center.h"
 #include "algo_driver.h"
 #include "fixtures.h"
 #include "harness.h"
@@ -97,18 +101,23 @@ static void test_exchange_conserves(void)
  * divergence and a missing pull. */
 static void test_async_converge(void)
 {
-    const char *algos[] = {"aeasgd", "ameasgd", "hogwild-easgd", "eawild"};
+    /* the last: eawild with its center served by messages (on threads auto
+     * takes the windows) */
+    const char *algos[] = {"aeasgd", "ameasgd", "hogwild-easgd", "eawild", "eawild"};
     drive_problem p = drive_problem_make(48, 0.05f, 13);
-    for (size_t a = 0; a < 4; a++)
+    for (size_t a = 0; a < 5; a++)
         for (size_t n = 2; n <= 8; n += 6) {
             drive_config dc = drive_config_make(algos[a], n, 400, a == 1 ? 0.02f : 0.1f);
             herd_test_set(&dc.cfg, "elastic-period", a % 2 ? "4" : "1");
+            if (a == 4)
+                herd_test_set(&dc.cfg, "elastic-transport", "messages");
             dc.sleep_us[n - 1] = 200;
             drive_result r;
             drive_run_ok(&dc, &p, &r);
             double e = drive_max_error(&p, r.eval);
             if (!(e < 0.05))
-                herd_test_fail(__FILE__, __LINE__, "%s, %zu workers: center off by %g", algos[a], n, e);
+                herd_test_fail(__FILE__, __LINE__, "%s%s, %zu workers: center off by %g", algos[a],
+                               a == 4 ? " (messages)" : "", n, e);
             double sum = 0;
             for (size_t i = 0; i < n; i++) {
                 double ei = drive_max_error(&p, r.x + i * p.dim);
@@ -150,12 +159,16 @@ static void test_log_elastic_distance(void)
  * lost worker leaves the asynchronous ones running. */
 static void test_train_end_to_end(void)
 {
-    const char *algos[] = {"easgd", "aeasgd", "ameasgd", "hogwild-easgd", "eawild"};
-    for (size_t a = 0; a < 5; a++) {
+    /* the last: eawild over messages, whose lost holder's shard is reached
+     * through its window */
+    const char *algos[] = {"easgd", "aeasgd", "ameasgd", "hogwild-easgd", "eawild", "eawild"};
+    for (size_t a = 0; a < 6; a++) {
         herd_train_config c = herd_test_config("linear", algos[a], 3);
         c.batch = 16;
         c.comm_timeout_s = 20;
         c.optim.lr = 0.2f;
+        if (a == 5)
+            herd_test_set(&c, "elastic-transport", "messages");
         if (a > 0) {
             c.fail[0] = (herd_fail){.rank = 2, .step = 0};
             c.nfail = 1;
@@ -214,6 +227,106 @@ static void test_checkpoint_resume(void)
     }
 }
 
+/* The center served by messages loses and repeats nothing: every worker
+ * pushes its own constant PUSHES times while polling, some of them holders
+ * and (with fewer shards than workers) some not; after the drain the center
+ * holds exactly the sum of all pushes (small integers: exact in floats),
+ * and each worker's view holds at least its own pushes. */
+typedef struct mc_arg {
+    herd_threads_world *world;
+    size_t rank, n, shards;
+    int ok;
+} mc_arg;
+
+enum { MC_DIM = 1000, MC_PUSHES = 150 };
+
+static herd_status push_all(herd__mcenter *m, const herd_worker *w, const float *d, float *view)
+{
+    for (size_t k = 0; k < m->center->shards; k++) {
+        herd_status st = herd__mcenter_push(m, w, k, d, view);
+        if (st < 0)
+            return st;
+    }
+    return HERD_OK;
+}
+
+static void *mc_thread(void *p)
+{
+    mc_arg *a = p;
+    herd_comm *c;
+    herd_err err = {0};
+    static const float zero[MC_DIM];
+    float d[MC_DIM], view[MC_DIM], all[MC_DIM];
+    if (herd_comm_threads_create(a->world, a->rank, &c, &err) != HERD_OK)
+        return NULL;
+    c->timeout_s = 30;
+    herd_worker w = {.rank = a->rank, .nworkers = a->n, .comm = c};
+    herd__center ctr;
+    herd__mcenter m;
+    if (herd__center_create(&ctr, c, MC_DIM, a->shards, 1, zero, true) != HERD_OK)
+        goto out;
+    if (herd__mcenter_init(&m, &ctr) != HERD_OK)
+        goto out_ctr;
+    for (size_t i = 0; i < MC_DIM; i++)
+        d[i] = (float)(a->rank + 1), view[i] = 0;
+    for (size_t t = 0; t < MC_PUSHES; t++) {
+        if (push_all(&m, &w, d, view) != HERD_OK || herd__mcenter_poll(&m, &w, view) != HERD_OK)
+            goto out_mc;
+        if (t % 16 == a->rank)
+            sched_yield();
+    }
+    double waited = 0;
+    if (herd__mcenter_drain(&m, &w, view, &waited) != HERD_OK || herd_comm_barrier(c) != HERD_OK)
+        goto out_mc;
+    if (herd__center_read(&ctr, all) != HERD_OK)
+        goto out_mc;
+    float want = (float)(MC_PUSHES * a->n * (a->n + 1) / 2), own = (float)(MC_PUSHES * (a->rank + 1));
+    a->ok = m.sent > 0 || a->shards == 1;
+    for (size_t i = 0; i < MC_DIM; i++)
+        a->ok &= all[i] == want && view[i] >= own && view[i] <= want;
+    herd_comm_barrier(c); /* nobody frees the window while another reads it */
+out_mc:
+    herd__mcenter_free(&m);
+out_ctr:
+    herd__center_free(&ctr);
+out:
+    herd_comm_free(c);
+    return NULL;
+}
+
+static void test_message_center_exact(void)
+{
+    enum { N = 6 };
+    size_t shard_counts[] = {N, 4, 1};
+    for (size_t s = 0; s < 3; s++) {
+        herd_threads_world *w;
+        ASSERT_OK(herd_threads_world_create(N, &w, NULL));
+        pthread_t th[N];
+        mc_arg args[N];
+        for (size_t i = 0; i < N; i++) {
+            args[i] = (mc_arg){.world = w, .rank = i, .n = N, .shards = shard_counts[s]};
+            ASSERT_EQ_INT(pthread_create(&th[i], NULL, mc_thread, &args[i]), 0);
+        }
+        for (size_t i = 0; i < N; i++)
+            pthread_join(th[i], NULL);
+        herd_threads_world_free(w);
+        for (size_t i = 0; i < N; i++)
+            if (!args[i].ok)
+                herd_test_fail(__FILE__, __LINE__, "%zu shards: worker %zu's center or view is off", shard_counts[s], i);
+    }
+}
+
+/* --elastic-transport is eawild's. */
+static void test_transport_option(void)
+{
+    herd_train_config c = herd_test_config("linear", "aeasgd", 2);
+    herd_test_set(&c, "elastic-transport", "messages");
+    herd_train_result r;
+    herd_err err = {0};
+    ASSERT_TRUE(herd_train(&c, &r, &err) == HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "--elastic-transport applies to eawild only");
+}
+
 const herd_test herd_tests_easgd[] = {
     {"easgd_sync_closed_form", test_sync_closed_form, 30},
     {"easgd_exchange_conserves", test_exchange_conserves, 30},
@@ -221,5 +334,7 @@ const herd_test herd_tests_easgd[] = {
     {"easgd_log_elastic_distance", test_log_elastic_distance, 30},
     {"easgd_train_end_to_end", test_train_end_to_end, 120},
     {"easgd_checkpoint_resume", test_checkpoint_resume, 60},
+    {"easgd_message_center_exact", test_message_center_exact, 60},
+    {"easgd_transport_option", test_transport_option, 30},
     HERD_TEST_END,
 };

@@ -90,6 +90,7 @@ struct herd_comm {
     size_t rank, size;
     double timeout_s;     /* for every wait; default 60 */
     bool any_thread;      /* set by the engine; callers ask herd_comm_any_thread */
+    bool local_windows;   /* set by the engine; callers ask herd_comm_windows_local */
     uint64_t bytes_sent, bytes_recv;
     /* collective calls that involve other ranks (allreduce, allgather,
      * broadcast, barrier): how a caller shows that a step has none */
@@ -128,6 +129,11 @@ const char *herd_comm_last_error(const herd_comm *c);
 /* Whether c may be driven from a thread other than its creator's (one at a
  * time): a communication thread beside compute. */
 bool herd_comm_any_thread(const herd_comm *c);
+/* Whether every rank's windows lie in this process's memory, so that a
+ * one-sided get, put or accumulate is a copy that needs no message and no
+ * help from the target (the threads engine): there a window beats any
+ * exchange of messages. */
+bool herd_comm_windows_local(const herd_comm *c);
 
 /* Every registered engine's shutdown hook (MPI_Finalize), before the
  * program exits; harmless when none was started. */

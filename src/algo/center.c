@@ -80,8 +80,7 @@ herd_status herd__center_flush(herd__center *c, size_t k) { return herd_comm_win
 
 herd_status herd__center_get(herd__center *c, size_t k, size_t slot, float *full_dst)
 {
-    return herd_comm_win_get(c->comm, c->win, k, slot_offset(c, k, slot), full_dst + c->lo[k],
-                             slice(c, k) * sizeof(float));
+    return herd__center_get_slice(c, k, slot, full_dst + c->lo[k]);
 }
 
 herd_status herd__center_put(herd__center *c, size_t k, size_t slot, const float *full_src)
@@ -92,7 +91,17 @@ herd_status herd__center_put(herd__center *c, size_t k, size_t slot, const float
 
 herd_status herd__center_accumulate(herd__center *c, size_t k, size_t slot, const float *full_src)
 {
-    return herd_comm_win_accumulate(c->comm, c->win, k, slot_offset(c, k, slot), full_src + c->lo[k], slice(c, k));
+    return herd__center_accumulate_slice(c, k, slot, full_src + c->lo[k]);
+}
+
+herd_status herd__center_get_slice(herd__center *c, size_t k, size_t slot, float *dst)
+{
+    return herd_comm_win_get(c->comm, c->win, k, slot_offset(c, k, slot), dst, slice(c, k) * sizeof(float));
+}
+
+herd_status herd__center_accumulate_slice(herd__center *c, size_t k, size_t slot, const float *src)
+{
+    return herd_comm_win_accumulate(c->comm, c->win, k, slot_offset(c, k, slot), src, slice(c, k));
 }
 
 herd_status herd__center_get_count(herd__center *c, size_t k, size_t i, float *dst)

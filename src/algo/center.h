@@ -57,6 +57,10 @@ herd_status herd__center_get(herd__center *c, size_t k, size_t slot, float *full
 herd_status herd__center_put(herd__center *c, size_t k, size_t slot, const float *full_src);
 herd_status herd__center_accumulate(herd__center *c, size_t k, size_t slot, const float *full_src);
 
+/* The same on the slice alone: src/dst hold shard k's elements only. */
+herd_status herd__center_get_slice(herd__center *c, size_t k, size_t slot, float *dst);
+herd_status herd__center_accumulate_slice(herd__center *c, size_t k, size_t slot, const float *src);
+
 /* Header word `i` of shard k used as a float counter (exact up to 2^24):
  * adding is one accumulate, so it is atomic even under a shared lock. */
 herd_status herd__center_get_count(herd__center *c, size_t k, size_t i, float *dst);
@@ -73,5 +77,52 @@ herd_status herd__center_read(herd__center *c, float *dst);
  * updated; load, before any worker steps. */
 herd_status herd__center_save(herd__center *c, herd__state_out *o);
 herd_status herd__center_load(herd__center *c, herd__state_in *in, herd_worker *w, const char *what);
+
+/* A center served by messages (src/algo/center_msg.c): the shards stay in
+ * their windows (reads of the whole center, checkpoints and a lost holder's
+ * shard go through them), but an exchange sends each holder its slice of d
+ * as a message, and the holder adds it to its shard and answers with the
+ * slice as it is then, when it next polls (herd__mcenter_poll, at its own
+ * exchanges and steps). Nothing waits: a worker has at most one request out
+ * to each holder, and its view of slice k is the last answer from k. An
+ * exchange pulls and pushes only the slices whose last exchange is
+ * answered, so that each d is computed against the slice as the holder
+ * last had it; d summed over exchanges made against one stale answer would
+ * push the center past where the worker pulled it (the elastic force
+ * applied once per exchange, not once per answer). Where one-sided operations are messages the target must
+ * serve anyway (SimGrid's SMPI completes every accumulate before it
+ * returns; Open MPI's pt2pt component across hosts waits for the target),
+ * this turns an exchange's round trips per shard into messages that all
+ * travel at once.
+ *
+ * Every worker makes one for the same center (collective only through the
+ * center's creation); they talk with their own tags. */
+typedef struct herd__mc_out herd__mc_out;
+typedef struct herd__mc_in herd__mc_in;
+typedef struct herd__mcenter {
+    herd__center *center;
+    herd__mc_out *out;  /* per holder: requests to it, its answers */
+    herd__mc_in *in;    /* per rank (on a holder): its requests, the answers */
+    uint64_t sent, served, replies, drains;
+} herd__mcenter;
+
+herd_status herd__mcenter_init(herd__mcenter *m, herd__center *c);
+void herd__mcenter_free(herd__mcenter *m);
+/* Whether this worker's last exchange with shard k is answered (always
+ * for its own shard): its view of the slice is fresh, and an exchange may
+ * use it and push again. */
+bool herd__mcenter_ready(const herd__mcenter *m, const herd_worker *w, size_t k);
+/* Adds shard k's slice of d (full length) to the shard: this rank's own at
+ * once (and reads it into view), another's by message, whose answer a later
+ * poll takes into view. Never waits for another rank. */
+herd_status herd__mcenter_push(herd__mcenter *m, const herd_worker *w, size_t k, const float *d, float *view);
+/* Serves the requests that have come to this holder and takes the answers
+ * that have come to this worker into view; sends d held back. No wait. */
+herd_status herd__mcenter_poll(herd__mcenter *m, const herd_worker *w, float *view);
+/* Every worker calls it at the same point (the run's end, a checkpoint's
+ * hold): returns once everything this worker sent is applied and every live
+ * worker has said the same of its own, serving meanwhile; adds the time to
+ * *waited. Times out after the comm's timeout, naming whom it waited for. */
+herd_status herd__mcenter_drain(herd__mcenter *m, herd_worker *w, float *view, double *waited);
 
 #endif

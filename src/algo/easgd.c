@@ -81,6 +81,9 @@ typedef struct ea_state {
     float *c;           /* easgd: the center; eawild: the center read at the last exchange */
     float *c_next;      /* eawild: the read in flight */
     float *d;           /* nparams */
+    bool messages;      /* eawild: the center is served by messages (--elastic-transport) */
+    size_t stale_slices; /* this epoch (messages): slices an exchange left for the next, unanswered */
+    herd__mcenter mc;   /* eawild over messages */
     bool pending;       /* eawild: an exchange's transfers are in flight (shared locks held) */
     size_t held;        /* eawild: the shard whose shared lock is held, + 1 (0: none) */
     double dist_sum;    /* this epoch: sum of ||x - c|| at exchanges */
@@ -94,7 +97,14 @@ typedef struct ea_opts {
     double alpha;  /* moving rate; 0: beta / n with beta = 0.9 */
     size_t period; /* local steps between exchanges with the center */
     size_t shards; /* ranks holding a slice of the center; 0: every worker */
+    int transport; /* eawild: ea_transport */
 } ea_opts;
+
+/* How eawild reaches the center: one-sided windows, or messages its
+ * holders serve (center.h, herd__mcenter); auto: windows where they lie in
+ * this process's memory (threads), else messages. */
+typedef enum ea_transport { EA_TR_AUTO, EA_TR_WINDOWS, EA_TR_MESSAGES } ea_transport;
+static const char *const transport_names[] = {"auto", "windows", "messages", NULL};
 
 static const herd_opt ea_opt_table[] = {
     {"elastic-alpha", HERD_OPT_DOUBLE, offsetof(ea_opts, alpha), NULL, HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, 0, 1, NULL,
@@ -103,17 +113,21 @@ static const herd_opt ea_opt_table[] = {
      "local steps between exchanges with the center"},
     {"elastic-shards", HERD_OPT_SIZE, offsetof(ea_opts, shards), "0", HERD_OPT_BOUNDED, 0, 4096, NULL, NULL,
      "spread the center over ranks 0..N-1 (asynchronous variants; default 0: every worker)"},
+    {"elastic-transport", HERD_OPT_CHOICE, offsetof(ea_opts, transport), "auto", 0, 0, 0, transport_names, NULL,
+     "eawild: reach the center by windows or by messages its holders serve (auto: windows on threads, else "
+     "messages)"},
     {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
 };
 
 /* The center's shards: at most one per worker. */
 static herd_status ea_check(const herd_algo_ops *ops, const void *opts, const herd_train_config *cfg, herd_err *err)
 {
-    (void)ops;
     const ea_opts *o = opts;
     if (o->shards > cfg->workers)
         return herd_err_set(err, HERD_EINVAL, "--elastic-shards must be in [0, workers = %zu] (0: every worker), got %zu",
                             cfg->workers, o->shards);
+    if (o->transport != EA_TR_AUTO && *(const ea_kind *)ops->variant != EA_WILD)
+        return herd_err_set(err, HERD_EINVAL, "--elastic-transport applies to eawild only, not --algo %s", ops->name);
     return HERD_OK;
 }
 
@@ -142,6 +156,10 @@ static herd_status ea_init(herd_algo *a, herd_worker *w)
         size_t shards = ec->shards ? ec->shards : w->nworkers;
         bool shared = s->kind == EA_HOGWILD || s->kind == EA_WILD; /* nobody excludes anybody */
         HERD_TRY(herd__center_create(&s->center, w->comm, w->nparams, shards, 1, w->params, shared));
+        s->messages = s->kind == EA_WILD && (ec->transport == EA_TR_MESSAGES ||
+                                             (ec->transport == EA_TR_AUTO && !herd_comm_windows_local(w->comm)));
+        if (s->messages && (st = herd__mcenter_init(&s->mc, &s->center)) < 0)
+            herd_err_set(&w->err, st, "worker %zu: %s", w->rank, herd_comm_last_error(w->comm));
     }
     s->sent0 = w->comm->bytes_sent, s->recv0 = w->comm->bytes_recv;
 out:
@@ -207,6 +225,8 @@ static herd_status lock_center(ea_state *s, size_t k, bool exclusive)
  * is unlocked. */
 static herd_status complete_pending(ea_state *s, herd_worker *w)
 {
+    if (s->messages) /* nothing to complete: serve and take what has come */
+        return herd__mcenter_poll(&s->mc, w, s->c);
     if (!s->pending)
         return HERD_OK;
     s->pending = false;
@@ -249,6 +269,31 @@ out:
     return st;
 }
 
+/* eawild over messages: each slice whose last exchange is answered is
+ * pulled toward that answer and its d pushed; the others wait for the next
+ * exchange (center.h). */
+static herd_status exchange_messages(ea_state *s, herd_worker *w)
+{
+    herd_status st = HERD_OK;
+    herd__center *ctr = &s->center;
+    double sq = 0;
+    size_t fresh = 0;
+    for (size_t k = 0; k < ctr->shards; k++) {
+        if (!herd__mcenter_ready(&s->mc, w, k))
+            continue;
+        size_t lo, hi;
+        herd__center_range(ctr, k, &lo, &hi);
+        sq += elastic_pull(s, w, s->c, lo, hi);
+        HERD_TRY(herd__mcenter_push(&s->mc, w, k, s->d, s->c));
+        fresh++;
+    }
+    if (fresh)
+        record_exchange(s, sq);
+    s->stale_slices += ctr->shards - fresh;
+out:
+    return st;
+}
+
 /* eawild: pull toward the center read at the last exchange, then, shard by
  * shard under its shared lock, add d and read the current center; the last
  * shard's transfers are left in flight, and complete_pending finishes them
@@ -263,6 +308,8 @@ static herd_status exchange_wild(ea_state *s, herd_worker *w)
     herd_status st = HERD_OK;
     herd__center *ctr = &s->center;
     HERD_TRY(complete_pending(s, w));
+    if (s->messages)
+        return exchange_messages(s, w);
     record_exchange(s, elastic_pull(s, w, s->c, 0, w->nparams));
     for (size_t k = 0; k < ctr->shards && st == HERD_OK; k++) {
         HERD_TRY(lock_center(s, k, false));
@@ -321,6 +368,29 @@ static herd_status ea_settle(herd_algo *a, herd_worker *w)
     return st;
 }
 
+/* Everything this worker sent to the center is in it, and (messages) every
+ * worker has said so of its own: at the run's end and a checkpoint's hold,
+ * where every worker calls it. */
+static herd_status quiesce(ea_state *s, herd_worker *w)
+{
+    if (!s->messages)
+        return complete_pending(s, w);
+    double waited = 0;
+    herd_status st = herd__mcenter_drain(&s->mc, w, s->c, &waited);
+    s->blocked_s += waited;
+    w->comm_wait_s += waited;
+    return st;
+}
+
+static herd_status ea_finish(herd_algo *a, herd_worker *w)
+{
+    herd_status st = quiesce(a->state, w);
+    if (st < 0 && !w->err.msg[0])
+        herd_err_set(&w->err, st, "worker %zu: completing its elastic exchanges at the end: %s", w->rank,
+                     herd_comm_last_error(w->comm));
+    return st;
+}
+
 static herd_status ea_after_step(herd_algo *a, herd_worker *w)
 {
     ea_state *s = a->state;
@@ -365,7 +435,12 @@ static void ea_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
              s->nexch ? s->dist_sum / (double)s->nexch : 0.0, s->nexch, (double)s->alpha, s->period,
              (unsigned long long)(w->comm->bytes_sent - s->sent0), (unsigned long long)(w->comm->bytes_recv - s->recv0),
              s->blocked_s);
-    s->dist_sum = 0, s->nexch = 0, s->blocked_s = 0;
+    if (s->messages) {
+        len = strlen(buf);
+        snprintf(buf + len, cap - len, ",\"transport\":\"messages\",\"stale_slices\":%zu,\"served\":%llu",
+                 s->stale_slices, (unsigned long long)s->mc.served);
+    }
+    s->dist_sum = 0, s->nexch = 0, s->blocked_s = 0, s->stale_slices = 0;
     s->sent0 = w->comm->bytes_sent, s->recv0 = w->comm->bytes_recv;
 }
 
@@ -374,9 +449,15 @@ static const uint64_t EA_LAYOUT = HERD__STATE_LAYOUT('e', 'a', 's', 'g', 3);
 static herd_status ea_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
 {
     ea_state *s = a->state;
-    herd_status st = complete_pending(s, w); /* eawild: the checkpoint holds no transfer in flight */
-    if (st < 0)
+    /* eawild: the checkpoint holds no transfer in flight; the sizing call
+     * (every worker, before the checkpoint's barrier) settles them */
+    herd_status st = buf ? complete_pending(s, w) : quiesce(s, w);
+    if (st < 0) {
+        if (!w->err.msg[0])
+            herd_err_set(&w->err, st, "worker %zu: completing its elastic exchanges for a checkpoint: %s", w->rank,
+                         herd_comm_last_error(w->comm));
         return st;
+    }
     herd__state_out o = herd__state_out_make(buf, cap);
     herd__state_put_u64(&o, EA_LAYOUT);
     herd__state_put_u64(&o, s->kind);
@@ -432,7 +513,10 @@ static void ea_free(herd_algo *a, herd_worker *w)
     ea_state *s = a->state;
     if (!s)
         return;
-    complete_pending(s, w);
+    if (s->messages)
+        herd__mcenter_free(&s->mc);
+    else
+        complete_pending(s, w);
     if (s->kind != EA_SYNC)
         herd__center_free(&s->center);
     free(s->c);
@@ -460,7 +544,7 @@ static const ea_kind kind_sync = EA_SYNC, kind_async = EA_ASYNC, kind_momentum =
         .optim_config = ea_optim_config,                                                       \
         .after_step = ea_after_step,                                                           \
         .end_epoch = ea_settle,                                                                \
-        .finish = ea_settle,                                                                   \
+        .finish = ea_finish,                                                                   \
         .eval_params = ea_eval_params,                                                         \
         .log_epoch = ea_log_epoch,                                                             \
         .free = ea_free,                                                                       \

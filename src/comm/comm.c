@@ -258,3 +258,5 @@ void herd_comm_free(herd_comm *c)
 const char *herd_comm_last_error(const herd_comm *c) { return c->err.msg; }
 
 bool herd_comm_any_thread(const herd_comm *c) { return c->any_thread; }
+
+bool herd_comm_windows_local(const herd_comm *c) { return c->local_windows; }

@@ -324,7 +324,8 @@ static herd_status e_endpoint(herd_world *w, size_t rank, herd_comm **out, herd_
     lb_comm *m = calloc(1, sizeof *m);
     if (!m)
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
-    m->base = (herd_comm){.ops = &loopback_ops, .rank = 0, .size = 1, .timeout_s = 60, .any_thread = true};
+    m->base = (herd_comm){.ops = &loopback_ops, .rank = 0, .size = 1, .timeout_s = 60, .any_thread = true,
+                        .local_windows = true};
     *out = &m->base;
     return HERD_OK;
 }

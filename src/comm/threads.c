@@ -937,6 +937,7 @@ herd_status herd_comm_threads_create(herd_threads_world *w, size_t rank, herd_co
     c->base.size = w->n;
     c->base.timeout_s = 60;
     c->base.any_thread = true;
+    c->base.local_windows = true;
     *out = &c->base;
     return HERD_OK;
 }
