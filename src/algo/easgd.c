@@ -399,6 +399,23 @@ static herd_status ea_after_step(herd_algo *a, herd_worker *w)
     return exchange(s, w);
 }
 
+/* eawild over messages: a holder serves, and a worker takes answers,
+ * whenever it passes here too (before the forward pass and as backward
+ * finishes each range): where a transport moves a message only while its
+ * ends are inside the library (Open MPI over TCP), an exchange answered once
+ * a step would come back a step late. */
+static herd_status ea_progress(herd_algo *a, herd_worker *w)
+{
+    ea_state *s = a->state;
+    return s->messages ? herd__mcenter_poll(&s->mc, w, s->c) : HERD_OK;
+}
+
+static herd_status ea_grad_ready(herd_algo *a, herd_worker *w, size_t off, size_t len)
+{
+    (void)off, (void)len;
+    return ea_progress(a, w);
+}
+
 static herd_status ea_after_backward(herd_algo *a, herd_worker *w, herd_step_result *res)
 {
     (void)res;
@@ -540,6 +557,8 @@ static const ea_kind kind_sync = EA_SYNC, kind_async = EA_ASYNC, kind_momentum =
         .min_workers = 1,                                                                      \
         .async = is_async,                                                                     \
         .init = ea_init,                                                                       \
+        .before_step = ea_progress,                                                            \
+        .grad_ready = ea_grad_ready,                                                           \
         .after_backward = ea_after_backward,                                                   \
         .optim_config = ea_optim_config,                                                       \
         .after_step = ea_after_step,                                                           \
