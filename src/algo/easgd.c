@@ -35,6 +35,20 @@
  *                  left open: on threads it does (the add is applied first);
  *                  on mpi the get and the accumulate of one epoch are not
  *                  ordered.
+ *                  --elastic-transport messages (the default where windows
+ *                  are not this process's memory: mpi, sim): the holders
+ *                  serve the exchanges as messages (center.h,
+ *                  herd__mcenter): d's slice goes to each holder, which adds
+ *                  it and answers with its slice; a slice is pulled toward
+ *                  the holder's last answer and pushed again once that
+ *                  answer has come, so nothing waits for a holder, and the
+ *                  holders poll before the forward pass, as backward
+ *                  finishes each range and at each exchange. The answer
+ *                  holds this worker's own d. Chosen by measurement: SimGrid
+ *                  completes every accumulate before it returns and
+ *                  serializes a target's epochs (two round trips per shard
+ *                  in turn); Open MPI's osc pt2pt across hosts waits for the
+ *                  target's progress either way.
  * The intended races (hogwild-easgd and eawild reads against others' adds):
  * on threads every float is read and added with relaxed atomics, so a read
  * sees each element with or without a concurrent add and ThreadSanitizer has
