@@ -2,6 +2,7 @@
  * end-to-end training run on a slice of Fashion-MNIST. */
 #include "fixtures.h"
 #include "harness.h"
+#include "json_valid.h"
 
 #include <fcntl.h>
 #include <setjmp.h>
@@ -421,6 +422,95 @@ static void test_no_state_between_commands(void)
     free_args();
 }
 
+
+/* The file at path, NUL-terminated, into buf (cut to cap - 1 bytes); "" when absent. */
+static void slurp(const char *path, char *buf, size_t cap)
+{
+    size_t n = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        n = fread(buf, 1, cap - 1, f);
+        fclose(f);
+    }
+    buf[n] = 0;
+}
+
+/* The last line of text (without its newline) into out. */
+static void last_line(const char *text, char *out, size_t cap)
+{
+    size_t len = strlen(text);
+    while (len && text[len - 1] == '\n')
+        len--;
+    size_t at = len;
+    while (at && text[at - 1] != '\n')
+        at--;
+    snprintf(out, cap, "%.*s", (int)(len - at), text + at);
+}
+
+/* Everything herd prints under --json and writes under --log parses with a
+ * strict JSON parser, on success and on failure, for algorithms of every
+ * family: a non-finite loss is null, the summary says its status, a failed
+ * run still prints its summary line with the message. */
+static void test_json_everywhere(void)
+{
+    static char log[1 << 18];
+    char logpath[512], last[4096];
+    snprintf(logpath, sizeof logpath, "%s/run.jsonl", herd_test_tmpdir());
+    bool fashion = access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) == 0;
+    static const struct {
+        const char *algo, *workers, *extra[6];
+        int code;
+        const char *status, *needs; /* the summary's status; what else it must say */
+    } runs[] = {
+        /* lr 10 makes the loss NaN: skipped steps, a NaN test loss */
+        {"allreduce", "4", {"--lr", "10", "--skip-nonfinite", "--model", "lenet", NULL}, 0, "ok", "\"test_loss\":null"},
+        {"sgd", "1", {NULL}, 0, "ok", "\"test_acc\":"},
+        {"asgd", "3", {NULL}, 0, "ok", "\"eval_model\":\"server\""},
+        {"easgd", "2", {NULL}, 0, "ok", "\"eval_model\":\"center\""},
+        {"dpsgd", "4", {NULL}, 0, "ok", "\"lost\":[]"},
+        {"sgp", "4", {NULL}, 0, "ok", "\"lost\":[]"},
+        {"localsgd", "2", {NULL}, 0, "ok", "\"lost\":[]"},
+        /* failures: a NaN gradient that stops the run, data that is not there */
+        {"allreduce", "2", {"--inject-nan", "1@3", NULL}, 1, "error", "\"error\":\"step 3"},
+        {"asgd", "2", {"--inject-nan", "1@3", NULL}, 1, "error", "\"code\":\"HERD_ENONFINITE\""},
+        {"sgd", "1", {"--data", "/nonexistent/\"quoted\"\\dir", NULL}, 1, "error", "/nonexistent/\\\"quoted\\\"\\\\dir"},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        bool lenet = runs[i].extra[4] && !strcmp(runs[i].extra[4], "lenet");
+        if (lenet && !fashion)
+            herd_test_fail(__FILE__, __LINE__, "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+        const char *args[40] = {"train", "--algo", runs[i].algo, "--workers", runs[i].workers, "--epochs", "1",
+                                "--train-limit", lenet ? "2000" : "1024", "--test-limit", "300", "--quiet",
+                                "--no-progress", "--json", "--log", logpath};
+        size_t n = 16;
+        if (!lenet)
+            args[n++] = "--data", args[n++] = "synthetic:1x8x8:4", args[n++] = "--model", args[n++] = "mlp";
+        for (size_t k = 0; runs[i].extra[k]; k++)
+            args[n++] = runs[i].extra[k];
+        args[n] = NULL;
+        unlink(logpath);
+        herd_test_cmd o;
+        herd_test_run(&o, 100, args);
+        const char *what = herd_test_fmt("--algo %s %s: stdout", runs[i].algo, runs[i].extra[0] ? runs[i].extra[0] : "");
+        if (o.code != runs[i].code)
+            herd_test_fail(__FILE__, __LINE__, "%s: exit %d, want %d; stderr: %s", what, o.code, runs[i].code, o.err);
+        ASSERT_TRUE(herd_test_json_lines(o.out, what) >= 1);
+        last_line(o.out, last, sizeof last);
+        ASSERT_STR_CONTAINS(last, herd_test_fmt("{\"algo\":\"%s\",\"status\":\"%s\"", runs[i].algo, runs[i].status));
+        ASSERT_STR_CONTAINS(last, runs[i].needs);
+        ASSERT_TRUE(!strstr(last, "nan") && !strstr(last, "inf,"));
+        slurp(logpath, log, sizeof log);
+        what = herd_test_fmt("--algo %s %s: --log", runs[i].algo, runs[i].extra[0] ? runs[i].extra[0] : "");
+        size_t lines = herd_test_json_lines(log, what);
+        if (runs[i].code == 0) {
+            ASSERT_TRUE(lines >= 3);
+            ASSERT_STR_CONTAINS(log, "\"event\":\"end\"");
+        }
+        if (lenet) /* the NaN test loss of the eval and end records */
+            ASSERT_STR_CONTAINS(log, "\"test_loss\":null");
+    }
+}
+
 const herd_test herd_tests_cli[] = {
     {"cli_usage_errors", test_usage_errors, 60},
     {"cli_one_parser", test_one_parser, 60},
@@ -428,5 +518,6 @@ const herd_test herd_tests_cli[] = {
     {"cli_no_state_between_commands", test_no_state_between_commands, 60},
     {"cli_missing_and_corrupt_data", test_missing_and_corrupt_data, 60},
     {"cli_train_fashion_slice", test_train_fashion_slice, 120},
+    {"cli_json_everywhere", test_json_everywhere, 200},
     HERD_TEST_END,
 };

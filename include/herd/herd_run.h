@@ -129,6 +129,7 @@ herd_status herd_train_config_set(herd_train_config *cfg, const char *name, cons
 
 typedef struct herd_train_result {
     const char *algo, *engine, *model;
+    const char *status;     /* "ok"; "diverged" where the loss ran away (the summary's "status") */
     size_t rank;            /* this process's first worker (mpi: its rank; threads: 0) */
     size_t workers, epochs;
     double test_acc, test_loss, train_loss;
@@ -187,7 +188,8 @@ typedef struct herd_bench_row {
 herd_status herd_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_bench_row *rows, size_t *nrows,
                                  size_t *world, herd_err *err);
 
-/* Writes the result as one JSON object (no newline) to f. */
-void herd_train_result_json(const herd_train_result *res, FILE *f);
+/* Writes the result as one JSON object (no newline) to f; a non-finite
+ * number is written as null. HERD_EIO when a write fails (errno says why). */
+herd_status herd_train_result_json(const herd_train_result *res, FILE *f);
 
 #endif

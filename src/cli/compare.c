@@ -96,13 +96,17 @@ static int split(const char *s, char *buf, size_t cap, char **tok, int max)
     return n;
 }
 
-/* The number after "key": in a JSON line, or NAN. */
+/* The number after "key": in a JSON line, or NAN (no such key, or null:
+ * herd writes a non-finite number so). */
 static double json_num(const char *line, const char *key)
 {
-    char pat[64];
+    char pat[64], *end;
     snprintf(pat, sizeof pat, "\"%s\":", key);
     const char *p = strstr(line, pat);
-    return p ? strtod(p + strlen(pat), NULL) : NAN;
+    if (!p)
+        return NAN;
+    double v = strtod(p + strlen(pat), &end);
+    return end == p + strlen(pat) ? NAN : v;
 }
 
 static void json_str(const char *line, const char *key, char *out, size_t cap)

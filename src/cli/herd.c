@@ -19,6 +19,7 @@
 #include "cli/flags.h"
 #include "cli/sim.h"
 #include "core/clock.h"
+#include "core/json.h"
 
 #define HERD_VERSION "0.1.0"
 
@@ -242,6 +243,19 @@ static void print_summary(const herd_train_result *res, const herd_train_config 
                 res->steps_max);
 }
 
+/* --json on a failed run: the summary line still comes, with "status":"error"
+ * and the message. */
+static void print_error_json(const herd_train_config *cfg, herd_status st, const char *msg)
+{
+    char algo[128], model[128], m[1100];
+    herd__json_quote(algo, sizeof algo, cfg->algo);
+    herd__json_quote(model, sizeof model, cfg->model);
+    herd__json_quote(m, sizeof m, msg);
+    herd__json_printf(stdout, "{\"algo\":%s,\"status\":\"error\",\"model\":%s,\"workers\":%zu,\"code\":\"%s\",\"error\":%s}\n",
+                      algo, model, cfg->workers, herd_err_name(st), m);
+    fflush(stdout);
+}
+
 static int cmd_train(int argc, char **argv)
 {
     train_cli o = {0};
@@ -273,6 +287,8 @@ static int cmd_train(int argc, char **argv)
     herd_status st = herd_train(cfg, &res, &err);
     if (st < 0) {
         fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
+        if (o.json && res.rank == 0)
+            print_error_json(cfg, st, err.msg[0] ? err.msg : herd_strerror(st));
         /* the other ranks may be waiting for this one, or (MPI_Finalize
          * being collective) this one for them: end them all now */
         herd_comm_abort(1);

@@ -524,6 +524,8 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
     }
     if (rc == 0 && train)
         report(o, c, workers, out.summary, real_s, user_json);
+    else if (train && user_json && out.summary) /* a failed run's summary ("status":"error") */
+        printf("%s\n", out.summary);
 out:
     smpirun_line_free(&line);
     free(out.summary);

@@ -2,8 +2,11 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "core/json.h"
 
 herd_status herd__log_open(herd__log *log, const char *path, double t0, herd_err *err)
 {
@@ -27,16 +30,27 @@ void herd__log_record(herd__log *log, const char *event, const char *fields, ...
 {
     if (!log || !log->f)
         return;
-    pthread_mutex_lock(&log->mu);
-    fprintf(log->f, "{\"t\":%.6f,\"event\":\"%s\"", herd__now() - log->t0, event);
-    if (fields && *fields) {
+    char small[1024], *body = small;
+    small[0] = 0;
+    if (fields && *fields) { /* formatted outside the lock */
         va_list ap;
         va_start(ap, fields);
-        fputc(',', log->f);
-        vfprintf(log->f, fields, ap);
+        int n = vsnprintf(small, sizeof small, fields, ap);
         va_end(ap);
+        if (n >= (int)sizeof small && (body = malloc((size_t)n + 1))) {
+            va_start(ap, fields);
+            vsnprintf(body, (size_t)n + 1, fields, ap);
+            va_end(ap);
+        } else if (n >= (int)sizeof small) {
+            /* out of memory: the record keeps its event, not a half of its fields */
+            snprintf(small, sizeof small, "\"cut\":true");
+        }
     }
-    fputs("}\n", log->f);
+    pthread_mutex_lock(&log->mu);
+    herd__json_printf(log->f, "{\"t\":%.6f,\"event\":\"%s\"%s%s}\n", herd__now() - log->t0, event, body[0] ? "," : "",
+                      body);
     fflush(log->f);
     pthread_mutex_unlock(&log->mu);
+    if (body != small)
+        free(body);
 }

@@ -240,6 +240,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     }
     HERD_TRY(herd__result_fill(&r, workers, wall, res, err));
 out:
+    res->rank = r.first_rank; /* a failure too is reported from rank 0 */
     for (size_t i = 0; st < 0 && workers && i < r.nlocal; i++)
         if (workers[i].w.comm)
             workers[i].w.comm->failed = true; /* as in herd__worker_thread: no collective teardown */
