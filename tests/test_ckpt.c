@@ -1176,7 +1176,8 @@ static void test_cli_kill_resume(void)
     free(msg);
     json_field(out, "\"test_loss\":", lb, sizeof lb);
     ASSERT_TRUE(!strcmp(la, lb));
-    ASSERT_EQ_INT(herd_test_wait(herd_test_spawn((const char *const[]){"train", "--resume", NULL}, out, errf), 100), 1);
+    /* a usage error (the configuration refused): 2 */
+    ASSERT_EQ_INT(herd_test_wait(herd_test_spawn((const char *const[]){"train", "--resume", NULL}, out, errf), 100), 2);
     e = read_whole(errf, &en);
     msg = realloc(e, en + 1);
     msg[en] = 0;

@@ -47,7 +47,7 @@ static void test_usage_errors(void)
         ASSERT_STR_CONTAINS(o.err, "RANK@STEP[:MODE]");
     }
     HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--workers", "2", "--algo", "allreduce", "--fail", "1@2:kill");
-    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_EQ_INT(o.code, 2); /* a usage error (the configuration refused): 2 */
     ASSERT_STR_CONTAINS(o.err, "--fail 1@2:kill: the threads engine's mode is stop");
     HERD_TEST_RUN(&o, "train", "--overlap", "maybe");
     ASSERT_EQ_INT(o.code, 2);
@@ -56,13 +56,13 @@ static void test_usage_errors(void)
     ASSERT_EQ_INT(o.code, 2); /* the form is checked as flags are read, whose option it is once --algo is known */
     ASSERT_STR_CONTAINS(o.err, "--overlap applies to allreduce, not --algo sgd");
     HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--algo", "allreduce", "--overlap", "on", "--no-overlap");
-    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_EQ_INT(o.code, 2); /* a usage error (the configuration refused): 2 */
     ASSERT_STR_CONTAINS(o.err, "--no-overlap contradicts --overlap on");
     HERD_TEST_RUN(&o, "frobnicate");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "unknown command 'frobnicate'");
     HERD_TEST_RUN(&o, "train", "--model", "vgg99", "--data", "synthetic:1x8x8:4");
-    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_EQ_INT(o.code, 2); /* a usage error (the configuration refused): 2 */
     ASSERT_STR_CONTAINS(o.err, "unknown model 'vgg99'");
     HERD_TEST_RUN(&o, "train", "--help");
     ASSERT_EQ_INT(o.code, 0);
@@ -511,6 +511,57 @@ static void test_json_everywhere(void)
     }
 }
 
+/* One rule for exit codes: 2 for every usage error (a flag unknown, a value
+ * that does not parse or is out of range, a name unknown or empty, an
+ * impossible combination), 1 for a run that failed; the message names the
+ * value as typed. */
+static void test_exit_codes(void)
+{
+    static const struct {
+        const char *args[12];
+        int code;
+        const char *says;
+    } cases[] = {
+        {{"train", "--bogus"}, 2, "unknown flag '--bogus'"},
+        {{"train", "--epochs", "x"}, 2, "--epochs: expected a non-negative integer, got 'x'"},
+        {{"train", "--epochs", "0"}, 2, "--epochs must be in [1, 100000], got 0"},
+        {{"train", "--workers", "0"}, 2, "--workers must be in [1, 4096], got 0"},
+        {{"train", "--batch", "0"}, 2, "--batch must be in [1, 65536], got 0"},
+        {{"train", "--momentum", "1"}, 2, "--momentum must be in [0, 1), got 1"},
+        {{"train", "--lr", "200"}, 2, "--lr must be in (0, 100], got 200"},
+        {{"train", "--lr", "1e-300"}, 2, "--lr: 1e-300 is out of the range of a float"},
+        {{"train", "--lr", "1e300"}, 2, "--lr: 1e300 is out of the range of a float"},
+        {{"train", "--model", "foo"}, 2, "unknown model 'foo'"},
+        {{"train", "--algo", "foo"}, 2, "unknown algorithm 'foo'"},
+        {{"train", "--engine", "foo"}, 2, "unknown engine 'foo'"},
+        {{"train", "--data", ""}, 2, "--data: expected a value, got ''"},
+        {{"train", "--engine", ""}, 2, "--engine: expected a value, got ''"},
+        {{"train", "--model="}, 2, "--model: expected a value, got ''"},
+        {{"train", "--log", ""}, 2, "--log: expected a value, got ''"},
+        {{"train", "--data", "synthetic:abc"}, 2, "synthetic data 'abc': expected CxHxW:K"},
+        {{"train", "--nesterov", "--momentum", "0"}, 2, "--nesterov needs --momentum > 0"},
+        {{"train", "--data", "synthetic:1x8x8:4"}, 2, "model lenet: a 5x5 convolution does not fit its 6x4x4 input"},
+        {{"train", "--data", "synthetic:1x8x8:4", "--checkpoint-every", "5"}, 2, "--checkpoint-every needs --checkpoint DIR"},
+        {{"bench", "train", "--model", "foo"}, 2, "unknown model 'foo'"},
+        {{"bench", "gemm", "--size", "0"}, 2, "--size must be in [1, 16384]"},
+        {{"bench", "allreduce", "--engine", "foo"}, 2, "unknown engine 'foo'"},
+        {{"compare", "--engine", "foo"}, 2, "--engine must be threads or sim"},
+        {{"nonsense"}, 2, "unknown command 'nonsense'"},
+        /* runs that fail */
+        {{"train", "--data", "/nonexistent/data"}, 1, "/nonexistent/data"},
+        {{"train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "512",
+          "--inject-nan", "0@2"}, 1, "non-finite"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd_test_cmd o;
+        herd_test_run(&o, 50, cases[i].args);
+        if (o.code != cases[i].code || !strstr(o.err, cases[i].says))
+            herd_test_fail(__FILE__, __LINE__, "herd %s %s %s: exit %d, want %d with \"%s\"; stderr: %s", cases[i].args[0],
+                           cases[i].args[1], cases[i].args[2] ? cases[i].args[2] : "", o.code, cases[i].code,
+                           cases[i].says, o.err);
+    }
+}
+
 const herd_test herd_tests_cli[] = {
     {"cli_usage_errors", test_usage_errors, 60},
     {"cli_one_parser", test_one_parser, 60},
@@ -519,5 +570,6 @@ const herd_test herd_tests_cli[] = {
     {"cli_missing_and_corrupt_data", test_missing_and_corrupt_data, 60},
     {"cli_train_fashion_slice", test_train_fashion_slice, 120},
     {"cli_json_everywhere", test_json_everywhere, 200},
+    {"cli_exit_codes", test_exit_codes, 120},
     HERD_TEST_END,
 };

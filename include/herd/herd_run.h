@@ -159,6 +159,10 @@ typedef struct herd_train_result {
                              * worker skips the same), elsewhere: every worker's own dropped
                              * gradients, over the whole run */
     /* test_acc/test_loss/train_loss are valid where rank == 0 */
+    /* On failure too: refused when the configuration was refused before any
+     * work (an unknown name, a value out of range, an impossible
+     * combination: a usage error, exit 2 for herd train); rank as above. */
+    bool refused;
 } herd_train_result;
 
 herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err);

@@ -2,6 +2,7 @@
 #include "cli/flags.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -91,16 +92,24 @@ static void store(const herd__flag *f, const char *val)
     case HERD__FLAG_FLOAT:
         if (herd__parse_double(val, &d))
             value_error("--%s: expected a number, got '%s'", f->name, val);
+        /* a float would hold 0 or Inf: the message would name a value not typed */
+        if (f->kind == HERD__FLAG_FLOAT && d != 0 && (fabs(d) < FLT_MIN || fabs(d) > FLT_MAX))
+            value_error("--%s: %s is out of the range of a float (magnitude %g to %g, or 0)", f->name, val,
+                        (double)FLT_MIN, (double)FLT_MAX);
         if (f->kind == HERD__FLAG_DOUBLE)
             *(double *)f->dest = d;
         else
             *(float *)f->dest = (float)d;
         break;
     case HERD__FLAG_STR:
+        if (!*val) /* not the default: a variable that expanded to nothing, say */
+            value_error("--%s: expected a value, got ''", f->name);
         *(const char **)f->dest = val;
         break;
     case HERD__FLAG_LIST: {
         herd__str_list *l = f->dest;
+        if (!*val)
+            value_error("--%s: expected a value, got ''", f->name);
         if (l->n >= HERD__MAX_LIST)
             value_error("--%s: at most %d times", f->name, HERD__MAX_LIST);
         l->v[l->n++] = val;

@@ -291,11 +291,11 @@ static int cmd_train(int argc, char **argv)
             print_error_json(cfg, st, err.msg[0] ? err.msg : herd_strerror(st));
         /* the other ranks may be waiting for this one, or (MPI_Finalize
          * being collective) this one for them: end them all now */
-        herd_comm_abort(1);
+        herd_comm_abort(res.refused ? 2 : 1);
     }
     herd_comm_shutdown();
-    if (st < 0)
-        return 1;
+    if (st < 0) /* a configuration refused is a usage error */
+        return res.refused ? 2 : 1;
     if (res.rank != 0)
         return 0;
     if (!cfg->quiet)
@@ -427,6 +427,10 @@ static int bench_allreduce(int argc, char **argv)
     int impl = pick("bench", "--allreduce", o.impl, impls);
     o.ar.opts.impl = impl == 1 ? HERD_ALLREDUCE_NATIVE : HERD_ALLREDUCE_RING;
     o.ar.versus_native = impl == 2;
+    herd_err eerr = {0};
+    const herd_engine *eng;
+    if (herd_engine_pick(o.ar.engine, &eng, &eerr) < 0)
+        herd__usage_error("bench", "%s", eerr.msg);
     herd_bench_row rows[HERD_BENCH_MAX_ROWS];
     size_t nrows = 0, world = 0;
     herd_err err = {0};
@@ -483,10 +487,10 @@ static int bench_train(int argc, char **argv)
     herd_status st = herd_data_synthetic(bo.shape, 4 * bo.batch, 1, &d, &err);
     if (st == HERD_OK)
         st = herd_model_create(bo.model, d.c, d.h, d.w, d.nclasses, bo.batch, 1, &m, &err);
-    if (st < 0) {
+    if (st < 0) { /* a shape or a model refused is a usage error */
         fprintf(stderr, "herd: %s\n", err.msg);
         herd_dataset_free(&d);
-        return 1;
+        return st == HERD_ENOMEM ? 1 : 2;
     }
     herd_nn_set_threads((int)bo.threads);
     herd_optim_config oc = {.lr = 0.01f, .momentum = 0.9f};

@@ -82,6 +82,19 @@ herd_status herd__check_workers(const herd_train_config *cfg, herd_err *err)
     return HERD_OK;
 }
 
+herd_status herd__check_names(const herd_train_config *cfg, herd_err *err)
+{
+    /* an empty name is not "the default": NULL is */
+    const struct {
+        const char *flag, *val;
+    } names[] = {{"--data", cfg->data}, {"--model", cfg->model}, {"--algo", cfg->algo}, {"--engine", cfg->engine},
+                 {"--log", cfg->log_path}, {"--checkpoint", cfg->checkpoint_dir}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].val && !*names[i].val)
+            return herd_err_set(err, HERD_EINVAL, "%s: expected a value, got ''", names[i].flag);
+    return HERD_OK;
+}
+
 herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err)
 {
     if (!cfg->algo || !(*algo = herd_algo_find(cfg->algo))) {

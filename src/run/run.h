@@ -105,6 +105,9 @@ typedef struct epoch_stats {
     } while (0)
 
 /* config.c */
+/* No name (--data, --model, --algo, --engine, --log, --checkpoint) is given
+ * empty: NULL is the default, "" a mistake. */
+herd_status herd__check_names(const herd_train_config *cfg, herd_err *err);
 herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err);
 /* --workers within bounds (where the engine's launcher does not set it). */
 herd_status herd__check_workers(const herd_train_config *cfg, herd_err *err);

@@ -88,15 +88,21 @@ static void worker_teardown(worker_ctx *c)
 
 /* The engine and this process's part of the run's world: its workers
  * first_rank .. first_rank + nlocal - 1; where the engine's launcher sets the
- * number of workers (mpirun), the run's --workers becomes it. */
-static herd_status open_world(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, herd_err *err)
+ * number of workers (mpirun), the run's --workers becomes it. *refused: the
+ * failure is the configuration's (an engine unknown, --workers out of
+ * range), not the world's. */
+static herd_status open_world(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, bool *refused,
+                              herd_err *err)
 {
     herd_status st = HERD_OK;
     const herd_engine *e;
+    *refused = true;
+    HERD_TRY(herd__check_names(cfg, err));
     HERD_TRY(herd_engine_pick(cfg->engine, &e, err));
     bool sized = e->caps & HERD_ENGINE_LAUNCHER_SIZED;
     if (!sized)
         HERD_TRY(herd__check_workers(cfg, err));
+    *refused = false;
     HERD_TRY(herd_world_create(e, sized && cfg->workers == 1 ? 0 : cfg->workers, &r->world, err));
     eff->workers = r->world->size;
     r->first_rank = r->world->first_rank, r->nlocal = r->world->nlocal;
@@ -104,17 +110,44 @@ out:
     return st;
 }
 
-/* Engine, configuration, the algorithm's options: everything that can be
- * refused before any data is read. */
-static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, herd_err *err)
+/* The model against the data's shape, where that is known before any data
+ * is read or made (synthetic data): a model that cannot take the shape is
+ * refused before 60000 examples are generated for it. Elsewhere the
+ * model's name alone (the shape is checked once the data is read). */
+static herd_status check_model(const herd_train_config *cfg, herd_err *err)
 {
     herd_status st = HERD_OK;
-    HERD_TRY(open_world(cfg, r, eff, err));
+    bool known = false, named = false;
+    size_t c = 0, h = 0, w = 0, k = 0;
+    herd_model *m = NULL;
+    for (size_t i = 0; herd_model_names[i] && cfg->model; i++)
+        named = named || !strcmp(herd_model_names[i], cfg->model);
+    HERD_TRY(herd_data_shape(cfg->data, &known, &c, &h, &w, &k, err));
+    if (named && !known)
+        return HERD_OK;
+    /* herd_model_create names the model unknown, or the layer that does not fit */
+    HERD_TRY(herd_model_create(cfg->model ? cfg->model : "", known ? c : 1, known ? h : 28, known ? w : 28,
+                               known ? k : 10, 1, cfg->seed, &m, err));
+out:
+    herd_model_free(m);
+    return st;
+}
+
+/* Engine, configuration, the algorithm's options, the model: everything
+ * that can be refused before any data is read (*refused: it was). */
+static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, bool *refused,
+                           herd_err *err)
+{
+    herd_status st = HERD_OK;
+    HERD_TRY(open_world(cfg, r, eff, refused, err));
+    *refused = true;
     const herd_engine *e = r->world->engine;
     HERD_TRY(herd__check_config(eff, &r->algo_ops, err));
     HERD_TRY(herd__check_fail_modes(eff, e->caps & HERD_ENGINE_PROCESS_PER_WORKER, e->name, err));
     HERD_TRY(herd__algo_opts_parse(r->algo_ops, eff, &r->algo_opts, err));
     HERD_TRY(herd__ckpt_check(eff, r->algo_ops, e, err));
+    HERD_TRY(check_model(eff, err));
+    *refused = false;
     /* the workers' compute threads on this machine's cores: a helper thread
      * (allreduce's overlap) would take one from them */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -205,7 +238,11 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     bool log_open = false;
     char log_path[4096];
     memset(res, 0, sizeof *res);
-    HERD_TRY(prepare(cfg, &r, &eff, err));
+    bool refused = false;
+    if ((st = prepare(cfg, &r, &eff, &refused, err)) < 0) {
+        res->refused = refused;
+        goto out;
+    }
     if (r.first_rank != 0) {
         /* one log per process: rank 0 writes FILE, rank r FILE.rank<r> */
         eff.quiet = true;
