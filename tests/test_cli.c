@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "herd/herd_run.h"
+#include "core/clock.h"
 
 /* What a command printed on stderr is exactly want. */
 #define ASSERT_ERR_IS(o, want)                                                                                    \
@@ -547,6 +548,12 @@ static void test_exit_codes(void)
         {{"bench", "allreduce", "--engine", "foo"}, 2, "unknown engine 'foo'"},
         {{"compare", "--engine", "foo"}, 2, "--engine must be threads or sim"},
         {{"nonsense"}, 2, "unknown command 'nonsense'"},
+        /* accepted nonsense, refused before any work */
+        {{"train", "--step-gamma", "-1"}, 2, "--step-gamma must be in (0, 1] (the factor of each decay), got -1"},
+        {{"train", "--step-gamma", "0"}, 2, "--step-gamma must be in (0, 1]"},
+        {{"train", "--step-epochs", "0"}, 2, "--step-epochs must be in (0, 1e6], got 0"},
+        {{"train", "--step-epochs", "-1"}, 2, "--step-epochs must be in (0, 1e6], got -1"},
+        {{"sim", "--workers", "0", "--", "train"}, 2, "--workers must be in [1, 4096], got 0"},
         /* runs that fail */
         {{"train", "--data", "/nonexistent/data"}, 1, "/nonexistent/data"},
         {{"train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "512",
@@ -562,6 +569,47 @@ static void test_exit_codes(void)
     }
 }
 
+/* A model that cannot take the data's shape is refused before the data is
+ * made (synthetic:16384:2 used to generate 4.5 GB first); an IDX label far
+ * above the others is a corrupt file, not a 201-class model. */
+static void test_refused_before_work(void)
+{
+    herd_test_cmd o;
+    double t0 = herd__now();
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:16384:2", "--model", "lenet");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "model lenet: a 2x2 pooling does not fit its 6x1x16384 input");
+    if (herd__now() - t0 > 5)
+        herd_test_fail(__FILE__, __LINE__, "refused after %.1f s: the data was made first", herd__now() - t0);
+    /* IDX files of 100 8x8 images, labels 0..9, one of them 200 */
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/labels", herd_test_tmpdir());
+    mkdir(dir, 0700);
+    const char *names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"};
+    for (int bad = 0; bad < 2; bad++) {
+        for (int i = 0; i < 4; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            FILE *f = fopen(path, "wb");
+            ASSERT_TRUE(f != NULL);
+            bool images = i % 2 == 0;
+            unsigned char hdr[16] = {0, 0, 8, images ? 3 : 1, 0, 0, 0, 100, 0, 0, 0, 8, 0, 0, 0, 8};
+            fwrite(hdr, 1, images ? 16 : 8, f);
+            for (int k = 0; k < (images ? 100 * 64 : 100); k++)
+                fputc(images ? (k * 7) % 256 : (bad && i == 1 && k == 37) ? 200 : k % 10, f);
+            fclose(f);
+        }
+        HERD_TEST_RUN(&o, "train", "--data", dir, "--model", "mlp", "--epochs", "1", "--batch", "10", "--quiet");
+        if (!bad) {
+            ASSERT_EQ_INT(o.code, 0);
+            continue;
+        }
+        ASSERT_EQ_INT(o.code, 1);
+        ASSERT_STR_CONTAINS(o.err, "the largest label, 200, makes 201 classes, but 190 of them (the first: 10) have no "
+                                   "training example: a corrupt label file?");
+    }
+}
+
 const herd_test herd_tests_cli[] = {
     {"cli_usage_errors", test_usage_errors, 60},
     {"cli_one_parser", test_one_parser, 60},
@@ -571,5 +619,6 @@ const herd_test herd_tests_cli[] = {
     {"cli_train_fashion_slice", test_train_fashion_slice, 120},
     {"cli_json_everywhere", test_json_everywhere, 200},
     {"cli_exit_codes", test_exit_codes, 120},
+    {"cli_refused_before_work", test_refused_before_work, 60},
     HERD_TEST_END,
 };

@@ -286,7 +286,9 @@ static int cmd_train(int argc, char **argv)
     herd_err err = {0};
     herd_status st = herd_train(cfg, &res, &err);
     if (st < 0) {
-        fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
+        /* every rank refuses a configuration alike: rank 0 says it */
+        if (!res.refused || res.rank == 0)
+            fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
         if (o.json && res.rank == 0)
             print_error_json(cfg, st, err.msg[0] ? err.msg : herd_strerror(st));
         /* the other ranks may be waiting for this one, or (MPI_Finalize

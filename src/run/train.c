@@ -133,6 +133,38 @@ out:
     return st;
 }
 
+/* Data whose class count the labels set (IDX: the largest label + 1, at
+ * least 10) with classes above 10 of which the training set has no example
+ * at all: a corrupt label, not a 201-class problem (synthetic data and
+ * CIFAR-10 declare theirs). */
+static herd_status check_labels(const herd_run *r, herd_err *err)
+{
+    bool known = false;
+    size_t c, h, w, k;
+    if (herd_data_shape(r->cfg->data, &known, &c, &h, &w, &k, NULL) < 0 || known || r->train.nclasses <= 10)
+        return HERD_OK;
+    size_t n = r->train.nclasses, empty = 0, first = 0, top = 0;
+    size_t *count = calloc(n, sizeof *count);
+    if (!count)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->train.n; i++)
+        count[r->train.y[i]]++;
+    for (size_t i = 0; i < r->test.n; i++)
+        top = r->test.y[i] > top ? r->test.y[i] : top;
+    for (size_t i = 0; i < n; i++)
+        if (!count[i] && !empty++)
+            first = i;
+    for (size_t i = 0; i < n; i++)
+        top = count[i] && i > top ? i : top;
+    free(count);
+    if (!empty)
+        return HERD_OK;
+    return herd_err_set(err, HERD_ECORRUPT,
+                        "%s: the largest label, %zu, makes %zu classes, but %zu of them (the first: %zu) have no "
+                        "training example: a corrupt label file?",
+                        r->cfg->data ? r->cfg->data : "the data", top, n, empty, first);
+}
+
 /* Engine, configuration, the algorithm's options, the model: everything
  * that can be refused before any data is read (*refused: it was). */
 static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, bool *refused,
@@ -162,6 +194,7 @@ static herd_status open_run(herd_run *r, worker_ctx **workers, bool *log_open, h
     herd_status st = HERD_OK;
     const herd_train_config *cfg = r->cfg;
     HERD_TRY(herd_data_open(cfg->data, cfg->seed, &r->train, &r->test, err));
+    HERD_TRY(check_labels(r, err));
     herd_dataset_truncate(&r->train, cfg->train_limit);
     herd_dataset_truncate(&r->test, cfg->test_limit);
     r->test_y = malloc((r->test.n ? r->test.n : 1) * sizeof(int32_t));
