@@ -610,6 +610,40 @@ static void test_refused_before_work(void)
     }
 }
 
+/* Every write is checked: a log or a summary that cannot be written fails
+ * the run (exit 1), naming the file and the error, and so does any command
+ * whose stdout cannot take what it printed. */
+static void test_writes_checked(void)
+{
+    if (access("/dev/full", W_OK) != 0)
+        herd_test_fail(__FILE__, __LINE__, "no /dev/full to write to");
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit",
+                  "256", "--quiet", "--log", "/dev/full");
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, "cannot write log file /dev/full: No space left on device");
+    char errf[512], err[4096];
+    snprintf(errf, sizeof errf, "%s/full-err", herd_test_tmpdir());
+    static const char *const cmds[][12] = {
+        {"train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "256", "--quiet",
+         "--json"},
+        {"algos"},
+        {"version"},
+        {"bench", "gemm", "--size", "64", "--reps", "1", "--json"},
+    };
+    static const char *const says[] = {"cannot write the summary to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        int code = herd_test_wait(herd_test_spawn(cmds[i], "/dev/full", errf), 50);
+        slurp(errf, err, sizeof err);
+        if (code != 1 || !strstr(err, says[i]))
+            herd_test_fail(__FILE__, __LINE__, "herd %s > /dev/full: exit %d, want 1 with \"%s\"; stderr: %s", cmds[i][0],
+                           code, says[i], err);
+    }
+}
+
 const herd_test herd_tests_cli[] = {
     {"cli_usage_errors", test_usage_errors, 60},
     {"cli_one_parser", test_one_parser, 60},
@@ -620,5 +654,6 @@ const herd_test herd_tests_cli[] = {
     {"cli_json_everywhere", test_json_everywhere, 200},
     {"cli_exit_codes", test_exit_codes, 120},
     {"cli_refused_before_work", test_refused_before_work, 60},
+    {"cli_writes_checked", test_writes_checked, 60},
     HERD_TEST_END,
 };

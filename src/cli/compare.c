@@ -157,8 +157,10 @@ static void read_curve(cmp_row *r, const char *log, double target)
     }
     if (in)
         fclose(in);
-    if (out)
-        fclose(out);
+    if (!out || fclose(out) != 0) { /* the curve is part of what compare gives: its loss fails the row */
+        fprintf(stderr, "herd: cannot write %s: %s\n", r->dat, strerror(errno));
+        r->ok = false;
+    }
 }
 
 /* Runs one spec at n workers; fills r. */
@@ -348,9 +350,17 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
             col++;
         }
         fprintf(g, "\nunset logscale\n");
-        fclose(d);
+        if (fclose(d) != 0) {
+            fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+            fclose(g);
+            return -1;
+        }
     }
-    fclose(g);
+    snprintf(path, sizeof path, "%s/plots.gp", o->out);
+    if (fclose(g) != 0) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
     snprintf(path, sizeof path, "%s/plots.gp", o->out);
     char *argv[] = {"/usr/bin/gnuplot", path, NULL};
     double real_s;
@@ -404,9 +414,7 @@ static int print_table(const cmp_opts *op, const cmp_row *rows, size_t nrows, co
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/compare.csv", o.out);
     FILE *csv = fopen(path, "w");
-    if (!csv)
-        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
-    else
+    if (csv)
         fprintf(csv, "spec,engine,platform,workers,epochs,test_acc,eval_model,worker0_acc,time_to_target_s,epoch_s,"
                      "speedup,mb_per_worker,wall_s,real_s\n");
     int failed = 0;
@@ -429,8 +437,10 @@ static int print_table(const cmp_opts *op, const cmp_row *rows, size_t nrows, co
                     sim ? (o.platform ? o.platform : "ib-100g") : "-", r->workers, o.epochs, r->acc, r->eval_model,
                     r->w0acc, tt, r->epoch_s, sp, r->mb, r->wall, r->real_s);
     }
-    if (csv)
-        fclose(csv);
+    if (!csv || fclose(csv) != 0) { /* the table's file is what a script reads: not written is a failure */
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+        failed++;
+    }
     printf("# epoch: the median worker's training time per epoch; to %.2f: worker 0's training time (evaluations "
            "excluded) until an evaluation first reached it\n",
            o.target);

@@ -4,6 +4,7 @@
  * options struct on its own stack: nothing outlives a command. The only
  * place in herd, with the rest of src/cli, that prints usage and calls
  * exit(). */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,9 +303,9 @@ static int cmd_train(int argc, char **argv)
         return 0;
     if (!cfg->quiet)
         print_summary(&res, cfg);
-    if (o.json) {
-        herd_train_result_json(&res, stdout);
-        fputc('\n', stdout);
+    if (o.json && (herd_train_result_json(&res, stdout) < 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)) {
+        fprintf(stderr, "herd: cannot write the summary to stdout: %s\n", strerror(errno));
+        return 1;
     }
     return 0;
 }
@@ -623,7 +624,26 @@ static void usage(void)
             HERD_VERSION);
 }
 
+/* What the command wrote on stdout, flushed: a failed write (a full disk, a
+ * closed pipe) makes a command that succeeded fail, naming the error. */
+static int flushed(int rc)
+{
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) { /* a failed command has said why */
+        fprintf(stderr, "herd: cannot write to stdout: %s\n", strerror(errno ? errno : EIO));
+        return 1;
+    }
+    return rc;
+}
+
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+    return flushed(dispatch(argc, argv));
+}
+
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage();

@@ -11,19 +11,35 @@
 herd_status herd__log_open(herd__log *log, const char *path, double t0, herd_err *err)
 {
     log->f = NULL;
+    log->path = path;
     log->t0 = t0;
+    log->write_errno = 0;
     if (path && !(log->f = fopen(path, "a")))
         return herd_err_set(err, HERD_EIO, "cannot open log file %s: %s", path, strerror(errno));
     pthread_mutex_init(&log->mu, NULL);
     return HERD_OK;
 }
 
-void herd__log_close(herd__log *log)
+herd_status herd__log_check(herd__log *log, herd_err *err)
 {
-    if (log->f)
-        fclose(log->f);
+    if (!log->f)
+        return HERD_OK;
+    pthread_mutex_lock(&log->mu);
+    int e = log->write_errno;
+    pthread_mutex_unlock(&log->mu);
+    if (e)
+        return herd_err_set(err, HERD_EIO, "cannot write log file %s: %s", log->path, strerror(e));
+    return HERD_OK;
+}
+
+herd_status herd__log_close(herd__log *log, herd_err *err)
+{
+    herd_status st = herd__log_check(log, err);
+    if (log->f && fclose(log->f) != 0 && st == HERD_OK)
+        st = herd_err_set(err, HERD_EIO, "cannot write log file %s: %s", log->path, strerror(errno));
     log->f = NULL;
     pthread_mutex_destroy(&log->mu);
+    return st;
 }
 
 void herd__log_record(herd__log *log, const char *event, const char *fields, ...)
@@ -47,9 +63,12 @@ void herd__log_record(herd__log *log, const char *event, const char *fields, ...
         }
     }
     pthread_mutex_lock(&log->mu);
-    herd__json_printf(log->f, "{\"t\":%.6f,\"event\":\"%s\"%s%s}\n", herd__now() - log->t0, event, body[0] ? "," : "",
-                      body);
-    fflush(log->f);
+    errno = 0;
+    if ((herd__json_printf(log->f, "{\"t\":%.6f,\"event\":\"%s\"%s%s}\n", herd__now() - log->t0, event,
+                           body[0] ? "," : "", body) < 0 ||
+         fflush(log->f) != 0) &&
+        !log->write_errno)
+        log->write_errno = errno ? errno : EIO;
     pthread_mutex_unlock(&log->mu);
     if (body != small)
         free(body);

@@ -245,7 +245,9 @@ static herd_status first_failure(herd_run *r, const worker_ctx *workers, herd_er
     return HERD_OK;
 }
 
-static void close_run(herd_run *r, worker_ctx *workers, bool log_open)
+/* Frees the run; the log's closing tells whether every record was written
+ * (HERD_EIO into err, where st is still HERD_OK: a first failure stays). */
+static herd_status close_run(herd_run *r, worker_ctx *workers, bool log_open, herd_status st, herd_err *err)
 {
     if (workers)
         for (size_t i = 0; i < r->nlocal; i++)
@@ -254,12 +256,20 @@ static void close_run(herd_run *r, worker_ctx *workers, bool log_open)
     free(r->lost);
     herd__ckpt_run_free(r->ckpt);
     herd_world_free(r->world);
-    if (log_open)
-        herd__log_close(&r->log);
+    if (log_open) {
+        herd_err lerr = {0};
+        herd_status lst = herd__log_close(&r->log, &lerr);
+        if (st == HERD_OK && lst < 0) {
+            st = lst;
+            if (err)
+                *err = lerr;
+        }
+    }
     free(r->test_y);
     free(r->algo_opts);
     herd_dataset_free(&r->train);
     herd_dataset_free(&r->test);
+    return st;
 }
 
 herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err)
@@ -293,6 +303,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
                      eff.algo, r.world->engine->name, eff.model, eff.workers, eff.epochs, eff.batch, (double)eff.optim.lr,
                      (double)eff.optim.momentum, (unsigned long long)eff.seed, workers[0].w.nparams, r.train.n,
                      r.test.n);
+    HERD_TRY(herd__log_check(&r.log, err)); /* a log that cannot be written, before any training */
     double t_start = herd__now();
     if ((st = herd_world_run(r.world, herd__worker_thread, workers, sizeof *workers, err)) < 0) {
         atomic_store(&r.abort, 1);
@@ -314,6 +325,5 @@ out:
     for (size_t i = 0; st < 0 && workers && i < r.nlocal; i++)
         if (workers[i].w.comm)
             workers[i].w.comm->failed = true; /* as in herd__worker_thread: no collective teardown */
-    close_run(&r, workers, log_open);
-    return st;
+    return close_run(&r, workers, log_open, st, err);
 }
