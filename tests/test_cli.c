@@ -464,7 +464,7 @@ static void test_json_everywhere(void)
         const char *status, *needs; /* the summary's status; what else it must say */
     } runs[] = {
         /* lr 10 makes the loss NaN: skipped steps, a NaN test loss */
-        {"allreduce", "4", {"--lr", "10", "--skip-nonfinite", "--model", "lenet", NULL}, 0, "ok", "\"test_loss\":null"},
+        {"allreduce", "4", {"--lr", "10", "--skip-nonfinite", "--model", "lenet", NULL}, 0, "diverged", "\"test_loss\":null"},
         {"sgd", "1", {NULL}, 0, "ok", "\"test_acc\":"},
         {"asgd", "3", {NULL}, 0, "ok", "\"eval_model\":\"server\""},
         {"easgd", "2", {NULL}, 0, "ok", "\"eval_model\":\"center\""},
@@ -644,6 +644,52 @@ static void test_writes_checked(void)
     }
 }
 
+/* A run whose loss ran away is named: lenet at --lr 5 explodes in its first
+ * epoch and ends at chance (it exited 0 with nothing said). It warns, logs
+ * a "diverged" record naming the algorithm and the learning rate, and its
+ * summary says so; --stop-on-divergence stops it there with exit 1. The
+ * same run at --lr 0.05 learns and is not warned of. */
+static void test_divergence(void)
+{
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) != 0)
+        herd_test_fail(__FILE__, __LINE__, "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    static char log[1 << 16];
+    char logpath[512], last[4096];
+    snprintf(logpath, sizeof logpath, "%s/div.jsonl", herd_test_tmpdir());
+    for (int stop = 0; stop < 3; stop++) {
+        unlink(logpath);
+        herd_test_cmd o;
+        herd_test_run(&o, 100, (const char *const[]){"train", "--algo", "allreduce", "--workers", "2", "--lr",
+                                                     stop == 2 ? "0.05" : "5", "--epochs", "3", "--train-limit", "4000",
+                                                     "--test-limit", "500", "--no-progress", "--json", "--log", logpath,
+                                                     stop == 1 ? "--stop-on-divergence" : NULL, NULL});
+        slurp(logpath, log, sizeof log);
+        herd_test_json_lines(log, "--log");
+        last_line(o.out, last, sizeof last);
+        if (stop == 2) {
+            ASSERT_EQ_INT(o.code, 0);
+            ASSERT_TRUE(!strstr(o.err, "diverge") && !strstr(log, "diverged"));
+            ASSERT_STR_CONTAINS(last, "\"status\":\"ok\"");
+            continue;
+        }
+        ASSERT_STR_CONTAINS(o.err, "epoch 1, step 31: the run diverges: the training loss, ");
+        ASSERT_STR_CONTAINS(o.err, "(--algo allreduce, --lr 5)");
+        ASSERT_STR_CONTAINS(log, "\"event\":\"diverged\",\"worker\":0,\"epoch\":1,\"step\":31,\"algo\":\"allreduce\",\"lr\":5,");
+        if (stop) {
+            ASSERT_EQ_INT(o.code, 1);
+            ASSERT_STR_CONTAINS(o.err, "it stops (--stop-on-divergence)");
+            ASSERT_TRUE(!strstr(o.err, "epoch 2/3"));
+            ASSERT_STR_CONTAINS(last, "\"status\":\"error\"");
+            ASSERT_STR_CONTAINS(last, "\"code\":\"HERD_EDIVERGED\"");
+        } else {
+            ASSERT_EQ_INT(o.code, 0);
+            ASSERT_STR_CONTAINS(o.err, "--stop-on-divergence stops such a run");
+            ASSERT_STR_CONTAINS(o.err, "epoch 3/3");
+            ASSERT_STR_CONTAINS(last, "\"status\":\"diverged\"");
+        }
+    }
+}
+
 const herd_test herd_tests_cli[] = {
     {"cli_usage_errors", test_usage_errors, 60},
     {"cli_one_parser", test_one_parser, 60},
@@ -655,5 +701,6 @@ const herd_test herd_tests_cli[] = {
     {"cli_exit_codes", test_exit_codes, 120},
     {"cli_refused_before_work", test_refused_before_work, 60},
     {"cli_writes_checked", test_writes_checked, 60},
+    {"cli_divergence", test_divergence, 200},
     HERD_TEST_END,
 };

@@ -116,6 +116,12 @@ typedef struct herd_train_config {
     bool skip_nonfinite;
     herd_inject inject_nan[HERD_MAX_INJECT];
     size_t ninject_nan;
+    /* Divergence (worker 0's loss, at each evaluation): a loss that is not
+     * finite, back at or above chance (ln of the classes) after having
+     * been below 0.9 of it, or 10 times its lowest. It is always warned
+     * of (stderr, a "diverged" log record, the summary's status); with
+     * stop_on_divergence the run stops there with HERD_EDIVERGED. */
+    bool stop_on_divergence;
 } herd_train_config;
 
 /* Fills cfg with the defaults `herd train` uses. */

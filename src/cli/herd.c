@@ -158,6 +158,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"timeout", HERD__FLAG_DOUBLE, &o->cfg.comm_timeout_s, "X", "seconds a worker may wait for another before failing (default 60)", NULL},
         {"fail", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "RANK@STEP[:MODE]: worker RANK fails on purpose at step STEP (repeatable); MODE: threads engine stop (its thread ends; the default), mpi engine exit0, exit1 (the default), abort or kill (SIGKILL): the process dies", parse_fail},
         {"skip-nonfinite", HERD__FLAG_BOOL, &o->cfg.skip_nonfinite, NULL, "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row", NULL},
+        {"stop-on-divergence", HERD__FLAG_BOOL, &o->cfg.stop_on_divergence, NULL, "stop (exit 1) when the loss diverges: not finite, back at chance after having learned, or 10x its lowest (without it: a warning, and the summary's status \"diverged\")", NULL},
         {"inject-nan", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "for testing: a NaN goes into worker RANK's gradient at its step STEP (repeatable)", parse_inject},
         {"checkpoint", HERD__FLAG_STR, &o->cfg.checkpoint_dir, "S", "write checkpoints into directory S (threads engine; every algorithm but osgp)", NULL},
         {"checkpoint-every", HERD__FLAG_SIZE, &o->cfg.checkpoint_every, "N", "steps between checkpoints (default: one per epoch; the last step always)", NULL},

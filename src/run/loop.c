@@ -134,7 +134,7 @@ herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
                 w->epoch + 1, r->cfg->epochs, epoch_loss, c->test_loss, c->test_acc, also, t_epoch,
                 r->tty && r->cfg->progress ? "                    " : "");
     }
-    return HERD_OK;
+    return herd__div_check(c, c->test_loss);
 }
 
 static void epoch_begin(worker_ctx *c, epoch_stats *e, size_t epoch)
@@ -253,8 +253,10 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     CALL_HOOK(c, after_step);
     w->step++, e->steps++;
     c->images += cfg->batch;
-    if (!skip)
+    if (!skip) {
         e->loss_sum += loss, e->nloss++;
+        herd__div_step(c, loss);
+    }
     if (w->rank == 0 && herd__now() - e->last_progress > 0.2) {
         e->last_progress = herd__now();
         progress(c, pos - floor(pos), e->loss_sum / (double)e->nloss, e->last_progress - e->t0);

@@ -139,7 +139,7 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
                         workers[i - r->first_rank].w.step);
         }
     res->algo = r->algo_ops->name;
-    res->status = "ok";
+    res->status = w0->div.diverged ? "diverged" : "ok";
     res->engine = r->world->engine->name;
     res->model = cfg->model;
     res->rank = r->first_rank;

@@ -63,6 +63,14 @@ typedef struct held_nonfinite {
     size_t step, epoch, skipped_run;
 } held_nonfinite;
 
+/* Worker 0's loss, watched for divergence (diverge.c): an exponential
+ * moving average of the step losses (about 10 steps) and its lowest. */
+typedef struct herd__div {
+    double ema, min_ema;
+    size_t n;
+    bool diverged; /* warned of: the summary's status says "diverged" */
+} herd__div;
+
 typedef struct worker_ctx {
     herd_run *run;
     herd_worker w;
@@ -84,6 +92,7 @@ typedef struct worker_ctx {
     herd__simclock simclock; /* the sim engine's compute clock through backward (simtime.h) */
     float *eval_buf;      /* 2 x nparams, where the algorithm has eval_params */
     herd__ckpt_cursor resume; /* --resume: where this worker starts (step 0: from scratch) */
+    herd__div div;        /* worker 0: is the run diverging? */
     /* results */
     herd_status st;
     double train_s, train_loss, test_acc, test_loss, worker0_acc, last_epoch_s;
@@ -156,6 +165,14 @@ bool herd__nf_settles(const herd_run *r);
  * worker stops here (HERD_ENONFINITE), the message naming the first step
  * and the workers. */
 herd_status herd__nf_settle(worker_ctx *c);
+
+/* diverge.c */
+/* A step's finite loss, into the watch (worker 0). */
+void herd__div_step(worker_ctx *c, double loss);
+/* At an evaluation of worker 0 (test_loss: its result): whether the run
+ * diverges; if so, warns (stderr, the log) once, and with
+ * --stop-on-divergence returns HERD_EDIVERGED (c->w.err says why). */
+herd_status herd__div_check(worker_ctx *c, double test_loss);
 
 /* claim.c */
 /* Claims the next global batch; at the hold the counter stays. */
