@@ -5,6 +5,7 @@
 #include "json_valid.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <sys/stat.h>
@@ -690,6 +691,103 @@ static void test_divergence(void)
     }
 }
 
+/* Starts herd train with args, waits until its log (logpath) has its
+ * "start" record and then `after_s` more, sends sig (twice when twice, 0.2 s
+ * apart) and returns its exit code. */
+static int train_signalled(const char *const *args, const char *logpath, int sig, bool twice, double after_s,
+                           char *err, size_t cap)
+{
+    static char log[1 << 16];
+    char outf[512], errf[512];
+    snprintf(outf, sizeof outf, "%s/sig-out", herd_test_tmpdir());
+    snprintf(errf, sizeof errf, "%s/sig-err", herd_test_tmpdir());
+    unlink(logpath);
+    pid_t pid = herd_test_spawn(args, outf, errf);
+    for (int i = 0; i < 3000; i++) { /* 30 s at most */
+        slurp(logpath, log, sizeof log);
+        if (strstr(log, "\"event\":\"start\""))
+            break;
+        usleep(10000);
+    }
+    ASSERT_STR_CONTAINS(log, "\"event\":\"start\"");
+    usleep((useconds_t)(after_s * 1e6));
+    kill(pid, sig);
+    if (twice) {
+        usleep(200000);
+        kill(pid, sig);
+    }
+    int code = herd_test_wait(pid, 60);
+    slurp(errf, err, cap);
+    return code;
+}
+
+/* SIGINT and SIGTERM end the step under way: the workers stop together,
+ * write a checkpoint of that step (which --resume takes), log a "stop"
+ * record, say so in one line and exit 128 + the signal; a second signal
+ * stops herd at once. */
+static void test_signals(void)
+{
+    static char log[1 << 16], out[1 << 14];
+    char err[4096], logpath[512], dir[512], outf[512], last[4096];
+    snprintf(logpath, sizeof logpath, "%s/sig.jsonl", herd_test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/sig-ckpt", herd_test_tmpdir());
+    snprintf(outf, sizeof outf, "%s/sig-out", herd_test_tmpdir());
+    mkdir(dir, 0700);
+    /* synchronous: a checkpoint at the step every worker stopped at */
+    const char *sync[] = {"train", "--data", "synthetic:1x12x12:4", "--model", "mlp", "--algo", "allreduce", "--workers",
+                          "3", "--epochs", "50", "--checkpoint", dir, "--log", logpath, "--json", "--no-progress", NULL};
+    int code = train_signalled(sync, logpath, SIGINT, false, 1.0, err, sizeof err);
+    if (code != 130)
+        herd_test_fail(__FILE__, __LINE__, "exit %d, want 130; stderr: %s", code, err);
+    ASSERT_STR_CONTAINS(err, "herd: stopping after this step (a second signal stops at once)");
+    const char *at = strstr(err, "herd: stopped by SIGINT at step ");
+    ASSERT_TRUE(at != NULL);
+    size_t step = (size_t)atol(at + strlen("herd: stopped by SIGINT at step "));
+    ASSERT_TRUE(step > 0);
+    ASSERT_STR_CONTAINS(err, herd_test_fmt("; checkpoint of that step in %s (--resume goes on from it)", dir));
+    char ck[700];
+    snprintf(ck, sizeof ck, "%s/ckpt-%zu.herd", dir, step);
+    ASSERT_TRUE(access(ck, R_OK) == 0);
+    slurp(logpath, log, sizeof log);
+    herd_test_json_lines(log, "--log");
+    last_line(log, last, sizeof last);
+    ASSERT_STR_CONTAINS(last, herd_test_fmt("\"event\":\"stop\",\"signal\":2,\"step\":%zu,", step));
+    ASSERT_STR_CONTAINS(last, "\"checkpoint\":true}");
+    slurp(outf, out, sizeof out);
+    herd_test_json_lines(out, "stdout");
+    ASSERT_STR_CONTAINS(out, "\"status\":\"stopped\"");
+    ASSERT_STR_CONTAINS(out, herd_test_fmt("\"steps_min\":%zu,\"steps_max\":%zu,", step, step));
+    /* --resume goes on from it */
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x12x12:4", "--model", "mlp", "--algo", "allreduce", "--workers",
+                  "3", "--epochs", "50", "--checkpoint", dir, "--resume", "--max-steps",
+                  herd_test_fmt("%zu", step + 2), "--quiet", "--json");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, herd_test_fmt("\"steps\":%zu,", step + 2));
+    /* asynchronous, SIGTERM: each worker stops at its next claim */
+    const char *async[] = {"train", "--data", "synthetic:1x12x12:4", "--model", "mlp", "--algo", "asgd", "--workers",
+                           "3", "--epochs", "50", "--log", logpath, "--no-progress", NULL};
+    code = train_signalled(async, logpath, SIGTERM, false, 0.5, err, sizeof err);
+    if (code != 143)
+        herd_test_fail(__FILE__, __LINE__, "exit %d, want 143; stderr: %s", code, err);
+    ASSERT_STR_CONTAINS(err, "herd: stopped by SIGTERM at step ");
+    slurp(logpath, log, sizeof log);
+    ASSERT_STR_CONTAINS(log, "\"event\":\"stop\",\"signal\":15,");
+    /* a second signal: at once (a step of 1 s, by --slow, is not finished) */
+    const char *slow[] = {"train", "--data", "synthetic:1x12x12:4", "--model", "mlp", "--algo", "allreduce",
+                          "--workers", "2", "--epochs", "50", "--slow", "0:2000", "--slow", "1:2000", "--log", logpath,
+                          "--no-progress", NULL};
+    double t0 = herd__now();
+    code = train_signalled(slow, logpath, SIGINT, true, 1.5, err, sizeof err);
+    ASSERT_EQ_INT(code, 130);
+    ASSERT_STR_CONTAINS(err, "herd: stopping after this step");
+    ASSERT_TRUE(!strstr(err, "stopped by"));
+    slurp(logpath, log, sizeof log);
+    ASSERT_TRUE(!strstr(log, "\"event\":\"stop\""));
+    if (herd__now() - t0 > 20)
+        herd_test_fail(__FILE__, __LINE__, "the second signal took %.1f s to stop herd", herd__now() - t0);
+}
+
 const herd_test herd_tests_cli[] = {
     {"cli_usage_errors", test_usage_errors, 60},
     {"cli_one_parser", test_one_parser, 60},
@@ -702,5 +800,6 @@ const herd_test herd_tests_cli[] = {
     {"cli_refused_before_work", test_refused_before_work, 60},
     {"cli_writes_checked", test_writes_checked, 60},
     {"cli_divergence", test_divergence, 200},
+    {"cli_signals", test_signals, 200},
     HERD_TEST_END,
 };

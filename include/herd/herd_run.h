@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include "herd/herd_comm.h"
@@ -122,6 +123,16 @@ typedef struct herd_train_config {
      * of (stderr, a "diverged" log record, the summary's status); with
      * stop_on_divergence the run stops there with HERD_EDIVERGED. */
     bool stop_on_divergence;
+    /* A stop asked from outside (herd train's SIGINT/SIGTERM handler sets
+     * it to the signal's number; NULL: none). Once non-zero, the workers
+     * end the step under way and stop together at one step (synchronous
+     * algorithms: the step after the furthest worker's; asynchronous: each
+     * at its next claim), a checkpoint is written there (--checkpoint,
+     * synchronous), a "stop" log record is written, and herd_train returns
+     * HERD_OK with the result's stop_signal set and status "stopped" (no
+     * final evaluation). Where the workers live in several processes (mpi)
+     * they cannot agree on a step: the run fails with HERD_ESTOPPED. */
+    volatile sig_atomic_t *stop;
 } herd_train_config;
 
 /* Fills cfg with the defaults `herd train` uses. */
@@ -169,6 +180,9 @@ typedef struct herd_train_result {
      * work (an unknown name, a value out of range, an impossible
      * combination: a usage error, exit 2 for herd train); rank as above. */
     bool refused;
+    int stop_signal;        /* the run was stopped (cfg->stop): the signal's number; 0 otherwise */
+    size_t stop_step;       /* with stop_signal: worker 0's step at the stop */
+    bool stop_checkpoint;   /* with stop_signal: a checkpoint of that step is in cfg->checkpoint_dir */
 } herd_train_result;
 
 herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err);

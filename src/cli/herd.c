@@ -5,10 +5,12 @@
  * place in herd, with the rest of src/cli, that prints usage and calls
  * exit(). */
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "herd/herd_algo.h"
 #include "herd/herd_comm.h"
@@ -245,6 +247,43 @@ static void print_summary(const herd_train_result *res, const herd_train_config 
                 res->steps_max);
 }
 
+/* The one piece of mutable state outside a command's stack: a signal
+ * handler has no context to reach. 0, or the signal that asked herd train
+ * to stop (herd_train_config.stop points to it). */
+static volatile sig_atomic_t stop_signal;
+
+/* SIGINT, SIGTERM: the first asks the run to stop after the step under way
+ * (herd_train_config.stop); a second stops herd at once, as the signal
+ * does by default. */
+static void on_stop_signal(int sig)
+{
+    if (stop_signal) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+    static const char msg[] = "\nherd: stopping after this step (a second signal stops at once)\n";
+    ssize_t n = write(2, msg, sizeof msg - 1); /* write(2): stdio is not for signal handlers */
+    (void)n;
+}
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static const char *signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
 /* --json on a failed run: the summary line still comes, with "status":"error"
  * and the message. */
 static void print_error_json(const herd_train_config *cfg, herd_status st, const char *msg)
@@ -286,6 +325,8 @@ static int cmd_train(int argc, char **argv)
     }
     herd_train_result res;
     herd_err err = {0};
+    cfg->stop = &stop_signal;
+    catch_stop_signals();
     herd_status st = herd_train(cfg, &res, &err);
     if (st < 0) {
         /* every rank refuses a configuration alike: rank 0 says it */
@@ -298,17 +339,25 @@ static int cmd_train(int argc, char **argv)
         herd_comm_abort(res.refused ? 2 : 1);
     }
     herd_comm_shutdown();
+    if (st < 0 && st == HERD_ESTOPPED)
+        return 128 + stop_signal;
     if (st < 0) /* a configuration refused is a usage error */
         return res.refused ? 2 : 1;
     if (res.rank != 0)
         return 0;
-    if (!cfg->quiet)
+    if (res.stop_signal) { /* one line, whatever --quiet says: the run did not end */
+        fprintf(stderr, "herd: stopped by %s at step %zu", signal_name(res.stop_signal), res.stop_step);
+        if (res.stop_checkpoint)
+            fprintf(stderr, "; checkpoint of that step in %s (--resume goes on from it)", cfg->checkpoint_dir);
+        fputc('\n', stderr);
+    } else if (!cfg->quiet) {
         print_summary(&res, cfg);
+    }
     if (o.json && (herd_train_result_json(&res, stdout) < 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)) {
         fprintf(stderr, "herd: cannot write the summary to stdout: %s\n", strerror(errno));
         return 1;
     }
-    return 0;
+    return res.stop_signal ? 128 + res.stop_signal : 0;
 }
 
 /* ---- herd bench ------------------------------------------------------ */

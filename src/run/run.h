@@ -45,6 +45,8 @@ typedef struct herd_run {
     herd__ckpt_run *ckpt; /* --checkpoint (NULL: none) */
     void *algo_opts;      /* the algorithm's options, parsed (w->opts) */
     bool cores_taken;     /* the workers' compute threads take every core (w->cores_taken) */
+    struct worker_ctx *workers; /* this process's (cfg->stop reads their steps) */
+    atomic_size_t stop_at;  /* cfg->stop: the step every synchronous worker stops at (SIZE_MAX: not yet) */
     bool tty;
 } herd_run;
 
@@ -93,6 +95,9 @@ typedef struct worker_ctx {
     float *eval_buf;      /* 2 x nparams, where the algorithm has eval_params */
     herd__ckpt_cursor resume; /* --resume: where this worker starts (step 0: from scratch) */
     herd__div div;        /* worker 0: is the run diverging? */
+    atomic_size_t at_step; /* w.step, for the other threads (cfg->stop) */
+    bool stopped;         /* stopped by cfg->stop */
+    bool stop_saved;      /* and wrote a checkpoint there */
     /* results */
     herd_status st;
     double train_s, train_loss, test_acc, test_loss, worker0_acc, last_epoch_s;

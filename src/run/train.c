@@ -296,7 +296,9 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     }
     if (r.world->note && !eff.quiet)
         fprintf(stderr, "herd: %s\n", r.world->note);
+    atomic_init(&r.stop_at, SIZE_MAX);
     HERD_TRY(open_run(&r, &workers, &log_open, err));
+    r.workers = workers;
     herd__log_record(&r.log, "start",
                      "\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
                      "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu",
@@ -313,13 +315,27 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     double wall = herd__now() - t_start;
     HERD_TRY(first_failure(&r, workers, err));
     worker_ctx *w0 = &workers[0];
-    /* the final evaluation, once every worker has stopped */
-    if (r.first_rank == 0 && (st = herd__evaluate(w0, w0->train_loss, w0->last_epoch_s)) < 0) {
+    bool stopped = false;
+    for (size_t i = 0; i < r.nlocal; i++)
+        stopped = stopped || workers[i].stopped;
+    /* the final evaluation, once every worker has stopped (not when stopped
+     * from outside: whoever stopped the run wants it to end now) */
+    if (r.first_rank == 0 && !stopped && (st = herd__evaluate(w0, w0->train_loss, w0->last_epoch_s)) < 0) {
         if (err)
             *err = w0->w.err.msg[0] ? w0->w.err : w0->w.comm->err;
         goto out;
     }
+    if (stopped && !w0->eval_model) /* stopped before any evaluation: no figure, not 0 */
+        w0->test_acc = w0->test_loss = w0->worker0_acc = NAN;
     HERD_TRY(herd__result_fill(&r, workers, wall, res, err));
+    if (stopped) {
+        res->stop_signal = (int)*cfg->stop;
+        res->stop_step = w0->w.step;
+        res->stop_checkpoint = w0->stop_saved;
+        res->status = "stopped";
+        herd__log_record(&r.log, "stop", "\"signal\":%d,\"step\":%zu,\"epoch\":%zu,\"checkpoint\":%s",
+                         res->stop_signal, res->stop_step, w0->w.epoch + 1, res->stop_checkpoint ? "true" : "false");
+    }
 out:
     res->rank = r.first_rank; /* a failure too is reported from rank 0 */
     for (size_t i = 0; st < 0 && workers && i < r.nlocal; i++)
