@@ -511,6 +511,26 @@ static void test_json_everywhere(void)
         if (lenet) /* the NaN test loss of the eval and end records */
             ASSERT_STR_CONTAINS(log, "\"test_loss\":null");
     }
+    /* usage errors too: the parser's own (a flag unknown, a value that does
+     * not parse, an option of another algorithm) and a configuration refused */
+    static const char *const usage[][6] = {
+        {"train", "--bogus", "--json"},
+        {"train", "--json", "--lr", "x\"y"},
+        {"train", "--json", "--overlap", "on"},
+        {"train", "--json", "--eval-every", "0"},
+        {"train", "--json", "--model", "foo"},
+    };
+    static const char *const says[] = {"\"error\":\"unknown flag '--bogus'\"", "\"error\":\"--lr: expected a number, got 'x\\\"y'\"",
+                                       "--overlap applies to allreduce", "--eval-every must be at least 1",
+                                       "\"code\":\"HERD_EINVAL\",\"error\":\"unknown model 'foo'"};
+    for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
+        herd_test_cmd o;
+        herd_test_run(&o, 50, usage[i]);
+        ASSERT_EQ_INT(o.code, 2);
+        ASSERT_EQ_INT(herd_test_json_lines(o.out, herd_test_fmt("herd %s %s: stdout", usage[i][1], usage[i][2])), 1);
+        ASSERT_STR_CONTAINS(o.out, "\"status\":\"error\"");
+        ASSERT_STR_CONTAINS(o.out, says[i]);
+    }
 }
 
 /* One rule for exit codes: 2 for every usage error (a flag unknown, a value

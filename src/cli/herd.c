@@ -121,6 +121,7 @@ static bool parse_inject(void *dest, const char *val, char *msg, size_t cap)
 typedef struct train_cli {
     herd_train_config cfg;
     bool json, no_progress, nesterov;
+    bool json_asked; /* --json is among the arguments (known before they are parsed: usage errors print JSON too) */
 } train_cli;
 
 enum { TRAIN_NFLAGS = 40 };
@@ -206,25 +207,27 @@ static void train_usage(void)
  * known (cmd_train). */
 static int algo_flag(void *ctx, const char *name, const char *val, int i, int argc, char **argv)
 {
-    herd_train_config *cfg = ctx;
+    train_cli *o = ctx;
+    herd_train_config *cfg = &o->cfg;
+    bool json = o->json_asked;
     const herd_algo_ops *owner;
     const herd_opt *row = herd_algo_opt_find(name, &owner);
     if (!row)
-        herd__usage_error("train", "unknown flag '--%s'", name);
+        herd__usage_error_json(json, "train", "unknown flag '--%s'", name);
     if (!herd_opt_takes_value(row) && val)
-        herd__usage_error("train", "flag '--%s' takes no value", name);
+        herd__usage_error_json(json, "train", "flag '--%s' takes no value", name);
     if (herd_opt_takes_value(row) && !val) {
         if (i + 1 >= argc)
-            herd__usage_error("train", "flag '--%s' needs a value", name);
+            herd__usage_error_json(json, "train", "flag '--%s' needs a value", name);
         val = argv[++i];
     }
     _Alignas(max_align_t) char scratch[512];
     herd_err err = {0};
     HERD_ASSERT(owner->opts_size <= sizeof scratch);
     if (herd_opt_parse(row, scratch, val, &err) < 0)
-        herd__usage_error("train", "%s", err.msg);
+        herd__usage_error_json(json, "train", "%s", err.msg);
     if (herd_train_config_set(cfg, row->name, val) < 0)
-        herd__usage_error("train", "too many algorithm options (at most %d)", HERD_MAX_ALGO_ARGS);
+        herd__usage_error_json(json, "train", "too many algorithm options (at most %d)", HERD_MAX_ALGO_ARGS);
     return i;
 }
 
@@ -304,10 +307,13 @@ static int cmd_train(int argc, char **argv)
     herd_train_config_defaults(cfg);
     herd__flag f[TRAIN_NFLAGS];
     train_flags(&o, f);
-    herd__flag_cmd c = {.cmd = "train", .flags = f, .usage = train_usage, .other = algo_flag, .other_ctx = cfg};
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+        o.json_asked = o.json_asked || !strcmp(argv[i], "--json");
+    herd__flag_cmd c = {.cmd = "train", .flags = f, .usage = train_usage, .other = algo_flag, .other_ctx = &o,
+                        .json = o.json_asked};
     int end = herd__flags_parse(&c, argc, argv, 2, false);
     if (end < argc) /* a "--": nothing follows herd train's flags */
-        herd__usage_error("train", "unknown flag '%s'", argv[end]);
+        herd__usage_error_json(o.json_asked, "train", "unknown flag '%s'", argv[end]);
     cfg->optim.nesterov = o.nesterov;
     cfg->progress = !o.no_progress;
     /* the algorithm's options against its table (an option of another algorithm is a usage error) */
@@ -317,12 +323,10 @@ static int cmd_train(int argc, char **argv)
         herd_err oerr = {0};
         HERD_ASSERT(ops->opts_size <= sizeof opts);
         if (herd_algo_opts_parse(ops, cfg->algo_args, cfg->nalgo_args, opts, &oerr) < 0)
-            herd__usage_error("train", "%s", oerr.msg);
+            herd__usage_error_json(o.json, "train", "%s", oerr.msg);
     }
-    if (cfg->eval_every == 0) {
-        fprintf(stderr, "herd: --eval-every must be at least 1\n");
-        return 2;
-    }
+    if (cfg->eval_every == 0)
+        herd__usage_error_json(o.json, NULL, "--eval-every must be at least 1");
     herd_train_result res;
     herd_err err = {0};
     cfg->stop = &stop_signal;
