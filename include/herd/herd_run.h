@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "herd/herd_comm.h"
@@ -132,7 +132,7 @@ typedef struct herd_train_config {
      * HERD_OK with the result's stop_signal set and status "stopped" (no
      * final evaluation). Where the workers live in several processes (mpi)
      * they cannot agree on a step: the run fails with HERD_ESTOPPED. */
-    volatile sig_atomic_t *stop;
+    const atomic_int *stop; /* lock-free: a signal handler may store to it */
 } herd_train_config;
 
 /* Fills cfg with the defaults `herd train` uses. */

@@ -6,6 +6,7 @@
  * exit(). */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,22 +254,26 @@ static void print_summary(const herd_train_result *res, const herd_train_config 
 /* The one piece of mutable state outside a command's stack: a signal
  * handler has no context to reach. 0, or the signal that asked herd train
  * to stop (herd_train_config.stop points to it). */
-static volatile sig_atomic_t stop_signal;
+static atomic_int stop_signal; /* lock-free on every target herd builds for: safe in a handler */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "a signal handler stores to stop_signal");
 
 /* SIGINT, SIGTERM: the first asks the run to stop after the step under way
  * (herd_train_config.stop); a second stops herd at once, as the signal
  * does by default. */
 static void on_stop_signal(int sig)
 {
-    if (stop_signal) {
+    int saved = errno; /* the code the signal interrupted may be about to read it */
+    if (atomic_load(&stop_signal)) {
         signal(sig, SIG_DFL);
         raise(sig);
+        errno = saved;
         return;
     }
-    stop_signal = sig;
+    atomic_store(&stop_signal, sig);
     static const char msg[] = "\nherd: stopping after this step (a second signal stops at once)\n";
     ssize_t n = write(2, msg, sizeof msg - 1); /* write(2): stdio is not for signal handlers */
     (void)n;
+    errno = saved;
 }
 
 static void catch_stop_signals(void)
@@ -344,7 +349,7 @@ static int cmd_train(int argc, char **argv)
     }
     herd_comm_shutdown();
     if (st < 0 && st == HERD_ESTOPPED)
-        return 128 + stop_signal;
+        return 128 + atomic_load(&stop_signal);
     if (st < 0) /* a configuration refused is a usage error */
         return res.refused ? 2 : 1;
     if (res.rank != 0)

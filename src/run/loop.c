@@ -276,7 +276,7 @@ static herd_status stop_asked(worker_ctx *c, bool *stop)
 {
     herd_run *r = c->run;
     herd_worker *w = &c->w;
-    int sig = *r->cfg->stop;
+    int sig = atomic_load_explicit(r->cfg->stop, memory_order_relaxed);
     if (!r->algo_ops->async && herd__run_spans_processes(r)) /* no step to agree on in one process */
         return herd_err_set(&w->err, HERD_ESTOPPED, "stopped by signal %d at step %zu", sig, w->step);
     size_t at = atomic_load(&r->stop_at);
@@ -301,7 +301,7 @@ static herd_status before_next(worker_ctx *c, bool *stop)
     *stop = false;
     if (atomic_load(&r->abort))
         return HERD_EREMOTE;
-    if (r->cfg->stop && *r->cfg->stop) {
+    if (r->cfg->stop && atomic_load_explicit(r->cfg->stop, memory_order_relaxed)) {
         herd_status st = stop_asked(c, stop);
         if (st < 0 || *stop)
             return st;

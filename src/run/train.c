@@ -329,7 +329,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
         w0->test_acc = w0->test_loss = w0->worker0_acc = NAN;
     HERD_TRY(herd__result_fill(&r, workers, wall, res, err));
     if (stopped) {
-        res->stop_signal = (int)*cfg->stop;
+        res->stop_signal = atomic_load(cfg->stop);
         res->stop_step = w0->w.step;
         res->stop_checkpoint = w0->stop_saved;
         res->status = "stopped";
