@@ -1183,12 +1183,123 @@ static void test_cli_kill_resume(void)
     free(msg);
     json_field(out, "\"test_loss\":", lb, sizeof lb);
     ASSERT_TRUE(!strcmp(la, lb));
-    ASSERT_EQ_INT(herd_test_wait(herd_test_spawn((const char *const[]){"train", "--resume", NULL}, out, errf), 100), 1);
+    /* a usage error (the configuration refused): 2 */
+    ASSERT_EQ_INT(herd_test_wait(herd_test_spawn((const char *const[]){"train", "--resume", NULL}, out, errf), 100), 2);
     e = read_whole(errf, &en);
     msg = realloc(e, en + 1);
     msg[en] = 0;
     ASSERT_STR_CONTAINS(msg, "--resume needs --checkpoint DIR");
     free(msg);
+}
+
+/* What a file holds, NUL-terminated (freed by the caller). */
+static char *read_text(const char *path)
+{
+    size_t n = 0;
+    unsigned char *b = read_whole(path, &n);
+    char *t = realloc(b, n + 1);
+    ASSERT_TRUE(t != NULL);
+    t[n] = 0;
+    return t;
+}
+
+/* The checkpoint directory is held for the run: a second run in it is
+ * refused naming the first's pid (they would interleave and prune each
+ * other's checkpoints), and the hold ends with the run, however it ends; a
+ * directory herd cannot write to is refused at the start. */
+static void test_dir_lock(void)
+{
+    char dir[512], out[600], errf[600], lock[700];
+    make_dir(dir, sizeof dir, "locked");
+    tmp_path(out, sizeof out, "lock-out");
+    tmp_path(errf, sizeof errf, "lock-err");
+    snprintf(lock, sizeof lock, "%s/.lock", dir);
+    /* a run slowed to a crawl holds the directory */
+    pid_t first = herd_test_spawn((const char *const[]){"train", "--data", "synthetic:1x8x8:4", "--model", "mlp",
+                                                        "--epochs", "50", "--slow", "0:1000", "--checkpoint", dir,
+                                                        "--quiet", NULL},
+                                  out, errf);
+    char want[32];
+    snprintf(want, sizeof want, "%ld\n", (long)first);
+    double t0 = herd__now();
+    for (;;) {
+        char *t = access(lock, R_OK) == 0 ? read_text(lock) : NULL;
+        bool held = t && !strcmp(t, want);
+        free(t);
+        if (held)
+            break;
+        if (herd__now() - t0 > 30) {
+            kill(first, SIGKILL);
+            herd_test_wait(first, 10);
+            herd_test_fail(__FILE__, __LINE__, "%s never held pid %ld", lock, (long)first);
+        }
+        usleep(10000);
+    }
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--checkpoint", dir,
+                  "--resume", "--quiet");
+    kill(first, SIGKILL);
+    int code = herd_test_wait(first, 30);
+    ASSERT_EQ_INT(code, 128 + SIGKILL);
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, herd_test_fmt("checkpoint directory %s is in use by another herd run (pid %ld)", dir,
+                                             (long)first));
+    /* killed, the first run holds nothing: a run in the directory goes on */
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "512",
+                  "--checkpoint", dir, "--quiet");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d after the holder died: %s", o.code, o.err);
+    /* a directory herd cannot write to (root writes anywhere chmod allows: sysfs refuses even root) */
+    char ro[512];
+    make_dir(ro, sizeof ro, "read-only");
+    chmod(ro, 0500);
+    const char *unwritable = geteuid() == 0 ? "/sys/kernel" : ro;
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--checkpoint",
+                  unwritable, "--quiet");
+    chmod(ro, 0700);
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, herd_test_fmt("checkpoint directory %s is not writable: ", unwritable));
+}
+
+/* The newest checkpoint is the one whose header says the latest step: a
+ * file renamed to a later step's name is not resumed from (a warning names
+ * both steps), and one renamed to an earlier step's name still is. */
+static void test_header_decides(void)
+{
+    char dir[512], from[700], to[700];
+    make_dir(dir, sizeof dir, "renamed");
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "640",
+                  "--batch", "32", "--checkpoint", dir, "--checkpoint-every", "5", "--keep", "5", "--quiet");
+    ASSERT_EQ_INT(o.code, 0);
+    uint64_t steps[8];
+    size_t n = 0;
+    ASSERT_OK(herd_ckpt_list(dir, steps, 8, &n, NULL));
+    ASSERT_TRUE(n >= 2 && steps[0] == 20 && steps[1] == 15);
+    snprintf(from, sizeof from, "%s/ckpt-15.herd", dir);
+    snprintf(to, sizeof to, "%s/ckpt-900.herd", dir);
+    ASSERT_TRUE(rename(from, to) == 0);
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "2", "--train-limit", "640",
+                  "--batch", "32", "--checkpoint", dir, "--checkpoint-every", "5", "--keep", "5", "--resume");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.err, herd_test_fmt("checkpoint %s/ckpt-900.herd: its header says step 15, not 900 (a renamed file?)", dir));
+    ASSERT_STR_CONTAINS(o.err, herd_test_fmt("herd: resuming from %s/ckpt-20.herd (step 20, epoch 2)", dir));
+    /* the newest renamed to an old name: still the newest */
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "640",
+                  "--batch", "32", "--checkpoint", dir, "--checkpoint-every", "5", "--keep", "5", "--quiet");
+    ASSERT_EQ_INT(o.code, 1); /* the directory holds checkpoints: --resume or another directory */
+    char dir2[512];
+    make_dir(dir2, sizeof dir2, "renamed-old");
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "640",
+                  "--batch", "32", "--checkpoint", dir2, "--checkpoint-every", "5", "--keep", "5", "--quiet");
+    ASSERT_EQ_INT(o.code, 0);
+    snprintf(from, sizeof from, "%s/ckpt-20.herd", dir2);
+    snprintf(to, sizeof to, "%s/ckpt-1.herd", dir2);
+    ASSERT_TRUE(rename(from, to) == 0);
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "2", "--train-limit", "640",
+                  "--batch", "32", "--checkpoint", dir2, "--checkpoint-every", "5", "--keep", "5", "--resume");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.err, herd_test_fmt("herd: resuming from %s/ckpt-1.herd (step 20, epoch 2)", dir2));
 }
 
 const herd_test herd_tests_ckpt[] = {
@@ -1216,5 +1327,7 @@ const herd_test herd_tests_ckpt[] = {
     {"ckpt_async_holds", test_async_holds, 20},
     {"ckpt_algo_records", test_algo_records, 60},
     {"ckpt_cli_kill_resume", test_cli_kill_resume, 120},
+    {"ckpt_dir_lock", test_dir_lock, 120},
+    {"ckpt_header_decides", test_header_decides, 60},
     HERD_TEST_END,
 };

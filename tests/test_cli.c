@@ -2,8 +2,10 @@
  * end-to-end training run on a slice of Fashion-MNIST. */
 #include "fixtures.h"
 #include "harness.h"
+#include "json_valid.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <sys/stat.h>
@@ -11,6 +13,7 @@
 #include <zlib.h>
 
 #include "herd/herd_run.h"
+#include "core/clock.h"
 
 /* What a command printed on stderr is exactly want. */
 #define ASSERT_ERR_IS(o, want)                                                                                    \
@@ -46,7 +49,7 @@ static void test_usage_errors(void)
         ASSERT_STR_CONTAINS(o.err, "RANK@STEP[:MODE]");
     }
     HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--workers", "2", "--algo", "allreduce", "--fail", "1@2:kill");
-    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_EQ_INT(o.code, 2); /* a usage error (the configuration refused): 2 */
     ASSERT_STR_CONTAINS(o.err, "--fail 1@2:kill: the threads engine's mode is stop");
     HERD_TEST_RUN(&o, "train", "--overlap", "maybe");
     ASSERT_EQ_INT(o.code, 2);
@@ -55,13 +58,13 @@ static void test_usage_errors(void)
     ASSERT_EQ_INT(o.code, 2); /* the form is checked as flags are read, whose option it is once --algo is known */
     ASSERT_STR_CONTAINS(o.err, "--overlap applies to allreduce, not --algo sgd");
     HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--algo", "allreduce", "--overlap", "on", "--no-overlap");
-    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_EQ_INT(o.code, 2); /* a usage error (the configuration refused): 2 */
     ASSERT_STR_CONTAINS(o.err, "--no-overlap contradicts --overlap on");
     HERD_TEST_RUN(&o, "frobnicate");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "unknown command 'frobnicate'");
     HERD_TEST_RUN(&o, "train", "--model", "vgg99", "--data", "synthetic:1x8x8:4");
-    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_EQ_INT(o.code, 2); /* a usage error (the configuration refused): 2 */
     ASSERT_STR_CONTAINS(o.err, "unknown model 'vgg99'");
     HERD_TEST_RUN(&o, "train", "--help");
     ASSERT_EQ_INT(o.code, 0);
@@ -421,6 +424,390 @@ static void test_no_state_between_commands(void)
     free_args();
 }
 
+
+/* The file at path, NUL-terminated, into buf (cut to cap - 1 bytes); "" when absent. */
+static void slurp(const char *path, char *buf, size_t cap)
+{
+    size_t n = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        n = fread(buf, 1, cap - 1, f);
+        fclose(f);
+    }
+    buf[n] = 0;
+}
+
+/* The last line of text (without its newline) into out. */
+static void last_line(const char *text, char *out, size_t cap)
+{
+    size_t len = strlen(text);
+    while (len && text[len - 1] == '\n')
+        len--;
+    size_t at = len;
+    while (at && text[at - 1] != '\n')
+        at--;
+    snprintf(out, cap, "%.*s", (int)(len - at), text + at);
+}
+
+/* Everything herd prints under --json and writes under --log parses with a
+ * strict JSON parser, on success and on failure, for algorithms of every
+ * family: a non-finite loss is null, the summary says its status, a failed
+ * run still prints its summary line with the message. */
+static void test_json_everywhere(void)
+{
+    static char log[1 << 18];
+    char logpath[512], last[4096];
+    snprintf(logpath, sizeof logpath, "%s/run.jsonl", herd_test_tmpdir());
+    bool fashion = access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) == 0;
+    static const struct {
+        const char *algo, *workers, *extra[6];
+        int code;
+        const char *status, *needs; /* the summary's status; what else it must say */
+    } runs[] = {
+        /* lr 10 makes the loss NaN: skipped steps, a NaN test loss */
+        {"allreduce", "4", {"--lr", "10", "--skip-nonfinite", "--model", "lenet", NULL}, 0, "diverged", "\"test_loss\":null"},
+        {"sgd", "1", {NULL}, 0, "ok", "\"test_acc\":"},
+        {"asgd", "3", {NULL}, 0, "ok", "\"eval_model\":\"server\""},
+        {"easgd", "2", {NULL}, 0, "ok", "\"eval_model\":\"center\""},
+        {"dpsgd", "4", {NULL}, 0, "ok", "\"lost\":[]"},
+        {"sgp", "4", {NULL}, 0, "ok", "\"lost\":[]"},
+        {"localsgd", "2", {NULL}, 0, "ok", "\"lost\":[]"},
+        /* failures: a NaN gradient that stops the run, data that is not there */
+        {"allreduce", "2", {"--inject-nan", "1@3", NULL}, 1, "error", "\"error\":\"step 3"},
+        {"asgd", "2", {"--inject-nan", "1@3", NULL}, 1, "error", "\"code\":\"HERD_ENONFINITE\""},
+        {"sgd", "1", {"--data", "/nonexistent/\"quoted\"\\dir", NULL}, 1, "error", "/nonexistent/\\\"quoted\\\"\\\\dir"},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        bool lenet = runs[i].extra[4] && !strcmp(runs[i].extra[4], "lenet");
+        if (lenet && !fashion)
+            herd_test_fail(__FILE__, __LINE__, "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+        const char *args[40] = {"train", "--algo", runs[i].algo, "--workers", runs[i].workers, "--epochs", "1",
+                                "--train-limit", lenet ? "2000" : "1024", "--test-limit", "300", "--quiet",
+                                "--no-progress", "--json", "--log", logpath};
+        size_t n = 16;
+        if (!lenet)
+            args[n++] = "--data", args[n++] = "synthetic:1x8x8:4", args[n++] = "--model", args[n++] = "mlp";
+        for (size_t k = 0; runs[i].extra[k]; k++)
+            args[n++] = runs[i].extra[k];
+        args[n] = NULL;
+        unlink(logpath);
+        herd_test_cmd o;
+        herd_test_run(&o, 100, args);
+        const char *what = herd_test_fmt("--algo %s %s: stdout", runs[i].algo, runs[i].extra[0] ? runs[i].extra[0] : "");
+        if (o.code != runs[i].code)
+            herd_test_fail(__FILE__, __LINE__, "%s: exit %d, want %d; stderr: %s", what, o.code, runs[i].code, o.err);
+        ASSERT_TRUE(herd_test_json_lines(o.out, what) >= 1);
+        last_line(o.out, last, sizeof last);
+        ASSERT_STR_CONTAINS(last, herd_test_fmt("{\"algo\":\"%s\",\"status\":\"%s\"", runs[i].algo, runs[i].status));
+        ASSERT_STR_CONTAINS(last, runs[i].needs);
+        ASSERT_TRUE(!strstr(last, "nan") && !strstr(last, "inf,"));
+        slurp(logpath, log, sizeof log);
+        what = herd_test_fmt("--algo %s %s: --log", runs[i].algo, runs[i].extra[0] ? runs[i].extra[0] : "");
+        size_t lines = herd_test_json_lines(log, what);
+        if (runs[i].code == 0) {
+            ASSERT_TRUE(lines >= 3);
+            ASSERT_STR_CONTAINS(log, "\"event\":\"end\"");
+        }
+        if (lenet) /* the NaN test loss of the eval and end records */
+            ASSERT_STR_CONTAINS(log, "\"test_loss\":null");
+    }
+    /* usage errors too: the parser's own (a flag unknown, a value that does
+     * not parse, an option of another algorithm) and a configuration refused */
+    static const char *const usage[][6] = {
+        {"train", "--bogus", "--json"},
+        {"train", "--json", "--lr", "x\"y"},
+        {"train", "--json", "--overlap", "on"},
+        {"train", "--json", "--eval-every", "0"},
+        {"train", "--json", "--model", "foo"},
+    };
+    static const char *const says[] = {"\"error\":\"unknown flag '--bogus'\"", "\"error\":\"--lr: expected a number, got 'x\\\"y'\"",
+                                       "--overlap applies to allreduce", "--eval-every must be at least 1",
+                                       "\"code\":\"HERD_EINVAL\",\"error\":\"unknown model 'foo'"};
+    for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
+        herd_test_cmd o;
+        herd_test_run(&o, 50, usage[i]);
+        ASSERT_EQ_INT(o.code, 2);
+        ASSERT_EQ_INT(herd_test_json_lines(o.out, herd_test_fmt("herd %s %s: stdout", usage[i][1], usage[i][2])), 1);
+        ASSERT_STR_CONTAINS(o.out, "\"status\":\"error\"");
+        ASSERT_STR_CONTAINS(o.out, says[i]);
+    }
+}
+
+/* One rule for exit codes: 2 for every usage error (a flag unknown, a value
+ * that does not parse or is out of range, a name unknown or empty, an
+ * impossible combination), 1 for a run that failed; the message names the
+ * value as typed. */
+static void test_exit_codes(void)
+{
+    static const struct {
+        const char *args[12];
+        int code;
+        const char *says;
+    } cases[] = {
+        {{"train", "--bogus"}, 2, "unknown flag '--bogus'"},
+        {{"train", "--epochs", "x"}, 2, "--epochs: expected a non-negative integer, got 'x'"},
+        {{"train", "--epochs", "0"}, 2, "--epochs must be in [1, 100000], got 0"},
+        {{"train", "--workers", "0"}, 2, "--workers must be in [1, 4096], got 0"},
+        {{"train", "--batch", "0"}, 2, "--batch must be in [1, 65536], got 0"},
+        {{"train", "--momentum", "1"}, 2, "--momentum must be in [0, 1), got 1"},
+        {{"train", "--lr", "200"}, 2, "--lr must be in (0, 100], got 200"},
+        {{"train", "--lr", "1e-300"}, 2, "--lr: 1e-300 is out of the range of a float"},
+        {{"train", "--lr", "1e300"}, 2, "--lr: 1e300 is out of the range of a float"},
+        {{"train", "--model", "foo"}, 2, "unknown model 'foo'"},
+        {{"train", "--algo", "foo"}, 2, "unknown algorithm 'foo'"},
+        {{"train", "--engine", "foo"}, 2, "unknown engine 'foo'"},
+        {{"train", "--data", ""}, 2, "--data: expected a value, got ''"},
+        {{"train", "--engine", ""}, 2, "--engine: expected a value, got ''"},
+        {{"train", "--model="}, 2, "--model: expected a value, got ''"},
+        {{"train", "--log", ""}, 2, "--log: expected a value, got ''"},
+        {{"train", "--data", "synthetic:abc"}, 2, "synthetic data 'abc': expected CxHxW:K"},
+        {{"train", "--nesterov", "--momentum", "0"}, 2, "--nesterov needs --momentum > 0"},
+        {{"train", "--data", "synthetic:1x8x8:4"}, 2, "model lenet: a 5x5 convolution does not fit its 6x4x4 input"},
+        {{"train", "--data", "synthetic:1x8x8:4", "--checkpoint-every", "5"}, 2, "--checkpoint-every needs --checkpoint DIR"},
+        {{"bench", "train", "--model", "foo"}, 2, "unknown model 'foo'"},
+        {{"bench", "gemm", "--size", "0"}, 2, "--size must be in [1, 16384]"},
+        {{"bench", "allreduce", "--engine", "foo"}, 2, "unknown engine 'foo'"},
+        {{"compare", "--engine", "foo"}, 2, "--engine must be threads or sim"},
+        {{"nonsense"}, 2, "unknown command 'nonsense'"},
+        /* accepted nonsense, refused before any work */
+        {{"train", "--step-gamma", "-1"}, 2, "--step-gamma must be in (0, 1] (the factor of each decay), got -1"},
+        {{"train", "--step-gamma", "0"}, 2, "--step-gamma must be in (0, 1]"},
+        {{"train", "--step-epochs", "0"}, 2, "--step-epochs must be in (0, 1e6], got 0"},
+        {{"train", "--step-epochs", "-1"}, 2, "--step-epochs must be in (0, 1e6], got -1"},
+        {{"sim", "--workers", "0", "--", "train"}, 2, "--workers must be in [1, 4096], got 0"},
+        /* runs that fail */
+        {{"train", "--data", "/nonexistent/data"}, 1, "/nonexistent/data"},
+        {{"train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "512",
+          "--inject-nan", "0@2"}, 1, "non-finite"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd_test_cmd o;
+        herd_test_run(&o, 50, cases[i].args);
+        if (o.code != cases[i].code || !strstr(o.err, cases[i].says))
+            herd_test_fail(__FILE__, __LINE__, "herd %s %s %s: exit %d, want %d with \"%s\"; stderr: %s", cases[i].args[0],
+                           cases[i].args[1], cases[i].args[2] ? cases[i].args[2] : "", o.code, cases[i].code,
+                           cases[i].says, o.err);
+    }
+}
+
+/* A model that cannot take the data's shape is refused before the data is
+ * made (synthetic:16384:2 used to generate 4.5 GB first); an IDX label far
+ * above the others is a corrupt file, not a 201-class model. */
+static void test_refused_before_work(void)
+{
+    herd_test_cmd o;
+    double t0 = herd__now();
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:16384:2", "--model", "lenet");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "model lenet: a 2x2 pooling does not fit its 6x1x16384 input");
+    if (herd__now() - t0 > 5)
+        herd_test_fail(__FILE__, __LINE__, "refused after %.1f s: the data was made first", herd__now() - t0);
+    /* IDX files of 100 8x8 images, labels 0..9, one of them 200 */
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/labels", herd_test_tmpdir());
+    mkdir(dir, 0700);
+    const char *names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"};
+    for (int bad = 0; bad < 2; bad++) {
+        for (int i = 0; i < 4; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            FILE *f = fopen(path, "wb");
+            ASSERT_TRUE(f != NULL);
+            bool images = i % 2 == 0;
+            unsigned char hdr[16] = {0, 0, 8, images ? 3 : 1, 0, 0, 0, 100, 0, 0, 0, 8, 0, 0, 0, 8};
+            fwrite(hdr, 1, images ? 16 : 8, f);
+            for (int k = 0; k < (images ? 100 * 64 : 100); k++)
+                fputc(images ? (k * 7) % 256 : (bad && i == 1 && k == 37) ? 200 : k % 10, f);
+            fclose(f);
+        }
+        HERD_TEST_RUN(&o, "train", "--data", dir, "--model", "mlp", "--epochs", "1", "--batch", "10", "--quiet");
+        if (!bad) {
+            ASSERT_EQ_INT(o.code, 0);
+            continue;
+        }
+        ASSERT_EQ_INT(o.code, 1);
+        ASSERT_STR_CONTAINS(o.err, "the largest label, 200, makes 201 classes, but 190 of them (the first: 10) have no "
+                                   "training example: a corrupt label file?");
+    }
+}
+
+/* Every write is checked: a log or a summary that cannot be written fails
+ * the run (exit 1), naming the file and the error, and so does any command
+ * whose stdout cannot take what it printed. */
+static void test_writes_checked(void)
+{
+    if (access("/dev/full", W_OK) != 0)
+        herd_test_fail(__FILE__, __LINE__, "no /dev/full to write to");
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit",
+                  "256", "--quiet", "--log", "/dev/full");
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, "cannot write log file /dev/full: No space left on device");
+    char errf[512], err[4096];
+    snprintf(errf, sizeof errf, "%s/full-err", herd_test_tmpdir());
+    static const char *const cmds[][12] = {
+        {"train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "256", "--quiet",
+         "--json"},
+        {"algos"},
+        {"version"},
+        {"bench", "gemm", "--size", "64", "--reps", "1", "--json"},
+    };
+    static const char *const says[] = {"cannot write the summary to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        int code = herd_test_wait(herd_test_spawn(cmds[i], "/dev/full", errf), 50);
+        slurp(errf, err, sizeof err);
+        if (code != 1 || !strstr(err, says[i]))
+            herd_test_fail(__FILE__, __LINE__, "herd %s > /dev/full: exit %d, want 1 with \"%s\"; stderr: %s", cmds[i][0],
+                           code, says[i], err);
+    }
+}
+
+/* A run whose loss ran away is named: lenet at --lr 5 explodes in its first
+ * epoch and ends at chance (it exited 0 with nothing said). It warns, logs
+ * a "diverged" record naming the algorithm and the learning rate, and its
+ * summary says so; --stop-on-divergence stops it there with exit 1. The
+ * same run at --lr 0.05 learns and is not warned of. */
+static void test_divergence(void)
+{
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) != 0)
+        herd_test_fail(__FILE__, __LINE__, "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    static char log[1 << 16];
+    char logpath[512], last[4096];
+    snprintf(logpath, sizeof logpath, "%s/div.jsonl", herd_test_tmpdir());
+    for (int stop = 0; stop < 3; stop++) {
+        unlink(logpath);
+        herd_test_cmd o;
+        herd_test_run(&o, 100, (const char *const[]){"train", "--algo", "allreduce", "--workers", "2", "--lr",
+                                                     stop == 2 ? "0.05" : "5", "--epochs", "3", "--train-limit", "4000",
+                                                     "--test-limit", "500", "--no-progress", "--json", "--log", logpath,
+                                                     stop == 1 ? "--stop-on-divergence" : NULL, NULL});
+        slurp(logpath, log, sizeof log);
+        herd_test_json_lines(log, "--log");
+        last_line(o.out, last, sizeof last);
+        if (stop == 2) {
+            ASSERT_EQ_INT(o.code, 0);
+            ASSERT_TRUE(!strstr(o.err, "diverge") && !strstr(log, "diverged"));
+            ASSERT_STR_CONTAINS(last, "\"status\":\"ok\"");
+            continue;
+        }
+        ASSERT_STR_CONTAINS(o.err, "epoch 1, step 31: the run diverges: the training loss, ");
+        ASSERT_STR_CONTAINS(o.err, "(--algo allreduce, --lr 5)");
+        ASSERT_STR_CONTAINS(log, "\"event\":\"diverged\",\"worker\":0,\"epoch\":1,\"step\":31,\"algo\":\"allreduce\",\"lr\":5,");
+        if (stop) {
+            ASSERT_EQ_INT(o.code, 1);
+            ASSERT_STR_CONTAINS(o.err, "it stops (--stop-on-divergence)");
+            ASSERT_TRUE(!strstr(o.err, "epoch 2/3"));
+            ASSERT_STR_CONTAINS(last, "\"status\":\"error\"");
+            ASSERT_STR_CONTAINS(last, "\"code\":\"HERD_EDIVERGED\"");
+        } else {
+            ASSERT_EQ_INT(o.code, 0);
+            ASSERT_STR_CONTAINS(o.err, "--stop-on-divergence stops such a run");
+            ASSERT_STR_CONTAINS(o.err, "epoch 3/3");
+            ASSERT_STR_CONTAINS(last, "\"status\":\"diverged\"");
+        }
+    }
+}
+
+/* Starts herd train with args, waits until its log (logpath) has its
+ * "start" record and then `after_s` more, sends sig (twice when twice, 0.2 s
+ * apart) and returns its exit code. */
+static int train_signalled(const char *const *args, const char *logpath, int sig, bool twice, double after_s,
+                           char *err, size_t cap)
+{
+    static char log[1 << 16];
+    char outf[512], errf[512];
+    snprintf(outf, sizeof outf, "%s/sig-out", herd_test_tmpdir());
+    snprintf(errf, sizeof errf, "%s/sig-err", herd_test_tmpdir());
+    unlink(logpath);
+    pid_t pid = herd_test_spawn(args, outf, errf);
+    for (int i = 0; i < 3000; i++) { /* 30 s at most */
+        slurp(logpath, log, sizeof log);
+        if (strstr(log, "\"event\":\"start\""))
+            break;
+        usleep(10000);
+    }
+    ASSERT_STR_CONTAINS(log, "\"event\":\"start\"");
+    usleep((useconds_t)(after_s * 1e6));
+    kill(pid, sig);
+    if (twice) {
+        usleep(200000);
+        kill(pid, sig);
+    }
+    int code = herd_test_wait(pid, 60);
+    slurp(errf, err, cap);
+    return code;
+}
+
+/* SIGINT and SIGTERM end the step under way: the workers stop together,
+ * write a checkpoint of that step (which --resume takes), log a "stop"
+ * record, say so in one line and exit 128 + the signal; a second signal
+ * stops herd at once. */
+static void test_signals(void)
+{
+    static char log[1 << 16], out[1 << 14];
+    char err[4096], logpath[512], dir[512], outf[512], last[4096];
+    snprintf(logpath, sizeof logpath, "%s/sig.jsonl", herd_test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/sig-ckpt", herd_test_tmpdir());
+    snprintf(outf, sizeof outf, "%s/sig-out", herd_test_tmpdir());
+    mkdir(dir, 0700);
+    /* synchronous: a checkpoint at the step every worker stopped at */
+    const char *sync[] = {"train", "--data", "synthetic:1x12x12:4", "--model", "mlp", "--algo", "allreduce", "--workers",
+                          "3", "--epochs", "50", "--checkpoint", dir, "--log", logpath, "--json", "--no-progress", NULL};
+    int code = train_signalled(sync, logpath, SIGINT, false, 1.0, err, sizeof err);
+    if (code != 130)
+        herd_test_fail(__FILE__, __LINE__, "exit %d, want 130; stderr: %s", code, err);
+    ASSERT_STR_CONTAINS(err, "herd: stopping after this step (a second signal stops at once)");
+    const char *at = strstr(err, "herd: stopped by SIGINT at step ");
+    ASSERT_TRUE(at != NULL);
+    size_t step = (size_t)atol(at + strlen("herd: stopped by SIGINT at step "));
+    ASSERT_TRUE(step > 0);
+    ASSERT_STR_CONTAINS(err, herd_test_fmt("; checkpoint of that step in %s (--resume goes on from it)", dir));
+    char ck[700];
+    snprintf(ck, sizeof ck, "%s/ckpt-%zu.herd", dir, step);
+    ASSERT_TRUE(access(ck, R_OK) == 0);
+    slurp(logpath, log, sizeof log);
+    herd_test_json_lines(log, "--log");
+    last_line(log, last, sizeof last);
+    ASSERT_STR_CONTAINS(last, herd_test_fmt("\"event\":\"stop\",\"signal\":2,\"step\":%zu,", step));
+    ASSERT_STR_CONTAINS(last, "\"checkpoint\":true}");
+    slurp(outf, out, sizeof out);
+    herd_test_json_lines(out, "stdout");
+    ASSERT_STR_CONTAINS(out, "\"status\":\"stopped\"");
+    ASSERT_STR_CONTAINS(out, herd_test_fmt("\"steps_min\":%zu,\"steps_max\":%zu,", step, step));
+    /* --resume goes on from it */
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x12x12:4", "--model", "mlp", "--algo", "allreduce", "--workers",
+                  "3", "--epochs", "50", "--checkpoint", dir, "--resume", "--max-steps",
+                  herd_test_fmt("%zu", step + 2), "--quiet", "--json");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, herd_test_fmt("\"steps\":%zu,", step + 2));
+    /* asynchronous, SIGTERM: each worker stops at its next claim */
+    const char *async[] = {"train", "--data", "synthetic:1x12x12:4", "--model", "mlp", "--algo", "asgd", "--workers",
+                           "3", "--epochs", "50", "--log", logpath, "--no-progress", NULL};
+    code = train_signalled(async, logpath, SIGTERM, false, 0.5, err, sizeof err);
+    if (code != 143)
+        herd_test_fail(__FILE__, __LINE__, "exit %d, want 143; stderr: %s", code, err);
+    ASSERT_STR_CONTAINS(err, "herd: stopped by SIGTERM at step ");
+    slurp(logpath, log, sizeof log);
+    ASSERT_STR_CONTAINS(log, "\"event\":\"stop\",\"signal\":15,");
+    /* a second signal: at once (a step of 1 s, by --slow, is not finished) */
+    const char *slow[] = {"train", "--data", "synthetic:1x12x12:4", "--model", "mlp", "--algo", "allreduce",
+                          "--workers", "2", "--epochs", "50", "--slow", "0:2000", "--slow", "1:2000", "--log", logpath,
+                          "--no-progress", NULL};
+    double t0 = herd__now();
+    code = train_signalled(slow, logpath, SIGINT, true, 1.5, err, sizeof err);
+    ASSERT_EQ_INT(code, 130);
+    ASSERT_STR_CONTAINS(err, "herd: stopping after this step");
+    ASSERT_TRUE(!strstr(err, "stopped by"));
+    slurp(logpath, log, sizeof log);
+    ASSERT_TRUE(!strstr(log, "\"event\":\"stop\""));
+    if (herd__now() - t0 > 20)
+        herd_test_fail(__FILE__, __LINE__, "the second signal took %.1f s to stop herd", herd__now() - t0);
+}
+
 const herd_test herd_tests_cli[] = {
     {"cli_usage_errors", test_usage_errors, 60},
     {"cli_one_parser", test_one_parser, 60},
@@ -428,5 +815,11 @@ const herd_test herd_tests_cli[] = {
     {"cli_no_state_between_commands", test_no_state_between_commands, 60},
     {"cli_missing_and_corrupt_data", test_missing_and_corrupt_data, 60},
     {"cli_train_fashion_slice", test_train_fashion_slice, 120},
+    {"cli_json_everywhere", test_json_everywhere, 200},
+    {"cli_exit_codes", test_exit_codes, 120},
+    {"cli_refused_before_work", test_refused_before_work, 60},
+    {"cli_writes_checked", test_writes_checked, 60},
+    {"cli_divergence", test_divergence, 200},
+    {"cli_signals", test_signals, 200},
     HERD_TEST_END,
 };

@@ -1,5 +1,8 @@
 /* Tests of src/core: status table and the random number generator. */
+#include <math.h>
 #include "harness.h"
+#include "json_valid.h"
+#include "core/json.h"
 #include "herd/herd_rng.h"
 #include "herd/herd_status.h"
 
@@ -69,7 +72,58 @@ static void test_rng_shuffle_is_permutation(void)
         ASSERT_TRUE(herd_rng_below(&r, 7) < 7);
 }
 
+/* What herd__json_printf writes for fmt and one double v. */
+static const char *json_of(char *buf, size_t cap, const char *fmt, double v)
+{
+    FILE *f = fmemopen(buf, cap, "w");
+    ASSERT_TRUE(f != NULL);
+    ASSERT_EQ_INT(herd__json_printf(f, fmt, v), 0);
+    ASSERT_EQ_INT(fclose(f), 0);
+    return buf;
+}
+
+/* Every non-finite number printf can write becomes null, wherever a value
+ * stands; the same letters inside a string, or in a key, stay. */
+static void test_json_nonfinite_is_null(void)
+{
+    char b[256], why[128];
+    static const double bad[] = {NAN, -NAN, INFINITY, -INFINITY};
+    static const char *const fmts[] = {"{\"x\":%g}", "{\"x\":%.6f,\"y\":1}", "{\"x\":[1,%.17g]}", "{\"x\": %G }",
+                                       "[%e]", "{\"a\":\"nan\",\"b\":%f}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++) {
+            json_of(b, sizeof b, fmts[k], bad[i]);
+            if (!herd_test_json_valid(b, strlen(b), why, sizeof why) || !strstr(b, "null"))
+                herd_test_fail(__FILE__, __LINE__, "format %s of %g gave %s (%s)", fmts[k], bad[i], b, why);
+        }
+    ASSERT_TRUE(!strcmp(json_of(b, sizeof b, "{\"nan\":\"-inf, nan\",\"inf\":%g}", 1.5), "{\"nan\":\"-inf, nan\",\"inf\":1.5}"));
+    ASSERT_TRUE(!strcmp(json_of(b, sizeof b, "{\"s\":\"a\\\"b:nan\",\"v\":%g}", NAN), "{\"s\":\"a\\\"b:nan\",\"v\":null}"));
+    ASSERT_TRUE(!strcmp(json_of(b, sizeof b, "{\"v\":%.3f}", 0.25), "{\"v\":0.250}"));
+    /* quoting: what a user or a message brings */
+    herd__json_quote(b, sizeof b, "a \"q\" \\ \n\t\x01 z");
+    ASSERT_TRUE(!strcmp(b, "\"a \\\"q\\\" \\\\ \\n\\t\\u0001 z\""));
+    ASSERT_TRUE(herd_test_json_valid(b, strlen(b), why, sizeof why));
+    herd__json_quote(b, 8, "\"\"\"\"\"\"");
+    ASSERT_TRUE(herd_test_json_valid(b, strlen(b), why, sizeof why) && strlen(b) < 8);
+    herd__json_quote(b, sizeof b, NULL);
+    ASSERT_TRUE(!strcmp(b, "null"));
+    /* the validator itself refuses what a strict parser refuses */
+    static const char *const refused[] = {"{\"x\":nan}", "{\"x\":-nan}", "{\"x\":inf}", "{\"x\":1,}", "[01]",
+                                          "{\"x\":1.}", "{x:1}", "\"a\tb\"", "{\"x\":1}{", "", "{\"x\":\"\\q\"}"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        if (herd_test_json_valid(refused[i], strlen(refused[i]), why, sizeof why))
+            herd_test_fail(__FILE__, __LINE__, "the validator took %s", refused[i]);
+    /* a write that fails is reported */
+    FILE *full = fopen("/dev/full", "w");
+    if (full) {
+        setvbuf(full, NULL, _IONBF, 0);
+        ASSERT_EQ_INT(herd__json_printf(full, "{\"x\":%g}", 1.0), -1);
+        fclose(full);
+    }
+}
+
 const herd_test herd_tests_core[] = {
+    {"core_json_nonfinite_is_null", test_json_nonfinite_is_null, 10},
     {"core_status_names", test_status_names, 10},
     {"core_rng_streams_deterministic", test_rng_streams_deterministic, 10},
     {"core_rng_moments", test_rng_moments, 10},

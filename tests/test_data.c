@@ -552,7 +552,27 @@ static void test_loader_plain_copy_truncate(void)
     herd_dataset_free(&d);
 }
 
+/* The shape of synthetic data is told without making it; a directory's is not. */
+static void test_data_shape(void)
+{
+    bool known;
+    size_t c = 0, h = 0, w = 0, k = 0;
+    herd_err err = {0};
+    ASSERT_OK(herd_data_shape("synthetic:3x32x20:7", &known, &c, &h, &w, &k, &err));
+    ASSERT_TRUE(known && c == 3 && h == 32 && w == 20 && k == 7);
+    ASSERT_OK(herd_data_shape("synthetic:100:2", &known, &c, &h, &w, &k, &err));
+    ASSERT_TRUE(known && c == 1 && h == 1 && w == 100 && k == 2);
+    ASSERT_OK(herd_data_shape("/usr/share/datasets/fashion-mnist", &known, &c, &h, &w, &k, &err));
+    ASSERT_TRUE(!known);
+    ASSERT_OK(herd_data_shape(NULL, &known, &c, &h, &w, &k, &err));
+    ASSERT_TRUE(!known);
+    ASSERT_EQ_INT(herd_data_shape("synthetic:3x32:7", &known, &c, &h, &w, &k, &err), HERD_EINVAL);
+    ASSERT_TRUE(!known);
+    ASSERT_STR_CONTAINS(err.msg, "3x32:7");
+}
+
 const herd_test herd_tests_data[] = {
+    {"data_shape", test_data_shape, 10},
     {"data_idx_roundtrip", test_idx_roundtrip, 20},
     {"data_idx_corrupt", test_idx_corrupt, 20},
     {"data_idx_fuzz", test_idx_fuzz, 120},

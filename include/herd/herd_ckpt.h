@@ -111,9 +111,12 @@ enum { HERD_CKPT_MAX_LIST = 4096 };
  * *n is how many were found (HERD_ENOTFOUND if DIR is missing). */
 herd_status herd_ckpt_list(const char *dir, uint64_t *steps, size_t cap, size_t *n, herd_err *err);
 
-/* The newest checkpoint of DIR that reads and verifies. Each newer file that
- * does not is skipped and described in `warn` (may be NULL; cap bytes, one
- * line per file); *skipped counts them (may be NULL). HERD_ENOTFOUND when DIR
+/* The newest checkpoint of DIR that reads and verifies: the one whose
+ * header has the latest step (every file is read: a name does not decide).
+ * Each file named after a later step that does not read is skipped and
+ * described in `warn` (may be NULL; cap bytes, one line per file), as is a
+ * file whose name is not its header's step; *skipped counts the former
+ * (may be NULL). HERD_ENOTFOUND when DIR
  * holds no checkpoint; HERD_ECORRUPT when none of them is valid. */
 herd_status herd_ckpt_latest(const char *dir, herd_ckpt **out, char *warn, size_t cap, size_t *skipped,
                              herd_err *err);

@@ -49,6 +49,13 @@ herd_status herd_data_load_cifar(const char *const *paths, size_t npaths,
 herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed,
                                 herd_dataset *out, herd_err *err);
 
+/* The shape of the examples of spec (as herd_data_open takes it) where it
+ * can be told without reading or making any data (synthetic:CxHxW:K): then
+ * *known, with channels, height, width and classes; a directory's shape is
+ * known once read (*known false, HERD_OK). A malformed synthetic spec is
+ * refused (HERD_EINVAL). */
+herd_status herd_data_shape(const char *spec, bool *known, size_t *c, size_t *h, size_t *w, size_t *k, herd_err *err);
+
 /* Opens train and test sets from a user-facing spec:
  *   NULL or ""           -> $HERD_DATA if set, else /usr/share/datasets/fashion-mnist
  *   "synthetic:CxHxW:K"  -> 60000 train / 10000 test synthetic examples

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "herd/herd_comm.h"
@@ -116,6 +117,22 @@ typedef struct herd_train_config {
     bool skip_nonfinite;
     herd_inject inject_nan[HERD_MAX_INJECT];
     size_t ninject_nan;
+    /* Divergence (worker 0's loss, at each evaluation): a loss that is not
+     * finite, back at or above chance (ln of the classes) after having
+     * been below 0.9 of it, or 10 times its lowest. It is always warned
+     * of (stderr, a "diverged" log record, the summary's status); with
+     * stop_on_divergence the run stops there with HERD_EDIVERGED. */
+    bool stop_on_divergence;
+    /* A stop asked from outside (herd train's SIGINT/SIGTERM handler sets
+     * it to the signal's number; NULL: none). Once non-zero, the workers
+     * end the step under way and stop together at one step (synchronous
+     * algorithms: the step after the furthest worker's; asynchronous: each
+     * at its next claim), a checkpoint is written there (--checkpoint,
+     * synchronous), a "stop" log record is written, and herd_train returns
+     * HERD_OK with the result's stop_signal set and status "stopped" (no
+     * final evaluation). Where the workers live in several processes (mpi)
+     * they cannot agree on a step: the run fails with HERD_ESTOPPED. */
+    const atomic_int *stop; /* lock-free: a signal handler may store to it */
 } herd_train_config;
 
 /* Fills cfg with the defaults `herd train` uses. */
@@ -129,6 +146,7 @@ herd_status herd_train_config_set(herd_train_config *cfg, const char *name, cons
 
 typedef struct herd_train_result {
     const char *algo, *engine, *model;
+    const char *status;     /* "ok"; "diverged" where the loss ran away (the summary's "status") */
     size_t rank;            /* this process's first worker (mpi: its rank; threads: 0) */
     size_t workers, epochs;
     double test_acc, test_loss, train_loss;
@@ -158,6 +176,13 @@ typedef struct herd_train_result {
                              * worker skips the same), elsewhere: every worker's own dropped
                              * gradients, over the whole run */
     /* test_acc/test_loss/train_loss are valid where rank == 0 */
+    /* On failure too: refused when the configuration was refused before any
+     * work (an unknown name, a value out of range, an impossible
+     * combination: a usage error, exit 2 for herd train); rank as above. */
+    bool refused;
+    int stop_signal;        /* the run was stopped (cfg->stop): the signal's number; 0 otherwise */
+    size_t stop_step;       /* with stop_signal: worker 0's step at the stop */
+    bool stop_checkpoint;   /* with stop_signal: a checkpoint of that step is in cfg->checkpoint_dir */
 } herd_train_result;
 
 herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err);
@@ -187,7 +212,8 @@ typedef struct herd_bench_row {
 herd_status herd_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_bench_row *rows, size_t *nrows,
                                  size_t *world, herd_err *err);
 
-/* Writes the result as one JSON object (no newline) to f. */
-void herd_train_result_json(const herd_train_result *res, FILE *f);
+/* Writes the result as one JSON object (no newline) to f; a non-finite
+ * number is written as null. HERD_EIO when a write fails (errno says why). */
+herd_status herd_train_result_json(const herd_train_result *res, FILE *f);
 
 #endif

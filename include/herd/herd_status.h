@@ -25,7 +25,9 @@
     X(EREMOTE, -8, "a remote worker failed")                      \
     X(ENONFINITE, -9, "non-finite value (NaN or Inf)")            \
     X(EINTERNAL, -10, "internal error")                           \
-    X(EKILLED, -11, "a worker was stopped on purpose (--fail)")
+    X(EKILLED, -11, "a worker was stopped on purpose (--fail)")   \
+    X(EDIVERGED, -12, "the training diverged (--stop-on-divergence)") \
+    X(ESTOPPED, -13, "stopped by a signal")
 
 typedef enum herd_status {
 #define HERD__STATUS_ENUM(name, code, msg) HERD_##name = (code),

@@ -96,13 +96,17 @@ static int split(const char *s, char *buf, size_t cap, char **tok, int max)
     return n;
 }
 
-/* The number after "key": in a JSON line, or NAN. */
+/* The number after "key": in a JSON line, or NAN (no such key, or null:
+ * herd writes a non-finite number so). */
 static double json_num(const char *line, const char *key)
 {
-    char pat[64];
+    char pat[64], *end;
     snprintf(pat, sizeof pat, "\"%s\":", key);
     const char *p = strstr(line, pat);
-    return p ? strtod(p + strlen(pat), NULL) : NAN;
+    if (!p)
+        return NAN;
+    double v = strtod(p + strlen(pat), &end);
+    return end == p + strlen(pat) ? NAN : v;
 }
 
 static void json_str(const char *line, const char *key, char *out, size_t cap)
@@ -153,8 +157,10 @@ static void read_curve(cmp_row *r, const char *log, double target)
     }
     if (in)
         fclose(in);
-    if (out)
-        fclose(out);
+    if (!out || fclose(out) != 0) { /* the curve is part of what compare gives: its loss fails the row */
+        fprintf(stderr, "herd: cannot write %s: %s\n", r->dat, strerror(errno));
+        r->ok = false;
+    }
 }
 
 /* Runs one spec at n workers; fills r. */
@@ -344,9 +350,17 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
             col++;
         }
         fprintf(g, "\nunset logscale\n");
-        fclose(d);
+        if (fclose(d) != 0) {
+            fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+            fclose(g);
+            return -1;
+        }
     }
-    fclose(g);
+    snprintf(path, sizeof path, "%s/plots.gp", o->out);
+    if (fclose(g) != 0) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
     snprintf(path, sizeof path, "%s/plots.gp", o->out);
     char *argv[] = {"/usr/bin/gnuplot", path, NULL};
     double real_s;
@@ -400,9 +414,7 @@ static int print_table(const cmp_opts *op, const cmp_row *rows, size_t nrows, co
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/compare.csv", o.out);
     FILE *csv = fopen(path, "w");
-    if (!csv)
-        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
-    else
+    if (csv)
         fprintf(csv, "spec,engine,platform,workers,epochs,test_acc,eval_model,worker0_acc,time_to_target_s,epoch_s,"
                      "speedup,mb_per_worker,wall_s,real_s\n");
     int failed = 0;
@@ -425,8 +437,10 @@ static int print_table(const cmp_opts *op, const cmp_row *rows, size_t nrows, co
                     sim ? (o.platform ? o.platform : "ib-100g") : "-", r->workers, o.epochs, r->acc, r->eval_model,
                     r->w0acc, tt, r->epoch_s, sp, r->mb, r->wall, r->real_s);
     }
-    if (csv)
-        fclose(csv);
+    if (!csv || fclose(csv) != 0) { /* the table's file is what a script reads: not written is a failure */
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+        failed++;
+    }
     printf("# epoch: the median worker's training time per epoch; to %.2f: worker 0's training time (evaluations "
            "excluded) until an evaluation first reached it\n",
            o.target);

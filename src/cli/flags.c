@@ -1,7 +1,10 @@
 /* The command line's flag parser (flags.h). */
 #include "cli/flags.h"
 
+#include "core/json.h"
+
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -33,33 +36,44 @@ int herd__parse_double(const char *s, double *out)
     return 0;
 }
 
-/* "herd: MSG", then " (see 'herd CMD --help')" when cmd is not NULL. */
-static void vmsg(const char *cmd, const char *fmt, va_list ap)
+/* "herd: MSG", then " (see 'herd CMD --help')" when cmd is not NULL; with
+ * json, the summary line herd train --json prints for a failure too, on
+ * stdout. Exits 2. */
+static _Noreturn void usage_exit(bool json, const char *cmd, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "herd: ");
-    vfprintf(stderr, fmt, ap);
+    char msg[1024], quoted[2200];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "herd: %s", msg);
     if (cmd)
         fprintf(stderr, " (see 'herd %s --help')", cmd);
     fputc('\n', stderr);
+    if (json) {
+        herd__json_quote(quoted, sizeof quoted, msg);
+        herd__json_printf(stdout, "{\"algo\":null,\"status\":\"error\",\"code\":\"usage\",\"error\":%s}\n", quoted);
+    }
+    exit(2);
 }
 
 _Noreturn void herd__usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vmsg(cmd, fmt, ap);
-    va_end(ap);
-    exit(2);
+    usage_exit(false, cmd, fmt, ap);
 }
 
-/* A flag's value that does not parse: MSG names the flag and the value. */
-static _Noreturn __attribute__((format(printf, 1, 2))) void value_error(const char *fmt, ...)
+_Noreturn void herd__usage_error_json(bool json, const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vmsg(NULL, fmt, ap);
-    va_end(ap);
-    exit(2);
+    usage_exit(json, cmd, fmt, ap);
+}
+
+/* A flag's value that does not parse: MSG names the flag and the value. */
+static _Noreturn __attribute__((format(printf, 2, 3))) void value_error(const herd__flag_cmd *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    usage_exit(c->json, NULL, fmt, ap);
 }
 
 void herd__flags_print(const herd__flag *flags)
@@ -72,7 +86,7 @@ void herd__flags_print(const herd__flag *flags)
 }
 
 /* Stores val into f's destination, or exits with a message naming the flag. */
-static void store(const herd__flag *f, const char *val)
+static void store(const herd__flag_cmd *c, const herd__flag *f, const char *val)
 {
     size_t z;
     double d;
@@ -81,7 +95,7 @@ static void store(const herd__flag *f, const char *val)
     case HERD__FLAG_SIZE:
     case HERD__FLAG_U64:
         if (herd__parse_size(val, &z))
-            value_error("--%s: expected a non-negative integer, got '%s'", f->name, val);
+            value_error(c, "--%s: expected a non-negative integer, got '%s'", f->name, val);
         if (f->kind == HERD__FLAG_SIZE)
             *(size_t *)f->dest = z;
         else
@@ -90,26 +104,34 @@ static void store(const herd__flag *f, const char *val)
     case HERD__FLAG_DOUBLE:
     case HERD__FLAG_FLOAT:
         if (herd__parse_double(val, &d))
-            value_error("--%s: expected a number, got '%s'", f->name, val);
+            value_error(c, "--%s: expected a number, got '%s'", f->name, val);
+        /* a float would hold 0 or Inf: the message would name a value not typed */
+        if (f->kind == HERD__FLAG_FLOAT && d != 0 && (fabs(d) < FLT_MIN || fabs(d) > FLT_MAX))
+            value_error(c, "--%s: %s is out of the range of a float (magnitude %g to %g, or 0)", f->name, val,
+                        (double)FLT_MIN, (double)FLT_MAX);
         if (f->kind == HERD__FLAG_DOUBLE)
             *(double *)f->dest = d;
         else
             *(float *)f->dest = (float)d;
         break;
     case HERD__FLAG_STR:
+        if (!*val) /* not the default: a variable that expanded to nothing, say */
+            value_error(c, "--%s: expected a value, got ''", f->name);
         *(const char **)f->dest = val;
         break;
     case HERD__FLAG_LIST: {
         herd__str_list *l = f->dest;
+        if (!*val)
+            value_error(c, "--%s: expected a value, got ''", f->name);
         if (l->n >= HERD__MAX_LIST)
-            value_error("--%s: at most %d times", f->name, HERD__MAX_LIST);
+            value_error(c, "--%s: at most %d times", f->name, HERD__MAX_LIST);
         l->v[l->n++] = val;
         break;
     }
     case HERD__FLAG_FN:
         msg[0] = 0;
         if (!f->parse(f->dest, val, msg, sizeof msg))
-            value_error("%s", msg[0] ? msg : "bad value");
+            value_error(c, "%s", msg[0] ? msg : "bad value");
         break;
     case HERD__FLAG_BOOL:
         break;
@@ -129,13 +151,13 @@ int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first,
         if (stop_at_word && a[0] != '-')
             return i;
         if (strncmp(a, "--", 2))
-            herd__usage_error(c->cmd, "unexpected argument '%s'", a);
+            herd__usage_error_json(c->json, c->cmd, "unexpected argument '%s'", a);
         /* --name VALUE or --name=VALUE */
         char name[64];
         const char *eq = strchr(a, '='), *val = eq ? eq + 1 : NULL;
         size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
         if (len >= sizeof name)
-            herd__usage_error(c->cmd, "unknown flag '%s'", a);
+            herd__usage_error_json(c->json, c->cmd, "unknown flag '%s'", a);
         memcpy(name, a + 2, len);
         name[len] = 0;
         const herd__flag *f = c->flags;
@@ -143,22 +165,22 @@ int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first,
             f++;
         if (!f->name) {
             if (!c->other)
-                herd__usage_error(c->cmd, "unknown flag '%s'", a);
+                herd__usage_error_json(c->json, c->cmd, "unknown flag '%s'", a);
             i = c->other(c->other_ctx, name, val, i, argc, argv);
             continue;
         }
         if (f->kind == HERD__FLAG_BOOL) {
             if (val)
-                herd__usage_error(c->cmd, "flag '%s' takes no value", a);
+                herd__usage_error_json(c->json, c->cmd, "flag '%s' takes no value", a);
             *(bool *)f->dest = true;
             continue;
         }
         if (!val) {
             if (i + 1 >= argc)
-                herd__usage_error(c->cmd, "flag '%s' needs a value", a);
+                herd__usage_error_json(c->json, c->cmd, "flag '%s' needs a value", a);
             val = argv[++i];
         }
-        store(f, val);
+        store(c, f, val);
     }
     return argc;
 }

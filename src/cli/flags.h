@@ -50,6 +50,7 @@ typedef struct herd__flag_cmd {
     void (*usage)(void);           /* -h, --help */
     herd__flag_other_fn other;     /* NULL: a flag missing from the table is unknown */
     void *other_ctx;
+    bool json;                     /* a usage error also prints herd train --json's failure summary */
 } herd__flag_cmd;
 
 /* Parses argv[first, ...) up to the first "--" (returned; argc when none)
@@ -61,6 +62,10 @@ void herd__flags_print(const herd__flag *flags);
  * a flag unknown, out of place or missing its value. (A value that does
  * not parse gets "herd: --NAME: expected ..., got 'VALUE'", exit 2.) */
 _Noreturn void herd__usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same; with json also the summary line of a failure on stdout
+ * ({"algo":null,"status":"error","code":"usage","error":MSG}). */
+_Noreturn void herd__usage_error_json(bool json, const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* A non-negative decimal integer; a finite number: 0, or -1 (nothing stored). */
 int herd__parse_size(const char *s, size_t *out);

@@ -4,10 +4,14 @@
  * options struct on its own stack: nothing outlives a command. The only
  * place in herd, with the rest of src/cli, that prints usage and calls
  * exit(). */
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "herd/herd_algo.h"
 #include "herd/herd_comm.h"
@@ -19,6 +23,7 @@
 #include "cli/flags.h"
 #include "cli/sim.h"
 #include "core/clock.h"
+#include "core/json.h"
 
 #define HERD_VERSION "0.1.0"
 
@@ -117,6 +122,7 @@ static bool parse_inject(void *dest, const char *val, char *msg, size_t cap)
 typedef struct train_cli {
     herd_train_config cfg;
     bool json, no_progress, nesterov;
+    bool json_asked; /* --json is among the arguments (known before they are parsed: usage errors print JSON too) */
 } train_cli;
 
 enum { TRAIN_NFLAGS = 40 };
@@ -156,6 +162,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"timeout", HERD__FLAG_DOUBLE, &o->cfg.comm_timeout_s, "X", "seconds a worker may wait for another before failing (default 60)", NULL},
         {"fail", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "RANK@STEP[:MODE]: worker RANK fails on purpose at step STEP (repeatable); MODE: threads engine stop (its thread ends; the default), mpi engine exit0, exit1 (the default), abort or kill (SIGKILL): the process dies", parse_fail},
         {"skip-nonfinite", HERD__FLAG_BOOL, &o->cfg.skip_nonfinite, NULL, "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row", NULL},
+        {"stop-on-divergence", HERD__FLAG_BOOL, &o->cfg.stop_on_divergence, NULL, "stop (exit 1) when the loss diverges: not finite, back at chance after having learned, or 10x its lowest (without it: a warning, and the summary's status \"diverged\")", NULL},
         {"inject-nan", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "for testing: a NaN goes into worker RANK's gradient at its step STEP (repeatable)", parse_inject},
         {"checkpoint", HERD__FLAG_STR, &o->cfg.checkpoint_dir, "S", "write checkpoints into directory S (threads engine; every algorithm but osgp)", NULL},
         {"checkpoint-every", HERD__FLAG_SIZE, &o->cfg.checkpoint_every, "N", "steps between checkpoints (default: one per epoch; the last step always)", NULL},
@@ -201,25 +208,27 @@ static void train_usage(void)
  * known (cmd_train). */
 static int algo_flag(void *ctx, const char *name, const char *val, int i, int argc, char **argv)
 {
-    herd_train_config *cfg = ctx;
+    train_cli *o = ctx;
+    herd_train_config *cfg = &o->cfg;
+    bool json = o->json_asked;
     const herd_algo_ops *owner;
     const herd_opt *row = herd_algo_opt_find(name, &owner);
     if (!row)
-        herd__usage_error("train", "unknown flag '--%s'", name);
+        herd__usage_error_json(json, "train", "unknown flag '--%s'", name);
     if (!herd_opt_takes_value(row) && val)
-        herd__usage_error("train", "flag '--%s' takes no value", name);
+        herd__usage_error_json(json, "train", "flag '--%s' takes no value", name);
     if (herd_opt_takes_value(row) && !val) {
         if (i + 1 >= argc)
-            herd__usage_error("train", "flag '--%s' needs a value", name);
+            herd__usage_error_json(json, "train", "flag '--%s' needs a value", name);
         val = argv[++i];
     }
     _Alignas(max_align_t) char scratch[512];
     herd_err err = {0};
     HERD_ASSERT(owner->opts_size <= sizeof scratch);
     if (herd_opt_parse(row, scratch, val, &err) < 0)
-        herd__usage_error("train", "%s", err.msg);
+        herd__usage_error_json(json, "train", "%s", err.msg);
     if (herd_train_config_set(cfg, row->name, val) < 0)
-        herd__usage_error("train", "too many algorithm options (at most %d)", HERD_MAX_ALGO_ARGS);
+        herd__usage_error_json(json, "train", "too many algorithm options (at most %d)", HERD_MAX_ALGO_ARGS);
     return i;
 }
 
@@ -242,6 +251,60 @@ static void print_summary(const herd_train_result *res, const herd_train_config 
                 res->steps_max);
 }
 
+/* The one piece of mutable state outside a command's stack: a signal
+ * handler has no context to reach. 0, or the signal that asked herd train
+ * to stop (herd_train_config.stop points to it). */
+static atomic_int stop_signal; /* lock-free on every target herd builds for: safe in a handler */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "a signal handler stores to stop_signal");
+
+/* SIGINT, SIGTERM: the first asks the run to stop after the step under way
+ * (herd_train_config.stop); a second stops herd at once, as the signal
+ * does by default. */
+static void on_stop_signal(int sig)
+{
+    int saved = errno; /* the code the signal interrupted may be about to read it */
+    if (atomic_load(&stop_signal)) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        errno = saved;
+        return;
+    }
+    atomic_store(&stop_signal, sig);
+    static const char msg[] = "\nherd: stopping after this step (a second signal stops at once)\n";
+    ssize_t n = write(2, msg, sizeof msg - 1); /* write(2): stdio is not for signal handlers */
+    (void)n;
+    errno = saved;
+}
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static const char *signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+/* --json on a failed run: the summary line still comes, with "status":"error"
+ * and the message. */
+static void print_error_json(const herd_train_config *cfg, herd_status st, const char *msg)
+{
+    char algo[128], model[128], m[1100];
+    herd__json_quote(algo, sizeof algo, cfg->algo);
+    herd__json_quote(model, sizeof model, cfg->model);
+    herd__json_quote(m, sizeof m, msg);
+    herd__json_printf(stdout, "{\"algo\":%s,\"status\":\"error\",\"model\":%s,\"workers\":%zu,\"code\":\"%s\",\"error\":%s}\n",
+                      algo, model, cfg->workers, herd_err_name(st), m);
+    fflush(stdout);
+}
+
 static int cmd_train(int argc, char **argv)
 {
     train_cli o = {0};
@@ -249,10 +312,13 @@ static int cmd_train(int argc, char **argv)
     herd_train_config_defaults(cfg);
     herd__flag f[TRAIN_NFLAGS];
     train_flags(&o, f);
-    herd__flag_cmd c = {.cmd = "train", .flags = f, .usage = train_usage, .other = algo_flag, .other_ctx = cfg};
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+        o.json_asked = o.json_asked || !strcmp(argv[i], "--json");
+    herd__flag_cmd c = {.cmd = "train", .flags = f, .usage = train_usage, .other = algo_flag, .other_ctx = &o,
+                        .json = o.json_asked};
     int end = herd__flags_parse(&c, argc, argv, 2, false);
     if (end < argc) /* a "--": nothing follows herd train's flags */
-        herd__usage_error("train", "unknown flag '%s'", argv[end]);
+        herd__usage_error_json(o.json_asked, "train", "unknown flag '%s'", argv[end]);
     cfg->optim.nesterov = o.nesterov;
     cfg->progress = !o.no_progress;
     /* the algorithm's options against its table (an option of another algorithm is a usage error) */
@@ -262,33 +328,45 @@ static int cmd_train(int argc, char **argv)
         herd_err oerr = {0};
         HERD_ASSERT(ops->opts_size <= sizeof opts);
         if (herd_algo_opts_parse(ops, cfg->algo_args, cfg->nalgo_args, opts, &oerr) < 0)
-            herd__usage_error("train", "%s", oerr.msg);
+            herd__usage_error_json(o.json, "train", "%s", oerr.msg);
     }
-    if (cfg->eval_every == 0) {
-        fprintf(stderr, "herd: --eval-every must be at least 1\n");
-        return 2;
-    }
+    if (cfg->eval_every == 0)
+        herd__usage_error_json(o.json, NULL, "--eval-every must be at least 1");
     herd_train_result res;
     herd_err err = {0};
+    cfg->stop = &stop_signal;
+    catch_stop_signals();
     herd_status st = herd_train(cfg, &res, &err);
     if (st < 0) {
-        fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
+        /* every rank refuses a configuration alike: rank 0 says it */
+        if (!res.refused || res.rank == 0)
+            fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
+        if (o.json && res.rank == 0)
+            print_error_json(cfg, st, err.msg[0] ? err.msg : herd_strerror(st));
         /* the other ranks may be waiting for this one, or (MPI_Finalize
          * being collective) this one for them: end them all now */
-        herd_comm_abort(1);
+        herd_comm_abort(res.refused ? 2 : 1);
     }
     herd_comm_shutdown();
-    if (st < 0)
-        return 1;
+    if (st < 0 && st == HERD_ESTOPPED)
+        return 128 + atomic_load(&stop_signal);
+    if (st < 0) /* a configuration refused is a usage error */
+        return res.refused ? 2 : 1;
     if (res.rank != 0)
         return 0;
-    if (!cfg->quiet)
+    if (res.stop_signal) { /* one line, whatever --quiet says: the run did not end */
+        fprintf(stderr, "herd: stopped by %s at step %zu", signal_name(res.stop_signal), res.stop_step);
+        if (res.stop_checkpoint)
+            fprintf(stderr, "; checkpoint of that step in %s (--resume goes on from it)", cfg->checkpoint_dir);
+        fputc('\n', stderr);
+    } else if (!cfg->quiet) {
         print_summary(&res, cfg);
-    if (o.json) {
-        herd_train_result_json(&res, stdout);
-        fputc('\n', stdout);
     }
-    return 0;
+    if (o.json && (herd_train_result_json(&res, stdout) < 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)) {
+        fprintf(stderr, "herd: cannot write the summary to stdout: %s\n", strerror(errno));
+        return 1;
+    }
+    return res.stop_signal ? 128 + res.stop_signal : 0;
 }
 
 /* ---- herd bench ------------------------------------------------------ */
@@ -411,6 +489,10 @@ static int bench_allreduce(int argc, char **argv)
     int impl = pick("bench", "--allreduce", o.impl, impls);
     o.ar.opts.impl = impl == 1 ? HERD_ALLREDUCE_NATIVE : HERD_ALLREDUCE_RING;
     o.ar.versus_native = impl == 2;
+    herd_err eerr = {0};
+    const herd_engine *eng;
+    if (herd_engine_pick(o.ar.engine, &eng, &eerr) < 0)
+        herd__usage_error("bench", "%s", eerr.msg);
     herd_bench_row rows[HERD_BENCH_MAX_ROWS];
     size_t nrows = 0, world = 0;
     herd_err err = {0};
@@ -467,10 +549,10 @@ static int bench_train(int argc, char **argv)
     herd_status st = herd_data_synthetic(bo.shape, 4 * bo.batch, 1, &d, &err);
     if (st == HERD_OK)
         st = herd_model_create(bo.model, d.c, d.h, d.w, d.nclasses, bo.batch, 1, &m, &err);
-    if (st < 0) {
+    if (st < 0) { /* a shape or a model refused is a usage error */
         fprintf(stderr, "herd: %s\n", err.msg);
         herd_dataset_free(&d);
-        return 1;
+        return st == HERD_ENOMEM ? 1 : 2;
     }
     herd_nn_set_threads((int)bo.threads);
     herd_optim_config oc = {.lr = 0.01f, .momentum = 0.9f};
@@ -601,7 +683,26 @@ static void usage(void)
             HERD_VERSION);
 }
 
+/* What the command wrote on stdout, flushed: a failed write (a full disk, a
+ * closed pipe) makes a command that succeeded fail, naming the error. */
+static int flushed(int rc)
+{
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) { /* a failed command has said why */
+        fprintf(stderr, "herd: cannot write to stdout: %s\n", strerror(errno ? errno : EIO));
+        return 1;
+    }
+    return rc;
+}
+
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+    return flushed(dispatch(argc, argv));
+}
+
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage();

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -524,6 +525,8 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
     }
     if (rc == 0 && train)
         report(o, c, workers, out.summary, real_s, user_json);
+    else if (train && user_json && out.summary) /* a failed run's summary ("status":"error") */
+        printf("%s\n", out.summary);
 out:
     smpirun_line_free(&line);
     free(out.summary);
@@ -538,10 +541,17 @@ out:
 
 int herd__cli_sim(int argc, char **argv)
 {
-    sim_opts o = {.timeout_s = 86400};
+    /* --workers unset is SIZE_MAX here (the platform's size); a 0 given is refused */
+    sim_opts o = {.timeout_s = 86400, .workers = SIZE_MAX};
     herd__flag f[SIM_NFLAGS];
     sim_flags(&o, f);
     int dash = herd__flags_parse(&(herd__flag_cmd){.cmd = "sim", .flags = f, .usage = sim_usage}, argc, argv, 2, false);
+    if (o.workers == 0 || (o.workers > 4096 && o.workers != SIZE_MAX)) {
+        fprintf(stderr, "herd: --workers must be in [1, 4096], got %zu\n", o.workers);
+        return 2;
+    }
+    if (o.workers == SIZE_MAX)
+        o.workers = 0;
     if (o.list) {
         for (size_t i = 0; i < NPLATFORMS; i++)
             printf("%-12s %s\n", platforms[i].name, platforms[i].desc);
@@ -566,10 +576,6 @@ int herd__cli_sim(int argc, char **argv)
     if (has_arg(cmd, ncmd, "--fail") || has_arg(cmd, ncmd, "--checkpoint")) {
         fprintf(stderr, "herd: sim does not take --fail or --checkpoint: all simulated workers live in one process, "
                         "where a worker that stops for good ends the whole simulation\n");
-        return 2;
-    }
-    if (o.workers > 4096) {
-        fprintf(stderr, "herd: --workers must be in [1, 4096], got %zu\n", o.workers);
         return 2;
     }
     if (!(o.step_overhead_s >= 0 && o.step_overhead_s <= 3600)) {

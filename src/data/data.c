@@ -268,6 +268,16 @@ bad:
     return herd_err_set(err, HERD_EINVAL, "synthetic data '%s': expected CxHxW:K (e.g. 3x32x32:10) or D:K", spec);
 }
 
+herd_status herd_data_shape(const char *spec, bool *known, size_t *c, size_t *h, size_t *w, size_t *k, herd_err *err)
+{
+    *known = false;
+    if (!spec || strncmp(spec, "synthetic:", 10))
+        return HERD_OK;
+    herd_status st = parse_spec(spec + 10, c, h, w, k, err);
+    *known = st == HERD_OK;
+    return st;
+}
+
 herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed, herd_dataset *out, herd_err *err)
 {
     herd_status st = HERD_OK;

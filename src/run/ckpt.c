@@ -593,10 +593,21 @@ herd_status herd_ckpt_list(const char *dir, uint64_t *steps, size_t cap, size_t 
     return st;
 }
 
+/* One line into warn[used..cap), NUL-terminated. */
+static void warn_line(char *warn, size_t cap, size_t *used, const char *msg)
+{
+    if (!warn || *used + 1 >= cap)
+        return;
+    int k = snprintf(warn + *used, cap - *used, "%s\n", msg);
+    *used = k < 0 ? *used : *used + (size_t)k < cap ? *used + (size_t)k : cap - 1;
+}
+
 herd_status herd_ckpt_latest(const char *dir, herd_ckpt **out, char *warn, size_t cap, size_t *skipped, herd_err *err)
 {
     herd_status st = HERD_OK;
     size_t n = 0, nskip = 0, used = 0;
+    herd_ckpt *best = NULL;
+    herd_err *bad = NULL; /* per file: why it does not read (status OK: it does) */
     *out = NULL;
     if (warn && cap)
         warn[0] = 0;
@@ -608,31 +619,55 @@ herd_status herd_ckpt_latest(const char *dir, herd_ckpt **out, char *warn, size_
         st = herd_err_set(err, HERD_ENOTFOUND, "checkpoint directory %s holds no checkpoint (ckpt-<step>.herd)", dir);
         goto out;
     }
-    herd_err newest = {0};
+    if (!(bad = calloc(n, sizeof *bad))) {
+        st = herd_err_set(err, HERD_ENOMEM, "checkpoint directory %s: out of memory", dir);
+        goto out;
+    }
+    /* The step in a file's header decides which is newest, not its name
+     * (a file renamed to a later step's name is not the newest): every
+     * file is read. */
     for (size_t i = 0; i < n; i++) {
         char name[64];
-        herd_err e = {0};
+        herd_ckpt *ck = NULL;
         snprintf(name, sizeof name, "ckpt-%" PRIu64 ".herd", steps[i]);
-        herd_status rs = herd_ckpt_read(dir, name, out, &e);
-        if (rs == HERD_OK)
-            goto out;
+        herd_status rs = herd_ckpt_read(dir, name, &ck, &bad[i]);
         if (rs == HERD_ENOMEM) {
-            st = herd_err_set(err, rs, "%s", e.msg);
+            st = herd_err_set(err, rs, "%s", bad[i].msg);
             goto out;
         }
-        if (nskip++ == 0)
-            newest = e;
-        if (warn && used + 1 < cap) {
-            int k = snprintf(warn + used, cap - used, "%s\n", e.msg);
-            used = k < 0 ? used : used + (size_t)k < cap ? used + (size_t)k : cap - 1;
+        if (rs < 0)
+            continue;
+        bad[i].status = HERD_OK;
+        if (ck->info.step != steps[i]) {
+            char note[512];
+            snprintf(note, sizeof note, "checkpoint %s/%s: its header says step %" PRIu64 ", not %" PRIu64
+                     " (a renamed file?): taken as step %" PRIu64, dir, name, ck->info.step, steps[i], ck->info.step);
+            warn_line(warn, cap, &used, note);
         }
-        if (i + 1 == n)
-            st = herd_err_set(err, HERD_ECORRUPT, "checkpoint directory %s: none of its %zu checkpoint(s) is valid; the newest: %s",
-                              dir, n, newest.msg);
+        if (!best || ck->info.step > best->info.step) {
+            herd_ckpt_free(best);
+            best = ck;
+        } else {
+            herd_ckpt_free(ck);
+        }
     }
+    /* the files named after a later step than the one taken, that do not read */
+    for (size_t i = 0; i < n; i++)
+        if (bad[i].status < 0 && (!best || steps[i] > best->info.step)) {
+            nskip++;
+            warn_line(warn, cap, &used, bad[i].msg);
+        }
+    if (!best)
+        st = herd_err_set(err, HERD_ECORRUPT, "checkpoint directory %s: none of its %zu checkpoint(s) is valid; the newest: %s",
+                          dir, n, bad[0].msg);
 out:
+    if (st == HERD_OK)
+        *out = best;
+    else
+        herd_ckpt_free(best);
     if (skipped)
         *skipped = nskip;
+    free(bad);
     free(steps);
     return st;
 }

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "herd/herd_comm.h"
 #include "herd/herd_nn.h"
@@ -33,6 +36,7 @@ struct herd__ckpt_run {
     uint64_t per_epoch, total; /* async: global batches an epoch, in the run */
     unsigned char claim[CLAIM_BYTES]; /* async: the counter, filled by worker 0 */
     herd_ckpt *resume;   /* the checkpoint resumed from, until the run ends */
+    int lock_fd;         /* DIR/.lock, flock()ed for the run (-1: none) */
     slot *slots;         /* one per worker */
     herd_ckpt_section *secs;
 };
@@ -164,6 +168,42 @@ static herd_status check_same_run(const herd__ckpt_run *cr, herd_err *err)
     return HERD_OK;
 }
 
+/* The run's hold on its checkpoint directory: DIR/.lock, flock()ed (an
+ * advisory lock the kernel drops when the process ends, however it ends)
+ * and holding this process's pid, so that a second run in DIR is refused
+ * naming the first instead of interleaving and pruning its checkpoints.
+ * Creating the lock file also tells a directory herd cannot write to now,
+ * not at the first checkpoint an epoch later. */
+static herd_status lock_dir(herd__ckpt_run *cr, const char *dir, herd_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return herd_err_set(err, HERD_EIO, "checkpoint directory %s is not writable: %s", dir, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return herd_err_set(err, HERD_EIO, "checkpoint directory %s is in use by another herd run (pid %s); "
+                                "wait for it or choose another directory", dir, pid[0] ? pid : "unknown");
+        return herd_err_set(err, HERD_EIO, "checkpoint directory %s: cannot lock %s: %s", dir, path, strerror(e));
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        int e = errno;
+        close(fd);
+        return herd_err_set(err, HERD_EIO, "checkpoint directory %s is not writable: %s", dir, strerror(e));
+    }
+    cr->lock_fd = fd;
+    return HERD_OK;
+}
+
 herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, size_t nparams,
                                 size_t steps_per_epoch, herd__ckpt_run **out, herd_err *err)
 {
@@ -188,6 +228,8 @@ herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, 
     if (!cr)
         return herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints");
     cr->cfg = cfg;
+    cr->lock_fd = -1;
+    HERD_TRY(lock_dir(cr, dir, err));
     herd_ckpt_info *in = &cr->info;
     in->nparams = nparams, in->seed = cfg->seed, in->steps_per_epoch = steps_per_epoch;
     in->workers = (uint32_t)cfg->workers, in->batch = (uint32_t)cfg->batch;
@@ -226,6 +268,8 @@ herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, 
         HERD_TRY(herd_ckpt_latest(dir, &cr->resume, warn, sizeof warn, &skipped, err));
         if (skipped && !cfg->quiet)
             fprintf(stderr, "herd: warning: skipped %zu newer checkpoint(s) that are not valid:\n%s", skipped, warn);
+        else if (warn[0] && !cfg->quiet) /* a file not named after its step */
+            fprintf(stderr, "herd: warning: %s", warn);
         HERD_TRY(check_same_run(cr, err));
         if (!cfg->quiet)
             fprintf(stderr, "herd: resuming from %s (step %" PRIu64 ", epoch %" PRIu64 ")\n",
@@ -251,6 +295,8 @@ void herd__ckpt_run_free(herd__ckpt_run *cr)
     free(cr->slots);
     free(cr->secs);
     herd_ckpt_free(cr->resume);
+    if (cr->lock_fd >= 0)
+        close(cr->lock_fd); /* and the lock with it */
     free(cr);
 }
 

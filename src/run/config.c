@@ -82,6 +82,19 @@ herd_status herd__check_workers(const herd_train_config *cfg, herd_err *err)
     return HERD_OK;
 }
 
+herd_status herd__check_names(const herd_train_config *cfg, herd_err *err)
+{
+    /* an empty name is not "the default": NULL is */
+    const struct {
+        const char *flag, *val;
+    } names[] = {{"--data", cfg->data}, {"--model", cfg->model}, {"--algo", cfg->algo}, {"--engine", cfg->engine},
+                 {"--log", cfg->log_path}, {"--checkpoint", cfg->checkpoint_dir}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].val && !*names[i].val)
+            return herd_err_set(err, HERD_EINVAL, "%s: expected a value, got ''", names[i].flag);
+    return HERD_OK;
+}
+
 herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err)
 {
     if (!cfg->algo || !(*algo = herd_algo_find(cfg->algo))) {
@@ -114,6 +127,12 @@ herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops
                             (double)cfg->optim.weight_decay);
     if (cfg->optim.nesterov && cfg->optim.momentum == 0.0f)
         return herd_err_set(err, HERD_EINVAL, "--nesterov needs --momentum > 0");
+    /* the step schedule's: checked whatever the schedule, as every other value is */
+    if (!(cfg->optim.step_gamma > 0.0f && cfg->optim.step_gamma <= 1.0f))
+        return herd_err_set(err, HERD_EINVAL, "--step-gamma must be in (0, 1] (the factor of each decay), got %g",
+                            (double)cfg->optim.step_gamma);
+    if (!(cfg->optim.step_epochs > 0 && cfg->optim.step_epochs <= 1e6))
+        return herd_err_set(err, HERD_EINVAL, "--step-epochs must be in (0, 1e6], got %g", cfg->optim.step_epochs);
     if (!(cfg->optim.warmup_epochs >= 0 && cfg->optim.warmup_epochs <= (double)cfg->epochs))
         return herd_err_set(err, HERD_EINVAL, "--warmup must be in [0, epochs], got %g", cfg->optim.warmup_epochs);
     if (cfg->threads < 1 || cfg->threads > 256)

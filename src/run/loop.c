@@ -134,7 +134,7 @@ herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
                 w->epoch + 1, r->cfg->epochs, epoch_loss, c->test_loss, c->test_acc, also, t_epoch,
                 r->tty && r->cfg->progress ? "                    " : "");
     }
-    return HERD_OK;
+    return herd__div_check(c, c->test_loss);
 }
 
 static void epoch_begin(worker_ctx *c, epoch_stats *e, size_t epoch)
@@ -255,15 +255,46 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     HERD_TRY(herd_algo_update(&c->algo, w, &res, skip));
     CALL_HOOK(c, after_step);
     w->step++, e->steps++;
+    atomic_store_explicit(&c->at_step, w->step, memory_order_relaxed);
     c->images += cfg->batch;
-    if (!skip)
+    if (!skip) {
         e->loss_sum += loss, e->nloss++;
+        herd__div_step(c, loss);
+    }
     if (w->rank == 0 && herd__now() - e->last_progress > 0.2) {
         e->last_progress = herd__now();
         progress(c, pos - floor(pos), e->loss_sum / (double)e->nloss, e->last_progress - e->t0);
     }
 out:
     return st;
+}
+
+/* cfg->stop was asked: whether this worker stops now. Synchronous workers
+ * must stop at one step (the next checkpoint's collective, the peers they
+ * exchange with): the first to see the request sets it to the furthest
+ * worker's step + 2, which none has passed (a synchronous worker is never
+ * far ahead of the others: it waits for them in its exchanges), and every
+ * worker stops when it gets there. An asynchronous worker stops at once. */
+static herd_status stop_asked(worker_ctx *c, bool *stop)
+{
+    herd_run *r = c->run;
+    herd_worker *w = &c->w;
+    int sig = atomic_load_explicit(r->cfg->stop, memory_order_relaxed);
+    if (!r->algo_ops->async && herd__run_spans_processes(r)) /* no step to agree on in one process */
+        return herd_err_set(&w->err, HERD_ESTOPPED, "stopped by signal %d at step %zu", sig, w->step);
+    size_t at = atomic_load(&r->stop_at);
+    if (!r->algo_ops->async && at == SIZE_MAX) {
+        size_t most = 0;
+        for (size_t i = 0; i < r->nlocal; i++) {
+            size_t s = atomic_load_explicit(&r->workers[i].at_step, memory_order_relaxed);
+            most = s > most ? s : most;
+        }
+        atomic_compare_exchange_strong(&r->stop_at, &at, most + 2);
+        at = atomic_load(&r->stop_at);
+    }
+    if (r->algo_ops->async || w->step >= at)
+        *stop = c->stopped = true;
+    return HERD_OK;
 }
 
 /* Whether the worker must stop before its next step. */
@@ -273,6 +304,11 @@ static herd_status before_next(worker_ctx *c, bool *stop)
     *stop = false;
     if (atomic_load(&r->abort))
         return HERD_EREMOTE;
+    if (r->cfg->stop && atomic_load_explicit(r->cfg->stop, memory_order_relaxed)) {
+        herd_status st = stop_asked(c, stop);
+        if (st < 0 || *stop)
+            return st;
+    }
     if (r->cfg->max_steps && c->w.step >= r->cfg->max_steps)
         *stop = true;
     else if (c->w.step == c->fail_step) {
@@ -314,6 +350,13 @@ static herd_status loop_static(worker_ctx *c)
         bool stop = false;
         while (!stop) {
             HERD_TRY(before_next(c, &stop));
+            if (c->stopped && c->run->ckpt && w->step > 0 && !herd__ckpt_due(c->run->ckpt, w)) {
+                /* stopped from outside: this step is saved (every worker is here) */
+                if (settles)
+                    HERD_TRY(herd__nf_settle(c));
+                HERD_TRY(checkpoint(c, &e, 0));
+            }
+            c->stop_saved = c->stopped && c->run->ckpt && w->step > 0;
             if (stop || !herd_loader_next(&c->loader, c->x, c->y))
                 break;
             HERD_TRY(train_step(c, &e, (double)epoch + (double)e.steps / (double)w->steps_per_epoch));
@@ -397,6 +440,7 @@ static herd_status worker_loop(worker_ctx *c)
     herd_run *r = c->run;
     herd_worker *w = &c->w;
     herd_nn_set_threads((int)r->cfg->threads);
+    atomic_store(&c->at_step, w->step); /* --resume: where it starts */
     if (r->algo_ops->async) { /* collective, before the algorithm's own windows */
         c->claim_buf[0] = c->resume.claimed;
         c->claim_buf[1] = 0; /* the stop word */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "herd/herd_run.h"
+#include "core/json.h"
 #include "run/run.h"
 
 /* Totals over every worker of the run, on every process. */
@@ -138,6 +139,7 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
                         workers[i - r->first_rank].w.step);
         }
     res->algo = r->algo_ops->name;
+    res->status = w0->div.diverged ? "diverged" : "ok";
     res->engine = r->world->engine->name;
     res->model = cfg->model;
     res->rank = r->first_rank;
@@ -175,24 +177,36 @@ out:
     return st;
 }
 
-void herd_train_result_json(const herd_train_result *res, FILE *f)
+herd_status herd_train_result_json(const herd_train_result *res, FILE *f)
 {
-    fprintf(f,
-            "{\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
+    /* the whole object in memory first: herd__json_write turns a non-finite
+     * number into null, which it can tell only with the key before it */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return HERD_ENOMEM;
+    fprintf(m,
+            "{\"algo\":\"%s\",\"status\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
             "\"steps\":%zu,\"test_acc\":%.6f,\"test_loss\":%.17g,\"train_loss\":%.17g,\"wall_s\":%.6f,"
             "\"train_s\":%.6f,\"train_img_per_s\":%.3f,\"bytes_sent\":%llu,\"comm_wait_s\":%.6f,"
             "\"nparams\":%zu,\"eval_model\":\"%s\",\"worker0_acc\":%.6f,\"skipped_steps\":%zu,"
             "\"epoch_s_median\":%.6f,\"epoch_s_min\":%.6f,\"epoch_s_max\":%.6f,\"slowest_worker\":%zu,"
             "\"steps_median\":%.1f,\"steps_min\":%zu,\"steps_max\":%zu,\"lost\":[",
-            res->algo, res->engine, res->model, res->workers, res->epochs, res->steps, res->test_acc,
-            res->test_loss, res->train_loss, res->wall_s, res->train_s, res->train_img_per_s,
+            res->algo, res->status ? res->status : "ok", res->engine, res->model, res->workers, res->epochs, res->steps,
+            res->test_acc, res->test_loss, res->train_loss, res->wall_s, res->train_s, res->train_img_per_s,
             (unsigned long long)res->bytes_sent, res->comm_wait_s, res->nparams,
             res->eval_model ? res->eval_model : "worker0", res->worker0_acc, res->skipped_steps, res->epoch_s_median,
             res->epoch_s_min, res->epoch_s_max, res->slowest_worker, res->steps_median, res->steps_min,
             res->steps_max);
     for (size_t i = 0; i < res->nlost; i++)
-        fprintf(f, "%s%zu", i ? "," : "", res->lost[i]);
-    fputs("]", f);
-    fputs(res->algo_json, f);
-    fputs("}", f);
+        fprintf(m, "%s%zu", i ? "," : "", res->lost[i]);
+    fputs("]", m);
+    fputs(res->algo_json, m);
+    fputs("}", m);
+    herd_status st = fclose(m) ? HERD_ENOMEM : HERD_OK;
+    if (st == HERD_OK && herd__json_write(f, buf) < 0)
+        st = HERD_EIO;
+    free(buf);
+    return st;
 }

@@ -45,6 +45,8 @@ typedef struct herd_run {
     herd__ckpt_run *ckpt; /* --checkpoint (NULL: none) */
     void *algo_opts;      /* the algorithm's options, parsed (w->opts) */
     bool cores_taken;     /* the workers' compute threads take every core (w->cores_taken) */
+    struct worker_ctx *workers; /* this process's (cfg->stop reads their steps) */
+    atomic_size_t stop_at;  /* cfg->stop: the step every synchronous worker stops at (SIZE_MAX: not yet) */
     bool tty;
 } herd_run;
 
@@ -62,6 +64,14 @@ typedef struct held_nonfinite {
     int code;
     size_t step, epoch, skipped_run;
 } held_nonfinite;
+
+/* Worker 0's loss, watched for divergence (diverge.c): an exponential
+ * moving average of the step losses (about 10 steps) and its lowest. */
+typedef struct herd__div {
+    double ema, min_ema;
+    size_t n;
+    bool diverged; /* warned of: the summary's status says "diverged" */
+} herd__div;
 
 typedef struct worker_ctx {
     herd_run *run;
@@ -88,6 +98,10 @@ typedef struct worker_ctx {
     herd__simclock simclock; /* the sim engine's compute clock through backward (simtime.h) */
     float *eval_buf;      /* 2 x nparams, where the algorithm has eval_params */
     herd__ckpt_cursor resume; /* --resume: where this worker starts (step 0: from scratch) */
+    herd__div div;        /* worker 0: is the run diverging? */
+    atomic_size_t at_step; /* w.step, for the other threads (cfg->stop) */
+    bool stopped;         /* stopped by cfg->stop */
+    bool stop_saved;      /* and wrote a checkpoint there */
     /* results */
     herd_status st;
     double train_s, train_loss, test_acc, test_loss, worker0_acc, last_epoch_s;
@@ -109,6 +123,9 @@ typedef struct epoch_stats {
     } while (0)
 
 /* config.c */
+/* No name (--data, --model, --algo, --engine, --log, --checkpoint) is given
+ * empty: NULL is the default, "" a mistake. */
+herd_status herd__check_names(const herd_train_config *cfg, herd_err *err);
 herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err);
 /* --workers within bounds (where the engine's launcher does not set it). */
 herd_status herd__check_workers(const herd_train_config *cfg, herd_err *err);
@@ -157,6 +174,14 @@ bool herd__nf_settles(const herd_run *r);
  * worker stops here (HERD_ENONFINITE), the message naming the first step
  * and the workers. */
 herd_status herd__nf_settle(worker_ctx *c);
+
+/* diverge.c */
+/* A step's finite loss, into the watch (worker 0). */
+void herd__div_step(worker_ctx *c, double loss);
+/* At an evaluation of worker 0 (test_loss: its result): whether the run
+ * diverges; if so, warns (stderr, the log) once, and with
+ * --stop-on-divergence returns HERD_EDIVERGED (c->w.err says why). */
+herd_status herd__div_check(worker_ctx *c, double test_loss);
 
 /* claim.c */
 /* Claims the next global batch: from this worker's lease, a new lease, or

@@ -90,15 +90,21 @@ static void worker_teardown(worker_ctx *c)
 
 /* The engine and this process's part of the run's world: its workers
  * first_rank .. first_rank + nlocal - 1; where the engine's launcher sets the
- * number of workers (mpirun), the run's --workers becomes it. */
-static herd_status open_world(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, herd_err *err)
+ * number of workers (mpirun), the run's --workers becomes it. *refused: the
+ * failure is the configuration's (an engine unknown, --workers out of
+ * range), not the world's. */
+static herd_status open_world(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, bool *refused,
+                              herd_err *err)
 {
     herd_status st = HERD_OK;
     const herd_engine *e;
+    *refused = true;
+    HERD_TRY(herd__check_names(cfg, err));
     HERD_TRY(herd_engine_pick(cfg->engine, &e, err));
     bool sized = e->caps & HERD_ENGINE_LAUNCHER_SIZED;
     if (!sized)
         HERD_TRY(herd__check_workers(cfg, err));
+    *refused = false;
     HERD_TRY(herd_world_create(e, sized && cfg->workers == 1 ? 0 : cfg->workers, &r->world, err));
     eff->workers = r->world->size;
     r->first_rank = r->world->first_rank, r->nlocal = r->world->nlocal;
@@ -106,17 +112,76 @@ out:
     return st;
 }
 
-/* Engine, configuration, the algorithm's options: everything that can be
- * refused before any data is read. */
-static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, herd_err *err)
+/* The model against the data's shape, where that is known before any data
+ * is read or made (synthetic data): a model that cannot take the shape is
+ * refused before 60000 examples are generated for it. Elsewhere the
+ * model's name alone (the shape is checked once the data is read). */
+static herd_status check_model(const herd_train_config *cfg, herd_err *err)
 {
     herd_status st = HERD_OK;
-    HERD_TRY(open_world(cfg, r, eff, err));
+    bool known = false, named = false;
+    size_t c = 0, h = 0, w = 0, k = 0;
+    herd_model *m = NULL;
+    for (size_t i = 0; herd_model_names[i] && cfg->model; i++)
+        named = named || !strcmp(herd_model_names[i], cfg->model);
+    HERD_TRY(herd_data_shape(cfg->data, &known, &c, &h, &w, &k, err));
+    if (named && !known)
+        return HERD_OK;
+    /* herd_model_create names the model unknown, or the layer that does not fit */
+    HERD_TRY(herd_model_create(cfg->model ? cfg->model : "", known ? c : 1, known ? h : 28, known ? w : 28,
+                               known ? k : 10, 1, cfg->seed, &m, err));
+out:
+    herd_model_free(m);
+    return st;
+}
+
+/* Data whose class count the labels set (IDX: the largest label + 1, at
+ * least 10) with classes above 10 of which the training set has no example
+ * at all: a corrupt label, not a 201-class problem (synthetic data and
+ * CIFAR-10 declare theirs). */
+static herd_status check_labels(const herd_run *r, herd_err *err)
+{
+    bool known = false;
+    size_t c, h, w, k;
+    if (herd_data_shape(r->cfg->data, &known, &c, &h, &w, &k, NULL) < 0 || known || r->train.nclasses <= 10)
+        return HERD_OK;
+    size_t n = r->train.nclasses, empty = 0, first = 0, top = 0;
+    size_t *count = calloc(n, sizeof *count);
+    if (!count)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->train.n; i++)
+        count[r->train.y[i]]++;
+    for (size_t i = 0; i < r->test.n; i++)
+        top = r->test.y[i] > top ? r->test.y[i] : top;
+    for (size_t i = 0; i < n; i++)
+        if (!count[i] && !empty++)
+            first = i;
+    for (size_t i = 0; i < n; i++)
+        top = count[i] && i > top ? i : top;
+    free(count);
+    if (!empty)
+        return HERD_OK;
+    return herd_err_set(err, HERD_ECORRUPT,
+                        "%s: the largest label, %zu, makes %zu classes, but %zu of them (the first: %zu) have no "
+                        "training example: a corrupt label file?",
+                        r->cfg->data ? r->cfg->data : "the data", top, n, empty, first);
+}
+
+/* Engine, configuration, the algorithm's options, the model: everything
+ * that can be refused before any data is read (*refused: it was). */
+static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, bool *refused,
+                           herd_err *err)
+{
+    herd_status st = HERD_OK;
+    HERD_TRY(open_world(cfg, r, eff, refused, err));
+    *refused = true;
     const herd_engine *e = r->world->engine;
     HERD_TRY(herd__check_config(eff, &r->algo_ops, err));
     HERD_TRY(herd__check_fail_modes(eff, e->caps & HERD_ENGINE_PROCESS_PER_WORKER, e->name, err));
     HERD_TRY(herd__algo_opts_parse(r->algo_ops, eff, &r->algo_opts, err));
     HERD_TRY(herd__ckpt_check(eff, r->algo_ops, e, err));
+    HERD_TRY(check_model(eff, err));
+    *refused = false;
     /* the workers' compute threads on this machine's cores: a helper thread
      * (allreduce's overlap) would take one from them */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -131,6 +196,7 @@ static herd_status open_run(herd_run *r, worker_ctx **workers, bool *log_open, h
     herd_status st = HERD_OK;
     const herd_train_config *cfg = r->cfg;
     HERD_TRY(herd_data_open(cfg->data, cfg->seed, &r->train, &r->test, err));
+    HERD_TRY(check_labels(r, err));
     herd_dataset_truncate(&r->train, cfg->train_limit);
     herd_dataset_truncate(&r->test, cfg->test_limit);
     r->test_y = malloc((r->test.n ? r->test.n : 1) * sizeof(int32_t));
@@ -181,7 +247,9 @@ static herd_status first_failure(herd_run *r, const worker_ctx *workers, herd_er
     return HERD_OK;
 }
 
-static void close_run(herd_run *r, worker_ctx *workers, bool log_open)
+/* Frees the run; the log's closing tells whether every record was written
+ * (HERD_EIO into err, where st is still HERD_OK: a first failure stays). */
+static herd_status close_run(herd_run *r, worker_ctx *workers, bool log_open, herd_status st, herd_err *err)
 {
     if (workers)
         for (size_t i = 0; i < r->nlocal; i++)
@@ -190,12 +258,20 @@ static void close_run(herd_run *r, worker_ctx *workers, bool log_open)
     free(r->lost);
     herd__ckpt_run_free(r->ckpt);
     herd_world_free(r->world);
-    if (log_open)
-        herd__log_close(&r->log);
+    if (log_open) {
+        herd_err lerr = {0};
+        herd_status lst = herd__log_close(&r->log, &lerr);
+        if (st == HERD_OK && lst < 0) {
+            st = lst;
+            if (err)
+                *err = lerr;
+        }
+    }
     free(r->test_y);
     free(r->algo_opts);
     herd_dataset_free(&r->train);
     herd_dataset_free(&r->test);
+    return st;
 }
 
 herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err)
@@ -207,7 +283,11 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     bool log_open = false;
     char log_path[4096];
     memset(res, 0, sizeof *res);
-    HERD_TRY(prepare(cfg, &r, &eff, err));
+    bool refused = false;
+    if ((st = prepare(cfg, &r, &eff, &refused, err)) < 0) {
+        res->refused = refused;
+        goto out;
+    }
     if (r.first_rank != 0) {
         /* one log per process: rank 0 writes FILE, rank r FILE.rank<r> */
         eff.quiet = true;
@@ -218,13 +298,16 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     }
     if (r.world->note && !eff.quiet)
         fprintf(stderr, "herd: %s\n", r.world->note);
+    atomic_init(&r.stop_at, SIZE_MAX);
     HERD_TRY(open_run(&r, &workers, &log_open, err));
+    r.workers = workers;
     herd__log_record(&r.log, "start",
                      "\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
                      "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu",
                      eff.algo, r.world->engine->name, eff.model, eff.workers, eff.epochs, eff.batch, (double)eff.optim.lr,
                      (double)eff.optim.momentum, (unsigned long long)eff.seed, workers[0].w.nparams, r.train.n,
                      r.test.n);
+    HERD_TRY(herd__log_check(&r.log, err)); /* a log that cannot be written, before any training */
     double t_start = herd__now();
     if ((st = herd_world_run(r.world, herd__worker_thread, workers, sizeof *workers, err)) < 0) {
         atomic_store(&r.abort, 1);
@@ -234,17 +317,31 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     double wall = herd__now() - t_start;
     HERD_TRY(first_failure(&r, workers, err));
     worker_ctx *w0 = &workers[0];
-    /* the final evaluation, once every worker has stopped */
-    if (r.first_rank == 0 && (st = herd__evaluate(w0, w0->train_loss, w0->last_epoch_s)) < 0) {
+    bool stopped = false;
+    for (size_t i = 0; i < r.nlocal; i++)
+        stopped = stopped || workers[i].stopped;
+    /* the final evaluation, once every worker has stopped (not when stopped
+     * from outside: whoever stopped the run wants it to end now) */
+    if (r.first_rank == 0 && !stopped && (st = herd__evaluate(w0, w0->train_loss, w0->last_epoch_s)) < 0) {
         if (err)
             *err = w0->w.err.msg[0] ? w0->w.err : w0->w.comm->err;
         goto out;
     }
+    if (stopped && !w0->eval_model) /* stopped before any evaluation: no figure, not 0 */
+        w0->test_acc = w0->test_loss = w0->worker0_acc = NAN;
     HERD_TRY(herd__result_fill(&r, workers, wall, res, err));
+    if (stopped) {
+        res->stop_signal = atomic_load(cfg->stop);
+        res->stop_step = w0->w.step;
+        res->stop_checkpoint = w0->stop_saved;
+        res->status = "stopped";
+        herd__log_record(&r.log, "stop", "\"signal\":%d,\"step\":%zu,\"epoch\":%zu,\"checkpoint\":%s",
+                         res->stop_signal, res->stop_step, w0->w.epoch + 1, res->stop_checkpoint ? "true" : "false");
+    }
 out:
+    res->rank = r.first_rank; /* a failure too is reported from rank 0 */
     for (size_t i = 0; st < 0 && workers && i < r.nlocal; i++)
         if (workers[i].w.comm)
             workers[i].w.comm->failed = true; /* as in herd__worker_thread: no collective teardown */
-    close_run(&r, workers, log_open);
-    return st;
+    return close_run(&r, workers, log_open, st, err);
 }
