@@ -43,10 +43,17 @@ struct herd_layer {
     float *out, *dout;    /* max_batch * c*h*w each, owned */
 };
 
+/* oneDNN primitives for up to two batch sizes (the training batch and an
+ * epoch's or evaluation's last, shorter one), created on first use. */
+enum { CONV_PRIMS = 2 };
+
 typedef struct conv_layer {
     herd_layer base;
     size_t cin, hin, win, k, stride, pad;
     bool bias;
+    herd__conv *prim[CONV_PRIMS];
+    unsigned prim_last;  /* the slot used last; the other is replaced first */
+    size_t prim_failed;  /* a batch size oneDNN had no primitive for (0: none) */
 } conv_layer;
 
 typedef struct linear_layer {
@@ -75,6 +82,8 @@ struct herd_model {
     const float *input;  /* CNHW view of the current batch */
     float *input_copy;   /* used when C > 1 (NCHW -> CNHW) */
     float *scratch, *scratch2; /* one chunk's im2col and its gradient */
+    herd__dnn *dnn;      /* oneDNN engine, stream and shared scratch; NULL until used */
+    bool conv_im2col;    /* convolutions by im2col + sgemm, not oneDNN's primitives */
     herd_rng init_rng;
 };
 
@@ -166,10 +175,48 @@ static size_t conv_chunk(const conv_layer *cv, size_t N)
     return nb < 1 ? 1 : nb > N ? N : nb;
 }
 
+/* The layer's oneDNN primitives for batch N, created on first use; NULL
+ * when the model uses im2col or oneDNN cannot do this shape (then the
+ * im2col path runs). */
+static herd__conv *conv_prim(conv_layer *cv, herd_model *m, size_t N)
+{
+    if (m->conv_im2col || cv->prim_failed == N)
+        return NULL;
+    for (unsigned i = 0; i < CONV_PRIMS; i++)
+        if (cv->prim[i] && herd__conv_get_shape(cv->prim[i])->N == N) {
+            cv->prim_last = i;
+            return cv->prim[i];
+        }
+    if (!m->dnn && herd__dnn_create(&m->dnn) != HERD_OK) {
+        m->conv_im2col = true;
+        return NULL;
+    }
+    const herd_layer *l = &cv->base;
+    herd__conv_shape s = {
+        .N = N, .C = cv->cin, .H = cv->hin, .W = cv->win, .K = l->c, .R = cv->k,
+        .stride = cv->stride, .pad = cv->pad, .bias = cv->bias, .relu = l->relu,
+        .din = l->in >= 0, .din_accumulate = in_accumulates(m, l->in)};
+    unsigned slot = cv->prim[0] == NULL ? 0 : cv->prim[1] == NULL ? 1 : 1 - cv->prim_last;
+    herd__conv_free(cv->prim[slot]);
+    cv->prim[slot] = NULL;
+    if (herd__conv_create(m->dnn, &s, &cv->prim[slot]) != HERD_OK) {
+        cv->prim_failed = N;
+        return NULL;
+    }
+    cv->prim_last = slot;
+    return cv->prim[slot];
+}
+
 static void conv_forward(herd_layer *l, herd_model *m, size_t N, bool train)
 {
     (void)train;
     conv_layer *cv = (conv_layer *)l;
+    herd__conv *prim = conv_prim(cv, m, N);
+    if (prim) {
+        const float *W = m->params + l->param_off;
+        herd__conv_forward(prim, in_out(m, l->in), W, cv->bias ? W + l->c * conv_rows(cv) : NULL, l->out);
+        return;
+    }
     size_t rows = conv_rows(cv), hwo = l->h * l->w, cols = N * hwo, nb = conv_chunk(cv, N);
     const float *in = in_out(m, l->in), *W = m->params + l->param_off;
     for (size_t n0 = 0; n0 < N; n0 += nb) {
@@ -196,6 +243,11 @@ static void conv_backward(herd_layer *l, herd_model *m, size_t N)
     relu_backward(l, N);
     const float *in = in_out(m, l->in), *W = m->params + l->param_off;
     float *dW = m->grads + l->param_off;
+    herd__conv *prim = conv_prim(cv, m, N);
+    if (prim) {
+        herd__conv_backward(prim, in, W, l->dout, in_dout(m, l->in), dW, cv->bias ? dW + l->c * rows : NULL);
+        return;
+    }
     if (cv->bias)
         for (size_t k = 0; k < l->c; k++)
             dW[l->c * rows + k] = sum16(l->dout + k * cols, cols);
@@ -753,6 +805,8 @@ herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, si
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
     snprintf(m->name, sizeof m->name, "%s", name);
     m->c = c, m->h = h, m->w = w, m->nclasses = nclasses, m->max_batch = max_batch;
+    const char *conv_env = getenv("HERD_CONV");
+    m->conv_im2col = conv_env && !strcmp(conv_env, "im2col");
     builder b = {m, HERD_OK, err};
     def->build(&b, nclasses);
     HERD_TRY(b.st);
@@ -778,6 +832,9 @@ void herd_model_free(herd_model *m)
         free(l->dout);
         if (l->ops == &pool_ops)
             free(((pool_layer *)l)->idx);
+        else if (l->ops == &conv_ops)
+            for (unsigned k = 0; k < CONV_PRIMS; k++)
+                herd__conv_free(((conv_layer *)l)->prim[k]);
         else if (l->ops == &bn_ops)
             free(((bn_layer *)l)->save_mean);
         free(l);
@@ -789,8 +846,16 @@ void herd_model_free(herd_model *m)
     free(m->input_copy);
     free(m->scratch);
     free(m->scratch2);
+    herd__dnn_free(m->dnn);
     free(m);
 }
+
+void herd_model_set_conv_im2col(herd_model *m, bool im2col)
+{
+    m->conv_im2col = im2col;
+}
+
+bool herd_model_conv_im2col(const herd_model *m) { return m->conv_im2col; }
 
 size_t herd_model_nparams(const herd_model *m) { return m->nparams; }
 float *herd_model_params(herd_model *m) { return m->params; }
