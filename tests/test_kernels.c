@@ -742,7 +742,8 @@ static void bn_magnitudes(const double *in, const double *gamma, const double *b
 static void test_batchnorm_train_vs_ref(void)
 {
     // N, C, HW; the input of channel c is spread 2^c around 3c - 4
-    const size_t shapes[][3] = {{4, 3, 35}, {2, 1, 1}, {1, 2, 6}, {8, 4, 49}, {3, 2, 100}};
+    const size_t shapes[][3] = {{4, 3, 35}, {2, 1, 1}, {1, 2, 6}, {8, 4, 49}, {3, 2, 100},
+                                 {16, 3, 196}}; // the last: long channels (3136 floats)
     const float eps = 1e-5f, momentum = 0.1f;
     herd_rng rng;
     herd_rng_seed(&rng, 27, 0);
@@ -778,7 +779,7 @@ static void test_batchnorm_train_vs_ref(void)
 
         fill_nan_f(out, n), fill_nan_f(smean, C), fill_nan_f(sinv, C);
         herd__batchnorm_forward_train(fin, fgamma, fbeta, out, smean, sinv, rm, rv, C, len, eps,
-                                      momentum);
+                                      momentum, false);
         herd__ref_batchnorm_forward(in, gamma, beta, rout, rmean, rvar, N, C, HW, (double)eps);
 
         snprintf(what, sizeof what, "batchnorm out N=%zu C=%zu HW=%zu", N, C, HW);
@@ -787,6 +788,18 @@ static void test_batchnorm_train_vs_ref(void)
         bn_magnitudes(in, gamma, beta, dout, rmean, rvar, (double)eps, N, C, HW, mout, mdin,
                       mdgamma, mdbeta);
         CHECK_CLOSE(what, gf, rout, mout, BN_REL, 0.0, n);
+        {   // the fused ReLU: exactly max(out, 0) of the same statistics
+            float *o2 = alloc_f(n), *wr = alloc_f(n), *m2 = alloc_f(C), *i2 = alloc_f(C);
+            float *rm2 = alloc_f(C), *rv2 = alloc_f(C);
+            to_float(run0, rm2, C);
+            to_float(run0 + C, rv2, C);
+            herd__batchnorm_forward_train(fin, fgamma, fbeta, o2, m2, i2, rm2, rv2, C, len, eps,
+                                          momentum, true);
+            for (size_t i = 0; i < n; i++)
+                wr[i] = out[i] > 0.0f ? out[i] : 0.0f;
+            CHECK_SAME("batchnorm fused relu", o2, wr, n);
+            free(o2), free(wr), free(m2), free(i2), free(rm2), free(rv2);
+        }
         CHECK_CLOSE("batchnorm save_mean", smean, rmean, NULL, 1e-6, 1e-6, C);
         for (size_t c = 0; c < C; c++)
             want[c] = 1.0 / sqrt(rvar[c] + (double)eps);
@@ -858,8 +871,14 @@ static void test_batchnorm_eval_closed_form(void)
         }
     }
     fill_nan_f(out, C * len);
-    herd__batchnorm_forward_eval(in, gamma, beta, out, rmean, rvar, C, len, eps);
+    herd__batchnorm_forward_eval(in, gamma, beta, out, rmean, rvar, C, len, eps, false);
     CHECK_CLOSE("batchnorm eval", out, want, mag, BN_REL, 0.0, C * len);
+    float *outr = alloc_f(C * len);
+    herd__batchnorm_forward_eval(in, gamma, beta, outr, rmean, rvar, C, len, eps, true);
+    for (size_t i = 0; i < C * len; i++)
+        out[i] = out[i] > 0.0f ? out[i] : 0.0f;
+    CHECK_SAME("batchnorm eval fused relu", outr, out, C * len);
+    free(outr);
     free(x), free(want), free(mag), free(in), free(out);
 }
 

@@ -274,10 +274,32 @@ static void check_arrays_close(const char *what, const float *a, const float *b,
                        what, dmax, at, (double)a[at], (double)b[at], bmax, tol * bmax);
 }
 
+/* ||a - b||_2 <= tol * ||b||_2. For gradients: where a ReLU's input rounds
+ * to opposite signs in two computations (it sits within rounding of 0), that
+ * unit's whole gradient flows in one and not the other, which moves every
+ * gradient upstream of it by far more than rounding (resnet20 below, step 2:
+ * 2e-6 norm-wise downstream of one such unit, 2e-3 upstream). A norm-wise
+ * bound of 1e-2 tolerates a few such units; a wrong index or a dropped term
+ * moves a layer's gradients by 1e-1 or more. The kernels themselves are
+ * checked element by element against the reference in test_kernels.c. */
+static void check_norm_close(const char *what, const float *a, const float *b, size_t n, double tol)
+{
+    double dd = 0, bb = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        dd += d * d;
+        bb += (double)b[i] * (double)b[i];
+    }
+    if (!(sqrt(dd) <= tol * sqrt(bb)) || bb == 0)
+        herd_test_fail(__FILE__, __LINE__, "%s: ||a-b|| %.3g > %.3g = tol * ||b||", what, sqrt(dd),
+                       tol * sqrt(bb));
+}
+
 /* oneDNN's convolution primitives and the im2col fallback train the same
- * model: same logits, loss and gradients within float rounding (reordered
- * sums: 1e-4 of the largest value, float rounding of these sums is ~1e-6),
- * after a few SGD steps too. */
+ * model: same logits and loss within float rounding (reordered sums: 1e-4
+ * of the largest value, where float rounding of these sums is ~1e-6), and
+ * gradients within 1e-2 norm-wise (see check_norm_close), for a few SGD
+ * steps from the same parameters. */
 static void paths_agree(const model_case *mc)
 {
     size_t dim = mc->c * mc->h * mc->w, B = mc->batch;
@@ -300,7 +322,7 @@ static void paths_agree(const model_case *mc)
         check_arrays_close(what, herd_model_logits(m[0]), herd_model_logits(m[1]), B * mc->k, 1e-4);
         ASSERT_NEAR(loss[0], loss[1], 0, 1e-5);
         snprintf(what, sizeof what, "%s step %d grads", mc->name, step);
-        check_arrays_close(what, herd_model_grads(m[0]), herd_model_grads(m[1]), np, 1e-4);
+        check_norm_close(what, herd_model_grads(m[0]), herd_model_grads(m[1]), np, 1e-2);
         for (int i = 0; i < 2; i++) {
             float *p = herd_model_params(m[i]);
             const float *g = herd_model_grads(m[1]); /* the same step for both */
@@ -348,7 +370,7 @@ static void test_conv_batch_sizes(void)
     herd_model_loss(m, y, 3, NULL), herd_model_loss(r, y, 3, NULL);
     ASSERT_OK(herd_model_backward(m, 3, NULL, NULL));
     ASSERT_OK(herd_model_backward(r, 3, NULL, NULL));
-    check_arrays_close("batch 3 grads", herd_model_grads(m), herd_model_grads(r), herd_model_nparams(m), 1e-4);
+    check_norm_close("batch 3 grads", herd_model_grads(m), herd_model_grads(r), herd_model_nparams(m), 1e-2);
     herd_model_free(m), herd_model_free(r);
 }
 

@@ -45,14 +45,15 @@ void herd__maxpool_backward(const float *dout, const uint32_t *idx, float *din, 
 
 /* Batch norm over C channels of `len` contiguous floats each (CNHW).
  * Training: batch statistics, saves mean and inverse std for backward and
- * updates running mean/var with `momentum` (unbiased variance, as PyTorch). */
+ * updates running mean/var with `momentum` (unbiased variance, as PyTorch).
+ * relu: ReLU fused on the output. */
 void herd__batchnorm_forward_train(const float *in, const float *gamma, const float *beta,
                                    float *out, float *save_mean, float *save_invstd,
                                    float *run_mean, float *run_var, size_t C, size_t len,
-                                   float eps, float momentum);
+                                   float eps, float momentum, bool relu);
 void herd__batchnorm_forward_eval(const float *in, const float *gamma, const float *beta,
                                   float *out, const float *run_mean, const float *run_var,
-                                  size_t C, size_t len, float eps);
+                                  size_t C, size_t len, float eps, bool relu);
 /* dgamma, dbeta overwritten; din overwritten or accumulated. */
 void herd__batchnorm_backward(const float *in, const float *gamma, const float *dout,
                               const float *save_mean, const float *save_invstd, float *din,

@@ -377,12 +377,10 @@ static void bn_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     if (train)
         herd__batchnorm_forward_train(in_out(m, l->in), gamma, beta, l->out, bn->save_mean,
                                       bn->save_invstd, run_mean, run_var, C, len, bn_eps,
-                                      bn_momentum);
+                                      bn_momentum, l->relu);
     else
         herd__batchnorm_forward_eval(in_out(m, l->in), gamma, beta, l->out, run_mean, run_var, C,
-                                     len, bn_eps);
-    if (l->relu)
-        relu_forward(l->out, C * len);
+                                     len, bn_eps, l->relu);
 }
 
 static void bn_backward(herd_layer *l, herd_model *m, size_t N)
@@ -415,12 +413,17 @@ static const herd_layer_ops bn_ops = {
 static void add_forward(herd_layer *l, herd_model *m, size_t N, bool train)
 {
     (void)train;
-    const float *a = in_out(m, l->in), *b = in_out(m, l->in2);
+    const float *restrict a = in_out(m, l->in), *restrict b = in_out(m, l->in2);
+    float *restrict o = l->out;
     size_t n = N * out_dim(l);
-    for (size_t i = 0; i < n; i++)
-        l->out[i] = a[i] + b[i];
     if (l->relu)
-        relu_forward(l->out, n);
+        for (size_t i = 0; i < n; i++) {
+            float v = a[i] + b[i];
+            o[i] = v > 0.0f ? v : 0.0f;
+        }
+    else
+        for (size_t i = 0; i < n; i++)
+            o[i] = a[i] + b[i];
 }
 
 static void add_backward(herd_layer *l, herd_model *m, size_t N)
