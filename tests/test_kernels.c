@@ -817,7 +817,7 @@ static void test_batchnorm_train_vs_ref(void)
         // backward: din overwritten (NaN before), dgamma, dbeta overwritten
         herd__ref_batchnorm_backward(in, gamma, dout, rdin, rdgamma, rdbeta, N, C, HW, (double)eps);
         fill_nan_f(din, n), fill_nan_f(dgamma, C), fill_nan_f(dbeta, C);
-        herd__batchnorm_backward(fin, fgamma, fdout, smean, sinv, din, dgamma, dbeta, C, len,
+        herd__batchnorm_backward(fin, fgamma, fdout, NULL, smean, sinv, din, dgamma, dbeta, C, len,
                                  false);
         snprintf(what, sizeof what, "batchnorm din N=%zu C=%zu HW=%zu", N, C, HW);
         cnhw_to_nchw_ref(din, g, N, C, HW);
@@ -830,17 +830,39 @@ static void test_batchnorm_train_vs_ref(void)
         double *pre = alloc_d(n);
         fill_normal(&rng, pre, n, 1.0, 0.0);
         nchw_to_cnhw_ref(pre, din, N, C, HW);
-        herd__batchnorm_backward(fin, fgamma, fdout, smean, sinv, din, dgamma, dbeta, C, len, true);
+        herd__batchnorm_backward(fin, fgamma, fdout, NULL, smean, sinv, din, dgamma, dbeta, C, len, true);
         for (size_t i = 0; i < n; i++)
             rdin[i] += pre[i], mdin[i] += fabs(pre[i]);
         cnhw_to_nchw_ref(din, g, N, C, HW);
         to_float(g, gf, n);
         CHECK_CLOSE("batchnorm din accumulated", gf, rdin, mdin, BN_REL, 0.0, n);
         fill_nan_f(dgamma, C), fill_nan_f(dbeta, C);
-        herd__batchnorm_backward(fin, fgamma, fdout, smean, sinv, NULL, dgamma, dbeta, C, len,
+        herd__batchnorm_backward(fin, fgamma, fdout, NULL, smean, sinv, NULL, dgamma, dbeta, C, len,
                                  false);
         CHECK_CLOSE("batchnorm dgamma (din NULL)", dgamma, rdgamma, mdgamma, BN_REL, 0.0, C);
         CHECK_CLOSE("batchnorm dbeta (din NULL)", dbeta, rdbeta, mdbeta, BN_REL, 0.0, C);
+
+        // a fused ReLU's output masks dout: the same, bit for bit, as
+        // masking dout first (out > 0 for about half the values)
+        {
+            float *masked = alloc_f(n), *d1 = alloc_f(n), *d2 = alloc_f(n);
+            float dg1[8], db1[8], dg2[8], db2[8];
+            ASSERT_TRUE(C <= 8);
+            for (size_t i = 0; i < n; i++)
+                masked[i] = out[i] > 0.0f ? fdout[i] : 0.0f;
+            for (int accu = 0; accu < 2; accu++) {
+                nchw_to_cnhw_ref(pre, d1, N, C, HW);
+                nchw_to_cnhw_ref(pre, d2, N, C, HW);
+                herd__batchnorm_backward(fin, fgamma, masked, NULL, smean, sinv, d1, dg1, db1, C,
+                                         len, accu);
+                herd__batchnorm_backward(fin, fgamma, fdout, out, smean, sinv, d2, dg2, db2, C,
+                                         len, accu);
+                CHECK_SAME("batchnorm relu-masked din", d2, d1, n);
+                CHECK_SAME("batchnorm relu-masked dgamma", dg2, dg1, C);
+                CHECK_SAME("batchnorm relu-masked dbeta", db2, db1, C);
+            }
+            free(masked), free(d1), free(d2);
+        }
 
         free(in), free(dout), free(gamma), free(beta), free(rout), free(rmean), free(rvar);
         free(rdin), free(rdgamma), free(rdbeta), free(g), free(run0), free(want), free(pre);

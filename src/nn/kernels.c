@@ -164,20 +164,23 @@ void herd__maxpool_forward(const float *in, float *out, uint32_t *idx, size_t np
     if (k == 2 && s == 2) {
         for (size_t p = 0; p < nplanes; p++) {
             const float *img = in + p * H * W;
-            float *o = out + p * Ho * Wo;
-            uint32_t *ix = idx + p * Ho * Wo;
+            float *restrict o = out + p * Ho * Wo;
+            uint32_t *restrict ix = idx + p * Ho * Wo;
             for (size_t y = 0; y < Ho; y++) {
-                const float *r0 = img + 2 * y * W, *r1 = r0 + W;
+                const float *restrict r0 = img + 2 * y * W, *restrict r1 = r0 + W;
+                uint32_t row = (uint32_t)(2 * y * W);
+                /* branch-free selects, so the loop vectorizes; same tie
+                 * order as the general loop: the first maximum wins */
                 for (size_t x = 0; x < Wo; x++) {
-                    /* same tie order as the general loop: first maximum wins */
-                    uint32_t at = (uint32_t)(2 * y * W + 2 * x);
-                    float m = r0[2 * x];
-                    if (r0[2 * x + 1] > m)
-                        m = r0[2 * x + 1], at = (uint32_t)(2 * y * W + 2 * x + 1);
-                    if (r1[2 * x] > m)
-                        m = r1[2 * x], at = (uint32_t)((2 * y + 1) * W + 2 * x);
-                    if (r1[2 * x + 1] > m)
-                        m = r1[2 * x + 1], at = (uint32_t)((2 * y + 1) * W + 2 * x + 1);
+                    uint32_t at = row + (uint32_t)(2 * x);
+                    float m = r0[2 * x], b = r0[2 * x + 1], c = r1[2 * x], d = r1[2 * x + 1];
+                    uint32_t ib = at + 1, ic = at + (uint32_t)W, id = at + (uint32_t)W + 1;
+                    at = b > m ? ib : at;
+                    m = b > m ? b : m;
+                    at = c > m ? ic : at;
+                    m = c > m ? c : m;
+                    at = d > m ? id : at;
+                    m = d > m ? d : m;
                     o[y * Wo + x] = m;
                     ix[y * Wo + x] = at;
                 }
@@ -300,24 +303,34 @@ void herd__batchnorm_forward_eval(const float *in, const float *gamma, const flo
     }
 }
 
+/* dout masked by a fused ReLU's output (relu_out NULL: no ReLU). */
+static inline float bn_g(const float *restrict g, const float *restrict relu_out, size_t i)
+{
+    return relu_out && !(relu_out[i] > 0.0f) ? 0.0f : g[i];
+}
+
 void herd__batchnorm_backward(const float *in, const float *gamma, const float *dout,
-                              const float *save_mean, const float *save_invstd, float *din,
-                              float *dgamma, float *dbeta, size_t C, size_t len, bool accumulate)
+                              const float *relu_out, const float *save_mean,
+                              const float *save_invstd, float *din, float *dgamma, float *dbeta,
+                              size_t C, size_t len, bool accumulate)
 {
     for (size_t c = 0; c < C; c++) {
         const float *restrict x = in + c * len, *restrict g = dout + c * len;
+        const float *restrict ro = relu_out ? relu_out + c * len : NULL;
         float *restrict dx = din ? din + c * len : NULL;
         float mean = save_mean[c], invstd = save_invstd[c];
         double a[BN_LANES] = {0}, b[BN_LANES] = {0}, sg = 0, sgx = 0;
         size_t i = 0;
         for (; i + BN_LANES <= len; i += BN_LANES)
             for (int k = 0; k < BN_LANES; k++) {
-                a[k] += g[i + k];
-                b[k] += (double)g[i + k] * (double)(x[i + k] - mean);
+                float gi = bn_g(g, ro, i + k);
+                a[k] += gi;
+                b[k] += (double)gi * (double)(x[i + k] - mean);
             }
         for (; i < len; i++) {
-            sg += g[i];
-            sgx += (double)g[i] * (double)(x[i] - mean);
+            float gi = bn_g(g, ro, i);
+            sg += gi;
+            sgx += (double)gi * (double)(x[i] - mean);
         }
         for (int k = 0; k < BN_LANES; k++)
             sg += a[k], sgx += b[k];
@@ -330,10 +343,10 @@ void herd__batchnorm_backward(const float *in, const float *gamma, const float *
         float kl = k * (float)len, kmg = k * (float)sg, kmgx = k * (float)(sgx * invstd * invstd);
         if (accumulate)
             for (size_t j = 0; j < len; j++)
-                dx[j] += kl * g[j] - kmg - (x[j] - mean) * kmgx;
+                dx[j] += kl * bn_g(g, ro, j) - kmg - (x[j] - mean) * kmgx;
         else
             for (size_t j = 0; j < len; j++)
-                dx[j] = kl * g[j] - kmg - (x[j] - mean) * kmgx;
+                dx[j] = kl * bn_g(g, ro, j) - kmg - (x[j] - mean) * kmgx;
     }
 }
 

@@ -54,10 +54,13 @@ void herd__batchnorm_forward_train(const float *in, const float *gamma, const fl
 void herd__batchnorm_forward_eval(const float *in, const float *gamma, const float *beta,
                                   float *out, const float *run_mean, const float *run_var,
                                   size_t C, size_t len, float eps, bool relu);
-/* dgamma, dbeta overwritten; din overwritten or accumulated. */
+/* dgamma, dbeta overwritten; din overwritten or accumulated. relu_out: the
+ * output of a ReLU fused on the forward's output, masking dout (NULL: none);
+ * dout itself is left as it is. */
 void herd__batchnorm_backward(const float *in, const float *gamma, const float *dout,
-                              const float *save_mean, const float *save_invstd, float *din,
-                              float *dgamma, float *dbeta, size_t C, size_t len, bool accumulate);
+                              const float *relu_out, const float *save_mean,
+                              const float *save_invstd, float *din, float *dgamma, float *dbeta,
+                              size_t C, size_t len, bool accumulate);
 
 /* Softmax cross-entropy, logits (N, K): returns mean loss, writes dlogits
  * (may be NULL) and counts argmax hits. */

@@ -387,11 +387,12 @@ static void bn_backward(herd_layer *l, herd_model *m, size_t N)
 {
     bn_layer *bn = (bn_layer *)l;
     size_t C = l->c, len = N * l->h * l->w;
-    relu_backward(l, N);
     const float *gamma = m->params + l->param_off;
     float *dgamma = m->grads + l->param_off, *dbeta = dgamma + C;
-    herd__batchnorm_backward(in_out(m, l->in), gamma, l->dout, bn->save_mean, bn->save_invstd,
-                             in_dout(m, l->in), dgamma, dbeta, C, len, in_accumulates(m, l->in));
+    /* the fused ReLU's mask is applied inside, saving a pass over dout */
+    herd__batchnorm_backward(in_out(m, l->in), gamma, l->dout, l->relu ? l->out : NULL,
+                             bn->save_mean, bn->save_invstd, in_dout(m, l->in), dgamma, dbeta, C,
+                             len, in_accumulates(m, l->in));
 }
 
 static void bn_init(herd_layer *l, herd_model *m, herd_rng *rng)
@@ -428,18 +429,26 @@ static void add_forward(herd_layer *l, herd_model *m, size_t N, bool train)
 
 static void add_backward(herd_layer *l, herd_model *m, size_t N)
 {
-    relu_backward(l, N);
     size_t n = N * out_dim(l);
+    const float *restrict g = l->dout, *restrict o = l->out;
     int ins[2] = {l->in, l->in2};
     for (int k = 0; k < 2; k++) {
-        float *din = in_dout(m, ins[k]);
+        float *restrict din = in_dout(m, ins[k]);
         if (!din)
             continue;
-        if (in_accumulates(m, ins[k]))
+        bool acc = in_accumulates(m, ins[k]);
+        /* the fused ReLU's mask applied on the way, not in place first */
+        if (l->relu && acc)
             for (size_t i = 0; i < n; i++)
-                din[i] += l->dout[i];
+                din[i] += o[i] > 0.0f ? g[i] : 0.0f;
+        else if (l->relu)
+            for (size_t i = 0; i < n; i++)
+                din[i] = o[i] > 0.0f ? g[i] : 0.0f;
+        else if (acc)
+            for (size_t i = 0; i < n; i++)
+                din[i] += g[i];
         else
-            memcpy(din, l->dout, n * sizeof(float));
+            memcpy(din, g, n * sizeof(float));
     }
 }
 
