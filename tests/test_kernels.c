@@ -636,6 +636,7 @@ static void test_maxpool_vs_ref(void)
     };
     herd_rng rng;
     herd_rng_seed(&rng, 26, 0);
+    size_t zeroed = 0; // gradients the ReLU mask removed, over all shapes
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         size_t N = shapes[t][0], C = shapes[t][1], H = shapes[t][2], W = shapes[t][3];
         size_t k = shapes[t][4], s = shapes[t][5];
@@ -677,7 +678,7 @@ static void test_maxpool_vs_ref(void)
         abs_d(dout, adout, nout);
         herd__ref_maxpool_backward(in, adout, mdin, N, C, H, W, k, s);
         fill_nan_f(din, nin);
-        herd__maxpool_backward(fdout, idx, din, planes, H, W, k, s, false);
+        herd__maxpool_backward(fdout, idx, NULL, din, planes, H, W, k, s, false);
         cnhw_to_nchw_ref(din, gd, N, C, H * W);
         to_float(gd, gdf, nin);
         CHECK_CLOSE(what, gdf, rdin, mdin, SUM_REL, 1e-30, nin);
@@ -685,16 +686,35 @@ static void test_maxpool_vs_ref(void)
         // ... or adds to what is there
         fill_normal(&rng, pre, nin, 1.0, 0.0);
         nchw_to_cnhw_ref(pre, din, N, C, H * W);
-        herd__maxpool_backward(fdout, idx, din, planes, H, W, k, s, true);
+        herd__maxpool_backward(fdout, idx, NULL, din, planes, H, W, k, s, true);
         for (size_t i = 0; i < nin; i++)
             rdin[i] += pre[i], mdin[i] += fabs(pre[i]);
         cnhw_to_nchw_ref(din, gd, N, C, H * W);
         to_float(gd, gdf, nin);
         CHECK_CLOSE(what, gdf, rdin, mdin, SUM_REL, 1e-30, nin);
 
+        // a ReLU's mask on the input (about half of it is <= 0) is the same,
+        // bit for bit, as masking the unmasked result afterwards
+        {
+            float *relu_in = alloc_f(nin), *masked = alloc_f(nin);
+            for (size_t i = 0; i < nin; i++)
+                relu_in[i] = fin[i] > 0.0f ? fin[i] : 0.0f;
+            fill_nan_f(din, nin);
+            herd__maxpool_backward(fdout, idx, NULL, din, planes, H, W, k, s, false);
+            for (size_t i = 0; i < nin; i++) {
+                zeroed += relu_in[i] <= 0.0f && din[i] != 0.0f;
+                din[i] = relu_in[i] > 0.0f ? din[i] : 0.0f;
+            }
+            fill_nan_f(masked, nin);
+            herd__maxpool_backward(fdout, idx, relu_in, masked, planes, H, W, k, s, false);
+            CHECK_SAME("maxpool relu-masked", masked, din, nin);
+            free(relu_in), free(masked);
+        }
+
         free(in), free(dout), free(want), free(rdin), free(mdin), free(adout), free(pre), free(gd);
         free(gout), free(fin), free(fdout), free(out), free(din), free(gdf), free(goutf), free(idx);
     }
+    ASSERT_TRUE(zeroed > 0); // the mask had something to do
 }
 
 /* ---- batch norm ---- */

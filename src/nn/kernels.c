@@ -210,8 +210,9 @@ void herd__maxpool_forward(const float *in, float *out, uint32_t *idx, size_t np
     }
 }
 
-void herd__maxpool_backward(const float *dout, const uint32_t *idx, float *din, size_t nplanes,
-                            size_t H, size_t W, size_t k, size_t s, bool accumulate)
+void herd__maxpool_backward(const float *dout, const uint32_t *idx, const float *relu_in,
+                            float *din, size_t nplanes, size_t H, size_t W, size_t k, size_t s,
+                            bool accumulate)
 {
     size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
     if (!accumulate)
@@ -220,8 +221,15 @@ void herd__maxpool_backward(const float *dout, const uint32_t *idx, float *din, 
         float *d = din + p * H * W;
         const float *g = dout + p * Ho * Wo;
         const uint32_t *ix = idx + p * Ho * Wo;
-        for (size_t o = 0; o < Ho * Wo; o++)
-            d[ix[o]] += g[o];
+        if (relu_in) {
+            const float *r = relu_in + p * H * W;
+            for (size_t o = 0; o < Ho * Wo; o++)
+                if (r[ix[o]] > 0.0f)
+                    d[ix[o]] += g[o];
+        } else {
+            for (size_t o = 0; o < Ho * Wo; o++)
+                d[ix[o]] += g[o];
+        }
     }
 }
 

@@ -39,9 +39,13 @@ void herd__col2im_add_chunk(const float *col, size_t C, size_t N, size_t n0, siz
  * idx records each output's source offset within its plane. */
 void herd__maxpool_forward(const float *in, float *out, uint32_t *idx, size_t nplanes, size_t H,
                            size_t W, size_t k, size_t s);
-/* din = (accumulate ? din : 0) + scatter of dout through idx. */
-void herd__maxpool_backward(const float *dout, const uint32_t *idx, float *din, size_t nplanes,
-                            size_t H, size_t W, size_t k, size_t s, bool accumulate);
+/* din = (accumulate ? din : 0) + scatter of dout through idx, leaving out
+ * the inputs where relu_in (the input, when a ReLU fused on the layer that
+ * made it; NULL: none) is not > 0: that ReLU's backward mask, applied here
+ * instead of in a pass of its own. */
+void herd__maxpool_backward(const float *dout, const uint32_t *idx, const float *relu_in,
+                            float *din, size_t nplanes, size_t H, size_t W, size_t k, size_t s,
+                            bool accumulate);
 
 /* Batch norm over C channels of `len` contiguous floats each (CNHW).
  * Training: batch statistics, saves mean and inverse std for backward and
@@ -115,7 +119,9 @@ const char *herd__conv_impl(const herd__conv *c);
 void herd__conv_forward(herd__conv *c, const float *in, const float *w, const float *bias,
                         float *out);
 /* dw (K,C,R,R) and dbias (K, when shape.bias) overwritten from dout
- * (K,N,Ho,Wo); din (C,N,H,W), when shape.din, overwritten or accumulated. */
+ * (K,N,Ho,Wo); din (C,N,H,W), when shape.din, overwritten or accumulated.
+ * Backward-weights reads the blocked copy of `in` the last forward made, so
+ * a backward belongs to the forward just before it on this herd__conv. */
 void herd__conv_backward(herd__conv *c, const float *in, const float *w, const float *dout,
                          float *din, float *dw, float *dbias);
 

@@ -35,6 +35,7 @@ struct herd_layer {
     size_t c, h, w;       /* output shape of one example */
     bool flat;            /* output rows (N, c*h*w) rather than CNHW */
     bool relu;            /* fused ReLU on the output */
+    bool dout_masked;     /* its one reader applies the ReLU's mask to dout */
     int nreaders;         /* layers that read this one's output */
     size_t param_off, param_len;
     size_t buf_off, buf_len;
@@ -105,7 +106,7 @@ static void relu_forward(float *x, size_t n)
 /* Masks dout by the fused ReLU's output before a layer's own backward. */
 static void relu_backward(const herd_layer *l, size_t N)
 {
-    if (!l->relu)
+    if (!l->relu || l->dout_masked)
         return;
     size_t n = N * out_dim(l);
     float *restrict d = l->dout;
@@ -357,8 +358,8 @@ static void pool_backward(herd_layer *l, herd_model *m, size_t N)
     relu_backward(l, N);
     float *din = in_dout(m, l->in);
     if (din)
-        herd__maxpool_backward(l->dout, p->idx, din, l->c * N, p->hin, p->win, p->k, p->stride,
-                               in_accumulates(m, l->in));
+        herd__maxpool_backward(l->dout, p->idx, m->layers[l->in]->dout_masked ? in_out(m, l->in) : NULL,
+                               din, l->c * N, p->hin, p->win, p->k, p->stride, in_accumulates(m, l->in));
 }
 
 static const herd_layer_ops pool_ops = {
@@ -781,6 +782,9 @@ static herd_status model_alloc(herd_model *m, herd_err *err)
             p->idx = malloc(n * sizeof(uint32_t));
             if (!p->idx)
                 goto oom;
+            /* pooling masks the gradient of a ReLU it alone reads (conv+ReLU+pool) */
+            if (l->in >= 0 && m->layers[l->in]->relu && m->layers[l->in]->nreaders == 1)
+                m->layers[l->in]->dout_masked = true;
         } else if (l->ops == &bn_ops) {
             bn_layer *bn = (bn_layer *)l;
             bn->save_mean = malloc(2 * l->c * sizeof(float));
