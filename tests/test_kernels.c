@@ -447,6 +447,179 @@ static void test_im2col_chunks_match_whole(void)
     }
 }
 
+/* ---- convolution by oneDNN's primitives (herd__conv) ---- */
+
+/* The shapes above, the models' own (at a small batch), batch 1 and more
+ * channels than one 16-wide block. */
+static const conv_shape conv_dnn_shapes[] = {
+    // N, C, H, W, K, R, stride, pad
+    {4, 1, 28, 28, 16, 3, 1, 1},  // resnet20 stem
+    {3, 16, 28, 28, 16, 3, 1, 1}, // resnet20 stage 1
+    {2, 16, 28, 28, 32, 3, 2, 1}, // stage 2 entry, stride 2
+    {2, 16, 28, 28, 32, 1, 2, 0}, // its 1x1 stride-2 projection
+    {2, 32, 14, 14, 32, 3, 1, 1}, // stage 2
+    {2, 32, 14, 14, 64, 3, 2, 1}, // stage 3 entry
+    {2, 64, 7, 7, 64, 3, 1, 1},   // stage 3
+    {2, 1, 28, 28, 32, 5, 1, 2},  // cnn conv1
+    {2, 32, 14, 14, 64, 5, 1, 2}, // cnn conv2
+    {1, 20, 9, 13, 24, 3, 1, 1},  // batch 1, non-square, channels not a multiple of 16
+    {2, 17, 6, 5, 33, 3, 2, 0},   // odd channels, stride 2 leaves a column unused
+};
+
+/* One configuration of one shape: forward, then backward, each checked
+ * against the double reference. Overwritten outputs start as NaN,
+ * accumulated ones as random values. */
+static void conv_dnn_case(herd__dnn *dnn, const conv_shape *s, herd_rng *rng, bool bias, bool relu,
+                          bool din, bool acc)
+{
+    conv_data d;
+    conv_data_init(&d, s, rng);
+    size_t HW = s->H * s->W, plane_o = conv_ho(s) * conv_wo(s);
+    herd__conv_shape cs = {.N = s->N, .C = s->C, .H = s->H, .W = s->W, .K = s->K, .R = s->R,
+                           .stride = s->stride, .pad = s->pad, .bias = bias, .relu = relu,
+                           .din = din, .din_accumulate = acc};
+    herd__conv *c = NULL;
+    char what[160], tag[64];
+    snprintf(tag, sizeof tag, "dnn%s%s%s%s", bias ? " bias" : "", relu ? " relu" : "",
+             din ? " din" : "", acc ? " acc" : "");
+    conv_name(what, sizeof what, tag, s);
+    if (herd__conv_create(dnn, &cs, &c) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s: no oneDNN primitive", what);
+
+    // forward: relu(conv + b); relu moves nothing by more than the error
+    float *out = alloc_f(d.nout), *gotf = alloc_f(d.nout);
+    double *want = alloc_d(d.nout), *mag = alloc_d(d.nout), *got = alloc_d(d.nout);
+    double *ain = alloc_d(d.nin), *aw = alloc_d(d.nw), *ab = alloc_d(s->K);
+    fill_nan_f(out, d.nout);
+    herd__conv_forward(c, d.fin, d.fw, bias ? d.fb : NULL, out);
+    herd__ref_conv_forward(d.in, d.w, bias ? d.b : NULL, want, s->N, s->C, s->H, s->W, s->K, s->R,
+                           s->stride, s->pad);
+    abs_d(d.in, ain, d.nin), abs_d(d.w, aw, d.nw), abs_d(d.b, ab, s->K);
+    herd__ref_conv_forward(ain, aw, bias ? ab : NULL, mag, s->N, s->C, s->H, s->W, s->K, s->R,
+                           s->stride, s->pad);
+    if (relu)
+        for (size_t i = 0; i < d.nout; i++)
+            want[i] = want[i] > 0 ? want[i] : 0;
+    cnhw_to_nchw_ref(out, got, s->N, s->K, plane_o);
+    to_float(got, gotf, d.nout);
+    snprintf(what + strlen(what), sizeof what - strlen(what), " out");
+    CHECK_CLOSE(what, gotf, want, mag, SUM_REL, 1e-30, d.nout);
+
+    // backward (of the forward just run)
+    float *dw = alloc_f(d.nw), *db = alloc_f(s->K), *dinf = alloc_f(d.nin), *gdf = alloc_f(d.nin);
+    double *rdin = alloc_d(d.nin), *rdw = alloc_d(d.nw), *rdb = alloc_d(s->K);
+    double *mdin = alloc_d(d.nin), *mdw = alloc_d(d.nw), *mdb = alloc_d(s->K);
+    double *adout = alloc_d(d.nout), *prev = alloc_d(d.nin), *gd = alloc_d(d.nin);
+    fill_nan_f(dw, d.nw);
+    fill_nan_f(db, s->K);
+    if (acc) {
+        fill_normal(rng, prev, d.nin, 1.0, 0.0);
+        nchw_to_cnhw_ref(prev, dinf, s->N, s->C, HW);
+    } else {
+        fill_nan_f(dinf, d.nin); // and it must stay so when din is off
+    }
+    herd__conv_backward(c, d.fin, d.fw, d.fdout, din ? dinf : NULL, dw, bias ? db : NULL);
+    herd__ref_conv_backward(d.in, d.w, d.dout, rdin, rdw, rdb, s->N, s->C, s->H, s->W, s->K, s->R,
+                            s->stride, s->pad);
+    abs_d(d.dout, adout, d.nout);
+    herd__ref_conv_backward(ain, aw, adout, mdin, mdw, mdb, s->N, s->C, s->H, s->W, s->K, s->R,
+                            s->stride, s->pad);
+    conv_name(what, sizeof what, tag, s);
+    snprintf(what + strlen(what), sizeof what - strlen(what), " dw");
+    CHECK_CLOSE(what, dw, rdw, mdw, SUM_REL, 1e-30, d.nw);
+    if (bias) {
+        conv_name(what, sizeof what, tag, s);
+        snprintf(what + strlen(what), sizeof what - strlen(what), " db");
+        CHECK_CLOSE(what, db, rdb, mdb, SUM_REL, 1e-30, s->K);
+    } else {
+        for (size_t k = 0; k < s->K; k++)
+            ASSERT_TRUE(isnan(db[k]));
+    }
+    cnhw_to_nchw_ref(dinf, gd, s->N, s->C, HW);
+    to_float(gd, gdf, d.nin);
+    if (din) {
+        for (size_t i = 0; i < d.nin; i++) {
+            rdin[i] += acc ? prev[i] : 0.0;
+            mdin[i] += acc ? fabs(prev[i]) : 0.0;
+        }
+        conv_name(what, sizeof what, tag, s);
+        snprintf(what + strlen(what), sizeof what - strlen(what), " din");
+        CHECK_CLOSE(what, gdf, rdin, mdin, SUM_REL, 1e-30, d.nin);
+    } else {
+        for (size_t i = 0; i < d.nin; i++)
+            ASSERT_TRUE(isnan(gdf[i]));
+    }
+    herd__conv_free(c);
+    free(out), free(gotf), free(want), free(mag), free(got), free(ain), free(aw), free(ab);
+    free(dw), free(db), free(dinf), free(gdf), free(rdin), free(rdw), free(rdb);
+    free(mdin), free(mdw), free(mdb), free(adout), free(prev), free(gd);
+    conv_data_free(&d);
+}
+
+static void conv_dnn_over(const conv_shape *shapes, size_t n, uint64_t seed)
+{
+    herd_rng rng;
+    herd_rng_seed(&rng, seed, 0);
+    herd__dnn *dnn = NULL;
+    ASSERT_OK(herd__dnn_create(&dnn));
+    for (size_t t = 0; t < n; t++)
+        for (int cfg = 0; cfg < 4; cfg++) // bias/relu/din/accumulate in the combinations models use
+            conv_dnn_case(dnn, &shapes[t], &rng, cfg == 1 || cfg == 3, cfg == 1, cfg != 2, cfg == 3);
+    herd__dnn_free(dnn);
+}
+
+static void test_conv_dnn_small_vs_ref(void)
+{
+    conv_dnn_over(conv_shapes, sizeof conv_shapes / sizeof conv_shapes[0], 26);
+}
+
+static void test_conv_dnn_models_vs_ref(void)
+{
+    conv_dnn_over(conv_dnn_shapes, sizeof conv_dnn_shapes / sizeof conv_dnn_shapes[0], 27);
+}
+
+/* Primitives of several shapes and batch sizes share one herd__dnn's
+ * scratch: each still gives its own result after the others ran (and the
+ * scratch grew under them), and a second forward/backward of the same
+ * tensors repeats the first bit for bit. */
+static void test_conv_dnn_shared_scratch(void)
+{
+    herd_rng rng;
+    herd_rng_seed(&rng, 28, 0);
+    herd__dnn *dnn = NULL;
+    ASSERT_OK(herd__dnn_create(&dnn));
+    enum { NC = 3 };
+    const conv_shape *sh[NC] = {&conv_dnn_shapes[1], &conv_shapes[1], &conv_dnn_shapes[6]};
+    herd__conv *c[NC];
+    conv_data d[NC];
+    float *out[NC], *dw[NC], *din[NC];
+    for (int i = 0; i < NC; i++) {
+        conv_data_init(&d[i], sh[i], &rng);
+        herd__conv_shape cs = {.N = sh[i]->N, .C = sh[i]->C, .H = sh[i]->H, .W = sh[i]->W,
+                               .K = sh[i]->K, .R = sh[i]->R, .stride = sh[i]->stride,
+                               .pad = sh[i]->pad, .din = true};
+        ASSERT_OK(herd__conv_create(dnn, &cs, &c[i]));
+        out[i] = alloc_f(d[i].nout), dw[i] = alloc_f(d[i].nw), din[i] = alloc_f(d[i].nin);
+        herd__conv_forward(c[i], d[i].fin, d[i].fw, NULL, out[i]);
+        herd__conv_backward(c[i], d[i].fin, d[i].fw, d[i].fdout, din[i], dw[i], NULL);
+    }
+    for (int i = NC; i-- > 0;) {
+        float *o = alloc_f(d[i].nout), *w = alloc_f(d[i].nw), *x = alloc_f(d[i].nin);
+        herd__conv_forward(c[i], d[i].fin, d[i].fw, NULL, o);
+        herd__conv_backward(c[i], d[i].fin, d[i].fw, d[i].fdout, x, w, NULL);
+        CHECK_SAME("shared scratch out", o, out[i], d[i].nout);
+        CHECK_SAME("shared scratch dw", w, dw[i], d[i].nw);
+        CHECK_SAME("shared scratch din", x, din[i], d[i].nin);
+        free(o), free(w), free(x);
+    }
+    for (int i = 0; i < NC; i++) {
+        herd__conv_free(c[i]);
+        free(out[i]), free(dw[i]), free(din[i]);
+        conv_data_free(&d[i]);
+    }
+    herd__dnn_free(dnn);
+}
+
 /* ---- max pooling ---- */
 
 static void test_maxpool_vs_ref(void)
@@ -463,6 +636,7 @@ static void test_maxpool_vs_ref(void)
     };
     herd_rng rng;
     herd_rng_seed(&rng, 26, 0);
+    size_t zeroed = 0; // gradients the ReLU mask removed, over all shapes
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         size_t N = shapes[t][0], C = shapes[t][1], H = shapes[t][2], W = shapes[t][3];
         size_t k = shapes[t][4], s = shapes[t][5];
@@ -504,7 +678,7 @@ static void test_maxpool_vs_ref(void)
         abs_d(dout, adout, nout);
         herd__ref_maxpool_backward(in, adout, mdin, N, C, H, W, k, s);
         fill_nan_f(din, nin);
-        herd__maxpool_backward(fdout, idx, din, planes, H, W, k, s, false);
+        herd__maxpool_backward(fdout, idx, NULL, din, planes, H, W, k, s, false);
         cnhw_to_nchw_ref(din, gd, N, C, H * W);
         to_float(gd, gdf, nin);
         CHECK_CLOSE(what, gdf, rdin, mdin, SUM_REL, 1e-30, nin);
@@ -512,16 +686,35 @@ static void test_maxpool_vs_ref(void)
         // ... or adds to what is there
         fill_normal(&rng, pre, nin, 1.0, 0.0);
         nchw_to_cnhw_ref(pre, din, N, C, H * W);
-        herd__maxpool_backward(fdout, idx, din, planes, H, W, k, s, true);
+        herd__maxpool_backward(fdout, idx, NULL, din, planes, H, W, k, s, true);
         for (size_t i = 0; i < nin; i++)
             rdin[i] += pre[i], mdin[i] += fabs(pre[i]);
         cnhw_to_nchw_ref(din, gd, N, C, H * W);
         to_float(gd, gdf, nin);
         CHECK_CLOSE(what, gdf, rdin, mdin, SUM_REL, 1e-30, nin);
 
+        // a ReLU's mask on the input (about half of it is <= 0) is the same,
+        // bit for bit, as masking the unmasked result afterwards
+        {
+            float *relu_in = alloc_f(nin), *masked = alloc_f(nin);
+            for (size_t i = 0; i < nin; i++)
+                relu_in[i] = fin[i] > 0.0f ? fin[i] : 0.0f;
+            fill_nan_f(din, nin);
+            herd__maxpool_backward(fdout, idx, NULL, din, planes, H, W, k, s, false);
+            for (size_t i = 0; i < nin; i++) {
+                zeroed += relu_in[i] <= 0.0f && din[i] != 0.0f;
+                din[i] = relu_in[i] > 0.0f ? din[i] : 0.0f;
+            }
+            fill_nan_f(masked, nin);
+            herd__maxpool_backward(fdout, idx, relu_in, masked, planes, H, W, k, s, false);
+            CHECK_SAME("maxpool relu-masked", masked, din, nin);
+            free(relu_in), free(masked);
+        }
+
         free(in), free(dout), free(want), free(rdin), free(mdin), free(adout), free(pre), free(gd);
         free(gout), free(fin), free(fdout), free(out), free(din), free(gdf), free(goutf), free(idx);
     }
+    ASSERT_TRUE(zeroed > 0); // the mask had something to do
 }
 
 /* ---- batch norm ---- */
@@ -569,7 +762,8 @@ static void bn_magnitudes(const double *in, const double *gamma, const double *b
 static void test_batchnorm_train_vs_ref(void)
 {
     // N, C, HW; the input of channel c is spread 2^c around 3c - 4
-    const size_t shapes[][3] = {{4, 3, 35}, {2, 1, 1}, {1, 2, 6}, {8, 4, 49}, {3, 2, 100}};
+    const size_t shapes[][3] = {{4, 3, 35}, {2, 1, 1}, {1, 2, 6}, {8, 4, 49}, {3, 2, 100},
+                                 {16, 3, 196}}; // the last: long channels (3136 floats)
     const float eps = 1e-5f, momentum = 0.1f;
     herd_rng rng;
     herd_rng_seed(&rng, 27, 0);
@@ -605,7 +799,7 @@ static void test_batchnorm_train_vs_ref(void)
 
         fill_nan_f(out, n), fill_nan_f(smean, C), fill_nan_f(sinv, C);
         herd__batchnorm_forward_train(fin, fgamma, fbeta, out, smean, sinv, rm, rv, C, len, eps,
-                                      momentum);
+                                      momentum, false);
         herd__ref_batchnorm_forward(in, gamma, beta, rout, rmean, rvar, N, C, HW, (double)eps);
 
         snprintf(what, sizeof what, "batchnorm out N=%zu C=%zu HW=%zu", N, C, HW);
@@ -614,6 +808,18 @@ static void test_batchnorm_train_vs_ref(void)
         bn_magnitudes(in, gamma, beta, dout, rmean, rvar, (double)eps, N, C, HW, mout, mdin,
                       mdgamma, mdbeta);
         CHECK_CLOSE(what, gf, rout, mout, BN_REL, 0.0, n);
+        {   // the fused ReLU: exactly max(out, 0) of the same statistics
+            float *o2 = alloc_f(n), *wr = alloc_f(n), *m2 = alloc_f(C), *i2 = alloc_f(C);
+            float *rm2 = alloc_f(C), *rv2 = alloc_f(C);
+            to_float(run0, rm2, C);
+            to_float(run0 + C, rv2, C);
+            herd__batchnorm_forward_train(fin, fgamma, fbeta, o2, m2, i2, rm2, rv2, C, len, eps,
+                                          momentum, true);
+            for (size_t i = 0; i < n; i++)
+                wr[i] = out[i] > 0.0f ? out[i] : 0.0f;
+            CHECK_SAME("batchnorm fused relu", o2, wr, n);
+            free(o2), free(wr), free(m2), free(i2), free(rm2), free(rv2);
+        }
         CHECK_CLOSE("batchnorm save_mean", smean, rmean, NULL, 1e-6, 1e-6, C);
         for (size_t c = 0; c < C; c++)
             want[c] = 1.0 / sqrt(rvar[c] + (double)eps);
@@ -631,7 +837,7 @@ static void test_batchnorm_train_vs_ref(void)
         // backward: din overwritten (NaN before), dgamma, dbeta overwritten
         herd__ref_batchnorm_backward(in, gamma, dout, rdin, rdgamma, rdbeta, N, C, HW, (double)eps);
         fill_nan_f(din, n), fill_nan_f(dgamma, C), fill_nan_f(dbeta, C);
-        herd__batchnorm_backward(fin, fgamma, fdout, smean, sinv, din, dgamma, dbeta, C, len,
+        herd__batchnorm_backward(fin, fgamma, fdout, NULL, smean, sinv, din, dgamma, dbeta, C, len,
                                  false);
         snprintf(what, sizeof what, "batchnorm din N=%zu C=%zu HW=%zu", N, C, HW);
         cnhw_to_nchw_ref(din, g, N, C, HW);
@@ -644,17 +850,39 @@ static void test_batchnorm_train_vs_ref(void)
         double *pre = alloc_d(n);
         fill_normal(&rng, pre, n, 1.0, 0.0);
         nchw_to_cnhw_ref(pre, din, N, C, HW);
-        herd__batchnorm_backward(fin, fgamma, fdout, smean, sinv, din, dgamma, dbeta, C, len, true);
+        herd__batchnorm_backward(fin, fgamma, fdout, NULL, smean, sinv, din, dgamma, dbeta, C, len, true);
         for (size_t i = 0; i < n; i++)
             rdin[i] += pre[i], mdin[i] += fabs(pre[i]);
         cnhw_to_nchw_ref(din, g, N, C, HW);
         to_float(g, gf, n);
         CHECK_CLOSE("batchnorm din accumulated", gf, rdin, mdin, BN_REL, 0.0, n);
         fill_nan_f(dgamma, C), fill_nan_f(dbeta, C);
-        herd__batchnorm_backward(fin, fgamma, fdout, smean, sinv, NULL, dgamma, dbeta, C, len,
+        herd__batchnorm_backward(fin, fgamma, fdout, NULL, smean, sinv, NULL, dgamma, dbeta, C, len,
                                  false);
         CHECK_CLOSE("batchnorm dgamma (din NULL)", dgamma, rdgamma, mdgamma, BN_REL, 0.0, C);
         CHECK_CLOSE("batchnorm dbeta (din NULL)", dbeta, rdbeta, mdbeta, BN_REL, 0.0, C);
+
+        // a fused ReLU's output masks dout: the same, bit for bit, as
+        // masking dout first (out > 0 for about half the values)
+        {
+            float *masked = alloc_f(n), *d1 = alloc_f(n), *d2 = alloc_f(n);
+            float dg1[8], db1[8], dg2[8], db2[8];
+            ASSERT_TRUE(C <= 8);
+            for (size_t i = 0; i < n; i++)
+                masked[i] = out[i] > 0.0f ? fdout[i] : 0.0f;
+            for (int accu = 0; accu < 2; accu++) {
+                nchw_to_cnhw_ref(pre, d1, N, C, HW);
+                nchw_to_cnhw_ref(pre, d2, N, C, HW);
+                herd__batchnorm_backward(fin, fgamma, masked, NULL, smean, sinv, d1, dg1, db1, C,
+                                         len, accu);
+                herd__batchnorm_backward(fin, fgamma, fdout, out, smean, sinv, d2, dg2, db2, C,
+                                         len, accu);
+                CHECK_SAME("batchnorm relu-masked din", d2, d1, n);
+                CHECK_SAME("batchnorm relu-masked dgamma", dg2, dg1, C);
+                CHECK_SAME("batchnorm relu-masked dbeta", db2, db1, C);
+            }
+            free(masked), free(d1), free(d2);
+        }
 
         free(in), free(dout), free(gamma), free(beta), free(rout), free(rmean), free(rvar);
         free(rdin), free(rdgamma), free(rdbeta), free(g), free(run0), free(want), free(pre);
@@ -685,8 +913,14 @@ static void test_batchnorm_eval_closed_form(void)
         }
     }
     fill_nan_f(out, C * len);
-    herd__batchnorm_forward_eval(in, gamma, beta, out, rmean, rvar, C, len, eps);
+    herd__batchnorm_forward_eval(in, gamma, beta, out, rmean, rvar, C, len, eps, false);
     CHECK_CLOSE("batchnorm eval", out, want, mag, BN_REL, 0.0, C * len);
+    float *outr = alloc_f(C * len);
+    herd__batchnorm_forward_eval(in, gamma, beta, outr, rmean, rvar, C, len, eps, true);
+    for (size_t i = 0; i < C * len; i++)
+        out[i] = out[i] > 0.0f ? out[i] : 0.0f;
+    CHECK_SAME("batchnorm eval fused relu", outr, out, C * len);
+    free(outr);
     free(x), free(want), free(mag), free(in), free(out);
 }
 
@@ -813,6 +1047,9 @@ const herd_test herd_tests_kernels[] = {
     {"kernels_conv_forward_vs_ref", test_conv_forward_vs_ref, 20},
     {"kernels_conv_backward_vs_ref", test_conv_backward_vs_ref, 20},
     {"kernels_im2col_chunks_match_whole", test_im2col_chunks_match_whole, 20},
+    {"kernels_conv_dnn_small_vs_ref", test_conv_dnn_small_vs_ref, 30},
+    {"kernels_conv_dnn_models_vs_ref", test_conv_dnn_models_vs_ref, 60},
+    {"kernels_conv_dnn_shared_scratch", test_conv_dnn_shared_scratch, 30},
     {"kernels_maxpool_vs_ref", test_maxpool_vs_ref, 10},
     {"kernels_batchnorm_train_vs_ref", test_batchnorm_train_vs_ref, 10},
     {"kernels_batchnorm_eval_closed_form", test_batchnorm_eval_closed_form, 10},

@@ -256,6 +256,124 @@ static void test_batchnorm_modes(void)
     herd_model_free(m);
 }
 
+/* max |a - b| <= tol * max |b|: two float computations of the same sums
+ * in different orders. */
+static void check_arrays_close(const char *what, const float *a, const float *b, size_t n, double tol)
+{
+    double dmax = 0, bmax = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double dd = fabs((double)a[i] - (double)b[i]);
+        if (!(dd <= dmax)) /* NaN counts as a difference */
+            dmax = dd, at = i;
+        if (fabs((double)b[i]) > bmax)
+            bmax = fabs((double)b[i]);
+    }
+    if (!(dmax <= tol * bmax) || bmax == 0)
+        herd_test_fail(__FILE__, __LINE__, "%s: max diff %.3g at [%zu] (%.9g vs %.9g), max |ref| %.3g, tol %.3g",
+                       what, dmax, at, (double)a[at], (double)b[at], bmax, tol * bmax);
+}
+
+/* ||a - b||_2 <= tol * ||b||_2. For gradients: where a ReLU's input rounds
+ * to opposite signs in two computations (it sits within rounding of 0), that
+ * unit's whole gradient flows in one and not the other, which moves every
+ * gradient upstream of it by far more than rounding (resnet20 below, step 2:
+ * 2e-6 norm-wise downstream of one such unit, 2e-3 upstream). A norm-wise
+ * bound of 1e-2 tolerates a few such units; a wrong index or a dropped term
+ * moves a layer's gradients by 1e-1 or more. The kernels themselves are
+ * checked element by element against the reference in test_kernels.c. */
+static void check_norm_close(const char *what, const float *a, const float *b, size_t n, double tol)
+{
+    double dd = 0, bb = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        dd += d * d;
+        bb += (double)b[i] * (double)b[i];
+    }
+    if (!(sqrt(dd) <= tol * sqrt(bb)) || bb == 0)
+        herd_test_fail(__FILE__, __LINE__, "%s: ||a-b|| %.3g > %.3g = tol * ||b||", what, sqrt(dd),
+                       tol * sqrt(bb));
+}
+
+/* oneDNN's convolution primitives and the im2col fallback train the same
+ * model: same logits and loss within float rounding (reordered sums: 1e-4
+ * of the largest value, where float rounding of these sums is ~1e-6), and
+ * gradients within 1e-2 norm-wise (see check_norm_close), for a few SGD
+ * steps from the same parameters. */
+static void paths_agree(const model_case *mc)
+{
+    size_t dim = mc->c * mc->h * mc->w, B = mc->batch;
+    float *x = malloc(B * dim * sizeof *x);
+    int32_t *y = malloc(B * sizeof *y);
+    random_batch(B, dim, mc->k, x, y, 5);
+    herd_model *m[2] = {make(mc, 7), make(mc, 7)};
+    herd_model_set_conv_im2col(m[1], true);
+    ASSERT_TRUE(!herd_model_conv_im2col(m[0]) && herd_model_conv_im2col(m[1]));
+    size_t np = herd_model_nparams(m[0]);
+    char what[96];
+    for (int step = 0; step < 3; step++) {
+        float loss[2];
+        for (int i = 0; i < 2; i++) {
+            herd_model_forward(m[i], x, B, true);
+            loss[i] = herd_model_loss(m[i], y, B, NULL);
+            ASSERT_OK(herd_model_backward(m[i], B, NULL, NULL));
+        }
+        snprintf(what, sizeof what, "%s step %d logits", mc->name, step);
+        check_arrays_close(what, herd_model_logits(m[0]), herd_model_logits(m[1]), B * mc->k, 1e-4);
+        ASSERT_NEAR(loss[0], loss[1], 0, 1e-5);
+        snprintf(what, sizeof what, "%s step %d grads", mc->name, step);
+        check_norm_close(what, herd_model_grads(m[0]), herd_model_grads(m[1]), np, 1e-2);
+        for (int i = 0; i < 2; i++) {
+            float *p = herd_model_params(m[i]);
+            const float *g = herd_model_grads(m[1]); /* the same step for both */
+            for (size_t j = 0; j < np; j++)
+                p[j] -= 0.05f * g[j];
+        }
+    }
+    herd_model_free(m[0]), herd_model_free(m[1]);
+    free(x), free(y);
+}
+
+static void test_conv_paths_agree(void)
+{
+    paths_agree(&(model_case){"lenet", 1, 28, 28, 10, 5});
+    paths_agree(&(model_case){"lenet", 3, 20, 20, 10, 2});
+    paths_agree(&(model_case){"cnn", 1, 28, 28, 10, 3});
+    paths_agree(&(model_case){"resnet20", 1, 28, 28, 10, 4});
+    paths_agree(&(model_case){"resnet20", 3, 13, 11, 10, 1});
+}
+
+/* A model keeps primitives for two batch sizes and rebuilds for a third:
+ * evaluating the same examples in batches of 4, 3, 1, 2 and 4 again gives
+ * each example the logits the im2col path gives it. */
+static void test_conv_batch_sizes(void)
+{
+    model_case mc = {"resnet20", 1, 12, 12, 10, 4};
+    size_t dim = 144;
+    float x[4 * 144];
+    int32_t y[4];
+    random_batch(4, dim, 10, x, y, 11);
+    herd_model *m = make(&mc, 3), *r = make(&mc, 3);
+    herd_model_set_conv_im2col(r, true);
+    herd_model_forward(r, x, 4, false);
+    float want[40];
+    memcpy(want, herd_model_logits(r), sizeof want);
+    static const size_t sizes[] = {4, 3, 1, 2, 4, 3};
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        herd_model_forward(m, x, sizes[t], false);
+        char what[64];
+        snprintf(what, sizeof what, "batch %zu logits", sizes[t]);
+        check_arrays_close(what, herd_model_logits(m), want, sizes[t] * 10, 1e-5);
+    }
+    /* and training at a batch size evaluated before still matches */
+    herd_model_forward(m, x, 3, true), herd_model_forward(r, x, 3, true);
+    herd_model_loss(m, y, 3, NULL), herd_model_loss(r, y, 3, NULL);
+    ASSERT_OK(herd_model_backward(m, 3, NULL, NULL));
+    ASSERT_OK(herd_model_backward(r, 3, NULL, NULL));
+    check_norm_close("batch 3 grads", herd_model_grads(m), herd_model_grads(r), herd_model_nparams(m), 1e-2);
+    herd_model_free(m), herd_model_free(r);
+}
+
 const herd_test herd_tests_nn[] = {
     {"nn_param_counts", test_param_counts, 30},
     {"nn_create_errors", test_create_errors, 10},
@@ -268,5 +386,7 @@ const herd_test herd_tests_nn[] = {
     {"nn_ready_ranges", test_ready_ranges, 30},
     {"nn_deterministic", test_deterministic, 30},
     {"nn_batchnorm_modes", test_batchnorm_modes, 30},
+    {"nn_conv_paths_agree", test_conv_paths_agree, 60},
+    {"nn_conv_batch_sizes", test_conv_batch_sizes, 30},
     HERD_TEST_END,
 };

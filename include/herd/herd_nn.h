@@ -37,6 +37,14 @@ herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, si
                               size_t max_batch, uint64_t seed, herd_model **out, herd_err *err);
 void herd_model_free(herd_model *m);
 
+/* Convolutions run as oneDNN's direct convolution primitives (created per
+ * layer and batch size on first use, kept with the model) unless im2col is
+ * set: then as im2col + sgemm, the fallback also taken for a shape oneDNN
+ * cannot do. Both give the same results within float rounding. The
+ * environment variable HERD_CONV=im2col sets it for every model created. */
+void herd_model_set_conv_im2col(herd_model *m, bool im2col);
+bool herd_model_conv_im2col(const herd_model *m);
+
 size_t herd_model_nparams(const herd_model *m);
 float *herd_model_params(herd_model *m);
 float *herd_model_grads(herd_model *m);

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "herd/herd_status.h"
+
 /* Row-major C(MxN) = alpha * op(A) op(B) + beta * C; ta/tb are 'N' or 'T'.
  * Goes to oneDNN's JIT sgemm. */
 void herd__sgemm(char ta, char tb, size_t M, size_t N, size_t K, float alpha, const float *A,
@@ -37,24 +39,32 @@ void herd__col2im_add_chunk(const float *col, size_t C, size_t N, size_t n0, siz
  * idx records each output's source offset within its plane. */
 void herd__maxpool_forward(const float *in, float *out, uint32_t *idx, size_t nplanes, size_t H,
                            size_t W, size_t k, size_t s);
-/* din = (accumulate ? din : 0) + scatter of dout through idx. */
-void herd__maxpool_backward(const float *dout, const uint32_t *idx, float *din, size_t nplanes,
-                            size_t H, size_t W, size_t k, size_t s, bool accumulate);
+/* din = (accumulate ? din : 0) + scatter of dout through idx, leaving out
+ * the inputs where relu_in (the input, when a ReLU fused on the layer that
+ * made it; NULL: none) is not > 0: that ReLU's backward mask, applied here
+ * instead of in a pass of its own. */
+void herd__maxpool_backward(const float *dout, const uint32_t *idx, const float *relu_in,
+                            float *din, size_t nplanes, size_t H, size_t W, size_t k, size_t s,
+                            bool accumulate);
 
 /* Batch norm over C channels of `len` contiguous floats each (CNHW).
  * Training: batch statistics, saves mean and inverse std for backward and
- * updates running mean/var with `momentum` (unbiased variance, as PyTorch). */
+ * updates running mean/var with `momentum` (unbiased variance, as PyTorch).
+ * relu: ReLU fused on the output. */
 void herd__batchnorm_forward_train(const float *in, const float *gamma, const float *beta,
                                    float *out, float *save_mean, float *save_invstd,
                                    float *run_mean, float *run_var, size_t C, size_t len,
-                                   float eps, float momentum);
+                                   float eps, float momentum, bool relu);
 void herd__batchnorm_forward_eval(const float *in, const float *gamma, const float *beta,
                                   float *out, const float *run_mean, const float *run_var,
-                                  size_t C, size_t len, float eps);
-/* dgamma, dbeta overwritten; din overwritten or accumulated. */
+                                  size_t C, size_t len, float eps, bool relu);
+/* dgamma, dbeta overwritten; din overwritten or accumulated. relu_out: the
+ * output of a ReLU fused on the forward's output, masking dout (NULL: none);
+ * dout itself is left as it is. */
 void herd__batchnorm_backward(const float *in, const float *gamma, const float *dout,
-                              const float *save_mean, const float *save_invstd, float *din,
-                              float *dgamma, float *dbeta, size_t C, size_t len, bool accumulate);
+                              const float *relu_out, const float *save_mean,
+                              const float *save_invstd, float *din, float *dgamma, float *dbeta,
+                              size_t C, size_t len, bool accumulate);
 
 /* Softmax cross-entropy, logits (N, K): returns mean loss, writes dlogits
  * (may be NULL) and counts argmax hits. */
@@ -64,5 +74,55 @@ float herd__softmax_xent(const float *logits, const int32_t *labels, float *dlog
 /* (C, N, HW) <-> (N, C*HW) */
 void herd__cnhw_to_nchw(const float *in, float *out, size_t C, size_t N, size_t HW);
 void herd__nchw_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW, bool accumulate);
+
+/* ---- oneDNN convolution primitives ------------------------------------
+ *
+ * herd__dnn is the oneDNN engine and stream of one model, plus the scratch
+ * the primitives of all its layers share (blocked copies of activations and
+ * weights that live only during one call, and the primitives' scratchpads).
+ * It is per model, never global: workers are threads (or SimGrid ranks) in
+ * one process, each with its own model. Used by one thread at a time.
+ *
+ * herd__conv is one convolution's forward, backward-data and
+ * backward-weights primitives for one batch size, created once and reused
+ * every step. Callers keep herd's layouts: activations CNHW, weights
+ * (K, C, R, R) in the flat parameter array, bias (K) right after them. The
+ * primitives run oneDNN's direct (JIT) convolution on the blocked layouts it
+ * picks; the reorders into and out of them happen inside these calls. */
+typedef struct herd__dnn herd__dnn;
+typedef struct herd__conv herd__conv;
+
+typedef struct herd__conv_shape {
+    size_t N, C, H, W;   /* input (C, N, H, W) */
+    size_t K, R;         /* K output channels, R x R kernel */
+    size_t stride, pad;  /* the same on both axes; Ho = (H + 2*pad - R)/stride + 1 */
+    bool bias;           /* a bias (K) follows the weights */
+    bool relu;           /* ReLU fused on the output */
+    bool din;            /* backward computes the input's gradient */
+    bool din_accumulate; /* ... and adds it to din instead of overwriting it */
+} herd__conv_shape;
+
+/* On failure nothing is left allocated and *out is NULL. */
+herd_status herd__dnn_create(herd__dnn **out);
+void herd__dnn_free(herd__dnn *d);
+
+/* HERD_EUNSUPPORTED when oneDNN has no primitive (HERD_ENOMEM: no memory)
+ * for the shape: the caller falls back to im2col + sgemm. */
+herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__conv **out);
+void herd__conv_free(herd__conv *c);
+const herd__conv_shape *herd__conv_get_shape(const herd__conv *c);
+/* Which oneDNN implementation runs forward (for logs and tests). */
+const char *herd__conv_impl(const herd__conv *c);
+
+/* out (K,N,Ho,Wo) = relu?(conv(in (C,N,H,W), w (K,C,R,R)) + bias); bias NULL
+ * unless shape.bias. */
+void herd__conv_forward(herd__conv *c, const float *in, const float *w, const float *bias,
+                        float *out);
+/* dw (K,C,R,R) and dbias (K, when shape.bias) overwritten from dout
+ * (K,N,Ho,Wo); din (C,N,H,W), when shape.din, overwritten or accumulated.
+ * Backward-weights reads the blocked copy of `in` the last forward made, so
+ * a backward belongs to the forward just before it on this herd__conv. */
+void herd__conv_backward(herd__conv *c, const float *in, const float *w, const float *dout,
+                         float *din, float *dw, float *dbias);
 
 #endif

@@ -35,6 +35,7 @@ struct herd_layer {
     size_t c, h, w;       /* output shape of one example */
     bool flat;            /* output rows (N, c*h*w) rather than CNHW */
     bool relu;            /* fused ReLU on the output */
+    bool dout_masked;     /* its one reader applies the ReLU's mask to dout */
     int nreaders;         /* layers that read this one's output */
     size_t param_off, param_len;
     size_t buf_off, buf_len;
@@ -43,10 +44,17 @@ struct herd_layer {
     float *out, *dout;    /* max_batch * c*h*w each, owned */
 };
 
+/* oneDNN primitives for up to two batch sizes (the training batch and an
+ * epoch's or evaluation's last, shorter one), created on first use. */
+enum { CONV_PRIMS = 2 };
+
 typedef struct conv_layer {
     herd_layer base;
     size_t cin, hin, win, k, stride, pad;
     bool bias;
+    herd__conv *prim[CONV_PRIMS];
+    unsigned prim_last;  /* the slot used last; the other is replaced first */
+    size_t prim_failed;  /* a batch size oneDNN had no primitive for (0: none) */
 } conv_layer;
 
 typedef struct linear_layer {
@@ -75,6 +83,8 @@ struct herd_model {
     const float *input;  /* CNHW view of the current batch */
     float *input_copy;   /* used when C > 1 (NCHW -> CNHW) */
     float *scratch, *scratch2; /* one chunk's im2col and its gradient */
+    herd__dnn *dnn;      /* oneDNN engine, stream and shared scratch; NULL until used */
+    bool conv_im2col;    /* convolutions by im2col + sgemm, not oneDNN's primitives */
     herd_rng init_rng;
 };
 
@@ -96,7 +106,7 @@ static void relu_forward(float *x, size_t n)
 /* Masks dout by the fused ReLU's output before a layer's own backward. */
 static void relu_backward(const herd_layer *l, size_t N)
 {
-    if (!l->relu)
+    if (!l->relu || l->dout_masked)
         return;
     size_t n = N * out_dim(l);
     float *restrict d = l->dout;
@@ -166,10 +176,48 @@ static size_t conv_chunk(const conv_layer *cv, size_t N)
     return nb < 1 ? 1 : nb > N ? N : nb;
 }
 
+/* The layer's oneDNN primitives for batch N, created on first use; NULL
+ * when the model uses im2col or oneDNN cannot do this shape (then the
+ * im2col path runs). */
+static herd__conv *conv_prim(conv_layer *cv, herd_model *m, size_t N)
+{
+    if (m->conv_im2col || cv->prim_failed == N)
+        return NULL;
+    for (unsigned i = 0; i < CONV_PRIMS; i++)
+        if (cv->prim[i] && herd__conv_get_shape(cv->prim[i])->N == N) {
+            cv->prim_last = i;
+            return cv->prim[i];
+        }
+    if (!m->dnn && herd__dnn_create(&m->dnn) != HERD_OK) {
+        m->conv_im2col = true;
+        return NULL;
+    }
+    const herd_layer *l = &cv->base;
+    herd__conv_shape s = {
+        .N = N, .C = cv->cin, .H = cv->hin, .W = cv->win, .K = l->c, .R = cv->k,
+        .stride = cv->stride, .pad = cv->pad, .bias = cv->bias, .relu = l->relu,
+        .din = l->in >= 0, .din_accumulate = in_accumulates(m, l->in)};
+    unsigned slot = cv->prim[0] == NULL ? 0 : cv->prim[1] == NULL ? 1 : 1 - cv->prim_last;
+    herd__conv_free(cv->prim[slot]);
+    cv->prim[slot] = NULL;
+    if (herd__conv_create(m->dnn, &s, &cv->prim[slot]) != HERD_OK) {
+        cv->prim_failed = N;
+        return NULL;
+    }
+    cv->prim_last = slot;
+    return cv->prim[slot];
+}
+
 static void conv_forward(herd_layer *l, herd_model *m, size_t N, bool train)
 {
     (void)train;
     conv_layer *cv = (conv_layer *)l;
+    herd__conv *prim = conv_prim(cv, m, N);
+    if (prim) {
+        const float *W = m->params + l->param_off;
+        herd__conv_forward(prim, in_out(m, l->in), W, cv->bias ? W + l->c * conv_rows(cv) : NULL, l->out);
+        return;
+    }
     size_t rows = conv_rows(cv), hwo = l->h * l->w, cols = N * hwo, nb = conv_chunk(cv, N);
     const float *in = in_out(m, l->in), *W = m->params + l->param_off;
     for (size_t n0 = 0; n0 < N; n0 += nb) {
@@ -196,6 +244,11 @@ static void conv_backward(herd_layer *l, herd_model *m, size_t N)
     relu_backward(l, N);
     const float *in = in_out(m, l->in), *W = m->params + l->param_off;
     float *dW = m->grads + l->param_off;
+    herd__conv *prim = conv_prim(cv, m, N);
+    if (prim) {
+        herd__conv_backward(prim, in, W, l->dout, in_dout(m, l->in), dW, cv->bias ? dW + l->c * rows : NULL);
+        return;
+    }
     if (cv->bias)
         for (size_t k = 0; k < l->c; k++)
             dW[l->c * rows + k] = sum16(l->dout + k * cols, cols);
@@ -305,8 +358,8 @@ static void pool_backward(herd_layer *l, herd_model *m, size_t N)
     relu_backward(l, N);
     float *din = in_dout(m, l->in);
     if (din)
-        herd__maxpool_backward(l->dout, p->idx, din, l->c * N, p->hin, p->win, p->k, p->stride,
-                               in_accumulates(m, l->in));
+        herd__maxpool_backward(l->dout, p->idx, m->layers[l->in]->dout_masked ? in_out(m, l->in) : NULL,
+                               din, l->c * N, p->hin, p->win, p->k, p->stride, in_accumulates(m, l->in));
 }
 
 static const herd_layer_ops pool_ops = {
@@ -325,23 +378,22 @@ static void bn_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     if (train)
         herd__batchnorm_forward_train(in_out(m, l->in), gamma, beta, l->out, bn->save_mean,
                                       bn->save_invstd, run_mean, run_var, C, len, bn_eps,
-                                      bn_momentum);
+                                      bn_momentum, l->relu);
     else
         herd__batchnorm_forward_eval(in_out(m, l->in), gamma, beta, l->out, run_mean, run_var, C,
-                                     len, bn_eps);
-    if (l->relu)
-        relu_forward(l->out, C * len);
+                                     len, bn_eps, l->relu);
 }
 
 static void bn_backward(herd_layer *l, herd_model *m, size_t N)
 {
     bn_layer *bn = (bn_layer *)l;
     size_t C = l->c, len = N * l->h * l->w;
-    relu_backward(l, N);
     const float *gamma = m->params + l->param_off;
     float *dgamma = m->grads + l->param_off, *dbeta = dgamma + C;
-    herd__batchnorm_backward(in_out(m, l->in), gamma, l->dout, bn->save_mean, bn->save_invstd,
-                             in_dout(m, l->in), dgamma, dbeta, C, len, in_accumulates(m, l->in));
+    /* the fused ReLU's mask is applied inside, saving a pass over dout */
+    herd__batchnorm_backward(in_out(m, l->in), gamma, l->dout, l->relu ? l->out : NULL,
+                             bn->save_mean, bn->save_invstd, in_dout(m, l->in), dgamma, dbeta, C,
+                             len, in_accumulates(m, l->in));
 }
 
 static void bn_init(herd_layer *l, herd_model *m, herd_rng *rng)
@@ -363,28 +415,41 @@ static const herd_layer_ops bn_ops = {
 static void add_forward(herd_layer *l, herd_model *m, size_t N, bool train)
 {
     (void)train;
-    const float *a = in_out(m, l->in), *b = in_out(m, l->in2);
+    const float *restrict a = in_out(m, l->in), *restrict b = in_out(m, l->in2);
+    float *restrict o = l->out;
     size_t n = N * out_dim(l);
-    for (size_t i = 0; i < n; i++)
-        l->out[i] = a[i] + b[i];
     if (l->relu)
-        relu_forward(l->out, n);
+        for (size_t i = 0; i < n; i++) {
+            float v = a[i] + b[i];
+            o[i] = v > 0.0f ? v : 0.0f;
+        }
+    else
+        for (size_t i = 0; i < n; i++)
+            o[i] = a[i] + b[i];
 }
 
 static void add_backward(herd_layer *l, herd_model *m, size_t N)
 {
-    relu_backward(l, N);
     size_t n = N * out_dim(l);
+    const float *restrict g = l->dout, *restrict o = l->out;
     int ins[2] = {l->in, l->in2};
     for (int k = 0; k < 2; k++) {
-        float *din = in_dout(m, ins[k]);
+        float *restrict din = in_dout(m, ins[k]);
         if (!din)
             continue;
-        if (in_accumulates(m, ins[k]))
+        bool acc = in_accumulates(m, ins[k]);
+        /* the fused ReLU's mask applied on the way, not in place first */
+        if (l->relu && acc)
             for (size_t i = 0; i < n; i++)
-                din[i] += l->dout[i];
+                din[i] += o[i] > 0.0f ? g[i] : 0.0f;
+        else if (l->relu)
+            for (size_t i = 0; i < n; i++)
+                din[i] = o[i] > 0.0f ? g[i] : 0.0f;
+        else if (acc)
+            for (size_t i = 0; i < n; i++)
+                din[i] += g[i];
         else
-            memcpy(din, l->dout, n * sizeof(float));
+            memcpy(din, g, n * sizeof(float));
     }
 }
 
@@ -717,6 +782,9 @@ static herd_status model_alloc(herd_model *m, herd_err *err)
             p->idx = malloc(n * sizeof(uint32_t));
             if (!p->idx)
                 goto oom;
+            /* pooling masks the gradient of a ReLU it alone reads (conv+ReLU+pool) */
+            if (l->in >= 0 && m->layers[l->in]->relu && m->layers[l->in]->nreaders == 1)
+                m->layers[l->in]->dout_masked = true;
         } else if (l->ops == &bn_ops) {
             bn_layer *bn = (bn_layer *)l;
             bn->save_mean = malloc(2 * l->c * sizeof(float));
@@ -753,6 +821,8 @@ herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, si
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
     snprintf(m->name, sizeof m->name, "%s", name);
     m->c = c, m->h = h, m->w = w, m->nclasses = nclasses, m->max_batch = max_batch;
+    const char *conv_env = getenv("HERD_CONV");
+    m->conv_im2col = conv_env && !strcmp(conv_env, "im2col");
     builder b = {m, HERD_OK, err};
     def->build(&b, nclasses);
     HERD_TRY(b.st);
@@ -778,6 +848,9 @@ void herd_model_free(herd_model *m)
         free(l->dout);
         if (l->ops == &pool_ops)
             free(((pool_layer *)l)->idx);
+        else if (l->ops == &conv_ops)
+            for (unsigned k = 0; k < CONV_PRIMS; k++)
+                herd__conv_free(((conv_layer *)l)->prim[k]);
         else if (l->ops == &bn_ops)
             free(((bn_layer *)l)->save_mean);
         free(l);
@@ -789,8 +862,16 @@ void herd_model_free(herd_model *m)
     free(m->input_copy);
     free(m->scratch);
     free(m->scratch2);
+    herd__dnn_free(m->dnn);
     free(m);
 }
+
+void herd_model_set_conv_im2col(herd_model *m, bool im2col)
+{
+    m->conv_im2col = im2col;
+}
+
+bool herd_model_conv_im2col(const herd_model *m) { return m->conv_im2col; }
 
 size_t herd_model_nparams(const herd_model *m) { return m->nparams; }
 float *herd_model_params(herd_model *m) { return m->params; }
