@@ -90,7 +90,7 @@ asan:
 
 # the suite under ThreadSanitizer: the threads engine, collectives and every algorithm's races
 tsan:
-	$(MAKE) BUILD=build-tsan OPT="-O1" SANFLAGS="-fsanitize=thread" test TEST_TIMEOUT_SCALE=4
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp $$TSAN_OPTIONS" $(MAKE) BUILD=build-tsan OPT="-O1" SANFLAGS="-fsanitize=thread" test TEST_TIMEOUT_SCALE=4
 
 bench: $(BUILD)/herd
 	bench/run
