@@ -256,6 +256,39 @@ static void test_batchnorm_modes(void)
     herd_model_free(m);
 }
 
+/* The warm-up pass leaves the gradients and batch-norm running statistics
+ * as they were, and a step after it equals the same step on a model that
+ * never warmed up (to the bit). */
+static void test_warm_up_leaves_model(void)
+{
+    model_case mc = {"resnet20", 1, 8, 8, 10, 4};
+    herd_model *a = make(&mc, 5), *b = make(&mc, 5);
+    size_t np = herd_model_nparams(a), nb = herd_model_nbuffers(a);
+    float x[4 * 64];
+    int32_t y[4];
+    random_batch(4, 64, 10, x, y, 11);
+    herd_model_forward(a, x, 4, true); /* running statistics away from (0, 1) */
+    herd_model_forward(b, x, 4, true);
+    for (size_t i = 0; i < np; i++)
+        herd_model_grads(a)[i] = herd_model_grads(b)[i] = (float)i * 1e-3f;
+    float *buf0 = malloc(nb * sizeof(float));
+    memcpy(buf0, herd_model_buffers(a), nb * sizeof(float));
+    ASSERT_OK(herd_model_warm_up(a));
+    ASSERT_TRUE(memcmp(herd_model_buffers(a), buf0, nb * sizeof(float)) == 0);
+    ASSERT_TRUE(memcmp(herd_model_grads(a), herd_model_grads(b), np * sizeof(float)) == 0);
+    ASSERT_TRUE(memcmp(herd_model_params(a), herd_model_params(b), np * sizeof(float)) == 0);
+    herd_model *m[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        herd_model_forward(m[i], x, 4, true);
+        herd_model_loss(m[i], y, 4, NULL);
+        ASSERT_OK(herd_model_backward(m[i], 4, NULL, NULL));
+    }
+    ASSERT_TRUE(memcmp(herd_model_grads(a), herd_model_grads(b), np * sizeof(float)) == 0);
+    ASSERT_TRUE(memcmp(herd_model_buffers(a), herd_model_buffers(b), nb * sizeof(float)) == 0);
+    free(buf0);
+    herd_model_free(a), herd_model_free(b);
+}
+
 /* max |a - b| <= tol * max |b|: two float computations of the same sums
  * in different orders. */
 static void check_arrays_close(const char *what, const float *a, const float *b, size_t n, double tol)
@@ -386,6 +419,7 @@ const herd_test herd_tests_nn[] = {
     {"nn_ready_ranges", test_ready_ranges, 30},
     {"nn_deterministic", test_deterministic, 30},
     {"nn_batchnorm_modes", test_batchnorm_modes, 30},
+    {"nn_warm_up_leaves_model", test_warm_up_leaves_model, 30},
     {"nn_conv_paths_agree", test_conv_paths_agree, 60},
     {"nn_conv_batch_sizes", test_conv_batch_sizes, 30},
     HERD_TEST_END,

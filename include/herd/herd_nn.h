@@ -76,6 +76,13 @@ const float *herd_model_logits(const herd_model *m);
  * NULL). Stops and returns the first error ready returns. */
 herd_status herd_model_backward(herd_model *m, size_t batch, herd_grad_ready_fn ready, void *ctx);
 
+/* One training-mode forward and backward pass on a batch of zeros (the
+ * largest batch), with the gradients and batch-norm running statistics put
+ * back as they were: the kernels are compiled (oneDNN's JIT) and every
+ * activation buffer touched before a timed run starts. HERD_ENOMEM if the
+ * zeros cannot be had. */
+herd_status herd_model_warm_up(herd_model *m);
+
 /* Evaluates on n examples in chunks of max_batch: mean loss and accuracy. */
 void herd_model_evaluate(herd_model *m, const float *x, const int32_t *y, size_t n, size_t dim,
                          double *loss, double *acc);

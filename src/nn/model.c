@@ -949,6 +949,28 @@ herd_status herd_model_backward(herd_model *m, size_t batch, herd_grad_ready_fn 
     return HERD_OK;
 }
 
+herd_status herd_model_warm_up(herd_model *m)
+{
+    size_t b = m->max_batch, dim = m->c * m->h * m->w;
+    float *x = calloc(b * dim + 1, sizeof(float));
+    int32_t *y = calloc(b, sizeof(int32_t));
+    float *saved = malloc((m->nparams + m->nbuffers + 1) * sizeof(float));
+    herd_status st = HERD_ENOMEM;
+    if (x && y && saved) {
+        memcpy(saved, m->grads, m->nparams * sizeof(float));
+        memcpy(saved + m->nparams, m->buffers, m->nbuffers * sizeof(float));
+        herd_model_forward(m, x, b, true);
+        (void)herd_model_loss(m, y, b, NULL);
+        st = herd_model_backward(m, b, NULL, NULL);
+        memcpy(m->grads, saved, m->nparams * sizeof(float));
+        memcpy(m->buffers, saved + m->nparams, m->nbuffers * sizeof(float));
+    }
+    free(x);
+    free(y);
+    free(saved);
+    return st;
+}
+
 void herd_model_evaluate(herd_model *m, const float *x, const int32_t *y, size_t n, size_t dim,
                          double *loss, double *acc)
 {

@@ -235,8 +235,10 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     /* --slow scales this worker's compute (forward and backward), not its
      * waiting: the extra time is spent here, between the pull of
      * before_step and the push of after_backward/step, as a slower
-     * processor would spend it. A worker's first step is not slowed: its
-     * compute time is mostly one-time kernel compilation and first touches. */
+     * processor would spend it. A worker's first step is not slowed, so that
+     * a run with a stalled worker gets to its first checkpoint (kernel
+     * compilation and first touches were paid by warm_up, before the clock
+     * started). */
     t_compute = herd__now() - t_compute;
     if (c->slow_factor > 1.0 && w->step > 0)
         straggle(r, t_compute * (c->slow_factor - 1.0));
@@ -434,6 +436,25 @@ out:
     return st;
 }
 
+/* One forward and backward pass on a batch of zeros before the run's clock
+ * starts, the model left as it was: the first pass compiles the kernels
+ * (oneDNN's JIT) and touches every activation buffer, tens of
+ * milliseconds that would otherwise fall on each worker's first step at a
+ * different time. Asynchronous workers that start out of step divide the
+ * batches unevenly: a small run's batches all went to the workers whose
+ * kernels were ready first. Not on the sim engine, where compute is charged
+ * by model and 256 ranks would each pay it in real time. */
+static herd_status warm_up(worker_ctx *c)
+{
+#ifdef HERD_SIM
+    (void)c;
+    return HERD_OK;
+#else
+    herd_status st = herd_model_warm_up(c->w.model);
+    return st < 0 ? herd_err_set(&c->w.err, st, "out of memory for the warm-up pass") : st;
+#endif
+}
+
 static herd_status worker_loop(worker_ctx *c)
 {
     herd_status st = HERD_OK;
@@ -441,6 +462,9 @@ static herd_status worker_loop(worker_ctx *c)
     herd_worker *w = &c->w;
     herd_nn_set_threads((int)r->cfg->threads);
     atomic_store(&c->at_step, w->step); /* --resume: where it starts */
+    HERD_TRY(warm_up(c));
+    if (r->algo_ops->async) /* and they start together */
+        HERD_TRY(herd_comm_barrier(w->comm));
     if (r->algo_ops->async) { /* collective, before the algorithm's own windows */
         c->claim_buf[0] = c->resume.claimed;
         c->claim_buf[1] = 0; /* the stop word */
