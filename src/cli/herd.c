@@ -344,7 +344,10 @@ static int cmd_train(int argc, char **argv)
         if (o.json && res.rank == 0)
             print_error_json(cfg, st, err.msg[0] ? err.msg : herd_strerror(st));
         /* the other ranks may be waiting for this one, or (MPI_Finalize
-         * being collective) this one for them: end them all now */
+         * being collective) this one for them: end them all now (the
+         * SIGTERM mpirun sends them then ends them, with no "stopping" line) */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         herd_comm_abort(res.refused ? 2 : 1);
     }
     herd_comm_shutdown();

@@ -139,6 +139,12 @@ static inline bool herd__run_spans_processes(const herd_run *r) { return r->worl
 /* The algorithm's options (ops->opts) from its defaults and cfg's
  * algo_args, checked; *out is the caller's to free. */
 herd_status herd__algo_opts_parse(const herd_algo_ops *ops, const herd_train_config *cfg, void **out, herd_err *err);
+/* Where the run's workers live in several processes: whether every rank
+ * was started with the same configuration (agree.c says what is compared);
+ * *differ and HERD_EINVAL, with a message naming each differing item and
+ * its ranks, where not. Collective over the world's ranks, before the
+ * algorithm's first message. */
+herd_status herd__agree(const herd_run *r, const herd_worker *w, bool *differ, herd_err *err);
 
 /* result.c: the totals over every worker (collective on mpi), the final
  * figures, the "end" log record. */

@@ -301,6 +301,10 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     atomic_init(&r.stop_at, SIZE_MAX);
     HERD_TRY(open_run(&r, &workers, &log_open, err));
     r.workers = workers;
+    if (herd__run_spans_processes(&r) && (st = herd__agree(&r, &workers[0].w, &refused, err)) < 0) {
+        res->refused = refused;
+        goto out;
+    }
     herd__log_record(&r.log, "start",
                      "\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
                      "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu",
