@@ -116,6 +116,45 @@ static void test_log_records(void)
     expect_error(&c, HERD_EIO, "/nonexistent-dir/run.jsonl");
 }
 
+/* How many lines of the log at path contain needle. */
+static int count_lines(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    ASSERT_TRUE(f != NULL);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* A --inject-nan or --fail aimed past the worker's last step is warned of
+ * (a "warning" log record), one that fires is not. */
+static void test_unfired_warned(void)
+{
+    const size_t steps[] = {3, 500};
+    for (size_t i = 0; i < 2; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/unfired%zu.jsonl", herd_test_tmpdir(), i);
+        herd_train_config c = herd_test_config("linear", "sgd", 1);
+        c.log_path = path;
+        c.quiet = true;
+        c.skip_nonfinite = true;
+        c.inject_nan[c.ninject_nan++] = (herd_inject){0, steps[i]};
+        c.fail[c.nfail++] = (herd_fail){0, 1000 + steps[i], HERD_FAIL_DEFAULT};
+        herd_train_result r;
+        herd_err err = {0};
+        if (herd_train(&c, &r, &err) != HERD_OK)
+            herd_test_fail(__FILE__, __LINE__, "herd_train: %s", err.msg);
+        ASSERT_EQ_INT(r.steps, 128);
+        ASSERT_EQ_INT(r.skipped_steps, i == 0);
+        ASSERT_EQ_INT(count_lines(path, "\"event\":\"warning\",\"worker\":0,\"flag\":\"--inject-nan\""), i == 1);
+        ASSERT_EQ_INT(count_lines(path, "\"event\":\"warning\",\"worker\":0,\"flag\":\"--fail\",\"step\":"), 1);
+        ASSERT_EQ_INT(count_lines(path, "\"steps_taken\":128"), 1 + (i == 1));
+    }
+}
+
 static int cmp_dbl(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -427,5 +466,6 @@ const herd_test herd_tests_train[] = {
     {"train_nonfinite_loss", test_nonfinite_loss, 60},
     {"train_log_records", test_log_records, 60},
     {"train_worker_figures", test_worker_figures, 60},
+    {"train_unfired_warned", test_unfired_warned, 60},
     HERD_TEST_END,
 };

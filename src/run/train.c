@@ -247,6 +247,31 @@ static herd_status first_failure(herd_run *r, const worker_ctx *workers, herd_er
     return HERD_OK;
 }
 
+/* A --fail or --inject-nan aimed at a step its worker never reached (a
+ * short run, or an asynchronous worker the others left few batches to)
+ * tested nothing: said on stderr and in the log, not left to be taken for
+ * a run that survived it. */
+static void warn_unfired(herd_run *r, const worker_ctx *workers)
+{
+    const herd_train_config *cfg = r->cfg;
+    for (size_t i = 0; i < r->nlocal; i++) {
+        const herd_worker *w = &workers[i].w;
+        for (size_t k = 0; k < cfg->nfail + cfg->ninject_nan; k++) {
+            bool fail = k < cfg->nfail;
+            size_t rank = fail ? cfg->fail[k].rank : cfg->inject_nan[k - cfg->nfail].rank;
+            size_t step = fail ? cfg->fail[k].step : cfg->inject_nan[k - cfg->nfail].step;
+            if (rank != w->rank || step < w->step || (fail && atomic_load(&r->lost[rank])))
+                continue;
+            const char *flag = fail ? "--fail" : "--inject-nan";
+            herd__log_record(&r->log, "warning", "\"worker\":%zu,\"flag\":\"%s\",\"step\":%zu,\"steps_taken\":%zu",
+                             rank, flag, step, w->step);
+            if (!cfg->quiet)
+                fprintf(stderr, "herd: warning: %s %zu@%zu never fired: worker %zu took %zu step(s)\n", flag, rank,
+                        step, rank, w->step);
+        }
+    }
+}
+
 /* Frees the run; the log's closing tells whether every record was written
  * (HERD_EIO into err, where st is still HERD_OK: a first failure stays). */
 static herd_status close_run(herd_run *r, worker_ctx *workers, bool log_open, herd_status st, herd_err *err)
@@ -324,6 +349,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     bool stopped = false;
     for (size_t i = 0; i < r.nlocal; i++)
         stopped = stopped || workers[i].stopped;
+    if (!stopped)
+        warn_unfired(&r, workers);
     /* the final evaluation, once every worker has stopped (not when stopped
      * from outside: whoever stopped the run wants it to end now) */
     if (r.first_rank == 0 && !stopped && (st = herd__evaluate(w0, w0->train_loss, w0->last_epoch_s)) < 0) {
