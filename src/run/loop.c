@@ -130,8 +130,11 @@ herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
             snprintf(also, sizeof also, " (%s; worker 0: %.4f)", name, c->worker0_acc);
         if (r->tty && r->cfg->progress)
             fputc('\r', stderr);
-        fprintf(stderr, "epoch %zu/%zu  train_loss %.4f  test_loss %.4f  test_acc %.4f%s  %.1fs%s\n",
-                w->epoch + 1, r->cfg->epochs, epoch_loss, c->test_loss, c->test_acc, also, t_epoch,
+        char tl[32] = "n/a";
+        if (isfinite(epoch_loss))
+            snprintf(tl, sizeof tl, "%.4f", epoch_loss);
+        fprintf(stderr, "epoch %zu/%zu  train_loss %s  test_loss %.4f  test_acc %.4f%s  %.1fs%s\n",
+                w->epoch + 1, r->cfg->epochs, tl, c->test_loss, c->test_acc, also, t_epoch,
                 r->tty && r->cfg->progress ? "                    " : "");
     }
     return herd__div_check(c, c->test_loss);
@@ -156,7 +159,9 @@ static herd_status epoch_end(worker_ctx *c, epoch_stats *e, bool last)
     c->train_s += t_epoch;
     c->last_epoch_s = t_epoch;
     c->epochs_trained++;
-    c->train_loss = e->nloss ? e->loss_sum / (double)e->nloss : 0.0;
+    /* a worker that took no step this epoch (asynchronous: the others took
+     * its batches) has no training loss: NaN, null in JSON, not 0 */
+    c->train_loss = e->nloss ? e->loss_sum / (double)e->nloss : NAN;
     char extra[1024] = "";
     if (c->algo.ops->log_epoch)
         c->algo.ops->log_epoch(&c->algo, w, extra, sizeof extra);

@@ -116,7 +116,7 @@ static herd_status worker_figures(herd_run *r, worker_ctx *workers, herd_train_r
         for (size_t i = 0; i < n; i++)
             herd__log_record(&r->log, "worker", "\"worker\":%zu,\"steps\":%.0f,\"epochs\":%.0f,\"train_s\":%.6f,\"epoch_s\":%.6f",
                              i, all[i].steps, all[i].epochs, all[i].train_s,
-                             all[i].epochs >= 1 ? all[i].train_s / all[i].epochs : 0.0);
+                             all[i].epochs >= 1 ? all[i].train_s / all[i].epochs : NAN);
 out:
     free(all);
     free(v);

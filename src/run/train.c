@@ -59,6 +59,7 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for evaluation");
         goto out;
     }
+    c->train_loss = NAN; /* until it ends an epoch with a step in it */
     c->fail_step = SIZE_MAX;
     for (size_t i = 0; i < cfg->nfail; i++)
         if (cfg->fail[i].rank == rank && cfg->fail[i].step < c->fail_step)
@@ -101,6 +102,14 @@ static herd_status open_world(const herd_train_config *cfg, herd_run *r, herd_tr
     *refused = true;
     HERD_TRY(herd__check_names(cfg, err));
     HERD_TRY(herd_engine_pick(cfg->engine, &e, err));
+#ifdef HERD_SIM
+    /* herd sim's ranks are the simulated hosts: another engine would run
+     * every worker inside each rank, on no simulated clock */
+    if (!(e->caps & HERD_ENGINE_PROCESS_PER_WORKER))
+        return herd_err_set(err, HERD_EINVAL,
+                            "--engine %s: herd sim runs the mpi engine, one rank per simulated host (drop --engine)",
+                            e->name);
+#endif
     bool sized = e->caps & HERD_ENGINE_LAUNCHER_SIZED;
     if (!sized)
         HERD_TRY(herd__check_workers(cfg, err));

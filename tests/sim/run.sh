@@ -32,6 +32,14 @@ for n in $sizes; do [ "$n" -gt "$max" ] && max=$n; done
 if ! timeout 60 "$herd" sim --workers "$max" --keep "$tmp/plat" --dry-run -- train 2>"$tmp/dry.txt"; then
     bad "herd sim --dry-run wrote no platform"; cat "$tmp/dry.txt"
 fi
+# another engine inside a simulated rank would run on no simulated clock: refused
+out=$(timeout 60 "$herd" sim --workers 2 -- train --engine threads --model linear --train-limit 256 2>&1)
+rc=$?
+if [ $rc -eq 2 ] && printf '%s\n' "$out" | grep -q "herd sim runs the mpi engine"; then
+    ok "herd sim -- train --engine threads: refused (exit 2)"
+else
+    bad "herd sim -- train --engine threads: exit $rc"; printf '%s\n' "$out" | tail -3
+fi
 smpirun=(smpirun -platform "$tmp/plat/platform.xml" -hostfile "$tmp/plat/hosts" -quiet --log=root.thres:warning
          --cfg=network/model:CM02 --cfg=network/crosstraffic:0 --cfg=smpi/simulate-computation:no
          --cfg=smpi/test:0 --cfg=smpi/iprobe:0 --cfg=smpi/grow-injected-times:no --cfg=smpi/coll-selector:ompi)
@@ -284,7 +292,7 @@ for k in 00 01 02; do
     log="$tmp/cmp/run$k.jsonl" dat="$tmp/cmp/run$k.dat"
     want=$(sed -n 's/.*"event":"eval".*"train_s":\([0-9.]*\).*/\1/p' "$log" 2>/dev/null | awk '{ printf "%.9g\n", $1 }')
     got=$(awk '!/^#/ { printf "%.9g\n", $2 }' "$dat" 2>/dev/null)
-    med=$(sed -n 's/.*"event":"worker".*"epoch_s":\([0-9.]*\).*/\1/p' "$log" 2>/dev/null | sort -g |
+    med=$(sed -n 's/.*"event":"worker".*"epoch_s":\([0-9][0-9.]*\).*/\1/p' "$log" 2>/dev/null | sort -g |
         awk '{ v[NR] = $1 } END { if (NR) printf "%.6f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
     csv=$(awk -F, -v r=$((10#$k + 2)) 'NR == r { printf "%.6f", $(NF - 4) }' "$tmp/cmp/compare.csv")
     # the log prints each worker's epoch_s to 6 decimals while the summary's median is taken
