@@ -590,6 +590,20 @@ static void test_exit_codes(void)
     }
 }
 
+/* No --algo: sgd for one worker (test_train_fashion_slice), allreduce for
+ * several, said on stderr (mpirun -np 4 herd train trains allreduce). */
+static void test_default_algo(void)
+{
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--workers", "2", "--data", "synthetic:1x8x8:4", "--model", "linear", "--epochs", "1",
+                  "--train-limit", "512", "--test-limit", "64", "--json");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    ASSERT_STR_CONTAINS(o.err, "herd: 2 workers and no --algo: training allreduce");
+    ASSERT_STR_CONTAINS(o.out, "\"algo\":\"allreduce\"");
+    ASSERT_STR_CONTAINS(o.out, "\"workers\":2");
+}
+
 /* A model that cannot take the data's shape is refused before the data is
  * made (synthetic:16384:2 used to generate 4.5 GB first); an IDX label far
  * above the others is a corrupt file, not a 201-class model. */
@@ -817,6 +831,7 @@ const herd_test herd_tests_cli[] = {
     {"cli_train_fashion_slice", test_train_fashion_slice, 120},
     {"cli_json_everywhere", test_json_everywhere, 200},
     {"cli_exit_codes", test_exit_codes, 120},
+    {"cli_default_algo", test_default_algo, 60},
     {"cli_refused_before_work", test_refused_before_work, 60},
     {"cli_writes_checked", test_writes_checked, 60},
     {"cli_divergence", test_divergence, 200},

@@ -80,7 +80,7 @@ enum { HERD_NONFINITE_MAX_SKIPS = 10 };
 typedef struct herd_train_config {
     const char *data;   /* see herd_data_open; NULL: default */
     const char *model;  /* herd_model_names */
-    const char *algo;   /* herd_algo_names */
+    const char *algo;   /* herd_algo_names; NULL: sgd for one worker, allreduce for several */
     const char *engine; /* "threads", "mpi", or NULL: mpi when started by an MPI launcher */
     size_t workers, epochs, batch; /* batch is per worker */
     herd_optim_config optim;

@@ -135,7 +135,8 @@ static void train_flags(train_cli *o, herd__flag *f)
     const herd__flag t[] = {
         {"data", HERD__FLAG_STR, &o->cfg.data, "S", "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)", NULL},
         {"model", HERD__FLAG_STR, &o->cfg.model, "S", "linear, mlp, lenet, cnn or resnet20 (default lenet)", NULL},
-        {"algo", HERD__FLAG_STR, &o->cfg.algo, "S", "synchronization algorithm (default sgd; see 'herd algos')", NULL},
+        {"algo", HERD__FLAG_STR, &o->cfg.algo, "S",
+         "synchronization algorithm (default: sgd for one worker, allreduce for several; see 'herd algos')", NULL},
         {"workers", HERD__FLAG_SIZE, &o->cfg.workers, "N", "number of workers (default 1; on the mpi engine, the ranks)", NULL},
         {"engine", HERD__FLAG_STR, &o->cfg.engine, "S", "the engine (herd engines lists them; default: mpi when started by mpirun, else threads)", NULL},
         {"epochs", HERD__FLAG_SIZE, &o->cfg.epochs, "N", "passes over the training set (default 5)", NULL},
@@ -322,7 +323,7 @@ static int cmd_train(int argc, char **argv)
     cfg->optim.nesterov = o.nesterov;
     cfg->progress = !o.no_progress;
     /* the algorithm's options against its table (an option of another algorithm is a usage error) */
-    const herd_algo_ops *ops = herd_algo_find(cfg->algo);
+    const herd_algo_ops *ops = cfg->algo ? herd_algo_find(cfg->algo) : NULL; /* NULL: herd_train picks it */
     if (ops) {
         _Alignas(max_align_t) char opts[512]; /* no allocation: a usage error exits */
         herd_err oerr = {0};

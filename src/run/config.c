@@ -29,7 +29,7 @@ void herd_train_config_defaults(herd_train_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->model = "lenet";
-    cfg->algo = "sgd";
+    cfg->algo = NULL; /* sgd for one worker, allreduce for several */
     cfg->workers = 1;
     cfg->epochs = 5;
     cfg->batch = 64;

@@ -184,6 +184,8 @@ static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train
     herd_status st = HERD_OK;
     HERD_TRY(open_world(cfg, r, eff, refused, err));
     *refused = true;
+    if (!eff->algo) /* the world's size is known now (mpirun sets it) */
+        eff->algo = eff->workers > 1 ? "allreduce" : "sgd";
     const herd_engine *e = r->world->engine;
     HERD_TRY(herd__check_config(eff, &r->algo_ops, err));
     HERD_TRY(herd__check_fail_modes(eff, e->caps & HERD_ENGINE_PROCESS_PER_WORKER, e->name, err));
@@ -332,6 +334,9 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     }
     if (r.world->note && !eff.quiet)
         fprintf(stderr, "herd: %s\n", r.world->note);
+    if (!cfg->algo && eff.workers > 1 && !eff.quiet)
+        fprintf(stderr, "herd: %zu workers and no --algo: training allreduce (synchronous SGD; 'herd algos' lists "
+                        "the others)\n", eff.workers);
     atomic_init(&r.stop_at, SIZE_MAX);
     HERD_TRY(open_run(&r, &workers, &log_open, err));
     r.workers = workers;
