@@ -604,6 +604,27 @@ static void test_default_algo(void)
     ASSERT_STR_CONTAINS(o.out, "\"workers\":2");
 }
 
+/* The launcher's environment: --threads from OMP_NUM_THREADS (a flag
+ * wins), the summary says it; a plain srun of several tasks is warned of. */
+static void test_launcher_env(void)
+{
+    herd_test_cmd o;
+    setenv("OMP_NUM_THREADS", "2,1", 1);
+    setenv("SLURM_NTASKS", "4", 1);
+    setenv("SLURM_PROCID", "0", 1);
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "linear", "--epochs", "1", "--train-limit",
+                  "256", "--test-limit", "64", "--json");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    ASSERT_STR_CONTAINS(o.out, "\"threads\":2,");
+    ASSERT_STR_CONTAINS(o.err, "herd: warning: SLURM has 4 tasks here but no MPI launch");
+    setenv("SLURM_PROCID", "1", 1); /* one warning: task 0's */
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "linear", "--epochs", "1", "--train-limit",
+                  "256", "--test-limit", "64", "--json", "--threads", "1");
+    ASSERT_TRUE(o.code == 0 && !strstr(o.err, "SLURM"));
+    ASSERT_STR_CONTAINS(o.out, "\"threads\":1,");
+}
+
 /* A model that cannot take the data's shape is refused before the data is
  * made (synthetic:16384:2 used to generate 4.5 GB first); an IDX label far
  * above the others is a corrupt file, not a 201-class model. */
@@ -832,6 +853,7 @@ const herd_test herd_tests_cli[] = {
     {"cli_json_everywhere", test_json_everywhere, 200},
     {"cli_exit_codes", test_exit_codes, 120},
     {"cli_default_algo", test_default_algo, 60},
+    {"cli_launcher_env", test_launcher_env, 60},
     {"cli_refused_before_work", test_refused_before_work, 60},
     {"cli_writes_checked", test_writes_checked, 60},
     {"cli_divergence", test_divergence, 200},

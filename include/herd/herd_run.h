@@ -149,6 +149,7 @@ typedef struct herd_train_result {
     const char *status;     /* "ok"; "diverged" where the loss ran away (the summary's "status") */
     size_t rank;            /* this process's first worker (mpi: its rank; threads: 0) */
     size_t workers, epochs;
+    size_t threads;         /* compute threads per worker (--threads; OMP_NUM_THREADS under herd train) */
     double test_acc, test_loss, train_loss;
     double wall_s;          /* whole run, data loading excluded */
     double train_s;         /* time in training steps (evaluation excluded): the slowest worker's */

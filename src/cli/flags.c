@@ -36,6 +36,18 @@ int herd__parse_double(const char *s, double *out)
     return 0;
 }
 
+size_t herd__launch_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    size_t r = 0;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && herd__parse_size(v, &r) == 0)
+            return r;
+    }
+    return 0;
+}
+
 /* "herd: MSG", then " (see 'herd CMD --help')" when cmd is not NULL; with
  * json, the summary line herd train --json prints for a failure too, on
  * stdout. Exits 2. */
@@ -43,6 +55,8 @@ static _Noreturn void usage_exit(bool json, const char *cmd, const char *fmt, va
 {
     char msg[1024], quoted[2200];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    if (herd__launch_rank() != 0)
+        exit(2);
     fprintf(stderr, "herd: %s", msg);
     if (cmd)
         fprintf(stderr, " (see 'herd %s --help')", cmd);

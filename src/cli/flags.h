@@ -67,6 +67,12 @@ _Noreturn void herd__usage_error(const char *cmd, const char *fmt, ...) __attrib
 _Noreturn void herd__usage_error_json(bool json, const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* This process's rank where an MPI launcher (mpirun, srun --mpi) says it
+ * in the environment, before MPI starts; 0 otherwise. A usage error and a
+ * configuration refused are said by rank 0 alone: every rank has the same
+ * command line. */
+size_t herd__launch_rank(void);
+
 /* A non-negative decimal integer; a finite number: 0, or -1 (nothing stored). */
 int herd__parse_size(const char *s, size_t *out);
 int herd__parse_double(const char *s, double *out);

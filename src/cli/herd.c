@@ -16,6 +16,7 @@
 #include "herd/herd_algo.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_data.h"
+#include "herd/herd_engine.h"
 #include "herd/herd_nn.h"
 #include "herd/herd_opt.h"
 #include "herd/herd_run.h"
@@ -150,7 +151,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"step-epochs", HERD__FLAG_DOUBLE, &o->cfg.optim.step_epochs, "X", "step schedule: epochs between decays (default 30)", NULL},
         {"step-gamma", HERD__FLAG_FLOAT, &o->cfg.optim.step_gamma, "X", "step schedule: decay factor (default 0.1)", NULL},
         {"seed", HERD__FLAG_U64, &o->cfg.seed, "N", "random seed (default 1)", NULL},
-        {"threads", HERD__FLAG_SIZE, &o->cfg.threads, "N", "compute threads per worker (default 1)", NULL},
+        {"threads", HERD__FLAG_SIZE, &o->cfg.threads, "N", "compute threads per worker (default: OMP_NUM_THREADS where set, else 1)", NULL},
         {"slow", HERD__FLAG_FN, &o->cfg, "RANK:FACTOR", "make worker RANK's compute FACTOR times slower (repeatable)", parse_slow},
         {"log", HERD__FLAG_STR, &o->cfg.log_path, "S", "append JSON Lines records (per epoch/eval/event) to FILE", NULL},
         {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON summary as the last line of stdout", NULL},
@@ -306,11 +307,37 @@ static void print_error_json(const herd_train_config *cfg, herd_status st, const
     fflush(stdout);
 }
 
+/* What the launcher's environment says before the flags do: --threads
+ * from OMP_NUM_THREADS (its first level: "4,2" is 4); and, where SLURM
+ * started several tasks without an MPI launch (a plain srun: every task
+ * would train alone), one warning saying how to launch. */
+static void launcher_defaults(herd_train_config *cfg)
+{
+    const char *omp = getenv("OMP_NUM_THREADS");
+    char *end;
+    if (omp) {
+        unsigned long n = strtoul(omp, &end, 10);
+        if (end != omp && (!*end || *end == ',') && n >= 1 && n <= 1024)
+            cfg->threads = n;
+    }
+    const char *tasks = getenv("SLURM_STEP_NUM_TASKS") ? getenv("SLURM_STEP_NUM_TASKS") : getenv("SLURM_NTASKS");
+    const char *procid = getenv("SLURM_PROCID");
+    const herd_engine *e;
+    if (tasks && strtoul(tasks, &end, 10) > 1 && (!procid || !strcmp(procid, "0")) &&
+        herd_engine_pick(NULL, &e, NULL) == HERD_OK && !(e->caps & HERD_ENGINE_PROCESS_PER_WORKER))
+        fprintf(stderr,
+                "herd: warning: SLURM has %s tasks here but no MPI launch: each would train alone; launch with "
+                "'srun --mpi=pmix herd train ...' or 'mpirun herd train ...' inside the allocation (--engine threads "
+                "for one process)\n",
+                tasks);
+}
+
 static int cmd_train(int argc, char **argv)
 {
     train_cli o = {0};
     herd_train_config *cfg = &o.cfg;
     herd_train_config_defaults(cfg);
+    launcher_defaults(cfg);
     herd__flag f[TRAIN_NFLAGS];
     train_flags(&o, f);
     for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
@@ -340,9 +367,9 @@ static int cmd_train(int argc, char **argv)
     herd_status st = herd_train(cfg, &res, &err);
     if (st < 0) {
         /* every rank refuses a configuration alike: rank 0 says it */
-        if (!res.refused || res.rank == 0)
+        if (!res.refused || (res.rank == 0 && herd__launch_rank() == 0))
             fprintf(stderr, "herd: %s\n", err.msg[0] ? err.msg : herd_strerror(st));
-        if (o.json && res.rank == 0)
+        if (o.json && res.rank == 0 && (!res.refused || herd__launch_rank() == 0))
             print_error_json(cfg, st, err.msg[0] ? err.msg : herd_strerror(st));
         /* the other ranks may be waiting for this one, or (MPI_Finalize
          * being collective) this one for them: end them all now (the

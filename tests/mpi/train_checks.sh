@@ -66,4 +66,18 @@ for spec in "--model lenet|--model linear|--model linear|--model lenet (rank 0) 
         fail=1
     fi
 done
+# A usage error and a configuration refused before the world starts are
+# said once (rank 0), not once per rank.
+for bad in "--bogus|unknown flag '--bogus'" "--model foo|unknown model 'foo'"; do
+    flag=${bad%%|*} says=${bad#*|}
+    out=$(timeout 60 $mpirun -np 3 "$bin" train $flag 2>&1)
+    rc=$?
+    n=$(printf '%s\n' "$out" | grep -cF -- "$says")
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$n" -eq 1 ]; then
+        echo "ok    mpi train $flag, 3 ranks: said once (exit $rc)"
+    else
+        echo "FAIL  mpi train $flag, 3 ranks: exit $rc, said $n times"
+        fail=1
+    fi
+done
 exit $fail
