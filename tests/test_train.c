@@ -155,6 +155,36 @@ static void test_unfired_warned(void)
     }
 }
 
+/* The log names the run (the summary's run_id, a wall-clock start), has a
+ * "step" record every --log-every steps of each worker, and a failure's
+ * "error" record carries its message. */
+static void test_log_steps_and_ids(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/steps.jsonl", herd_test_tmpdir());
+    herd_train_config c = herd_test_config("linear", "sgd", 1);
+    c.log_path = path;
+    c.log_every = 16;
+    herd_train_result r;
+    herd_test_train_ok(&c, &r);
+    ASSERT_EQ_INT(strlen(r.run_id), 16);
+    ASSERT_EQ_INT(strspn(r.run_id, "0123456789abcdef"), 16);
+    char want[64];
+    snprintf(want, sizeof want, "\"event\":\"start\",\"run_id\":\"%s\",\"time\":\"20", r.run_id);
+    ASSERT_EQ_INT(count_lines(path, want), 1);
+    ASSERT_EQ_INT(count_lines(path, "\"event\":\"step\",\"worker\":0,"), 128 / 16);
+    ASSERT_EQ_INT(count_lines(path, "\"event\":\"step\",\"worker\":0,\"step\":128,\"epoch\":2,\"loss\":0."), 1);
+    /* a failure: the message in the log */
+    snprintf(path, sizeof path, "%s/error.jsonl", herd_test_tmpdir());
+    c.log_every = 0;
+    c.inject_nan[c.ninject_nan++] = (herd_inject){0, 3};
+    c.quiet = true;
+    herd_err err = {0};
+    ASSERT_TRUE(herd_train(&c, &r, &err) < 0);
+    ASSERT_EQ_INT(count_lines(path, "\"event\":\"error\",\"worker\":0,\"status\":"), 1);
+    ASSERT_EQ_INT(count_lines(path, "non-finite gradient"), 1);
+}
+
 static int cmp_dbl(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -473,5 +503,6 @@ const herd_test herd_tests_train[] = {
     {"train_log_records", test_log_records, 60},
     {"train_worker_figures", test_worker_figures, 60},
     {"train_unfired_warned", test_unfired_warned, 60},
+    {"train_log_steps_and_ids", test_log_steps_and_ids, 60},
     HERD_TEST_END,
 };

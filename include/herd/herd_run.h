@@ -88,6 +88,7 @@ typedef struct herd_train_config {
     size_t threads;     /* intra-op threads per worker (default 1) */
     size_t train_limit, test_limit; /* 0: whole set */
     size_t eval_every;  /* evaluate every K epochs (default 1; the last always) */
+    size_t log_every;   /* a "step" log record every N steps of each worker (0: none) */
     herd_slow slow[HERD_MAX_SLOW];
     size_t nslow;
     const char *log_path;   /* JSON Lines, or NULL */
@@ -150,6 +151,7 @@ typedef struct herd_train_result {
     size_t rank;            /* this process's first worker (mpi: its rank; threads: 0) */
     size_t workers, epochs;
     size_t threads;         /* compute threads per worker (--threads; OMP_NUM_THREADS under herd train) */
+    char run_id[17];        /* 16 hex digits, the same on every rank; in the log's records' "start" */
     double test_acc, test_loss, train_loss;
     double wall_s;          /* whole run, data loading excluded */
     double train_s;         /* time in training steps (evaluation excluded): the slowest worker's */

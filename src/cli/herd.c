@@ -160,6 +160,8 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"train-limit", HERD__FLAG_SIZE, &o->cfg.train_limit, "N", "use only the first N training examples", NULL},
         {"test-limit", HERD__FLAG_SIZE, &o->cfg.test_limit, "N", "use only the first N test examples", NULL},
         {"eval-every", HERD__FLAG_SIZE, &o->cfg.eval_every, "N", "evaluate every N epochs (default 1)", NULL},
+        {"log-every", HERD__FLAG_SIZE, &o->cfg.log_every, "N",
+         "with --log: a \"step\" record (loss, lr) every N steps of each worker (default 0: none)", NULL},
         {"max-steps", HERD__FLAG_SIZE, &o->cfg.max_steps, "N", "stop after N steps per worker", NULL},
         {"timeout", HERD__FLAG_DOUBLE, &o->cfg.comm_timeout_s, "X", "seconds a worker may wait for another before failing (default 60)", NULL},
         {"fail", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "RANK@STEP[:MODE]: worker RANK fails on purpose at step STEP (repeatable); MODE: threads engine stop (its thread ends; the default), mpi engine exit0, exit1 (the default), abort or kill (SIGKILL): the process dies", parse_fail},

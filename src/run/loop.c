@@ -268,6 +268,10 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
         e->loss_sum += loss, e->nloss++;
         herd__div_step(c, loss);
     }
+    if (cfg->log_every && w->step % cfg->log_every == 0)
+        herd__log_record(&r->log, "step", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"loss\":%.6g,\"lr\":%.6g,"
+                                          "\"skipped\":%s",
+                         w->rank, w->step, w->epoch + 1, loss, (double)w->lr, skip ? "true" : "false");
     if (w->rank == 0 && herd__now() - e->last_progress > 0.2) {
         e->last_progress = herd__now();
         progress(c, pos - floor(pos), e->loss_sum / (double)e->nloss, e->last_progress - e->t0);

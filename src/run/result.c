@@ -149,11 +149,14 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
         w0->algo.ops->summary_json(&w0->algo, &w0->w, res->algo_json, sizeof res->algo_json);
     /* asynchronous workers share the epochs: worker 0 may have seen few of them */
     res->epochs = r->algo_ops->async && !cfg->max_steps ? cfg->epochs : w0->w.epoch + (w0->w.epoch < cfg->epochs ? 1 : 0);
-    res->test_acc = w0->test_acc;
-    res->worker0_acc = w0->worker0_acc;
+    /* the evaluation is rank 0's: elsewhere there is no figure (null), not 0 */
+    bool evaluated = r->first_rank == 0;
+    res->test_acc = evaluated ? w0->test_acc : NAN;
+    res->worker0_acc = evaluated ? w0->worker0_acc : NAN;
     res->eval_model = w0->eval_model ? w0->eval_model : "worker0";
-    res->test_loss = w0->test_loss;
+    res->test_loss = evaluated ? w0->test_loss : NAN;
     res->train_loss = w0->train_loss;
+    memcpy(res->run_id, r->run_id, sizeof res->run_id);
     res->wall_s = wall;
     res->train_s = t.train_s_max;
     res->train_img_per_s = t.train_s_max > 0 ? t.images / t.train_s_max : 0;
@@ -188,13 +191,13 @@ herd_status herd_train_result_json(const herd_train_result *res, FILE *f)
     if (!m)
         return HERD_ENOMEM;
     fprintf(m,
-            "{\"algo\":\"%s\",\"status\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"threads\":%zu,"
+            "{\"algo\":\"%s\",\"status\":\"%s\",\"run_id\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"threads\":%zu,"
             "\"epochs\":%zu,\"steps\":%zu,\"test_acc\":%.6f,\"test_loss\":%.17g,\"train_loss\":%.17g,\"wall_s\":%.6f,"
             "\"train_s\":%.6f,\"train_img_per_s\":%.3f,\"bytes_sent\":%llu,\"comm_wait_s\":%.6f,"
             "\"nparams\":%zu,\"eval_model\":\"%s\",\"worker0_acc\":%.6f,\"skipped_steps\":%zu,"
             "\"epoch_s_median\":%.6f,\"epoch_s_min\":%.6f,\"epoch_s_max\":%.6f,\"slowest_worker\":%zu,"
             "\"steps_median\":%.1f,\"steps_min\":%zu,\"steps_max\":%zu,\"lost\":[",
-            res->algo, res->status ? res->status : "ok", res->engine, res->model, res->workers, res->threads, res->epochs,
+            res->algo, res->status ? res->status : "ok", res->run_id, res->engine, res->model, res->workers, res->threads, res->epochs,
             res->steps,
             res->test_acc, res->test_loss, res->train_loss, res->wall_s, res->train_s, res->train_img_per_s,
             (unsigned long long)res->bytes_sent, res->comm_wait_s, res->nparams,

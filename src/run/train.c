@@ -3,12 +3,14 @@
 #include "herd/herd_run.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "herd/herd_nn.h"
 #include "core/clock.h"
 #include "core/finite.h"
+#include "core/json.h"
 #include "run/ckpt_run.h"
 #include "run/log.h"
 #include "run/simtime.h"
@@ -237,6 +240,19 @@ out:
     return st;
 }
 
+/* 16 hex digits that name the run in its log and summary: random, or the
+ * clock and pid where the kernel gives no random bytes. */
+static void make_run_id(char out[17])
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        v = ((uint64_t)ts.tv_sec * 1000000007u) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid();
+    }
+    snprintf(out, 17, "%016" PRIx64, v);
+}
+
 /* The first real failure among the workers (not the EREMOTE of workers told
  * to stop), into err; HERD_OK when none failed. */
 static herd_status first_failure(herd_run *r, const worker_ctx *workers, herd_err *err)
@@ -250,8 +266,10 @@ static herd_status first_failure(herd_run *r, const worker_ctx *workers, herd_er
                     *err = c->w.err;
                 if (err && !err->msg[0])
                     herd_err_set(err, c->st, "worker %zu failed: %s", r->first_rank + i, herd_strerror(c->st));
-                herd__log_record(&r->log, "error", "\"worker\":%zu,\"status\":\"%s\"", r->first_rank + i,
-                                 herd_err_name(c->st));
+                char quoted[2 * sizeof c->w.err.msg + 8];
+                herd__json_quote(quoted, sizeof quoted, err ? err->msg : c->w.err.msg);
+                herd__log_record(&r->log, "error", "\"worker\":%zu,\"status\":\"%s\",\"error\":%s", r->first_rank + i,
+                                 herd_err_name(c->st), quoted);
                 return c->st;
             }
         }
@@ -344,10 +362,20 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
         res->refused = refused;
         goto out;
     }
+    make_run_id(r.run_id);
+    if (herd__run_spans_processes(&r) && (st = herd_broadcast(workers[0].w.comm, r.run_id, sizeof r.run_id, 0)) < 0) {
+        if (err)
+            *err = workers[0].w.comm->err;
+        goto out;
+    }
+    char now[32];
+    time_t started = time(NULL);
+    struct tm utc;
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&started, &utc));
     herd__log_record(&r.log, "start",
-                     "\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
+                     "\"run_id\":\"%s\",\"time\":\"%s\",\"rank\":%zu,\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
                      "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu",
-                     eff.algo, r.world->engine->name, eff.model, eff.workers, eff.epochs, eff.batch, (double)eff.optim.lr,
+                     r.run_id, now, r.first_rank, eff.algo, r.world->engine->name, eff.model, eff.workers, eff.epochs, eff.batch, (double)eff.optim.lr,
                      (double)eff.optim.momentum, (unsigned long long)eff.seed, workers[0].w.nparams, r.train.n,
                      r.test.n);
     HERD_TRY(herd__log_check(&r.log, err)); /* a log that cannot be written, before any training */

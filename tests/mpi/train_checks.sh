@@ -80,4 +80,18 @@ for bad in "--bogus|unknown flag '--bogus'" "--model foo|unknown model 'foo'"; d
         fail=1
     fi
 done
+# One run, one id: every rank's log names it; the evaluation is rank 0's,
+# elsewhere null (was 0.0).
+logdir=$(mktemp -d "${TMPDIR:-/tmp}/herd-mpi-log.XXXXXX")
+timeout 60 $mpirun -np 2 "$bin" train --data synthetic:1x12x12:4 --model linear --epochs 1 --train-limit 512 \
+    --test-limit 128 --timeout 30 --quiet --log "$logdir/run.jsonl" >/dev/null 2>&1
+ids=$(cat "$logdir"/run.jsonl* 2>/dev/null | sed -n 's/.*"event":"start","run_id":"\([0-9a-f]*\)".*/\1/p' | sort -u)
+if [ "$(printf '%s\n' "$ids" | grep -c .)" -eq 1 ] && grep -q '"event":"end","test_acc":null' "$logdir/run.jsonl.rank1" &&
+    grep -q '"event":"end","test_acc":0\.' "$logdir/run.jsonl"; then
+    echo "ok    mpi train --log, 2 ranks: one run id ($ids), rank 1's evaluation null"
+else
+    echo "FAIL  mpi train --log, 2 ranks: run ids '$ids'"; tail -2 "$logdir"/run.jsonl*
+    fail=1
+fi
+rm -rf "$logdir"
 exit $fail

@@ -75,17 +75,19 @@ else
 fi
 
 # repeatable to the bit: same seed, same simulated times, losses, accuracy and log, twice
+# (but for the run's id and its wall-clock start)
 for algo in allreduce adpsgd osgp; do
     for k in 1 2; do
-        timeout 300 "$herd" sim --workers 4 --slow 1:3 -- train --algo "$algo" "${small[@]}" --log "$tmp/r$k.log" \
-            2>/dev/null | sed 's/"real_s":[0-9.]*,//' >"$tmp/r$k.json"
+        timeout 300 "$herd" sim --workers 4 --slow 1:3 -- train --algo "$algo" "${small[@]}" --log "$tmp/r$k.raw" \
+            2>/dev/null | sed 's/"real_s":[0-9.]*,//; s/"run_id":"[0-9a-f]*",//' >"$tmp/r$k.json"
+        sed 's/"run_id":"[0-9a-f]*","time":"[^"]*",//' "$tmp/r$k.raw" >"$tmp/r$k.log"
     done
     if [ -s "$tmp/r1.json" ] && cmp -s "$tmp/r1.json" "$tmp/r2.json" && cmp -s "$tmp/r1.log" "$tmp/r2.log"; then
         ok "herd sim repeatable: $algo twice, same summary and log (wall_s $(field "$tmp/r1.json" wall_s))"
     else
         bad "herd sim repeatable: $algo"; diff "$tmp/r1.json" "$tmp/r2.json" | head -4; diff "$tmp/r1.log" "$tmp/r2.log" | head -4
     fi
-    rm -f "$tmp"/r?.log
+    rm -f "$tmp"/r?.log "$tmp"/r?.raw
 done
 
 # compute time comes from FLOPs: one worker, sgd, two epochs: wall_s = steps x (batch x train FLOPs/img +
