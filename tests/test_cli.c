@@ -5,10 +5,13 @@
 #include "json_valid.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -229,6 +232,62 @@ static void test_train_fashion_slice(void)
     ASSERT_TRUE(a > 0.7 && a <= 1.0);
     ASSERT_TRUE(strstr(last, "\"wall_s\":") && strstr(last, "\"train_img_per_s\":") && strstr(last, "\"test_loss\":"));
     ASSERT_TRUE(access(log, R_OK) == 0);
+}
+
+/* The progress bar on a terminal: frames (more than one on a run that lasts
+ * long enough), each with the epoch's steps, the rate, the time so far and
+ * the ETA; the epoch's line clears it. */
+static void test_progress_bar(void)
+{
+    int master, slave;
+    ASSERT_TRUE(openpty(&master, &slave, NULL, NULL, NULL) == 0);
+    const char *bin = getenv("HERD_BIN") ? getenv("HERD_BIN") : "build/herd";
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(slave, 2), dup2(null, 1);
+        close(master);
+        execl(bin, bin, "train", "--data", "synthetic:1x28x28:10", "--model", "lenet", "--epochs", "2",
+              "--train-limit", "8192", "--test-limit", "256", (char *)NULL);
+        _exit(127);
+    }
+    close(slave);
+    static char buf[1 << 16];
+    size_t n = 0;
+    double deadline = herd__now() + 100;
+    for (;;) {
+        struct pollfd p = {.fd = master, .events = POLLIN};
+        if (herd__now() > deadline) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t r = read(master, buf + n, sizeof buf - 1 - n);
+        if (r <= 0) /* EIO: the child's side closed */
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = 0;
+    close(master);
+    int status;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    size_t frames = 0;
+    for (const char *p = buf; (p = strstr(p, "\repoch ")); p++) {
+        frames++;
+        const char *end = strchr(p + 1, '\r');
+        char frame[256];
+        snprintf(frame, sizeof frame, "%.*s", end ? (int)(end - p) : 255, p);
+        if (!strstr(frame, "/128  loss ") || !strstr(frame, " img/s  ") || !strstr(frame, ", ETA "))
+            herd_test_fail(__FILE__, __LINE__, "a frame without steps, rate or ETA: \"%s\"", frame + 1);
+    }
+    if (frames < 2)
+        herd_test_fail(__FILE__, __LINE__, "%zu frame(s) of the bar: %s", frames, buf);
+    ASSERT_STR_CONTAINS(buf, "\r\033[Kepoch 1/2  train_loss ");
+    ASSERT_STR_CONTAINS(buf, "\r\033[Kepoch 2/2  train_loss ");
 }
 
 /* ---- herd's command line in this process, as the CLI fuzzer runs it ----
@@ -854,6 +913,7 @@ const herd_test herd_tests_cli[] = {
     {"cli_exit_codes", test_exit_codes, 120},
     {"cli_default_algo", test_default_algo, 60},
     {"cli_launcher_env", test_launcher_env, 60},
+    {"cli_progress_bar", test_progress_bar, 120},
     {"cli_refused_before_work", test_refused_before_work, 60},
     {"cli_writes_checked", test_writes_checked, 60},
     {"cli_divergence", test_divergence, 200},

@@ -54,21 +54,40 @@ static herd_status on_grad_ready(void *p, size_t off, size_t len)
     return c->algo.ops->grad_ready(&c->algo, &c->w, off, len);
 }
 
-/* frac: how much of the epoch the workers have done, in [0, 1). */
+/* "1:02:03", "2:03" */
+static void hms(char *buf, size_t cap, double s)
+{
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t >= 3600)
+        snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* The bar on a terminal: the epoch, its batches, loss, rate, time since
+ * the run started and what is left at the rate so far. frac: how much of
+ * the epoch the workers have done, in [0, 1). */
 static void progress(worker_ctx *c, double frac, double loss, double t_epoch)
 {
     herd_run *r = c->run;
     if (!r->tty || !r->cfg->progress || r->cfg->quiet)
         return;
-    size_t width = 30, done = (size_t)(frac * (double)width);
-    char bar[64];
+    size_t width = 24, done = (size_t)(frac * (double)width);
+    char bar[64], elapsed[32], eta[32];
     for (size_t i = 0; i < width; i++)
         bar[i] = i < done ? '#' : '.';
     bar[width] = 0;
     double images = frac * (double)(c->w.steps_per_epoch * r->cfg->batch * r->cfg->workers);
     double ips = t_epoch > 0 ? images / t_epoch : 0;
-    fprintf(stderr, "\repoch %zu/%zu [%s] %3d%%  loss %.4f  %.0f img/s ", c->w.epoch + 1, r->cfg->epochs, bar,
-            (int)(100 * frac), loss, ips);
+    double t = herd__now() - r->t0, run_frac = ((double)c->w.epoch + frac) / (double)r->cfg->epochs;
+    hms(elapsed, sizeof elapsed, t);
+    if (run_frac > 0)
+        hms(eta, sizeof eta, t * (1 - run_frac) / run_frac);
+    else
+        snprintf(eta, sizeof eta, "?");
+    fprintf(stderr, "\repoch %zu/%zu [%s] %3d%%  step %zu/%zu  loss %.4f  %.0f img/s  %s, ETA %s ", c->w.epoch + 1,
+            r->cfg->epochs, bar, (int)(100 * frac), (size_t)(frac * (double)c->w.steps_per_epoch),
+            c->w.steps_per_epoch, loss, ips, elapsed, eta);
     fflush(stderr);
 }
 
@@ -129,13 +148,12 @@ herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
         if (name)
             snprintf(also, sizeof also, " (%s; worker 0: %.4f)", name, c->worker0_acc);
         if (r->tty && r->cfg->progress)
-            fputc('\r', stderr);
+            fputs("\r\033[K", stderr); /* the bar's line, cleared */
         char tl[32] = "n/a";
         if (isfinite(epoch_loss))
             snprintf(tl, sizeof tl, "%.4f", epoch_loss);
-        fprintf(stderr, "epoch %zu/%zu  train_loss %s  test_loss %.4f  test_acc %.4f%s  %.1fs%s\n",
-                w->epoch + 1, r->cfg->epochs, tl, c->test_loss, c->test_acc, also, t_epoch,
-                r->tty && r->cfg->progress ? "                    " : "");
+        fprintf(stderr, "epoch %zu/%zu  train_loss %s  test_loss %.4f  test_acc %.4f%s  %.1fs\n", w->epoch + 1,
+                r->cfg->epochs, tl, c->test_loss, c->test_acc, also, t_epoch);
     }
     return herd__div_check(c, c->test_loss);
 }
@@ -272,7 +290,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
         herd__log_record(&r->log, "step", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"loss\":%.6g,\"lr\":%.6g,"
                                           "\"skipped\":%s",
                          w->rank, w->step, w->epoch + 1, loss, (double)w->lr, skip ? "true" : "false");
-    if (w->rank == 0 && herd__now() - e->last_progress > 0.2) {
+    if (w->rank == 0 && herd__now() - e->last_progress > 0.1) {
         e->last_progress = herd__now();
         progress(c, pos - floor(pos), e->loss_sum / (double)e->nloss, e->last_progress - e->t0);
     }
