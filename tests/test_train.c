@@ -2,6 +2,7 @@
  * deterministic, bad configurations and divergence are reported. */
 #include "fixtures.h"
 #include "harness.h"
+#include "json_valid.h"
 #include "herd/herd_ckpt.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_run.h"
@@ -183,6 +184,59 @@ static void test_log_steps_and_ids(void)
     ASSERT_TRUE(herd_train(&c, &r, &err) < 0);
     ASSERT_EQ_INT(count_lines(path, "\"event\":\"error\",\"worker\":0,\"status\":"), 1);
     ASSERT_EQ_INT(count_lines(path, "non-finite gradient"), 1);
+}
+
+/* --trace: one valid JSON document (the Trace Event Format); each worker
+ * has a pull, compute and exchange span per step, in order and never
+ * overlapping, numbered by step, and the evaluations. */
+static void test_trace(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/trace.json", herd_test_tmpdir());
+    herd_train_config c = herd_test_config("linear", "allreduce", 2);
+    c.trace_path = path;
+    herd_train_result r;
+    herd_test_train_ok(&c, &r);
+    static char text[1 << 22];
+    FILE *f = fopen(path, "r");
+    ASSERT_TRUE(f != NULL);
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = 0;
+    char why[256];
+    if (!herd_test_json_valid(text, len, why, sizeof why))
+        herd_test_fail(__FILE__, __LINE__, "the trace is not JSON: %s", why);
+    const char *const kinds[] = {"pull", "compute", "exchange"};
+    size_t next[2] = {0, 0}, evals = 0;
+    double last_end[2] = {0, 0};
+    for (const char *p = strstr(text, "\n{\"name\":\""); p; p = strstr(p + 1, "\n{\"name\":\"")) {
+        char name[32], cat[32];
+        unsigned long pid, tid, step;
+        double ts, dur;
+        if (sscanf(p, "\n{\"name\":\"%31[^\"]\",\"cat\":\"%31[^\"]\",\"ph\":\"X\",\"pid\":%lu,\"tid\":%lu,\"ts\":%lf,"
+                      "\"dur\":%lf,\"args\":{\"step\":%lu}}",
+                   name, cat, &pid, &tid, &ts, &dur, &step) != 7)
+            continue; /* a metadata event */
+        ASSERT_TRUE(tid < 2 && pid == 0 && dur >= 0);
+        ASSERT_TRUE(ts >= last_end[tid] - 1e-3); /* one worker's spans follow each other */
+        last_end[tid] = ts + dur;
+        if (!strcmp(name, "eval")) {
+            evals++;
+            continue;
+        }
+        if (strcmp(name, kinds[next[tid] % 3]))
+            herd_test_fail(__FILE__, __LINE__, "worker %lu: span %s where %s was due", tid, name, kinds[next[tid] % 3]);
+        ASSERT_EQ_INT(step, next[tid] / 3);
+        next[tid]++;
+    }
+    ASSERT_EQ_INT(next[0], 3 * r.steps);
+    ASSERT_EQ_INT(next[1], 3 * r.steps);
+    ASSERT_EQ_INT(evals, r.epochs); /* worker 0's, one an epoch */
+    /* a trace that cannot be written fails the run, naming the file */
+    c.trace_path = "/nonexistent-dir/trace.json";
+    herd_err err = {0};
+    ASSERT_TRUE(herd_train(&c, &r, &err) == HERD_EIO);
+    ASSERT_STR_CONTAINS(err.msg, "/nonexistent-dir/trace.json");
 }
 
 static int cmp_dbl(const void *a, const void *b)
@@ -504,5 +558,6 @@ const herd_test herd_tests_train[] = {
     {"train_worker_figures", test_worker_figures, 60},
     {"train_unfired_warned", test_unfired_warned, 60},
     {"train_log_steps_and_ids", test_log_steps_and_ids, 60},
+    {"train_trace", test_trace, 60},
     HERD_TEST_END,
 };

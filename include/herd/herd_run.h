@@ -92,6 +92,7 @@ typedef struct herd_train_config {
     herd_slow slow[HERD_MAX_SLOW];
     size_t nslow;
     const char *log_path;   /* JSON Lines, or NULL */
+    const char *trace_path; /* each worker's timeline as a Chrome trace (chrome://tracing, Perfetto), or NULL */
     bool progress;          /* progress bar on stderr (when it is a terminal) */
     bool quiet;             /* nothing on stderr but errors */
     size_t max_steps;       /* stop after this many steps per worker (0: no limit); benchmarks */

@@ -160,6 +160,9 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"train-limit", HERD__FLAG_SIZE, &o->cfg.train_limit, "N", "use only the first N training examples", NULL},
         {"test-limit", HERD__FLAG_SIZE, &o->cfg.test_limit, "N", "use only the first N test examples", NULL},
         {"eval-every", HERD__FLAG_SIZE, &o->cfg.eval_every, "N", "evaluate every N epochs (default 1)", NULL},
+        {"trace", HERD__FLAG_STR, &o->cfg.trace_path, "FILE",
+         "write each worker's timeline (pull, compute, exchange, batch, eval, checkpoint) as a Chrome trace "
+         "(chrome://tracing, Perfetto); mpirun: rank r's to FILE.rank<r>", NULL},
         {"log-every", HERD__FLAG_SIZE, &o->cfg.log_every, "N",
          "with --log: a \"step\" record (loss, lr) every N steps of each worker (default 0: none)", NULL},
         {"max-steps", HERD__FLAG_SIZE, &o->cfg.max_steps, "N", "stop after N steps per worker", NULL},

@@ -108,7 +108,17 @@ static herd_status check_eval_model(worker_ctx *c, const float *x, const char *n
 
 /* Evaluation on worker 0: of the model the algorithm says users keep (a
  * center, an average) and of worker 0's own; logs and reports. */
+static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch);
+
 herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
+{
+    double t0 = herd__now();
+    herd_status st = evaluate(c, epoch_loss, t_epoch);
+    herd__trace_span(c, HERD__SPAN_EVAL, t0, herd__now());
+    return st;
+}
+
+static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
 {
     herd_status st = HERD_OK;
     herd_run *r = c->run;
@@ -239,8 +249,10 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     const herd_train_config *cfg = r->cfg;
     herd_worker *w = &c->w;
     w->lr = herd_optim_lr(&cfg->optim, pos, (double)cfg->epochs);
+    double t_pull = herd__now();
     CALL_HOOK(c, before_step);
     double t_compute = herd__now();
+    herd__trace_span(c, HERD__SPAN_PULL, t_pull, t_compute);
     herd_model_forward(w->model, c->x, cfg->batch, true);
     float loss = herd_model_loss(w->model, c->y, cfg->batch, NULL);
     bool async = r->algo_ops->async, skip = false;
@@ -262,9 +274,12 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
      * a run with a stalled worker gets to its first checkpoint (kernel
      * compilation and first touches were paid by warm_up, before the clock
      * started). */
+    double t_started = t_compute;
     t_compute = herd__now() - t_compute;
     if (c->slow_factor > 1.0 && w->step > 0)
         straggle(r, t_compute * (c->slow_factor - 1.0));
+    double t_exchange = herd__now();
+    herd__trace_span(c, HERD__SPAN_COMPUTE, t_started, t_exchange);
     if (async)
         HERD_TRY(herd__nf_async(c, e, &skip));
     herd_step_result res = {0};
@@ -279,6 +294,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     herd__simtime_update(w->model);
     HERD_TRY(herd_algo_update(&c->algo, w, &res, skip));
     CALL_HOOK(c, after_step);
+    herd__trace_span(c, HERD__SPAN_EXCHANGE, t_exchange, herd__now());
     w->step++, e->steps++;
     atomic_store_explicit(&c->at_step, w->step, memory_order_relaxed);
     c->images += cfg->batch;
@@ -360,7 +376,10 @@ static herd_status checkpoint(worker_ctx *c, const epoch_stats *e, uint64_t clai
 {
     herd__ckpt_cursor cur = {.epoch = c->w.epoch, .epoch_step = e->steps, .step = c->w.step, .nloss = e->nloss,
                              .loss_sum = e->loss_sum, .claimed = claimed};
-    return herd__ckpt_save(c->run->ckpt, &c->algo, &c->w, &c->loader, &cur);
+    double t0 = herd__now();
+    herd_status st = herd__ckpt_save(c->run->ckpt, &c->algo, &c->w, &c->loader, &cur);
+    herd__trace_span(c, HERD__SPAN_CHECKPOINT, t0, herd__now());
+    return st;
 }
 
 /* Synchronous algorithms: every worker takes its own slice of every global
@@ -437,7 +456,9 @@ static herd_status loop_claimed(worker_ctx *c)
         if (stop)
             break;
         uint64_t b;
+        double t_claim = herd__now();
         HERD_TRY(herd__claim_batch(c, &b, hold));
+        herd__trace_span(c, HERD__SPAN_BATCH, t_claim, herd__now());
         if (b == hold) { /* every worker stops here, between two steps */
             HERD_TRY(checkpoint(c, &e, b));
             hold = herd__ckpt_next_hold(c->run->ckpt, b);

@@ -74,6 +74,29 @@ typedef struct herd__div {
     bool diverged; /* warned of: the summary's status says "diverged" */
 } herd__div;
 
+/* --trace: what a worker's span was (trace.c names them). */
+typedef enum herd__span {
+    HERD__SPAN_PULL,       /* the algorithm's before_step: a pull from the server or center, a gossip receive */
+    HERD__SPAN_COMPUTE,    /* forward and backward (with what grad_ready starts beside it) */
+    HERD__SPAN_EXCHANGE,   /* after backward to the step's end: reductions, pushes, waits, the update */
+    HERD__SPAN_BATCH,      /* an asynchronous worker's claim of its next batch */
+    HERD__SPAN_EVAL,
+    HERD__SPAN_CHECKPOINT,
+    HERD__SPAN_COUNT,
+} herd__span;
+
+typedef struct herd__trace_ev {
+    double t0, t1;
+    size_t step;
+    herd__span kind;
+} herd__trace_ev;
+
+typedef struct herd__trace {
+    herd__trace_ev *ev;
+    size_t n, cap;
+    bool failed; /* out of memory: no file rather than one with a hole */
+} herd__trace;
+
 typedef struct worker_ctx {
     herd_run *run;
     herd_worker w;
@@ -100,6 +123,7 @@ typedef struct worker_ctx {
     float *eval_buf;      /* 2 x nparams, where the algorithm has eval_params */
     herd__ckpt_cursor resume; /* --resume: where this worker starts (step 0: from scratch) */
     herd__div div;        /* worker 0: is the run diverging? */
+    herd__trace trace;    /* --trace: this worker's spans */
     atomic_size_t at_step; /* w.step, for the other threads (cfg->stop) */
     bool stopped;         /* stopped by cfg->stop */
     bool stop_saved;      /* and wrote a checkpoint there */
@@ -199,5 +223,11 @@ void herd__announce_stop(worker_ctx *c);
 /* herd_worker_stopping (herd_algo.h) for worker c: reads the stop word at
  * most every 10 ms. */
 herd_status herd__stop_check(worker_ctx *c, herd_err *err);
+
+/* --trace (trace.c): a span of this worker's, kept until herd__trace_write
+ * writes this process's workers' spans (after they have stopped). */
+void herd__trace_span(worker_ctx *c, herd__span kind, double t0, double t1);
+herd_status herd__trace_write(const herd_run *r, const worker_ctx *workers, herd_err *err);
+void herd__trace_free(worker_ctx *c);
 
 #endif

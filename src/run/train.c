@@ -84,6 +84,7 @@ static void worker_teardown(worker_ctx *c)
     if (c->claim_win)
         herd_comm_win_free(c->w.comm, c->claim_win);
     free(c->eval_buf);
+    herd__trace_free(c);
     herd_comm_free(c->w.comm);
     herd_model_free(c->w.model);
     herd_optim_free(&c->w.optim);
@@ -403,6 +404,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     if (stopped && !w0->eval_model) /* stopped before any evaluation: no figure, not 0 */
         w0->test_acc = w0->test_loss = w0->worker0_acc = NAN;
     HERD_TRY(herd__result_fill(&r, workers, wall, res, err));
+    HERD_TRY(herd__trace_write(&r, workers, err));
     if (stopped) {
         res->stop_signal = atomic_load(cfg->stop);
         res->stop_step = w0->w.step;
