@@ -3,6 +3,7 @@
 #   make asan            the test suite under AddressSanitizer + UBSan (build-asan/)
 #   make tsan            the test suite under ThreadSanitizer (build-tsan/)
 #   make bench           side-by-side benchmarks (bench/README.md)
+#   make install         the command, libherd.so/.a, headers, herd.pc (mk/lib.mk)
 CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O3 -march=native
