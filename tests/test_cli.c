@@ -69,9 +69,24 @@ static void test_usage_errors(void)
     HERD_TEST_RUN(&o, "train", "--model", "vgg99", "--data", "synthetic:1x8x8:4");
     ASSERT_EQ_INT(o.code, 2); /* a usage error (the configuration refused): 2 */
     ASSERT_STR_CONTAINS(o.err, "unknown model 'vgg99'");
+    /* every command's --help on stdout (herd train --help | less), exit 0, nothing on stderr */
+    static const char *const helps[][3] = {{"train", "--help", "usage: herd train"},
+                                           {"sim", "--help", "usage: herd sim"},
+                                           {"compare", "--help", "usage: herd compare"},
+                                           {"bench", "--help", "usage: herd bench train"},
+                                           {"bench", "train", "usage: herd bench train"},
+                                           {"--help", NULL, "usage: herd <command>"}};
+    for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++) {
+        const char *argv[] = {helps[i][0], helps[i][1], helps[i][1] && strcmp(helps[i][1], "--help") ? "--help" : NULL,
+                              NULL};
+        herd_test_run(&o, 50, argv);
+        if (o.code != 0 || o.err[0] || !strstr(o.out, helps[i][2]))
+            herd_test_fail(__FILE__, __LINE__, "herd %s %s: exit %d, stderr \"%s\", stdout without \"%s\"", helps[i][0],
+                           helps[i][1] ? helps[i][1] : "", o.code, o.err, helps[i][2]);
+    }
+    ASSERT_STR_CONTAINS(o.out, "train     train a model");
     HERD_TEST_RUN(&o, "train", "--help");
-    ASSERT_EQ_INT(o.code, 0);
-    ASSERT_STR_CONTAINS(o.err, "--workers");
+    ASSERT_STR_CONTAINS(o.out, "--workers");
 }
 
 /* Every sub-command parses with the one flag parser: the same forms and
@@ -107,10 +122,10 @@ static void test_one_parser(void)
     ASSERT_STR_CONTAINS(o.err, "unknown flag '--bogus' (see 'herd compare --help')");
     HERD_TEST_RUN(&o, "sim", "--help");
     ASSERT_EQ_INT(o.code, 0);
-    ASSERT_STR_CONTAINS(o.err, "--platform NAME|FILE");
+    ASSERT_STR_CONTAINS(o.out, "--platform NAME|FILE");
     HERD_TEST_RUN(&o, "train", "--help");
-    ASSERT_STR_CONTAINS(o.err, "options of --algo localsgd:");
-    ASSERT_STR_CONTAINS(o.err, "--local-steps N");
+    ASSERT_STR_CONTAINS(o.out, "options of --algo localsgd:");
+    ASSERT_STR_CONTAINS(o.out, "--local-steps N");
     HERD_TEST_RUN(&o, "algos");
     ASSERT_STR_CONTAINS(o.out, "postlocal");
     HERD_TEST_RUN(&o, "engines");
@@ -161,19 +176,19 @@ static void test_flag_messages(void)
     /* --help lists each command's flags */
     HERD_TEST_RUN(&o, "sim", "--help");
     ASSERT_EQ_INT(o.code, 0);
-    ASSERT_STR_CONTAINS(o.err, "  --workers N ");
-    ASSERT_STR_CONTAINS(o.err, "  --list ");
+    ASSERT_STR_CONTAINS(o.out, "  --workers N ");
+    ASSERT_STR_CONTAINS(o.out, "  --list ");
     HERD_TEST_RUN(&o, "compare", "-h");
     ASSERT_EQ_INT(o.code, 0);
-    ASSERT_STR_CONTAINS(o.err, "  --scaling N,N,...");
-    ASSERT_STR_CONTAINS(o.err, "  --no-plots ");
+    ASSERT_STR_CONTAINS(o.out, "  --scaling N,N,...");
+    ASSERT_STR_CONTAINS(o.out, "  --no-plots ");
     HERD_TEST_RUN(&o, "bench", "gemm", "--help");
     ASSERT_EQ_INT(o.code, 0);
-    ASSERT_STR_CONTAINS(o.err, "  --segment-bytes N ");
+    ASSERT_STR_CONTAINS(o.out, "  --segment-bytes N ");
     HERD_TEST_RUN(&o, "train", "-h");
     ASSERT_EQ_INT(o.code, 0);
-    ASSERT_STR_CONTAINS(o.err, "  --slow RANK:FACTOR ");
-    ASSERT_STR_CONTAINS(o.err, "  --data S ");
+    ASSERT_STR_CONTAINS(o.out, "  --slow RANK:FACTOR ");
+    ASSERT_STR_CONTAINS(o.out, "  --data S ");
 }
 
 static void test_missing_and_corrupt_data(void)
@@ -474,7 +489,7 @@ static void test_no_state_between_commands(void)
     /* --help, then a command: nothing of the help's tables is left */
     RUN_IN_PROCESS(&o, "train", "--help");
     ASSERT_EQ_INT(o.code, 0);
-    ASSERT_STR_CONTAINS(o.err, "options of --algo localsgd:");
+    ASSERT_STR_CONTAINS(o.out, "options of --algo localsgd:");
     RUN_IN_PROCESS(&o, "train", "--algo", "localsgd", "--quiet");
     ASSERT_EQ_INT(o.code, 0);
     ASSERT_TRUE(t->nalgo_args == 0 && same_str(t->algo, "localsgd"));

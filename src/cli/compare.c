@@ -68,17 +68,17 @@ static void cmp_flags(cmp_opts *o, herd__flag *f)
 
 enum { CMP_NFLAGS = 17 };
 
-static void cmp_usage(void)
+static void cmp_usage(FILE *out)
 {
     cmp_opts o = {0};
     herd__flag f[CMP_NFLAGS];
     cmp_flags(&o, f);
-    fprintf(stderr, "usage: herd compare [flags] [--] 'ALGO [FLAGS]' ...\n\n"
+    fprintf(out, "usage: herd compare [flags] [--] 'ALGO [FLAGS]' ...\n\n"
                     "Runs each algorithm spec (default: allreduce asgd dpsgd adpsgd) with the same data,\n"
                     "model, workers and epochs, and prints one table; writes DIR/compare.csv, the curves\n"
                     "DIR/*.dat and the plots DIR/*.png.\n"
                     "  herd compare --platform ib-100g --workers 16 --slow 3:10 allreduce dpsgd adpsgd\n\n");
-    herd__flags_print(f);
+    herd__flags_print(f, out);
 }
 
 /* Splits s at spaces into tok (pointers into buf); returns the count or -1. */

@@ -90,12 +90,12 @@ static _Noreturn __attribute__((format(printf, 2, 3))) void value_error(const he
     usage_exit(c->json, NULL, fmt, ap);
 }
 
-void herd__flags_print(const herd__flag *flags)
+void herd__flags_print(const herd__flag *flags, FILE *out)
 {
     for (const herd__flag *f = flags; f->name; f++) {
         char left[48];
         snprintf(left, sizeof left, "--%s%s%s", f->name, f->meta ? " " : "", f->meta ? f->meta : "");
-        fprintf(stderr, "  %-28s %s\n", left, f->help);
+        fprintf(out, "  %-28s %s\n", left, f->help);
     }
 }
 
@@ -159,7 +159,7 @@ int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first,
         if (!strcmp(a, "--"))
             return i;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            c->usage();
+            c->usage(stdout);
             exit(0);
         }
         if (stop_at_word && a[0] != '-')

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 typedef enum herd__flag_kind {
     HERD__FLAG_SIZE,   /* size_t: a non-negative decimal integer */
@@ -47,7 +48,7 @@ typedef int (*herd__flag_other_fn)(void *ctx, const char *name, const char *val,
 typedef struct herd__flag_cmd {
     const char *cmd;               /* "train", "bench", "sim"...: named in messages */
     const herd__flag *flags;
-    void (*usage)(void);           /* -h, --help */
+    void (*usage)(FILE *out);      /* -h, --help: to stdout, exit 0 */
     herd__flag_other_fn other;     /* NULL: a flag missing from the table is unknown */
     void *other_ctx;
     bool json;                     /* a usage error also prints herd train --json's failure summary */
@@ -57,7 +58,7 @@ typedef struct herd__flag_cmd {
  * or, with stop_at_word, the first argument that does not start with '-'. */
 int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first, bool stop_at_word);
 /* One line per row, as --help shows them. */
-void herd__flags_print(const herd__flag *flags);
+void herd__flags_print(const herd__flag *flags, FILE *out);
 /* A usage error: "herd: MSG (see 'herd CMD --help')", exit 2: the form of
  * a flag unknown, out of place or missing its value. (A value that does
  * not parse gets "herd: --NAME: expected ..., got 'VALUE'", exit 2.) */

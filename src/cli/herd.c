@@ -182,7 +182,7 @@ static void train_flags(train_cli *o, herd__flag *f)
 }
 
 /* Each algorithm's options, once per table (a family shares one). */
-static void print_algo_opts(void)
+static void print_algo_opts(FILE *out)
 {
     for (size_t i = 0; herd_algos[i]; i++) {
         const herd_opt *t = herd_algos[i]->opts;
@@ -191,23 +191,23 @@ static void print_algo_opts(void)
             seen = herd_algos[j]->opts == t;
         if (!t || !t->name || seen)
             continue;
-        fprintf(stderr, "\noptions of --algo ");
+        fprintf(out, "\noptions of --algo ");
         for (size_t j = i, k = 0; herd_algos[j]; j++)
             if (herd_algos[j]->opts == t)
-                fprintf(stderr, "%s%s", k++ ? ", " : "", herd_algos[j]->name);
-        fprintf(stderr, ":\n");
-        herd_opt_print(t, stderr);
+                fprintf(out, "%s%s", k++ ? ", " : "", herd_algos[j]->name);
+        fprintf(out, ":\n");
+        herd_opt_print(t, out);
     }
 }
 
-static void train_usage(void)
+static void train_usage(FILE *out)
 {
     train_cli o;
     herd__flag f[TRAIN_NFLAGS];
     train_flags(&o, f);
-    fprintf(stderr, "usage: herd train [flags]\n\nTrains a model data-parallel and prints its test accuracy.\n\n");
-    herd__flags_print(f);
-    print_algo_opts();
+    fprintf(out, "usage: herd train [flags]\n\nTrains a model data-parallel and prints its test accuracy.\n\n");
+    herd__flags_print(f, out);
+    print_algo_opts(out);
 }
 
 /* `--name [value]` of an algorithm's option (herd_algo_ops.opts): its form
@@ -471,21 +471,21 @@ static void bench_allreduce_flags(bench_cli *o, herd__flag *f)
     memcpy(f, t, sizeof t);
 }
 
-static void bench_usage(void)
+static void bench_usage(FILE *out)
 {
     bench_cli o = bench_defaults();
     herd__flag f[BENCH_NFLAGS];
-    fprintf(stderr, "usage: herd bench train [flags]      training-step throughput of one worker\n"
+    fprintf(out, "usage: herd bench train [flags]      training-step throughput of one worker\n"
                     "       herd bench gemm [flags]       single-precision GEMM rate\n"
                     "       herd bench allreduce [flags]  allreduce time, algbw, busbw (as nccl-tests)\n\ntrain flags:\n");
     bench_train_flags(&o, f);
-    herd__flags_print(f);
-    fprintf(stderr, "gemm flags:\n");
+    herd__flags_print(f, out);
+    fprintf(out, "gemm flags:\n");
     bench_gemm_flags(&o, f);
-    herd__flags_print(f);
-    fprintf(stderr, "allreduce flags:\n");
+    herd__flags_print(f, out);
+    fprintf(out, "allreduce flags:\n");
     bench_allreduce_flags(&o, f);
-    herd__flags_print(f);
+    herd__flags_print(f, out);
 }
 
 /* Parses `herd bench WHAT` with the flags `make` gives into o. */
@@ -665,7 +665,7 @@ static int bench_gemm(int argc, char **argv)
 static int cmd_bench(int argc, char **argv)
 {
     if (argc < 3 || !strcmp(argv[2], "-h") || !strcmp(argv[2], "--help")) {
-        bench_usage();
+        bench_usage(argc < 3 ? stderr : stdout);
         return argc < 3 ? 2 : 0;
     }
     if (!strcmp(argv[2], "train"))
@@ -703,9 +703,9 @@ static int cmd_engines(void)
     return 0;
 }
 
-static void usage(void)
+static void usage(FILE *out)
 {
-    fprintf(stderr,
+    fprintf(out,
             "herd %s — data-parallel deep-learning training\n\n"
             "usage: herd <command> [flags]\n\n"
             "commands:\n"
@@ -741,7 +741,7 @@ int main(int argc, char **argv)
 static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
-        usage();
+        usage(stderr);
         return 2;
     }
     const char *cmd = argv[1];
@@ -762,7 +762,7 @@ static int dispatch(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
-        usage();
+        usage(stdout);
         return 0;
     }
     fprintf(stderr, "herd: unknown command '%s' (see 'herd --help')\n", cmd);

@@ -98,7 +98,7 @@ typedef struct sim_opts {
     double timeout_s, step_overhead_s;
 } sim_opts;
 
-static void sim_usage(void);
+static void sim_usage(FILE *out);
 
 /* Flags of `herd sim`; the table points into o. */
 static void sim_flags(sim_opts *o, herd__flag *f)
@@ -126,18 +126,18 @@ static void sim_flags(sim_opts *o, herd__flag *f)
 
 enum { SIM_NFLAGS = 16 };
 
-static void sim_usage(void)
+static void sim_usage(FILE *out)
 {
     sim_opts o = {0};
     herd__flag f[SIM_NFLAGS];
     sim_flags(&o, f);
-    fprintf(stderr, "usage: herd sim [flags] -- train|bench ... [their flags]\n\n"
+    fprintf(out, "usage: herd sim [flags] -- train|bench ... [their flags]\n\n"
                     "Runs a herd command on a simulated cluster (SimGrid): every worker is a host of the\n"
                     "platform; time is simulated (wall_s), real_s is what it took here.\n\n");
-    herd__flags_print(f);
-    fprintf(stderr, "\nplatforms:\n");
+    herd__flags_print(f, out);
+    fprintf(out, "\nplatforms:\n");
     for (size_t i = 0; i < NPLATFORMS; i++)
-        fprintf(stderr, "  %-12s %s\n", platforms[i].name, platforms[i].desc);
+        fprintf(out, "  %-12s %s\n", platforms[i].name, platforms[i].desc);
 }
 
 /* The cluster to write: one of the table, possibly overridden. */
