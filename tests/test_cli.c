@@ -4,6 +4,8 @@
 #include "harness.h"
 #include "json_valid.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
@@ -917,6 +919,262 @@ static void test_signals(void)
         herd_test_fail(__FILE__, __LINE__, "the second signal took %.1f s to stop herd", herd__now() - t0);
 }
 
+/* What herd sim refuses before SimGrid starts (SimGrid would end in a
+ * backtrace, exit 134): a --sim-cfg that is not KEY:VALUE, a key SimGrid
+ * does not have, a value not of its type, a key herd sets itself; a
+ * platform file that is not well-formed XML, not a <platform>, or has no
+ * host. Exit 2, naming the value or the file and its line. A well-formed
+ * file with comments, a DOCTYPE, CDATA and references passes (--dry-run,
+ * --bin /bin/true: nothing is started). */
+static void test_sim_refused_before_simgrid(void)
+{
+    static const struct {
+        const char *cfg, *err;
+    } cfgs[] = {
+        {"garbage", "herd: --sim-cfg: expected KEY:VALUE, a SimGrid configuration such as network/crosstraffic:no, "
+                    "got 'garbage'\n"},
+        {"smpi/tset:0", "herd: --sim-cfg: 'smpi/tset' is not one of SimGrid 3.32's configuration keys (did you mean "
+                        "'smpi/test'?)\n"},
+        {"network/crosstraffic:maybe",
+         "herd: --sim-cfg network/crosstraffic: expected yes, no, on, off, true, false, 1 or 0, got 'maybe'\n"},
+        {"smpi/send-is-detached-thresh:64k", "herd: --sim-cfg smpi/send-is-detached-thresh: expected an integer, got '64k'\n"},
+        {"smpi/test:fast", "herd: --sim-cfg smpi/test: expected a number, got 'fast'\n"},
+        {"network/model:cm02", "herd: --sim-cfg network/model: expected one of LV08, Constant, SMPI, IB, CM02, ns-3, got 'cm02'\n"},
+        {"smpi/np:4", "herd: --sim-cfg smpi/np: herd sets it from --workers\n"},
+    };
+    herd_test_cmd o;
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        HERD_TEST_RUN(&o, "sim", "--workers", "2", "--sim-cfg", "network/crosstraffic:no", "--sim-cfg", cfgs[i].cfg, "--",
+                      "train");
+        ASSERT_EQ_INT(o.code, 2);
+        ASSERT_ERR_IS(o, cfgs[i].err);
+    }
+    static const struct {
+        const char *xml, *err;
+    } files[] = {
+        {"<?xml version='1.0'?>\n<platform version=\"4.1\">\n  <zone id=\"z\" routing=\"Full\">\n"
+         "    <host id=\"a\" speed=\"1f\"/>\n  </zone>\n",
+         " is not well-formed XML: line 6: the file ends inside <platform>\n"},
+        {"<?xml version='1.0'?>\n<platform version=\"4.1\">\n  <host id=\"a\" speed=1f/>\n</platform>\n",
+         " is not well-formed XML: line 3: <host>: the value of speed is not quoted\n"},
+        {"<platform version=\"4.1\">\n  <zone id=\"z\" routing=\"Full\">\n    <host id=\"a\" speed=\"1f\"/>\n"
+         "  </cluster>\n</platform>\n",
+         " is not well-formed XML: line 4: </cluster> closes <zone>\n"},
+        {"<platform version=\"4.1\"><host id=\"a\" speed=\"1f\"/></platform>\n<platform/>\n",
+         " is not well-formed XML: line 2: more after the root element's end\n"},
+        {"host a 1f\n", " is not well-formed XML: line 1: text before the first element\n"},
+        {"<platfrm version=\"4.1\"><host id=\"a\" speed=\"1f\"/></platfrm>\n",
+         ": the root element is <platfrm>, not a SimGrid <platform>\n"},
+        {"<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\"/></platform>\n",
+         " has no host (no <host>, <cluster>, <cabinet> or <peer>)\n"},
+    };
+    char path[512], keep[512], want[1024];
+    snprintf(path, sizeof path, "%s/platform.xml", herd_test_tmpdir());
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        FILE *f = fopen(path, "w");
+        ASSERT_TRUE(f != NULL);
+        fputs(files[i].xml, f);
+        ASSERT_TRUE(fclose(f) == 0);
+        HERD_TEST_RUN(&o, "sim", "--workers", "1", "--platform", path, "--", "train");
+        ASSERT_EQ_INT(o.code, 2);
+        snprintf(want, sizeof want, "herd: --platform %s%s", path, files[i].err);
+        ASSERT_ERR_IS(o, want);
+    }
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    fputs("\xEF\xBB\xBF<?xml version='1.0'?>\n"
+          "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\" [ <!ENTITY e \"a>b\"> ]>\n"
+          "<!-- a <comment> -->\n<platform version=\"4.1\">\n  <zone id='z' routing=\"Full\">\n"
+          "    <host id=\"a&amp;b&#65;&#x42;\" speed=\"1f\"><prop id=\"p\" value=\"&lt;v&gt;\"/></host>\n"
+          "    <?pi data?><![CDATA[ <not a tag> ]]>\n  </zone>\n</platform>\n<!-- end -->\n",
+          f);
+    ASSERT_TRUE(fclose(f) == 0);
+    snprintf(keep, sizeof keep, "%s/keep", herd_test_tmpdir());
+    HERD_TEST_RUN(&o, "sim", "--workers", "1", "--platform", path, "--sim-cfg", "smpi/bw-factor:65472:0.94;0:0.81",
+                  "--sim-cfg", "network/model:CM02", "--bin", "/bin/true", "--keep", keep, "--dry-run", "--", "train");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "a well-formed platform refused: exit %d, %s", o.code, o.err);
+    ASSERT_STR_CONTAINS(o.err, "--cfg=smpi/bw-factor:65472:0.94;0:0.81 --cfg=network/model:CM02 /bin/true train");
+}
+
+/* herd sim's signals without SimGrid: $HERD_SMPIRUN is a stand-in that
+ * ignores SIGINT, SIGTERM and SIGHUP, as does the child it starts (smpirun
+ * and smpimain at their worst). SIGTERM to herd sim is forwarded to their
+ * group, which gets SIGKILL after the 5 s grace; herd sim waits for both,
+ * removes its directory (the stand-in's TMPDIR), says so and exits 143. A
+ * second SIGINT cuts the grace to 1 s: 130. */
+static void test_sim_signals(void)
+{
+    char dir[512], stub[600], pids[600], outf[600], errf[600], err[4096], line[1024];
+    snprintf(dir, sizeof dir, "%s/simsig", herd_test_tmpdir());
+    snprintf(stub, sizeof stub, "%s/smpirun", herd_test_tmpdir());
+    snprintf(pids, sizeof pids, "%s/stub.pids", herd_test_tmpdir());
+    snprintf(outf, sizeof outf, "%s/simsig.out", herd_test_tmpdir());
+    snprintf(errf, sizeof errf, "%s/simsig.err", herd_test_tmpdir());
+    ASSERT_TRUE(mkdir(dir, 0700) == 0);
+    FILE *f = fopen(stub, "w");
+    ASSERT_TRUE(f != NULL);
+    fprintf(f, "#!/bin/sh\ntrap '' INT TERM HUP\nsleep 600 &\necho \"$$ $! $TMPDIR\" > %s.tmp\nmv %s.tmp %s\nwait\n",
+            pids, pids, pids);
+    ASSERT_TRUE(fclose(f) == 0 && chmod(stub, 0700) == 0);
+    setenv("HERD_SMPIRUN", stub, 1);
+    setenv("TMPDIR", dir, 1);
+    const char *args[] = {"sim", "--workers", "2", "--bin", "/bin/true", "--", "train", NULL};
+    static const struct {
+        int sig, code;
+        bool twice;
+        double min_s, max_s;
+    } cases[] = {{SIGTERM, 143, false, 4.5, 20}, {SIGINT, 130, true, 0.5, 8}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unlink(pids);
+        pid_t pid = herd_test_spawn(args, outf, errf);
+        for (int k = 0; k < 3000 && access(pids, R_OK) != 0; k++) /* 30 s at most */
+            usleep(10000);
+        slurp(pids, line, sizeof line);
+        long sh = 0, child = 0;
+        char workdir[512] = "";
+        ASSERT_EQ_INT(sscanf(line, "%ld %ld %511s", &sh, &child, workdir), 3);
+        ASSERT_TRUE(access(workdir, F_OK) == 0);
+        double t0 = herd__now();
+        kill(pid, cases[i].sig);
+        if (cases[i].twice) {
+            usleep(300000);
+            kill(pid, cases[i].sig);
+        }
+        int code = herd_test_wait(pid, 60);
+        double took = herd__now() - t0;
+        slurp(errf, err, sizeof err);
+        bool left = kill((pid_t)sh, 0) == 0 || errno != ESRCH, child_left = kill((pid_t)child, 0) == 0 || errno != ESRCH;
+        if (left || child_left) /* nothing of the test outlives it */
+            kill((pid_t)sh, SIGKILL), kill((pid_t)child, SIGKILL);
+        if (code != cases[i].code || took < cases[i].min_s || took > cases[i].max_s)
+            herd_test_fail(__FILE__, __LINE__, "signal %d: exit %d after %.1f s, want %d after %g to %g s; stderr: %s",
+                           cases[i].sig, code, took, cases[i].code, cases[i].min_s, cases[i].max_s, err);
+        ASSERT_TRUE(!left && !child_left);
+        ASSERT_TRUE(access(workdir, F_OK) != 0);
+        ASSERT_STR_CONTAINS(err, cases[i].sig == SIGTERM ? "herd: sim stopped by SIGTERM: the simulation was ended, "
+                                                           "its files removed\n"
+                                                         : "herd: sim stopped by SIGINT: the simulation was ended, "
+                                                           "its files removed\n");
+    }
+}
+
+/* herd compare checks every spec (herd train --dry-run of the run's flags)
+ * before it runs any: a bad third spec, or a bad --extra, is a usage error
+ * naming it, and nothing is written (--out is not even made). */
+static void test_compare_checks_specs(void)
+{
+    char out[512];
+    snprintf(out, sizeof out, "%s/cmp-check", herd_test_tmpdir());
+    static const struct {
+        const char *extra, *spec3, *err;
+    } cases[] = {
+        {"--train-limit 256", "dpsgd --bogus", "herd: unknown flag '--bogus' (see 'herd train --help')\n"
+                                               "herd: compare: spec 'dpsgd --bogus' is refused (above); no run was started\n"},
+        {"--train-limit 256", "dpsgdx", "herd: unknown algorithm 'dpsgdx' ('herd algos' lists them)\n"
+                                        "herd: compare: spec 'dpsgdx' is refused (above); no run was started\n"},
+        {"--train-limit 256", "asgd --overlap on", "spec 'asgd --overlap on' is refused (above)"},
+        {"--train-limit 256", "asgd --lr x", "herd: --lr: expected a number, got 'x'\n"},
+        {"--train-limt 256", "asgd", "herd: compare: the flags of every run (--model, --data, --extra) are refused"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd_test_cmd o;
+        double t0 = herd__now();
+        HERD_TEST_RUN(&o, "compare", "--out", out, "--workers", "2", "--epochs", "1", "--model", "linear", "--data",
+                      "synthetic:1x8x8:4", "--extra", cases[i].extra, "allreduce", "asgd --staleness-lr", cases[i].spec3);
+        ASSERT_EQ_INT(o.code, 2);
+        ASSERT_STR_CONTAINS(o.err, cases[i].err);
+        ASSERT_TRUE(!strstr(o.err, "running"));
+        ASSERT_TRUE(access(out, F_OK) != 0);
+        if (herd__now() - t0 > 20)
+            herd_test_fail(__FILE__, __LINE__, "checking the specs took %.1f s", herd__now() - t0);
+    }
+}
+
+/* The processes whose command line holds needle (herd's children that
+ * outlived it), at most max of their pids into pids. */
+static size_t procs_with(const char *needle, long *pids, size_t max)
+{
+    size_t n = 0;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[300], cmd[8192];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || atol(e->d_name) == (long)getpid())
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "rb");
+        size_t len = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+        if (f)
+            fclose(f);
+        for (size_t i = 0; i < len; i++)
+            cmd[i] = cmd[i] ? cmd[i] : ' ';
+        cmd[len] = 0;
+        if (strstr(cmd, needle) && n < max)
+            pids[n++] = atol(e->d_name);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* SIGINT to herd compare stops the run under way (forwarded to its herd,
+ * which ends its step) and starts no other; herd compare waits for it,
+ * writes the table and compare.csv of the runs that ended, says so in one
+ * line and exits 130. No process of it is left. */
+static void test_compare_signals(void)
+{
+    static char table[1 << 14], csv[1 << 14], log[1 << 16];
+    char out[512], outf[512], errf[512], err[4096], path[600], want[700];
+    snprintf(out, sizeof out, "%s/cmp-sig", herd_test_tmpdir());
+    snprintf(outf, sizeof outf, "%s/cmp-out", herd_test_tmpdir());
+    snprintf(errf, sizeof errf, "%s/cmp-err", herd_test_tmpdir());
+    /* the third run takes 1024 steps of batch 1: under way when the signal comes, its step soon ended */
+    const char *args[] = {"compare", "--out", out, "--workers", "2", "--epochs", "2", "--model", "mlp", "--data",
+                          "synthetic:1x12x12:4", "--extra", "--train-limit 1024 --test-limit 64", "--no-plots",
+                          "allreduce", "allreduce --batch 1", "asgd", NULL};
+    pid_t pid = herd_test_spawn(args, outf, errf);
+    snprintf(path, sizeof path, "%s/run02.jsonl", out);
+    for (int i = 0; i < 6000 && !strstr(log, "\"event\":\"start\""); i++) { /* 60 s at most */
+        slurp(path, log, sizeof log);
+        usleep(10000);
+    }
+    ASSERT_STR_CONTAINS(log, "\"event\":\"start\"");
+    usleep(500000);
+    double t0 = herd__now();
+    kill(pid, SIGINT);
+    int code = herd_test_wait(pid, 60);
+    double took = herd__now() - t0;
+    long left[8];
+    size_t nleft = procs_with(out, left, 8);
+    for (size_t i = 0; i < nleft; i++) /* nothing of the test outlives it */
+        kill((pid_t)left[i], SIGKILL);
+    if (nleft)
+        herd_test_fail(__FILE__, __LINE__, "%zu process(es) of herd compare left, pid %ld", nleft, left[0]);
+    slurp(errf, err, sizeof err);
+    slurp(outf, table, sizeof table);
+    if (code != 130)
+        herd_test_fail(__FILE__, __LINE__, "exit %d, want 130; stderr: %s", code, err);
+    if (took > 20)
+        herd_test_fail(__FILE__, __LINE__, "herd compare took %.1f s to stop", took);
+    snprintf(want, sizeof want, "herd: compare stopped by SIGINT: 2 of 4 run(s) ended; %s/compare.csv has them\n", out);
+    ASSERT_STR_CONTAINS(err, want);
+    ASSERT_TRUE(!strstr(err, "running asgd"));
+    ASSERT_STR_CONTAINS(table, "| allreduce --batch 1              |       2 | stopped by SIGINT\n");
+    snprintf(path, sizeof path, "%s/compare.csv", out);
+    slurp(path, csv, sizeof csv);
+    ASSERT_STR_CONTAINS(csv, "\n\"sgd\",threads,-,1,2,");
+    ASSERT_STR_CONTAINS(csv, "\n\"allreduce\",threads,-,2,2,");
+    size_t lines = 0;
+    for (const char *c = csv; *c; c++)
+        lines += *c == '\n';
+    ASSERT_EQ_INT((int)lines, 3);
+    snprintf(path, sizeof path, "%s/run02.jsonl", out);
+    slurp(path, log, sizeof log);
+    ASSERT_STR_CONTAINS(log, "\"event\":\"stop\",\"signal\":2,"); /* its herd ended its step */
+    snprintf(path, sizeof path, "%s/run03.jsonl", out);
+    ASSERT_TRUE(access(path, F_OK) != 0);
+}
+
 const herd_test herd_tests_cli[] = {
     {"cli_usage_errors", test_usage_errors, 60},
     {"cli_one_parser", test_one_parser, 60},
@@ -933,5 +1191,9 @@ const herd_test herd_tests_cli[] = {
     {"cli_writes_checked", test_writes_checked, 60},
     {"cli_divergence", test_divergence, 200},
     {"cli_signals", test_signals, 200},
+    {"cli_sim_refused_before_simgrid", test_sim_refused_before_simgrid, 60},
+    {"cli_sim_signals", test_sim_signals, 90},
+    {"cli_compare_checks_specs", test_compare_checks_specs, 60},
+    {"cli_compare_signals", test_compare_signals, 150},
     HERD_TEST_END,
 };

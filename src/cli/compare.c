@@ -39,6 +39,7 @@ typedef struct cmp_row {
     char spec[256], eval_model[32], dat[PATH_MAX];
     size_t workers;
     bool ok, baseline;
+    int stopped; /* the signal that stopped it (it is not ok), or 0 */
     double acc, w0acc, wall, real_s, t_target, epoch_s, speedup, mb;
 } cmp_row;
 
@@ -163,30 +164,32 @@ static void read_curve(cmp_row *r, const char *log, double target)
     }
 }
 
-/* Runs one spec at n workers; fills r. */
-static void run_one(const cmp_opts *o, bool sim, const char *self, const char *spec, size_t n, bool baseline,
-                    cmp_row *r, size_t index)
+/* The command line of one run, and the strings it points to. */
+typedef struct run_cmd {
+    char spec[1024], extra[1024], n[32], epochs[32];
+    char *argv[3 * MAX_TOKENS + 48];
+} run_cmd;
+
+/* Fills c with the command that runs spec at n workers, its log into log:
+ * `herd train ... --json --log LOG` or `herd sim ... -- train ...`; with
+ * log NULL, the same herd train flags with --dry-run (nothing run: the
+ * flags, the algorithm and its options checked). -1 when the spec is
+ * empty, or it or --extra too long. */
+static int run_cmd_make(run_cmd *c, const cmp_opts *o, bool sim, const char *self, const char *spec, size_t n,
+                        bool baseline, const char *log)
 {
-    char specbuf[1024], extrabuf[1024], nbuf[32], ebuf[32], log[PATH_MAX];
-    char *tok[MAX_TOKENS], *xtok[MAX_TOKENS], *argv[3 * MAX_TOKENS + 48];
-    int nt = split(spec, specbuf, sizeof specbuf, tok, MAX_TOKENS);
-    int nx = o->extra ? split(o->extra, extrabuf, sizeof extrabuf, xtok, MAX_TOKENS) : 0;
-    memset(r, 0, sizeof *r);
-    snprintf(r->spec, sizeof r->spec, "%s", spec);
-    r->workers = n, r->baseline = baseline;
-    snprintf(r->dat, sizeof r->dat, "%s/run%02zu.dat", o->out, index);
-    snprintf(log, sizeof log, "%s/run%02zu.jsonl", o->out, index);
-    if (nt < 1 || nx < 0) {
-        fprintf(stderr, "herd: compare: spec '%s' is empty or too long\n", spec);
-        return;
-    }
-    unlink(log);
-    snprintf(nbuf, sizeof nbuf, "%zu", n);
-    snprintf(ebuf, sizeof ebuf, "%zu", o->epochs);
+    char *tok[MAX_TOKENS], *xtok[MAX_TOKENS];
+    int nt = split(spec, c->spec, sizeof c->spec, tok, MAX_TOKENS);
+    int nx = o->extra ? split(o->extra, c->extra, sizeof c->extra, xtok, MAX_TOKENS) : 0;
+    if (nt < 1 || nx < 0)
+        return -1;
+    snprintf(c->n, sizeof c->n, "%zu", n);
+    snprintf(c->epochs, sizeof c->epochs, "%zu", o->epochs);
+    char **argv = c->argv;
     size_t k = 0;
     argv[k++] = (char *)self;
-    if (sim) {
-        argv[k++] = "sim", argv[k++] = "--workers", argv[k++] = nbuf;
+    if (sim && log) {
+        argv[k++] = "sim", argv[k++] = "--workers", argv[k++] = c->n;
         argv[k++] = "--platform", argv[k++] = (char *)(o->platform ? o->platform : "ib-100g");
         if (o->link)
             argv[k++] = "--link", argv[k++] = (char *)o->link;
@@ -202,8 +205,8 @@ static void run_one(const cmp_opts *o, bool sim, const char *self, const char *s
     for (int i = 0; i < nt; i++)
         argv[k++] = tok[i];
     if (!sim)
-        argv[k++] = "--workers", argv[k++] = nbuf;
-    argv[k++] = "--epochs", argv[k++] = ebuf;
+        argv[k++] = "--workers", argv[k++] = c->n;
+    argv[k++] = "--epochs", argv[k++] = c->epochs;
     argv[k++] = "--model", argv[k++] = (char *)(o->model ? o->model : "lenet");
     if (o->data)
         argv[k++] = "--data", argv[k++] = (char *)o->data;
@@ -211,19 +214,51 @@ static void run_one(const cmp_opts *o, bool sim, const char *self, const char *s
         argv[k++] = xtok[i];
     for (size_t i = 0; i < o->slow.n && !baseline && !sim; i++)
         argv[k++] = "--slow", argv[k++] = (char *)o->slow.v[i];
-    argv[k++] = "--json", argv[k++] = "--quiet", argv[k++] = "--no-progress";
-    argv[k++] = "--log", argv[k++] = log;
-    argv[k] = NULL;
-    summary_out *s = calloc(1, sizeof *s);
-    if (!s) {
-        fprintf(stderr, "herd: out of memory\n");
-        return;
+    if (log) {
+        argv[k++] = "--json", argv[k++] = "--quiet", argv[k++] = "--no-progress";
+        argv[k++] = "--log", argv[k++] = (char *)log;
+    } else {
+        argv[k++] = "--dry-run";
     }
-    int rc = herd__cli_spawn(argv, NULL, o->timeout_s, on_summary, s, &r->real_s);
+    argv[k] = NULL;
+    return 0;
+}
+
+/* A child herd of a run has longer than smpirun has under herd sim: its own
+ * grace runs out first. */
+#define CMP_GRACE_S (3 * HERD__SPAWN_GRACE_S)
+
+/* Runs one spec at n workers; fills r. */
+static void run_one(const cmp_opts *o, bool sim, const char *self, const char *spec, size_t n, bool baseline,
+                    cmp_row *r, size_t index)
+{
+    char log[PATH_MAX];
+    memset(r, 0, sizeof *r);
+    snprintf(r->spec, sizeof r->spec, "%s", spec);
+    r->workers = n, r->baseline = baseline;
+    snprintf(r->dat, sizeof r->dat, "%s/run%02zu.dat", o->out, index);
+    snprintf(log, sizeof log, "%s/run%02zu.jsonl", o->out, index);
+    run_cmd *c = calloc(1, sizeof *c);
+    summary_out *s = calloc(1, sizeof *s);
+    if (!c || !s) {
+        fprintf(stderr, "herd: out of memory\n");
+        goto out;
+    }
+    if (run_cmd_make(c, o, sim, self, spec, n, baseline, log) != 0) {
+        fprintf(stderr, "herd: compare: spec '%s' is empty or too long\n", spec);
+        goto out;
+    }
+    unlink(log); /* a file of an earlier compare is not this run's */
+    unlink(r->dat);
+    herd__spawn run = {.argv = c->argv, .timeout_s = o->timeout_s, .grace_s = CMP_GRACE_S, .on_line = on_summary,
+                       .ctx = s};
+    int rc = herd__cli_spawn(&run, &r->real_s);
+    r->stopped = herd__cli_stop_signal();
+    if (r->stopped)
+        goto out;
     if (rc != 0 || !s->line[0]) {
         fprintf(stderr, "herd: compare: '%s' on %zu worker(s) failed (exit %d)\n", spec, n, rc);
-        free(s);
-        return;
+        goto out;
     }
     r->ok = true;
     r->acc = json_num(s->line, "test_acc");
@@ -237,8 +272,48 @@ static void run_one(const cmp_opts *o, bool sim, const char *self, const char *s
         r->epoch_s = epochs > 0 ? json_num(s->line, "train_s") / epochs : NAN;
     r->mb = bytes / 1e6 / (double)n;
     json_str(s->line, "eval_model", r->eval_model, sizeof r->eval_model);
-    free(s);
     read_curve(r, log, o->target);
+out:
+    free(c);
+    free(s);
+}
+
+/* Every run's herd train flags through herd train --dry-run, before any
+ * run starts: a spec refused there (an algorithm unknown, an option it does
+ * not have, a flag misspelt) would otherwise fail minutes later, after the
+ * runs before it. Returns 0, or the exit status: 2 for a spec refused
+ * (herd train has said why), 1 when the check could not run, 128 + the
+ * signal when stopped. */
+static int check_specs(const cmp_opts *o, bool sim, const char *self, const char *const *specs, size_t nspecs,
+                       size_t workers)
+{
+    run_cmd *c = calloc(1, sizeof *c);
+    if (!c) {
+        fprintf(stderr, "herd: out of memory\n");
+        return 1;
+    }
+    int rc = 0;
+    for (size_t i = o->no_baseline ? 1 : 0; i <= nspecs && rc == 0; i++) {
+        const char *spec = i ? specs[i - 1] : "sgd"; /* 0: the baseline, which has --model, --data and --extra too */
+        if (run_cmd_make(c, o, sim, self, spec, workers, i == 0, NULL) != 0) {
+            fprintf(stderr, "herd: compare: spec '%s' is empty or too long (at most %d words)\n", spec, MAX_TOKENS);
+            rc = 2;
+            break;
+        }
+        double real_s;
+        herd__spawn check = {.argv = c->argv, .timeout_s = 60, .grace_s = HERD__SPAWN_GRACE_S};
+        int st = herd__cli_spawn(&check, &real_s);
+        rc = herd__cli_stop_signal() ? 128 + herd__cli_stop_signal() : st == 2 ? 2 : st ? 1 : 0;
+        if (rc == 2 && i)
+            fprintf(stderr, "herd: compare: spec '%s' is refused (above); no run was started\n", spec);
+        else if (rc == 2)
+            fprintf(stderr, "herd: compare: the flags of every run (--model, --data, --extra) are refused (above); "
+                            "no run was started\n");
+        else if (rc == 1)
+            fprintf(stderr, "herd: compare: cannot check spec '%s' (herd train --dry-run: exit %d)\n", spec, st);
+    }
+    free(c);
+    return rc;
 }
 
 static void fmt(char *buf, size_t cap, double v, const char *f)
@@ -364,12 +439,15 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
     snprintf(path, sizeof path, "%s/plots.gp", o->out);
     char *argv[] = {"/usr/bin/gnuplot", path, NULL};
     double real_s;
+    if (herd__cli_stop_signal())
+        return -1; /* stopped: the script is there, gnuplot draws it */
     if (access(argv[0], X_OK) != 0) {
         fprintf(stderr, "herd: compare: no gnuplot (apt-get install gnuplot-nox); the plot script is %s\n", path);
         return -1;
     }
-    int rc = herd__cli_spawn(argv, NULL, 120, NULL, NULL, &real_s);
-    if (rc != 0)
+    herd__spawn plot = {.argv = argv, .timeout_s = 120, .grace_s = HERD__SPAWN_GRACE_S};
+    int rc = herd__cli_spawn(&plot, &real_s);
+    if (rc != 0 && !herd__cli_stop_signal())
         fprintf(stderr, "herd: compare: gnuplot %s failed (exit %d)\n", path, rc);
     return rc ? -1 : 0;
 }
@@ -421,8 +499,11 @@ static int print_table(const cmp_opts *op, const cmp_row *rows, size_t nrows, co
     for (size_t i = 0; i < nrows; i++) {
         const cmp_row *r = &rows[i];
         if (!r->ok) {
-            printf("| %-32s | %7zu | failed (see above)\n", r->spec, r->workers);
-            failed++;
+            if (r->stopped)
+                printf("| %-32s | %7zu | stopped by %s\n", r->spec, r->workers, herd__cli_signal_name(r->stopped));
+            else
+                printf("| %-32s | %7zu | failed (see above)\n", r->spec, r->workers);
+            failed += !r->stopped;
             continue;
         }
         char tt[32], es[32], sp[32], rs[32];
@@ -491,13 +572,20 @@ int herd__cli_compare(int argc, char **argv)
 #ifdef HERD_CLI_NO_SPAWN
     return 1; /* the CLI fuzzer: parsing only */
 #endif
+    char dir[PATH_MAX], self[PATH_MAX + 16];
+    snprintf(self, sizeof self, "%s/herd", herd__cli_self_dir(dir, sizeof dir));
+    /* from here a signal stops the run under way and no other starts */
+    herd__cli_catch_signals();
+    int bad = check_specs(&o, sim, self, specs, nspecs, counts[0]);
+    if (bad > 128)
+        fprintf(stderr, "herd: compare stopped by %s before any run\n", herd__cli_signal_name(bad - 128));
+    if (bad)
+        return bad;
     if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "herd: compare: --out %s: %s\n", o.out, strerror(errno));
         return 1;
     }
-    char dir[PATH_MAX], self[PATH_MAX + 16];
-    snprintf(self, sizeof self, "%s/herd", herd__cli_self_dir(dir, sizeof dir));
-    size_t maxrows = 1 + nspecs * ncounts;
+    size_t maxrows = (o.no_baseline ? 0 : 1) + nspecs * ncounts;
     cmp_row *rows = calloc(maxrows, sizeof *rows);
     if (!rows) {
         fprintf(stderr, "herd: out of memory\n");
@@ -519,8 +607,8 @@ int herd__cli_compare(int argc, char **argv)
         run_one(&o, sim, self, "sgd", 1, true, &rows[nrows], nrows);
         nrows++;
     }
-    for (size_t s = 0; s < nspecs; s++)
-        for (size_t c = 0; c < ncounts; c++) {
+    for (size_t s = 0; s < nspecs && !herd__cli_stop_signal(); s++)
+        for (size_t c = 0; c < ncounts && !herd__cli_stop_signal(); c++) {
             fprintf(stderr, "  running %s on %zu workers...\n", specs[s], counts[c]);
             run_one(&o, sim, self, specs[s], counts[c], false, &rows[nrows], nrows);
             nrows++;
@@ -528,9 +616,19 @@ int herd__cli_compare(int argc, char **argv)
     double base = !o.no_baseline && rows[0].ok ? rows[0].epoch_s : NAN;
     for (size_t i = 0; i < nrows; i++)
         rows[i].speedup = rows[i].ok && rows[i].epoch_s > 0 ? base / rows[i].epoch_s : NAN;
+    /* stopped, the table, CSV and plot script hold the runs that ended */
     int failed = print_table(&o, rows, nrows, where, engine, sim);
     if (!o.no_plots && write_plots(&o, rows, nrows, where, sim) == 0)
         fprintf(stderr, "herd compare: plots in %s/*.png (script %s/plots.gp)\n", o.out, o.out);
+    size_t ended = 0;
+    for (size_t i = 0; i < nrows; i++)
+        ended += rows[i].ok;
     free(rows);
+    int sig = herd__cli_stop_signal();
+    if (sig) { /* one line: the comparison did not end */
+        fprintf(stderr, "herd: compare stopped by %s: %zu of %zu run(s) ended; %s/compare.csv has them\n",
+                herd__cli_signal_name(sig), ended, maxrows, o.out);
+        return 128 + sig;
+    }
     return failed ? 1 : 0;
 }

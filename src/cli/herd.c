@@ -122,7 +122,7 @@ static bool parse_inject(void *dest, const char *val, char *msg, size_t cap)
 
 typedef struct train_cli {
     herd_train_config cfg;
-    bool json, no_progress, nesterov;
+    bool json, no_progress, nesterov, dry_run;
     bool json_asked; /* --json is among the arguments (known before they are parsed: usage errors print JSON too) */
 } train_cli;
 
@@ -175,6 +175,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"checkpoint-every", HERD__FLAG_SIZE, &o->cfg.checkpoint_every, "N", "steps between checkpoints (default: one per epoch; the last step always)", NULL},
         {"keep", HERD__FLAG_SIZE, &o->cfg.checkpoint_keep, "N", "keep the newest N checkpoints (default 3)", NULL},
         {"resume", HERD__FLAG_BOOL, &o->cfg.resume, NULL, "continue from the newest valid checkpoint of --checkpoint DIR", NULL},
+        {"dry-run", HERD__FLAG_BOOL, &o->dry_run, NULL, "check the flags, the algorithm and its options, and exit 0: nothing is read or run (herd compare checks its specs so)", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
     };
     _Static_assert(sizeof t / sizeof t[0] <= TRAIN_NFLAGS, "TRAIN_NFLAGS");
@@ -365,6 +366,10 @@ static int cmd_train(int argc, char **argv)
     }
     if (cfg->eval_every == 0)
         herd__usage_error_json(o.json, NULL, "--eval-every must be at least 1");
+    if (o.dry_run && !ops)
+        herd__usage_error_json(o.json, NULL, "unknown algorithm '%s' ('herd algos' lists them)", cfg->algo);
+    if (o.dry_run)
+        return 0;
     herd_train_result res;
     herd_err err = {0};
     cfg->stop = &stop_signal;

@@ -14,10 +14,14 @@
 
 #include "cli/flags.h"
 #include "cli/spawn.h"
+#include "herd/herd_status.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +90,474 @@ static int parse_unit(const char *s, size_t len, const unit *units, double *out)
             return isfinite(*out) && *out > 0 ? 0 : -1;
         }
     return -1;
+}
+
+/* ---- --sim-cfg ------------------------------------------------------------ */
+
+typedef enum cfg_type { CFG_BOOL, CFG_INT, CFG_DOUBLE, CFG_STRING } cfg_type;
+enum { NCFG_TYPES = CFG_STRING + 1 };
+
+typedef struct cfg_note {
+    const char *key, *text;
+} cfg_note;
+
+/* SimGrid 3.32's configuration keys under smpirun, by the type of their
+ * value, each list split at spaces: what SimGrid prints for a key it does
+ * not know (smpirun ... --cfg=x:y; make test-sim compares them).
+ * A key not in it, a value not of its type, ends smpirun with a backtrace
+ * (exit 134); herd refuses them first. */
+static const char *const cfg_keys[] = {
+    [CFG_BOOL] =
+        "cmonkey/tell cpu/maxmin-selective-update debug/clean-atexit debug/verbose-exit exception/cutpath "
+        "help-nostop model-check/timeout network/crosstraffic network/maxmin-selective-update smpi/display-allocs "
+        "smpi/display-timing smpi/errors-are-fatal smpi/finalization-barrier smpi/grow-injected-times "
+        "smpi/keep-temps smpi/pedantic smpi/simulate-computation smpi/trace-call-location "
+        "smpi/trace-call-use-absolute-path tracing tracing/actor tracing/basic tracing/categorized "
+        "tracing/disable-destroy tracing/disable_link tracing/disable_power tracing/platform "
+        "tracing/platform/topology tracing/smpi tracing/smpi/computing tracing/smpi/display-sizes "
+        "tracing/smpi/format/ti-one-file tracing/smpi/group tracing/smpi/internals tracing/smpi/sleeping "
+        "tracing/uncategorized tracing/vm",
+    [CFG_INT] =
+        "bmf/max-iterations cmonkey/host cmonkey/link contexts/guard-size contexts/nthreads contexts/stack-size "
+        "maxmin/concurrency-limit plugin/dvfs/max-pstate plugin/dvfs/min-pstate smpi/async-small-thresh "
+        "smpi/list-leaks smpi/map smpi/np smpi/send-is-detached-thresh tracing/precision",
+    [CFG_DOUBLE] =
+        "bmf/precision cmonkey/time debug/breakpoint maxmin/precision network/TCP-gamma network/bandwidth-factor "
+        "network/latency-factor network/loopback-bw network/loopback-lat network/weight-S plugin/dvfs/sampling-rate "
+        "smpi/auto-shared-malloc-thresh smpi/cpu-threshold smpi/init smpi/iprobe smpi/iprobe-cpu-usage "
+        "smpi/shared-malloc-blocksize smpi/test smpi/wtime surf/precision",
+    [CFG_STRING] =
+        "contexts/factory contexts/synchro cpu/model cpu/optim cpu/solver disk/model disk/solver host/model "
+        "host/solver model-check/replay network/model network/optim network/solver ns3/TcpModel ns3/seed path "
+        "plugin plugin/dvfs/governor smpi/IB-penalty-factors smpi/allgather smpi/allgatherv smpi/allreduce "
+        "smpi/alltoall smpi/alltoallv smpi/barrier smpi/bcast smpi/bw-factor smpi/coll-selector "
+        "smpi/comp-adjustment-file smpi/gather smpi/host-speed smpi/hostfile smpi/lat-factor smpi/ois smpi/or "
+        "smpi/os smpi/privatization smpi/privatize-libs smpi/reduce smpi/reduce_scatter smpi/replay smpi/scatter "
+        "smpi/shared-malloc smpi/shared-malloc-hugepage smpi/tmpdir tracing/comment tracing/comment-file "
+        "tracing/filename tracing/smpi/format",
+};
+
+/* The values some string keys take: SimGrid's own message for one they do
+ * not take names them. */
+static const cfg_note cfg_choices[] = {
+    {"network/model", "LV08, Constant, SMPI, IB, CM02, ns-3"}, {"host/model", "default, compound, ptask_L07"},
+    {"cpu/model", "Cas01"}, {"cpu/optim", "Full, Lazy, TI"}, {NULL, NULL},
+};
+
+/* Keys herd sets from its own flags: given again, smpirun's line would
+ * contradict them. */
+static const cfg_note cfg_owned[] = {
+    {"smpi/np", "--workers"}, {"smpi/hostfile", "--workers and --platform"},
+    {"smpi/simulate-computation", "--measured-compute"}, {"smpi/host-speed", "--real-speed"}, {NULL, NULL},
+};
+
+/* The note of key in notes, or NULL. */
+static const char *cfg_note_of(const cfg_note *notes, const char *key)
+{
+    for (; notes->key; notes++)
+        if (!strcmp(notes->key, key))
+            return notes->text;
+    return NULL;
+}
+
+/* Edits from a to b (Levenshtein), for "did you mean"; keys are short. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    if (la >= 64 || lb >= 64)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            best = row[j] + 1 < best ? row[j] + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+/* A value as SimGrid reads one of type t (xbt's config parser: the whole
+ * string, no spaces). */
+static bool cfg_value_ok(cfg_type t, const char *v)
+{
+    static const char *const bools[] = {"yes", "no", "on", "off", "true", "false", "1", "0"};
+    char *end;
+    errno = 0;
+    switch (t) {
+    case CFG_BOOL:
+        for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
+            if (!strcmp(v, bools[i]))
+                return true;
+        return false;
+    case CFG_INT: {
+        long x = strtol(v, &end, 0);
+        return *v && !isspace((unsigned char)*v) && !*end && !errno && x >= INT_MIN && x <= INT_MAX;
+    }
+    case CFG_DOUBLE: {
+        double x = strtod(v, &end);
+        return *v && !isspace((unsigned char)*v) && !*end && !errno && !isnan(x);
+    }
+    case CFG_STRING:
+        return true;
+    }
+    return false;
+}
+
+/* --sim-cfg KEY:VALUE, checked against SimGrid's keys before smpirun sees
+ * it; prints why and returns -1 when it is not one SimGrid would take. */
+static int check_sim_cfg(const char *kv)
+{
+    const char *colon = strchr(kv, ':');
+    if (!colon || colon == kv) {
+        fprintf(stderr, "herd: --sim-cfg: expected KEY:VALUE, a SimGrid configuration such as network/crosstraffic:no, "
+                        "got '%s'\n", kv);
+        return -1;
+    }
+    char key[128];
+    if ((size_t)(colon - kv) >= sizeof key) {
+        fprintf(stderr, "herd: --sim-cfg: '%.40s...' is not a SimGrid configuration key\n", kv);
+        return -1;
+    }
+    snprintf(key, sizeof key, "%.*s", (int)(colon - kv), kv);
+    const char *val = colon + 1;
+    char near[64] = "";
+    size_t best = SIZE_MAX;
+    int type = -1;
+    for (int t = 0; t < NCFG_TYPES && type < 0; t++)
+        for (const char *k = cfg_keys[t]; *k && type < 0; k += strcspn(k, " "), k += *k == ' ') {
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(k, " "), k);
+            size_t d = edit_distance(key, name);
+            type = d == 0 ? t : -1;
+            if (d < best)
+                best = d, snprintf(near, sizeof near, "%s", name);
+        }
+    if (type < 0) {
+        fprintf(stderr, "herd: --sim-cfg: '%s' is not one of SimGrid 3.32's configuration keys", key);
+        if (best <= 3)
+            fprintf(stderr, " (did you mean '%s'?)", near);
+        fputc('\n', stderr);
+        return -1;
+    }
+    const char *owner = cfg_note_of(cfg_owned, key), *choices = cfg_note_of(cfg_choices, key);
+    if (owner) {
+        fprintf(stderr, "herd: --sim-cfg %s: herd sets it from %s\n", key, owner);
+        return -1;
+    }
+    static const char *const expected[] = {
+        [CFG_BOOL] = "yes, no, on, off, true, false, 1 or 0",
+        [CFG_INT] = "an integer",
+        [CFG_DOUBLE] = "a number",
+        [CFG_STRING] = "a string",
+    };
+    bool ok = cfg_value_ok((cfg_type)type, val);
+    if (ok && choices) { /* "A, B, C" */
+        ok = false;
+        size_t n = strlen(val);
+        for (const char *c = choices; *c && !ok; c += strcspn(c, ",") + (c[strcspn(c, ",")] ? 2 : 0))
+            ok = n && strcspn(c, ",") == n && !strncmp(c, val, n);
+    }
+    if (!ok) {
+        fprintf(stderr, "herd: --sim-cfg %s: expected %s%s, got '%s'\n", key, choices ? "one of " : "",
+                choices ? choices : expected[type], val);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- a user's platform file --------------------------------------------- */
+
+/* Where the platform check is in the file, and the first thing it found wrong. */
+typedef struct xml_cur {
+    const char *base, *p, *end;
+    const char *err_at; /* NULL while nothing is wrong */
+    herd_err err;       /* what is wrong there */
+} xml_cur;
+
+/* Notes the first thing found wrong, at `at`; false, for `return XML_FAIL(...)`. */
+#define XML_FAIL(c, at, ...)                                                                                      \
+    ((c)->err_at ? false : ((c)->err_at = (at), herd_err_set(&(c)->err, HERD_EINVAL, __VA_ARGS__), false))
+
+static bool xml_at(const xml_cur *c, const char *s)
+{
+    size_t n = strlen(s);
+    return (size_t)(c->end - c->p) >= n && !memcmp(c->p, s, n);
+}
+
+static bool xml_name_char(unsigned char ch, bool first)
+{
+    return isalpha(ch) || ch == '_' || ch == ':' || ch >= 0x80 || (!first && (isdigit(ch) || ch == '-' || ch == '.'));
+}
+
+/* A name at c->p: its length (0: none), c->p past it. */
+static size_t xml_name(xml_cur *c)
+{
+    const char *s = c->p;
+    while (c->p < c->end && xml_name_char((unsigned char)*c->p, c->p == s))
+        c->p++;
+    return (size_t)(c->p - s);
+}
+
+static bool xml_space(xml_cur *c)
+{
+    const char *s = c->p;
+    while (c->p < c->end && *c->p && strchr(" \t\r\n", *c->p))
+        c->p++;
+    return c->p > s;
+}
+
+/* c->p past the next `term`, or "unterminated WHAT". */
+static bool xml_past(xml_cur *c, const char *term, const char *what)
+{
+    const char *at = memmem(c->p, (size_t)(c->end - c->p), term, strlen(term));
+    if (!at)
+        return XML_FAIL(c, c->p, "unterminated %s", what);
+    c->p = at + strlen(term);
+    return true;
+}
+
+/* &name; &#digits; &#xhex; at c->p. */
+static bool xml_reference(xml_cur *c)
+{
+    const char *s = c->p++;
+    if (c->p < c->end && *c->p == '#') {
+        bool hex = ++c->p < c->end && *c->p == 'x';
+        c->p += hex;
+        const char *d = c->p;
+        while (c->p < c->end && (hex ? isxdigit((unsigned char)*c->p) : isdigit((unsigned char)*c->p)))
+            c->p++;
+        if (c->p == d)
+            return XML_FAIL(c, s, "'&' starts no reference (&name; or &#number;): write &amp;");
+    } else if (!xml_name(c)) {
+        return XML_FAIL(c, s, "'&' starts no reference (&name; or &#number;): write &amp;");
+    }
+    if (c->p >= c->end || *c->p != ';')
+        return XML_FAIL(c, s, "a reference without its ';'");
+    c->p++;
+    return true;
+}
+
+/* A comment or a processing instruction at c->p, skipped: true when there was one. */
+static bool xml_misc(xml_cur *c)
+{
+    if (xml_at(c, "<!--")) {
+        c->p += 4;
+        return xml_past(c, "-->", "comment (no '-->')");
+    }
+    if (xml_at(c, "<?")) {
+        c->p += 2;
+        return xml_past(c, "?>", "processing instruction (no '?>')");
+    }
+    return false;
+}
+
+/* <!DOCTYPE ...> at c->p, skipped: its internal subset [...] and quoted
+ * strings may hold a '>'. */
+static bool xml_doctype(xml_cur *c)
+{
+    const char *s = c->p;
+    int depth = 0;
+    char quote = 0;
+    for (c->p += 9; c->p < c->end; c->p++) {
+        char ch = *c->p;
+        if (quote)
+            quote = ch == quote ? 0 : quote;
+        else if (ch == '"' || ch == '\'')
+            quote = ch;
+        else
+            depth += (ch == '[') - (ch == ']');
+        if (!quote && ch == '>' && depth <= 0) {
+            c->p++;
+            return true;
+        }
+    }
+    return XML_FAIL(c, s, "unterminated <!DOCTYPE");
+}
+
+/* A start tag at c->p (past its '<'): its name, attributes and end; *empty
+ * for <name .../>. */
+static bool xml_start_tag(xml_cur *c, const char **name, size_t *len, bool *empty)
+{
+    const char *lt = c->p - 1;
+    *name = c->p;
+    *len = xml_name(c);
+    if (!*len)
+        return XML_FAIL(c, lt, "a '<' that starts no tag");
+    for (;;) {
+        bool spaced = xml_space(c);
+        if (xml_at(c, "/>") || xml_at(c, ">")) {
+            *empty = *c->p == '/';
+            c->p += *empty ? 2 : 1;
+            return true;
+        }
+        const char *a = c->p;
+        size_t alen = spaced ? xml_name(c) : 0;
+        if (!alen)
+            return XML_FAIL(c, c->p, "<%.*s>: expected an attribute, '>' or '/>'", (int)*len, *name);
+        xml_space(c);
+        if (c->p >= c->end || *c->p != '=')
+            return XML_FAIL(c, c->p, "<%.*s>: attribute %.*s has no '='", (int)*len, *name, (int)alen, a);
+        c->p++;
+        xml_space(c);
+        char q = c->p < c->end ? *c->p : 0;
+        if (q != '"' && q != '\'')
+            return XML_FAIL(c, c->p, "<%.*s>: the value of %.*s is not quoted", (int)*len, *name, (int)alen, a);
+        for (c->p++; c->p < c->end && *c->p != q;) {
+            if (*c->p == '<')
+                return XML_FAIL(c, c->p, "<%.*s>: a '<' in the value of %.*s", (int)*len, *name, (int)alen, a);
+            if (*c->p != '&')
+                c->p++;
+            else if (!xml_reference(c))
+                return false;
+        }
+        if (c->p >= c->end)
+            return XML_FAIL(c, a, "<%.*s>: the value of %.*s is not closed", (int)*len, *name, (int)alen, a);
+        c->p++;
+    }
+}
+
+enum { XML_MAX_DEPTH = 256 };
+
+/* The root element and everything in it; *root and *hosts: its name, and
+ * how many elements make hosts. */
+static bool xml_element(xml_cur *c, const char **root, size_t *root_len, size_t *hosts)
+{
+    static const char *const host_tags[] = {"host", "cluster", "cabinet", "peer"};
+    struct {
+        const char *name;
+        size_t len;
+    } open[XML_MAX_DEPTH];
+    size_t depth = 0;
+    do {
+        if (c->p >= c->end)
+            return XML_FAIL(c, c->p, "the file ends inside <%.*s>", (int)open[depth - 1].len, open[depth - 1].name);
+        if (xml_at(c, "</")) {
+            const char *lt = c->p;
+            if (!depth)
+                return XML_FAIL(c, lt, "an end tag before any start tag");
+            c->p += 2;
+            const char *name = c->p;
+            size_t len = xml_name(c);
+            xml_space(c);
+            if (!len || c->p >= c->end || *c->p != '>')
+                return XML_FAIL(c, lt, "a malformed end tag");
+            if (len != open[depth - 1].len || memcmp(name, open[depth - 1].name, len))
+                return XML_FAIL(c, lt, "</%.*s> closes <%.*s>", (int)len, name, (int)open[depth - 1].len,
+                                open[depth - 1].name);
+            c->p++, depth--;
+        } else if (xml_at(c, "<!--") || xml_at(c, "<?")) {
+            if (!xml_misc(c))
+                return false;
+        } else if (xml_at(c, "<![CDATA[") && depth > 0) {
+            c->p += 9;
+            if (!xml_past(c, "]]>", "CDATA section (no ']]>')"))
+                return false;
+        } else if (*c->p == '<') {
+            c->p++;
+            const char *name;
+            size_t len;
+            bool empty = false;
+            if (!xml_start_tag(c, &name, &len, &empty))
+                return false;
+            if (depth == 0)
+                *root = name, *root_len = len;
+            for (size_t i = 0; i < sizeof host_tags / sizeof host_tags[0]; i++)
+                *hosts += len == strlen(host_tags[i]) && !memcmp(name, host_tags[i], len);
+            if (!empty && depth == XML_MAX_DEPTH)
+                return XML_FAIL(c, name, "elements nested deeper than %d", XML_MAX_DEPTH);
+            if (!empty)
+                open[depth].name = name, open[depth].len = len, depth++;
+        } else if (*c->p == '&') {
+            if (!xml_reference(c))
+                return false;
+        } else {
+            c->p++; /* character data */
+        }
+    } while (depth > 0);
+    return true;
+}
+
+/* The one check of a user's platform file before SimGrid reads it (SimGrid
+ * aborts with a backtrace on a file it cannot parse, exit 134): well-formed
+ * XML by XML 1.0's rules for tags, attributes, references, comments, CDATA
+ * and processing instructions (the DOCTYPE is skipped, not read), a
+ * <platform> root, and an element that makes a host (host, cluster, cabinet
+ * or peer). Prints what is wrong, with its line, and returns -1. */
+static int check_platform_file(const char *path)
+{
+    enum { MAX_BYTES = 256 << 20 };
+    struct stat st;
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    int rc = -1;
+    if (!f || fstat(fileno(f), &st) != 0) {
+        fprintf(stderr, "herd: --platform %s: %s\n", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fprintf(stderr, "herd: --platform %s: not a file\n", path);
+        goto out;
+    }
+    if (st.st_size > MAX_BYTES) {
+        fprintf(stderr, "herd: --platform %s: %lld bytes, more than a platform file's %d\n", path,
+                (long long)st.st_size, MAX_BYTES);
+        goto out;
+    }
+    size_t n = (size_t)st.st_size;
+    buf = malloc(n + 1);
+    if (!buf || fread(buf, 1, n, f) != n) {
+        fprintf(stderr, "herd: --platform %s: %s\n", path, buf ? "cannot read it" : "out of memory");
+        goto out;
+    }
+    xml_cur c = {.base = buf, .p = buf, .end = buf + n};
+    const char *root = NULL;
+    size_t root_len = 0, hosts = 0;
+    for (const char *q = buf; q < c.end && !c.err_at; q++)
+        if ((unsigned char)*q < 0x20 && *q != '\t' && *q != '\r' && *q != '\n')
+            XML_FAIL(&c, q, "a control character (byte 0x%02x): not text", (unsigned char)*q);
+    if (xml_at(&c, "\xEF\xBB\xBF"))
+        c.p += 3;
+    bool doctype = false;
+    while (!c.err_at) { /* the prolog: <?xml ...?>, comments, one DOCTYPE */
+        xml_space(&c);
+        if (!doctype && xml_at(&c, "<!DOCTYPE")) {
+            doctype = true;
+            xml_doctype(&c);
+        } else if (!xml_misc(&c)) {
+            break;
+        }
+    }
+    if (!c.err_at && (c.p >= c.end || *c.p != '<'))
+        XML_FAIL(&c, c.p, c.p >= c.end ? "no element in it" : "text before the first element");
+    if (!c.err_at && xml_element(&c, &root, &root_len, &hosts))
+        while (!c.err_at && (xml_space(&c) || xml_misc(&c))) {
+        }
+    if (!c.err_at && c.p < c.end)
+        XML_FAIL(&c, c.p, "more after the root element's end");
+    if (c.err_at) {
+        size_t line = 1;
+        for (const char *q = buf; q < c.err_at && q < c.end; q++)
+            line += *q == '\n';
+        fprintf(stderr, "herd: --platform %s is not well-formed XML: line %zu: %s\n", path, line, c.err.msg);
+    } else if (root_len != 8 || memcmp(root, "platform", 8)) {
+        fprintf(stderr, "herd: --platform %s: the root element is <%.*s>, not a SimGrid <platform>\n", path,
+                (int)root_len, root);
+    } else if (!hosts) {
+        fprintf(stderr, "herd: --platform %s has no host (no <host>, <cluster>, <cabinet> or <peer>)\n", path);
+    } else {
+        rc = 0;
+    }
+out:
+    if (f)
+        fclose(f);
+    free(buf);
+    return rc;
 }
 
 /* ---- herd sim ----------------------------------------------------------- */
@@ -269,6 +741,8 @@ static int resolve_cluster(const sim_opts *o, sim_cluster *c, size_t *workers)
                     path);
             return -1;
         }
+        if (check_platform_file(path) != 0)
+            return -1;
         c->file = strdup(path);
         if (!c->file) {
             fprintf(stderr, "herd: out of memory\n");
@@ -388,17 +862,34 @@ static int sim_workdir(const sim_opts *o, char *dir, size_t cap)
     return -1;
 }
 
+/* Removes the temporary directory of sim_workdir and all in it: the platform,
+ * the host file, and what SMPI may have left there (its TMPDIR: a copy of
+ * herd-sim per rank, removed once loaded) when it was killed. */
+static void sim_workdir_remove(const char *dir)
+{
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(dirfd(d), e->d_name, 0);
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
 /* smpirun's command line and the strings it points to. */
 typedef struct smpirun_line {
     char **argv;
     char np[32], speed_cfg[96];
-    char *cfgs; /* --cfg=... of --sim-cfg, 300 bytes each */
+    char **cfgs; /* "--cfg=KEY:VALUE" of each --sim-cfg */
+    size_t ncfgs;
 } smpirun_line;
 
 static void smpirun_line_free(smpirun_line *l)
 {
-    free(l->argv);
+    for (size_t i = 0; i < l->ncfgs; i++)
+        free(l->cfgs[i]);
     free(l->cfgs);
+    free(l->argv);
 }
 
 /* smpirun -np N -platform P -hostfile H [--cfg ...] herd-sim CMD... [--json] */
@@ -408,8 +899,15 @@ static int smpirun_line_make(const sim_opts *o, const sim_cluster *c, size_t wor
     size_t cap = 32 + 2 * (size_t)o->cfg.n + (size_t)ncmd, n = 0;
     memset(l, 0, sizeof *l);
     l->argv = calloc(cap, sizeof *l->argv);
-    l->cfgs = calloc(o->cfg.n + 1, 300);
-    if (!l->argv || !l->cfgs) {
+    l->cfgs = calloc(o->cfg.n + 1, sizeof *l->cfgs);
+    for (; l->argv && l->cfgs && l->ncfgs < o->cfg.n; l->ncfgs++) {
+        const char *kv = o->cfg.v[l->ncfgs];
+        size_t len = strlen("--cfg=") + strlen(kv) + 1;
+        if (!(l->cfgs[l->ncfgs] = malloc(len)))
+            break;
+        snprintf(l->cfgs[l->ncfgs], len, "--cfg=%s", kv);
+    }
+    if (!l->argv || !l->cfgs || l->ncfgs < o->cfg.n) {
         fprintf(stderr, "herd: out of memory\n");
         return -1;
     }
@@ -449,11 +947,8 @@ static int smpirun_line_make(const sim_opts *o, const sim_cluster *c, size_t wor
     } else {
         argv[n++] = "--cfg=smpi/simulate-computation:no";
     }
-    for (size_t i = 0; i < o->cfg.n; i++) {
-        char *s = l->cfgs + 300 * i;
-        snprintf(s, 300, "--cfg=%s", o->cfg.v[i]);
-        argv[n++] = s;
-    }
+    for (size_t i = 0; i < l->ncfgs; i++)
+        argv[n++] = l->cfgs[i];
     argv[n++] = (char *)bin;
     for (int i = 0; i < ncmd; i++)
         argv[n++] = cmd[i];
@@ -490,6 +985,8 @@ static void report(const sim_opts *o, const sim_cluster *c, size_t workers, char
 static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, char **cmd, int ncmd)
 {
     char dir[PATH_MAX], bin[PATH_MAX + 16], xml[PATH_MAX + 32], hosts[PATH_MAX + 32];
+    /* from here a signal stops smpirun's process group and the files go */
+    herd__cli_catch_signals();
     if (sim_binary(o, bin, sizeof bin) != 0 || sim_workdir(o, dir, sizeof dir) != 0)
         return 1;
     snprintf(xml, sizeof xml, "%s/platform.xml", dir);
@@ -515,10 +1012,19 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
     }
     char overhead[64];
     snprintf(overhead, sizeof overhead, "HERD_SIM_STEP_OVERHEAD=%.17g", o->step_overhead_s);
-    char *env[] = {o->measured ? "HERD_SIM_COMPUTE=measured" : "HERD_SIM_COMPUTE=model", overhead, NULL};
+    /* SMPI's temporary files (a copy of herd-sim per rank) into herd's
+     * directory: they go with it, however smpirun ends (smpirun's own
+     * -tmpdir takes the directory for the program) */
+    char tmpdir[PATH_MAX + 8];
+    snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", dir);
+    char *env[] = {o->measured ? "HERD_SIM_COMPUTE=measured" : "HERD_SIM_COMPUTE=model", overhead,
+                   o->keep ? NULL : tmpdir, NULL};
     double real_s = 0;
-    rc = herd__cli_spawn(line.argv, env, o->timeout_s > 0 ? o->timeout_s : 86400, train ? on_train_line : NULL, &out,
-                         &real_s);
+    herd__spawn run = {.argv = line.argv, .env = env, .timeout_s = o->timeout_s > 0 ? o->timeout_s : 86400,
+                       .grace_s = HERD__SPAWN_GRACE_S, .on_line = train ? on_train_line : NULL, .ctx = &out};
+    rc = herd__cli_spawn(&run, &real_s);
+    if (herd__cli_stop_signal())
+        goto out; /* stopped: no summary, whatever the run printed */
     if (rc == 0 && train && !out.summary) {
         fprintf(stderr, "herd: the simulation ended without a summary\n");
         rc = 1;
@@ -530,10 +1036,13 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
 out:
     smpirun_line_free(&line);
     free(out.summary);
-    if (!o->keep && !o->dry_run) {
-        unlink(xml);
-        unlink(hosts);
-        rmdir(dir);
+    if (!o->keep && !o->dry_run)
+        sim_workdir_remove(dir);
+    int sig = herd__cli_stop_signal();
+    if (sig) { /* one line, whatever --quiet says: the run did not end */
+        fprintf(stderr, "herd: sim stopped by %s: the simulation was ended%s\n", herd__cli_signal_name(sig),
+                o->keep || o->dry_run ? "" : ", its files removed");
+        return 128 + sig;
     }
     return rc;
 }
@@ -552,6 +1061,9 @@ int herd__cli_sim(int argc, char **argv)
     }
     if (o.workers == SIZE_MAX)
         o.workers = 0;
+    for (size_t i = 0; i < o.cfg.n; i++)
+        if (check_sim_cfg(o.cfg.v[i]) != 0)
+            return 2;
     if (o.list) {
         for (size_t i = 0; i < NPLATFORMS; i++)
             printf("%-12s %s\n", platforms[i].name, platforms[i].desc);

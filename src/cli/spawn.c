@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,16 +33,73 @@ const char *herd__cli_self_dir(char *buf, size_t size)
     return buf;
 }
 
-#ifdef HERD_CLI_NO_SPAWN
-/* The CLI fuzzer runs the parsers only. */
-int herd__cli_spawn(char *const *argv, char *const *env, double timeout_s, herd__line_fn on_line, void *ctx,
-                    double *real_s)
+const char *herd__cli_signal_name(int sig)
 {
-    (void)argv, (void)env, (void)timeout_s, (void)on_line, (void)ctx;
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+}
+
+#ifdef HERD_CLI_NO_SPAWN
+/* The CLI fuzzer runs the parsers only: nothing starts, no handler is set. */
+int herd__cli_spawn(const herd__spawn *s, double *real_s)
+{
+    (void)s;
     *real_s = 0;
     return 127;
 }
+
+void herd__cli_catch_signals(void)
+{
+}
+
+int herd__cli_stop_signal(void)
+{
+    return 0;
+}
 #else
+/* The one piece of mutable state of herd sim and herd compare: a signal
+ * handler has no context to reach. The first signal that asked herd to stop
+ * (STOP_SIG bits), and STOP_AGAIN once another one came. */
+static atomic_int stop_signal; /* lock-free on every target herd builds for: safe in a handler */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "a signal handler stores to stop_signal");
+enum { STOP_SIG = 0xff, STOP_AGAIN = 0x100 };
+
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+enum { NSTOP_SIGNALS = sizeof stop_signals / sizeof stop_signals[0] };
+
+static void on_stop_signal(int sig)
+{
+    int saved = errno; /* the code the signal interrupted may be about to read it */
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&stop_signal, &none, sig))
+        atomic_fetch_or(&stop_signal, STOP_AGAIN);
+    errno = saved;
+}
+
+void herd__cli_catch_signals(void)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART; /* poll and nanosleep return early all the same */
+    for (size_t i = 0; i < NSTOP_SIGNALS; i++) {
+        /* nohup's SIGHUP stays ignored; a SIGINT ignored from the start (a
+         * script's background job) is caught, as herd train does: kill -INT
+         * is a request all the same */
+        if (stop_signals[i] == SIGHUP && sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        sigaction(stop_signals[i], &sa, NULL);
+    }
+    /* a child's descendants that outlive it (smpimain after smpirun) become
+     * herd's to reap, so that the wait for its group can end */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+int herd__cli_stop_signal(void)
+{
+    return atomic_load(&stop_signal) & STOP_SIG;
+}
+
 /* The child's stdout, split into lines. */
 typedef struct line_buf {
     char *p;
@@ -65,95 +124,186 @@ static void emit_lines(line_buf *b, herd__line_fn on_line, void *ctx, bool flush
     b->len -= start;
 }
 
-int herd__cli_spawn(char *const *argv, char *const *env, double timeout_s, herd__line_fn on_line, void *ctx,
-                    double *real_s)
+enum { PIPE_DATA, PIPE_IDLE, PIPE_END };
+
+/* Reads what the child wrote, waiting up to wait_ms for it: PIPE_DATA (its
+ * whole lines handed to on_line), PIPE_IDLE (nothing yet, or a signal came),
+ * or PIPE_END (end of file, an error, or no memory for it: the last line
+ * handed over, the pipe no longer read). */
+static int pipe_read(int fd, line_buf *b, const herd__spawn *s, int wait_ms)
 {
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, wait_ms) <= 0)
+        return PIPE_IDLE;
+    if (b->cap - b->len < 4097) {
+        size_t cap = b->cap ? 2 * b->cap : 65536;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            fprintf(stderr, "herd: out of memory reading %s's output\n", s->argv[0]);
+            return PIPE_END;
+        }
+        b->p = np, b->cap = cap;
+    }
+    ssize_t r = read(fd, b->p + b->len, b->cap - b->len - 1);
+    if (r < 0 && errno == EINTR)
+        return PIPE_IDLE;
+    if (r <= 0) {
+        if (b->p)
+            emit_lines(b, s->on_line, s->ctx, true);
+        return PIPE_END;
+    }
+    b->len += (size_t)r;
+    emit_lines(b, s->on_line, s->ctx, false);
+    return PIPE_DATA;
+}
+
+/* The child's side of the fork: a process group of its own, the signals
+ * herd catches back to their default action, then the program. A signal
+ * forwarded before the exec ends it (it was blocked until now). */
+static _Noreturn void child_exec(const herd__spawn *s, const int *fds, const sigset_t *mask)
+{
+    setpgid(0, 0);
+    struct sigaction old;
+    for (size_t i = 0; i < NSTOP_SIGNALS; i++)
+        if (sigaction(stop_signals[i], NULL, &old) == 0 && old.sa_handler == on_stop_signal)
+            signal(stop_signals[i], SIG_DFL);
+    sigprocmask(SIG_SETMASK, mask, NULL);
+    if (s->on_line) {
+        dup2(fds[1], 1);
+        close(fds[0]), close(fds[1]);
+    }
+    for (size_t i = 0; s->env && s->env[i]; i++)
+        putenv(s->env[i]);
+    execv(s->argv[0], s->argv);
+    fprintf(stderr, "herd: cannot run %s: %s\n", s->argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* The wait for a child and its process group (its pgid is its pid). */
+typedef struct child {
+    pid_t pid;
+    int status;       /* the child's, once reaped */
+    bool reaped;
+    bool stopping;    /* its group was sent a signal to end */
+    bool again;       /* and a second one */
+    bool killed;      /* and then SIGKILL */
+    double kill_at;   /* when SIGKILL follows */
+    double give_up_at;
+} child;
+
+/* Reaps the child, then (herd being their subreaper) whatever of its group
+ * outlived it; true while any of the group is left. */
+static bool child_reap(child *c, const char *name)
+{
+    if (!c->reaped) {
+        pid_t w = waitpid(c->pid, &c->status, WNOHANG);
+        c->reaped = w == c->pid;
+        if (w < 0 && errno != EINTR) { /* not ours to wait for: nothing more to learn */
+            fprintf(stderr, "herd: waiting for %s: %s\n", name, strerror(errno));
+            c->status = 127 << 8;
+            c->reaped = true;
+        }
+    }
+    if (!c->reaped)
+        return true;
+    while (waitpid(-c->pid, NULL, WNOHANG) > 0) {
+    }
+    /* a pgid is not reused while a process of the group is left */
+    return kill(-c->pid, 0) == 0 || errno == EPERM;
+}
+
+/* Sends sig to the child's group, SIGKILL to follow after grace_s. */
+static void child_stop(child *c, int sig, double grace_s)
+{
+    if (c->stopping)
+        return;
+    kill(-c->pid, sig);
+    c->stopping = true;
+    c->kill_at = herd__now() + grace_s;
+}
+
+int herd__cli_spawn(const herd__spawn *s, double *real_s)
+{
+    const char *name = s->argv[0];
     int fds[2] = {-1, -1};
     double t0 = herd__now();
     *real_s = 0;
+    if (herd__cli_stop_signal()) /* nothing starts once herd is stopping */
+        return 128 + herd__cli_stop_signal();
     fflush(NULL);
-    if (on_line && pipe(fds) != 0) {
+    if (s->on_line && pipe(fds) != 0) {
         fprintf(stderr, "herd: cannot create a pipe: %s\n", strerror(errno));
         return 127;
     }
+    /* blocked across the fork: a signal then is the parent's to forward
+     * (once the child has its group), never lost in the child's handler */
+    sigset_t stops, saved;
+    sigemptyset(&stops);
+    for (size_t i = 0; i < NSTOP_SIGNALS; i++)
+        sigaddset(&stops, stop_signals[i]);
+    sigprocmask(SIG_BLOCK, &stops, &saved);
     pid_t pid = fork();
+    if (pid == 0)
+        child_exec(s, fds, &saved);
+    if (pid > 0)
+        setpgid(pid, pid); /* the child does it too: whichever comes first */
+    sigprocmask(SIG_SETMASK, &saved, NULL);
     if (pid < 0) {
-        fprintf(stderr, "herd: cannot start %s: %s\n", argv[0], strerror(errno));
-        if (on_line)
+        fprintf(stderr, "herd: cannot start %s: %s\n", name, strerror(errno));
+        if (s->on_line)
             close(fds[0]), close(fds[1]);
         return 127;
     }
-    if (pid == 0) {
-        if (on_line) {
-            dup2(fds[1], 1);
-            close(fds[0]), close(fds[1]);
-        }
-        for (size_t i = 0; env && env[i]; i++)
-            putenv(env[i]);
-        execv(argv[0], argv);
-        fprintf(stderr, "herd: cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    line_buf b = {0};
-    bool open_out = on_line != NULL, killed = false;
-    if (on_line)
+    if (s->on_line)
         close(fds[1]);
-    int status = 0;
-    double deadline = t0 + timeout_s, term_at = 0;
+    line_buf b = {0};
+    child c = {.pid = pid};
+    bool open_out = s->on_line != NULL, timed_out = false;
+    double deadline = t0 + s->timeout_s;
     for (;;) {
-        if (open_out) {
-            struct pollfd pf = {.fd = fds[0], .events = POLLIN};
-            int pr = poll(&pf, 1, 200);
-            if (pr > 0) {
-                if (b.cap - b.len < 4097) {
-                    size_t cap = b.cap ? 2 * b.cap : 65536;
-                    char *np = realloc(b.p, cap);
-                    if (!np) {
-                        fprintf(stderr, "herd: out of memory reading %s's output\n", argv[0]);
-                        open_out = false;
-                        close(fds[0]);
-                        continue;
-                    }
-                    b.p = np, b.cap = cap;
-                }
-                ssize_t r = read(fds[0], b.p + b.len, b.cap - b.len - 1);
-                if (r > 0) {
-                    b.len += (size_t)r;
-                    emit_lines(&b, on_line, ctx, false);
-                } else if (r == 0 || errno != EINTR) {
-                    emit_lines(&b, on_line, ctx, true);
-                    open_out = false;
-                    close(fds[0]);
-                }
-            }
-        }
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid && !open_out)
-            break;
-        if (w == pid) { /* exited: drain what is left in the pipe */
-            for (ssize_t r; b.p && (r = read(fds[0], b.p + b.len, b.cap - b.len - 1)) > 0;) {
-                b.len += (size_t)r;
-                emit_lines(&b, on_line, ctx, false);
-                if (b.cap - b.len < 4097)
-                    break; /* an endless line: what was read is enough */
-            }
-            emit_lines(&b, on_line, ctx, true);
+        if (open_out && pipe_read(fds[0], &b, s, 100) == PIPE_END) {
             close(fds[0]);
-            break;
+            open_out = false;
         }
-        if (w < 0 && errno != EINTR) {
-            fprintf(stderr, "herd: waiting for %s: %s\n", argv[0], strerror(errno));
-            status = 127 << 8;
+        if (!child_reap(&c, name)) {
+            /* all of it ended: what is left in the pipe, then done */
+            int r = PIPE_DATA;
+            for (int k = 0; k < 1024 && open_out && (r = pipe_read(fds[0], &b, s, 0)) == PIPE_DATA; k++) {
+            } /* bounded: a process that left the group may hold the pipe */
+            if (open_out) {
+                if (r == PIPE_IDLE && b.p)
+                    emit_lines(&b, s->on_line, s->ctx, true);
+                close(fds[0]);
+            }
             break;
         }
         double now = herd__now();
-        if (!killed && now > deadline) {
-            fprintf(stderr, "herd: %s ran longer than %g s; stopping it\n", argv[0], timeout_s);
-            kill(pid, SIGTERM);
-            killed = true, term_at = now;
-        } else if (killed && term_at > 0 && now > term_at + 5) {
-            kill(pid, SIGKILL);
-            term_at = 0;
+        if (herd__cli_stop_signal()) {
+            child_stop(&c, herd__cli_stop_signal(), s->grace_s);
+        } else if (!c.stopping && now > deadline) {
+            fprintf(stderr, "herd: %s ran longer than %g s; stopping it\n", name, s->timeout_s);
+            timed_out = true;
+            child_stop(&c, SIGTERM, s->grace_s);
+        } else if (c.reaped) { /* what it started outlives it: not left behind */
+            child_stop(&c, SIGTERM, s->grace_s);
+        }
+        if (c.stopping && !c.again && (atomic_load(&stop_signal) & STOP_AGAIN)) {
+            /* forwarded too (a herd below escalates as it does: herd sim
+             * kills smpirun's group), SIGKILL sooner */
+            kill(-c.pid, herd__cli_stop_signal());
+            c.again = true;
+            c.kill_at = c.kill_at < now + s->grace_s / 5 ? c.kill_at : now + s->grace_s / 5;
+        }
+        if (c.stopping && !c.killed && now >= c.kill_at) {
+            kill(-c.pid, SIGKILL);
+            c.killed = true;
+            c.give_up_at = now + 5;
+        } else if (c.killed && now >= c.give_up_at) {
+            fprintf(stderr, "herd: processes of %s (group %ld) are still there 5 s after SIGKILL\n", name,
+                    (long)c.pid);
+            if (open_out)
+                close(fds[0]);
+            break;
         }
         if (!open_out) {
             struct timespec ts = {0, 50 * 1000 * 1000};
@@ -162,11 +312,14 @@ int herd__cli_spawn(char *const *argv, char *const *env, double timeout_s, herd_
     }
     free(b.p);
     *real_s = herd__now() - t0;
-    if (killed)
+    if (herd__cli_stop_signal())
+        return 128 + herd__cli_stop_signal();
+    if (timed_out)
         return 124;
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return WEXITSTATUS(status);
+    if (!c.reaped)
+        return 128 + SIGKILL;
+    if (WIFSIGNALED(c.status))
+        return 128 + WTERMSIG(c.status);
+    return WEXITSTATUS(c.status);
 }
 #endif
-

@@ -11,7 +11,10 @@
 #      them, a slow host, the alpha-beta time of a ring allreduce, overlap
 #      of backward and allreduce, the receive side of an exchange, the step
 #      overhead, and herd compare on a
-#      simulated platform.
+#      simulated platform;
+#   4. --sim-cfg against SimGrid's own list of keys, a platform file of the
+#      user's, and SIGTERM/SIGINT to herd sim and herd compare (no smpirun,
+#      smpimain or temporary directory left; exit 128 + the signal).
 # Every command runs under timeout; every check compares against an exact
 # or closed-form expectation and counts as FAIL otherwise.
 # usage: tests/sim/run.sh BUILD SIM_BUILD "SIZES" "ALGO:RANKS ..."
@@ -308,6 +311,99 @@ if [ "$cmp_ok" = 1 ]; then
     ok "herd compare's times: curves at worker 0's training time, epoch_s the median worker's (3 runs)"
 else
     bad "herd compare's times do not come from the logs as documented"
+fi
+
+# -- 4. what herd sim refuses, and signals --------------------------------------
+# --sim-cfg against SimGrid's own list of keys (smpirun prints it for a key it does not have): each
+# key is taken with the value SimGrid prints for it, but for those herd sets from its own flags
+# (refused, naming the flag); a key SimGrid lacks is refused
+cfg_list=$(timeout 60 "${smpirun[@]}" -np 1 --cfg=herd/no-such-key:0 "$build/herd-sim" train 2>&1 |
+    sed -n 's/^  \([^ :]*\): ([a-z]*)\(.*\)$/\1:\2/p')
+nkeys=0 cfg_bad=()
+while IFS= read -r kv; do
+    [ -n "$kv" ] || continue
+    nkeys=$((nkeys + 1))
+    case ${kv%%:*} in
+    smpi/np | smpi/hostfile | smpi/simulate-computation | smpi/host-speed) want=2 ;;
+    *) want=0 ;;
+    esac
+    timeout 30 "$herd" sim --workers 1 --sim-cfg "$kv" --bin /bin/true --keep "$tmp/cfgd" --dry-run -- train \
+        >/dev/null 2>"$tmp/cfg.err"
+    rc=$?
+    [ "$rc" = "$want" ] || cfg_bad+=("$kv (exit $rc, want $want: $(head -1 "$tmp/cfg.err"))")
+done <<<"$cfg_list"
+timeout 30 "$herd" sim --workers 1 --sim-cfg herd/no-such-key:0 --bin /bin/true --keep "$tmp/cfgd" --dry-run -- train \
+    >/dev/null 2>&1
+rc=$?
+if [ "$nkeys" -ge 100 ] && [ ${#cfg_bad[@]} -eq 0 ] && [ "$rc" = 2 ]; then
+    ok "--sim-cfg: SimGrid's $nkeys configuration keys taken (4 of them herd's own, refused), an unknown one refused"
+else
+    bad "--sim-cfg against SimGrid's $nkeys keys: unknown key exit $rc (want 2)"; printf '  %s\n' "${cfg_bad[@]}" | head -8
+fi
+
+# a platform file of the user's: checked (well-formed, a <platform>, hosts), then run
+if timeout 120 "$herd" sim --platform platforms/ib-100g.xml --workers 2 -- train --algo allreduce "${small[@]}" --epochs 1 \
+        >"$tmp/pf.json" 2>"$tmp/pf.err" && grep -q '"platform":"platforms/ib-100g.xml"' "$tmp/pf.json"; then
+    ok "--platform platforms/ib-100g.xml: checked and run, test_acc $(field "$tmp/pf.json" test_acc)"
+else
+    bad "--platform platforms/ib-100g.xml"; tail -3 "$tmp/pf.err"
+fi
+
+# SIGTERM and SIGINT to herd sim (SIGINT arrives though a script's background job ignores it):
+# forwarded to smpirun's process group, whose smpirun and smpimain end; herd sim removes its
+# directory, says so in one line and exits 128 + the signal. herd sim runs with a TMPDIR of its
+# own: every process whose command line names it, and every file in it, is this run's.
+# Every wait has a bound: smpimain up within 60 s, herd sim ended 30 s after the signal.
+long=(--data synthetic:1x12x12:4 --model lenet --epochs 1000 --batch 16 --train-limit 2048 --test-limit 64
+      --no-progress --quiet)
+# waits up to 60 s for smpimain of a run whose command line holds $1; then 1 s more
+await_smpimain() {
+    for _ in $(seq 600); do pgrep -f "smpimain.*$1" >/dev/null && break; sleep 0.1; done
+    sleep 1
+}
+# sends signal $2 to pid $1 and waits up to 30 s for it: rc, its exit status, or "hung" (then killed)
+signal_and_wait() {
+    kill -"$2" "$1"
+    for _ in $(seq 300); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$1" 2>/dev/null; then kill -KILL "$1"; wait "$1"; rc=hung; else wait "$1"; rc=$?; fi
+}
+# what is left of a run whose command line and files are under $1 (killed, so that nothing outlives the test)
+leftovers() {
+    local pids
+    pids=$(pgrep -f "$1" | tr '\n' ' ')
+    [ -n "$pids" ] && { echo "processes: $pids"; kill -KILL $pids 2>/dev/null; }
+    find "$1" -mindepth 1 -maxdepth 2 ! -name '*.out' ! -name '*.err' ! -path "$1/out*" | sed 's/^/file: /'
+}
+for spec in "TERM 143" "INT 130"; do
+    read -r sig code <<<"$spec"
+    st="$tmp/sig-$sig"
+    mkdir -p "$st"
+    TMPDIR=$st "$herd" sim --workers 4 -- train --algo allreduce "${long[@]}" >"$st/run.out" 2>"$st/run.err" &
+    pid=$!
+    await_smpimain "$st"
+    signal_and_wait "$pid" "$sig"
+    left=$(leftovers "$st")
+    if [ "$rc" = "$code" ] && [ -z "$left" ] && grep -q "^herd: sim stopped by SIG$sig: " "$st/run.err"; then
+        ok "SIG$sig to herd sim: exit $rc, no smpirun or smpimain left, its directory removed"
+    else
+        bad "SIG$sig to herd sim: exit $rc (want $code); $left"; grep -v '^  ->' "$st/run.err" | tail -4
+    fi
+done
+# herd compare on sim, stopped during a run: its herd sim, and that one's smpirun, end; 143
+st="$tmp/sig-cmp"
+mkdir -p "$st"
+TMPDIR=$st "$herd" compare --platform ib-100g --workers 4 --epochs 1000 --model lenet --data synthetic:1x12x12:4 \
+    --extra "--batch 16 --train-limit 2048 --test-limit 64" --no-baseline --no-plots --out "$st/out" allreduce asgd \
+    >"$st/run.out" 2>"$st/run.err" &
+pid=$!
+await_smpimain "$st"
+signal_and_wait "$pid" TERM
+left=$(leftovers "$st")
+if [ "$rc" = 143 ] && [ -z "$left" ] && grep -q "^herd: compare stopped by SIGTERM: 0 of 2 run(s) ended" "$st/run.err" &&
+    [ ! -e "$st/out/run01.jsonl" ]; then
+    ok "SIGTERM to herd compare on sim: exit 143, its herd sim and smpirun ended, the second run not started"
+else
+    bad "SIGTERM to herd compare on sim: exit $rc (want 143); $left"; grep -v '^  ->' "$st/run.err" | tail -4
 fi
 
 echo "sim engine: $pass passed, $fail failed"
