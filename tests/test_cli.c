@@ -1128,10 +1128,11 @@ static void test_compare_signals(void)
     snprintf(out, sizeof out, "%s/cmp-sig", herd_test_tmpdir());
     snprintf(outf, sizeof outf, "%s/cmp-out", herd_test_tmpdir());
     snprintf(errf, sizeof errf, "%s/cmp-err", herd_test_tmpdir());
-    /* the third run takes 1024 steps of batch 1: under way when the signal comes, its step soon ended */
+    /* the third run takes 51200 steps of batch 1 at a learning rate it does not diverge at (seconds):
+     * under way when the signal comes, its step soon ended */
     const char *args[] = {"compare", "--out", out, "--workers", "2", "--epochs", "2", "--model", "mlp", "--data",
                           "synthetic:1x12x12:4", "--extra", "--train-limit 1024 --test-limit 64", "--no-plots",
-                          "allreduce", "allreduce --batch 1", "asgd", NULL};
+                          "allreduce", "allreduce --batch 1 --lr 0.002 --epochs 50", "asgd", NULL};
     pid_t pid = herd_test_spawn(args, outf, errf);
     snprintf(path, sizeof path, "%s/run02.jsonl", out);
     for (int i = 0; i < 6000 && !strstr(log, "\"event\":\"start\""); i++) { /* 60 s at most */
@@ -1159,7 +1160,7 @@ static void test_compare_signals(void)
     snprintf(want, sizeof want, "herd: compare stopped by SIGINT: 2 of 4 run(s) ended; %s/compare.csv has them\n", out);
     ASSERT_STR_CONTAINS(err, want);
     ASSERT_TRUE(!strstr(err, "running asgd"));
-    ASSERT_STR_CONTAINS(table, "| allreduce --batch 1              |       2 | stopped by SIGINT\n");
+    ASSERT_STR_CONTAINS(table, "| allreduce --batch 1 --lr 0.002 --epochs 50 |       2 | stopped by SIGINT\n");
     snprintf(path, sizeof path, "%s/compare.csv", out);
     slurp(path, csv, sizeof csv);
     ASSERT_STR_CONTAINS(csv, "\n\"sgd\",threads,-,1,2,");
