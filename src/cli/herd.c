@@ -20,6 +20,7 @@
 #include "herd/herd_opt.h"
 #include "herd/herd_run.h"
 #include "cli/compare.h"
+#include "cli/eval.h"
 #include "cli/flags.h"
 #include "cli/sim.h"
 #include "core/clock.h"
@@ -667,9 +668,10 @@ static int cmd_engines(void)
     return 0;
 }
 
-static void usage(void)
+/* On stdout for --help, on stderr when no command was given (exit 2). */
+static void usage(FILE *f)
 {
-    fprintf(stderr,
+    fprintf(f,
             "herd %s — data-parallel deep-learning training\n\n"
             "usage: herd <command> [flags]\n\n"
             "commands:\n"
@@ -677,6 +679,8 @@ static void usage(void)
             "  bench     single-worker benchmarks (herd bench --help)\n"
             "  sim       run train or bench on a simulated cluster (herd sim --help)\n"
             "  compare   a table of algorithms on one engine or platform (herd compare --help)\n"
+            "  eval      test accuracy and loss of a checkpoint's model (herd eval --help)\n"
+            "  export    a checkpoint's model as safetensors or npy files (herd export --help)\n"
             "  algos     list the synchronization algorithms\n"
             "  engines   list the engines and what each can do\n"
             "  version   print the version\n",
@@ -705,7 +709,7 @@ int main(int argc, char **argv)
 static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
-        usage();
+        usage(stderr);
         return 2;
     }
     const char *cmd = argv[1];
@@ -717,6 +721,10 @@ static int dispatch(int argc, char **argv)
         return herd__cli_sim(argc, argv);
     if (!strcmp(cmd, "compare"))
         return herd__cli_compare(argc, argv);
+    if (!strcmp(cmd, "eval"))
+        return herd__cli_eval(argc, argv);
+    if (!strcmp(cmd, "export"))
+        return herd__cli_export(argc, argv, HERD_VERSION);
     if (!strcmp(cmd, "algos"))
         return cmd_algos();
     if (!strcmp(cmd, "engines"))
@@ -726,7 +734,7 @@ static int dispatch(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
-        usage();
+        usage(stdout);
         return 0;
     }
     fprintf(stderr, "herd: unknown command '%s' (see 'herd --help')\n", cmd);
