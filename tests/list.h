@@ -17,4 +17,5 @@
     X(ckpt)                \
     X(fuzz)                \
     X(cli)                  \
-    X(localsgd)
+    X(localsgd)             \
+    X(export)

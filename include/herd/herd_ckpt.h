@@ -48,6 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "herd/herd_nn.h"
 #include "herd/herd_status.h"
 
 enum {
@@ -120,5 +121,119 @@ herd_status herd_ckpt_list(const char *dir, uint64_t *steps, size_t cap, size_t 
  * holds no checkpoint; HERD_ECORRUPT when none of them is valid. */
 herd_status herd_ckpt_latest(const char *dir, herd_ckpt **out, char *warn, size_t cap, size_t *skipped,
                              herd_err *err);
+
+/* ---- the model a checkpoint keeps ------------------------------------------
+ *
+ * Besides every worker's state (src/run/ckpt_run.h), a training run's
+ * checkpoint holds, as sections of worker 0:
+ *   meta   what rebuilds the model: one example's shape (c, h, w) and the
+ *          classes, the run's --data as given, and which model the run keeps
+ *          (its evaluation's "worker0", or the algorithm's: "center",
+ *          "average", "server"), and whether it is the run's final one.
+ *          Little-endian: u32 version (1), u32 c, h, w, classes, u32 final,
+ *          char kept[16] (NUL-padded), u32 data_len, then data_len bytes.
+ *   model  that model's weights (nparams floats), where they are not worker
+ *          0's own "params".
+ * The kept model is what the run's evaluation scores: the algorithm's
+ * eval_params at the checkpoint's step (an elastic center, a server's
+ * weights, a decentralized average as last computed: at epoch ends), and
+ * after the run's final evaluation the newest checkpoint, where the run
+ * wrote it at its last step, is written again with exactly the weights
+ * that evaluation scored (final). Its batch-norm statistics are worker 0's
+ * "buffers", as in the run's evaluation.
+ * Checkpoints of an older herd have neither section: their kept model is
+ * worker 0's weights where the algorithm keeps no other (no eval_params:
+ * sgd, allreduce, localsgd...), and the shape comes from the data. */
+
+enum { HERD_CKPT_META_VERSION = 1, HERD_CKPT_KEPT_NAME = 16, HERD_CKPT_MAX_DATA = 4096 };
+
+typedef struct herd_ckpt_kept {
+    bool has_meta;             /* false: an older checkpoint (no shape, no data; see above) */
+    size_t c, h, w, nclasses;  /* with has_meta */
+    char data[HERD_CKPT_MAX_DATA]; /* the run's --data ("": herd's default) */
+    char eval_model[HERD_CKPT_KEPT_NAME]; /* "worker0", "center", "average", "server" */
+    bool final;                /* exactly the model the run's final evaluation scored */
+} herd_ckpt_kept;
+
+/* What checkpoint ck says of the model it keeps: HERD_ECORRUPT for a meta
+ * section that does not read, HERD_EUNSUPPORTED for a newer one. */
+herd_status herd_ckpt_kept_info(const herd_ckpt *ck, herd_ckpt_kept *out, herd_err *err);
+
+/* Builds the model ck keeps for examples of shape (c, h, w) and nclasses
+ * classes, running batches of up to max_batch (0: the run's --batch, so an
+ * evaluation sums its loss as the run's did), with the kept weights and
+ * worker 0's buffers. HERD_EINVAL when that model's parameter count is not
+ * the checkpoint's (another shape than the run's), or when ck predates the
+ * meta section and the algorithm keeps a model other than worker 0's. */
+herd_status herd_ckpt_kept_model(const herd_ckpt *ck, size_t c, size_t h, size_t w, size_t nclasses,
+                                 size_t max_batch, herd_model **out, herd_err *err);
+
+/* ---- herd eval: the kept model on the test set ---------------------------- */
+
+typedef struct herd_eval_config {
+    const char *checkpoint_dir; /* its newest valid checkpoint (herd_ckpt_latest) */
+    const char *data;           /* NULL: the run's own --data as the checkpoint records it, else herd's default */
+    size_t test_limit;          /* the first N test examples (0: all) */
+    size_t threads;             /* intra-op threads (0: 1, herd train's default; the run's
+                                 * --threads gives its figures to the last digit, another
+                                 * count may sum in another order) */
+    bool keep_outputs;          /* res->logits and res->inputs get every example's */
+} herd_eval_config;
+
+typedef struct herd_eval_result {
+    char checkpoint[512];       /* the file evaluated */
+    char warn[2048];            /* newer checkpoints skipped as not valid, one line each ("" : none) */
+    herd_ckpt_info info;        /* its header: model, algo, step, epoch, workers... */
+    herd_ckpt_kept kept;        /* its meta (kept.c... are the data's where it has none) */
+    size_t n, nparams;          /* test examples evaluated; the model's parameters */
+    double test_acc, test_loss; /* as herd train's final evaluation computes them */
+    double eval_s;
+    float *logits;              /* keep_outputs: n x nclasses, row-major */
+    float *inputs;              /* keep_outputs: n x (c*h*w), NCHW, standardized as the model takes them */
+} herd_eval_result;
+
+/* Evaluates the model DIR's newest valid checkpoint keeps on the test set
+ * of cfg->data (standardized with its training set, as herd train does):
+ * a checkpoint written after a run's final evaluation gives exactly that
+ * evaluation's test_acc and test_loss. Fails (message in err) on a missing
+ * or corrupt checkpoint, missing data, or data of another shape than the
+ * model's. res owns logits and inputs: herd_eval_result_free. */
+herd_status herd_eval(const herd_eval_config *cfg, herd_eval_result *res, herd_err *err);
+void herd_eval_result_free(herd_eval_result *res);
+
+/* ---- herd export: the kept model's weights as named tensors -------------- */
+
+typedef enum herd_export_format {
+    HERD_EXPORT_SAFETENSORS, /* one file: u64 little-endian header length, a JSON header
+                              * {"__metadata__":{...}, name:{"dtype":"F32","shape":[...],
+                              * "data_offsets":[begin,end]}...} padded with spaces to a
+                              * multiple of 8 bytes, then every tensor's bytes in order */
+    HERD_EXPORT_NPY,         /* a directory: one NAME.npy per tensor (NPY format 1.0, '<f4', C order) */
+} herd_export_format;
+
+typedef struct herd_export_config {
+    const char *checkpoint_dir;
+    const char *out;         /* the file (safetensors) or directory (npy; created if missing) */
+    herd_export_format format;
+    const char *data;        /* only for a checkpoint that does not record its shape (an older herd's) */
+    const char *version;     /* herd's version, for the metadata (NULL: none) */
+} herd_export_config;
+
+typedef struct herd_export_result {
+    char checkpoint[512];
+    char warn[2048];
+    herd_ckpt_info info;
+    herd_ckpt_kept kept;
+    size_t ntensors, nfloats;
+} herd_export_result;
+
+/* Writes the tensors of the model DIR's newest valid checkpoint keeps
+ * (herd_model_tensors: names, shapes, parameters then buffers layer by
+ * layer), float32 little-endian. Each file goes to a temporary name and is
+ * renamed into place: a failed export leaves what was there. */
+herd_status herd_export(const herd_export_config *cfg, herd_export_result *res, herd_err *err);
+
+/* One float32 array as an NPY 1.0 file (ndim <= 4), written atomically. */
+herd_status herd_npy_write(const char *path, const size_t *shape, size_t ndim, const float *data, herd_err *err);
 
 #endif

@@ -62,6 +62,31 @@ double herd_model_forward_flops(const herd_model *m);
  * layer's do). */
 double herd_model_backward_flops_done(const herd_model *m, size_t param_off);
 
+/* One named tensor of a model: a slice of its flat parameters, or of its
+ * non-trainable buffers, in C (row-major) order. Names and shapes follow
+ * PyTorch's conventions, so a model rebuilt there takes them as they are:
+ * layers are numbered by kind in forward order (conv1, conv2..., fc1...,
+ * bn1...); a convolution's weight is (out, in, kh, kw), a fully connected
+ * layer's (out, in) with `in` the NCHW-flattened input; a batch norm's
+ * weight and bias are its gamma and beta, its running_mean and running_var
+ * buffers (kept as PyTorch keeps them: momentum 0.1, the unbiased batch
+ * variance; evaluation divides by sqrt(running_var + 1e-5)). */
+typedef struct herd_tensor {
+    char name[32];     /* "conv1.weight", "fc2.bias", "bn3.running_var"... */
+    bool buffer;       /* in herd_model_buffers, not herd_model_params */
+    size_t off, len;   /* floats into that array; len = the shape's product */
+    size_t ndim, shape[4];
+} herd_tensor;
+
+/* The model's named tensors, layer by layer in forward order, each layer's
+ * parameters (weight, bias) then its buffers; together they cover the
+ * parameters and the buffers exactly once. Writes the first cap of them
+ * into out (out may be NULL when cap is 0) and returns how many there are. */
+size_t herd_model_tensors(const herd_model *m, herd_tensor *out, size_t cap);
+
+/* The shape of one example the model takes (c, h, w) and its classes. */
+void herd_model_shape(const herd_model *m, size_t *c, size_t *h, size_t *w, size_t *nclasses);
+
 /* Forward pass on x (batch examples, NCHW floats). train selects batch-norm
  * behaviour (batch statistics and running-average update vs running stats). */
 void herd_model_forward(herd_model *m, const float *x, size_t batch, bool train);

@@ -135,6 +135,9 @@ typedef struct herd_train_config {
      * final evaluation). Where the workers live in several processes (mpi)
      * they cannot agree on a step: the run fails with HERD_ESTOPPED. */
     const atomic_int *stop; /* lock-free: a signal handler may store to it */
+    /* The final model handed to the caller: herd_train_result's
+     * final_params and final_buffers (see there). */
+    bool keep_final;
 } herd_train_config;
 
 /* Fills cfg with the defaults `herd train` uses. */
@@ -187,9 +190,28 @@ typedef struct herd_train_result {
     int stop_signal;        /* the run was stopped (cfg->stop): the signal's number; 0 otherwise */
     size_t stop_step;       /* with stop_signal: worker 0's step at the stop */
     bool stop_checkpoint;   /* with stop_signal: a checkpoint of that step is in cfg->checkpoint_dir */
+    /* With cfg->keep_final, where rank == 0 and the run ended (herd_train
+     * returned HERD_OK and stop_signal is 0), else NULL: a copy of the model
+     * the final evaluation scored, the one users keep (eval_model's: the
+     * center, the average, the server's, or worker 0's weights): its
+     * nparams parameters and nbuffers non-trainable buffers (worker 0's
+     * batch-norm statistics), each in the model's flat layout, which
+     * herd_model_tensors (herd_nn.h) names and shapes for the model
+     * herd_model_create(model, in_c, in_h, in_w, nclasses, ...) builds: load
+     * them with memcpy into herd_model_params and herd_model_buffers. Owned
+     * by the result: herd_train_result_free. */
+    float *final_params, *final_buffers;
+    size_t nbuffers;
+    size_t in_c, in_h, in_w, nclasses; /* the shape of one example, and the classes */
 } herd_train_result;
 
+/* Fills *res (its previous contents are not freed: pass each result to
+ * herd_train_result_free before reusing it). The final evaluation runs on
+ * the calling thread, whose intra-op threads it sets to cfg->threads
+ * (herd_nn_set_threads). */
 herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err);
+/* Frees what herd_train allocated in res (final_params, final_buffers). */
+void herd_train_result_free(herd_train_result *res);
 
 /* ---- herd bench allreduce ---- */
 enum { HERD_BENCH_MAX_ROWS = 64 };

@@ -21,6 +21,7 @@
 #include "herd/herd_opt.h"
 #include "herd/herd_run.h"
 #include "cli/compare.h"
+#include "cli/eval.h"
 #include "cli/flags.h"
 #include "cli/sim.h"
 #include "core/clock.h"
@@ -708,6 +709,7 @@ static int cmd_engines(void)
     return 0;
 }
 
+/* On stdout for --help, on stderr when no command was given (exit 2). */
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -718,6 +720,8 @@ static void usage(FILE *out)
             "  bench     single-worker benchmarks (herd bench --help)\n"
             "  sim       run train or bench on a simulated cluster (herd sim --help)\n"
             "  compare   a table of algorithms on one engine or platform (herd compare --help)\n"
+            "  eval      test accuracy and loss of a checkpoint's model (herd eval --help)\n"
+            "  export    a checkpoint's model as safetensors or npy files (herd export --help)\n"
             "  algos     list the synchronization algorithms\n"
             "  engines   list the engines and what each can do\n"
             "  version   print the version\n",
@@ -758,6 +762,10 @@ static int dispatch(int argc, char **argv)
         return herd__cli_sim(argc, argv);
     if (!strcmp(cmd, "compare"))
         return herd__cli_compare(argc, argv);
+    if (!strcmp(cmd, "eval"))
+        return herd__cli_eval(argc, argv);
+    if (!strcmp(cmd, "export"))
+        return herd__cli_export(argc, argv, HERD_VERSION);
     if (!strcmp(cmd, "algos"))
         return cmd_algos();
     if (!strcmp(cmd, "engines"))

@@ -880,6 +880,54 @@ size_t herd_model_nbuffers(const herd_model *m) { return m->nbuffers; }
 float *herd_model_buffers(herd_model *m) { return m->buffers; }
 const char *herd_model_name(const herd_model *m) { return m->name; }
 
+void herd_model_shape(const herd_model *m, size_t *c, size_t *h, size_t *w, size_t *nclasses)
+{
+    *c = m->c, *h = m->h, *w = m->w, *nclasses = m->nclasses;
+}
+
+/* Appends tensor `suffix` of layer `kind``index` to out[*n] (when it fits). */
+static void add_tensor(herd_tensor *out, size_t cap, size_t *n, const char *kind, size_t index, const char *suffix,
+                       bool buffer, size_t off, size_t ndim, const size_t *shape)
+{
+    if (*n < cap) {
+        herd_tensor *t = &out[*n];
+        snprintf(t->name, sizeof t->name, "%s%zu.%s", kind, index, suffix);
+        t->buffer = buffer, t->off = off, t->ndim = ndim, t->len = 1;
+        for (size_t d = 0; d < 4; d++)
+            t->shape[d] = d < ndim ? shape[d] : 0;
+        for (size_t d = 0; d < ndim; d++)
+            t->len *= shape[d];
+    }
+    (*n)++;
+}
+
+size_t herd_model_tensors(const herd_model *m, herd_tensor *out, size_t cap)
+{
+    size_t n = 0, nconv = 0, nfc = 0, nbn = 0;
+    for (size_t i = 0; i < m->nlayers; i++) {
+        const herd_layer *l = m->layers[i];
+        size_t at = l->param_off, C = l->c;
+        if (l->ops == &conv_ops) {
+            const conv_layer *cv = (const conv_layer *)l;
+            size_t w[4] = {C, cv->cin, cv->k, cv->k};
+            add_tensor(out, cap, &n, "conv", ++nconv, "weight", false, at, 4, w);
+            if (cv->bias)
+                add_tensor(out, cap, &n, "conv", nconv, "bias", false, at + C * conv_rows(cv), 1, &C);
+        } else if (l->ops == &linear_ops) {
+            const linear_layer *fc = (const linear_layer *)l;
+            size_t w[2] = {C, fc->nin};
+            add_tensor(out, cap, &n, "fc", ++nfc, "weight", false, at, 2, w);
+            add_tensor(out, cap, &n, "fc", nfc, "bias", false, at + C * fc->nin, 1, &C);
+        } else if (l->ops == &bn_ops) { /* params gamma, beta; buffers mean, var (bn_forward) */
+            add_tensor(out, cap, &n, "bn", ++nbn, "weight", false, at, 1, &C);
+            add_tensor(out, cap, &n, "bn", nbn, "bias", false, at + C, 1, &C);
+            add_tensor(out, cap, &n, "bn", nbn, "running_mean", true, l->buf_off, 1, &C);
+            add_tensor(out, cap, &n, "bn", nbn, "running_var", true, l->buf_off + C, 1, &C);
+        }
+    }
+    return n;
+}
+
 double herd_model_train_flops(const herd_model *m)
 {
     double f = 0;

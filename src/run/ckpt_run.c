@@ -16,7 +16,9 @@
 #include "herd/herd_nn.h"
 #include "core/finite.h"
 
-enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 6 };
+/* A worker's sections: params, momentum, buffers, cursor, rng, algo; the
+ * run's: claim, meta, model (worker 0's). */
+enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 6, RUN_SECTIONS = 3 };
 
 /* One worker's state, copied out between the two barriers of a save. */
 typedef struct slot {
@@ -39,6 +41,14 @@ struct herd__ckpt_run {
     int lock_fd;         /* DIR/.lock, flock()ed for the run (-1: none) */
     slot *slots;         /* one per worker */
     herd_ckpt_section *secs;
+    /* the model the run keeps, filled by worker 0 (herd_ckpt.h) */
+    herd_ckpt_kept kept;
+    float *model;        /* nparams floats: the kept model, where it is not worker 0's params */
+    bool has_model;
+    unsigned char *meta; /* the meta section (its length is fixed by the run's --data) */
+    size_t meta_len;
+    herd_ckpt_info last; /* the header of the last checkpoint written */
+    bool wrote_last;     /* ... which is of the run's last step */
 };
 
 static void put64(unsigned char *p, uint64_t v)
@@ -216,6 +226,9 @@ herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, 
         return herd_err_set(err, HERD_EINVAL, "--checkpoint: model or algorithm name too long for the header");
     if (cfg->workers > UINT32_MAX || cfg->batch > UINT32_MAX)
         return herd_err_set(err, HERD_EINVAL, "--checkpoint: too many workers or too large a batch");
+    if (cfg->data && strlen(cfg->data) >= HERD_CKPT_MAX_DATA)
+        return herd_err_set(err, HERD_EINVAL, "--checkpoint: the --data name is too long to record (%zu bytes, at most %d)",
+                            strlen(cfg->data), HERD_CKPT_MAX_DATA - 1);
     struct stat sb;
     if (stat(dir, &sb) != 0) {
         if (errno != ENOENT || cfg->resume || mkdir(dir, 0755) != 0 || stat(dir, &sb) != 0)
@@ -244,8 +257,11 @@ herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, 
     if (cfg->max_steps && cfg->max_steps < cr->last_step)
         cr->last_step = cfg->max_steps;
     cr->slots = calloc(cfg->workers, sizeof *cr->slots);
-    cr->secs = calloc(cfg->workers * SECTIONS_PER_WORKER, sizeof *cr->secs);
-    if (!cr->slots || !cr->secs) {
+    cr->secs = calloc(cfg->workers * SECTIONS_PER_WORKER + RUN_SECTIONS, sizeof *cr->secs);
+    snprintf(cr->kept.data, sizeof cr->kept.data, "%s", cfg->data ? cfg->data : "");
+    cr->meta_len = herd__ckpt_meta_encode(&cr->kept, NULL, 0);
+    cr->meta = malloc(cr->meta_len);
+    if (!cr->slots || !cr->secs || !cr->meta) {
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints of %zu workers", cfg->workers);
         goto out;
     }
@@ -294,6 +310,8 @@ void herd__ckpt_run_free(herd__ckpt_run *cr)
     }
     free(cr->slots);
     free(cr->secs);
+    free(cr->model);
+    free(cr->meta);
     herd_ckpt_free(cr->resume);
     if (cr->lock_fd >= 0)
         close(cr->lock_fd); /* and the lock with it */
@@ -461,20 +479,42 @@ oom:
     return herd_err_set(&w->err, HERD_ENOMEM, "worker %zu: out of memory for its checkpoint", w->rank);
 }
 
-/* Worker 0: one file from every slot. */
-static herd_status write_slots(herd__ckpt_run *cr, const herd_worker *w, const herd__ckpt_cursor *cur, herd_err *err)
+/* Worker 0, between the save's barriers: the model the run keeps now (the
+ * algorithm's eval_params, as an evaluation here would take it) and what
+ * rebuilds it. */
+static herd_status keep_model(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, const herd_loader *l)
 {
-    size_t n = 0;
-    for (size_t r = 0; r < cr->cfg->workers; r++) /* a diverged run must not replace good checkpoints */
-        if (!herd__all_finite(cr->slots[r].params, w->nparams))
-            return herd_err_set(err, HERD_ENONFINITE,
-                                "step %" PRIu64 ": worker %zu's weights are non-finite; no checkpoint written, the "
-                                "run stops: the learning rate may be too high",
-                                cur->step, r);
+    const char *name = NULL;
+    if (a->ops->eval_params) {
+        if (!cr->model && !(cr->model = malloc(w->nparams * sizeof(float))))
+            return herd_err_set(&w->err, HERD_ENOMEM, "worker 0: out of memory for the checkpoint's model");
+        herd_status st = a->ops->eval_params(a, w, cr->model, &name);
+        if (st < 0)
+            return st;
+        if (name && !herd__all_finite(cr->model, w->nparams))
+            return herd_err_set(&w->err, HERD_ENONFINITE,
+                                "step %zu: the %s model holds non-finite weights; no checkpoint written, the run "
+                                "stops: the learning rate may be too high",
+                                w->step, name);
+    }
+    cr->has_model = name != NULL;
+    herd_ckpt_kept *k = &cr->kept;
+    k->has_meta = true, k->final = false;
+    k->c = l->d->c, k->h = l->d->h, k->w = l->d->w, k->nclasses = l->d->nclasses;
+    snprintf(k->eval_model, sizeof k->eval_model, "%s", name ? name : "worker0");
+    herd__ckpt_meta_encode(k, cr->meta, cr->meta_len);
+    return HERD_OK;
+}
+
+/* The sections of a checkpoint from every slot, the counter and the kept
+ * model (cr->secs); returns how many. */
+static size_t build_sections(herd__ckpt_run *cr)
+{
+    size_t n = 0, nparams = (size_t)cr->info.nparams;
     for (size_t r = 0; r < cr->cfg->workers; r++) {
         const slot *s = &cr->slots[r];
         uint32_t wr = (uint32_t)r;
-        cr->secs[n++] = (herd_ckpt_section){"params", wr, s->params, w->nparams * sizeof(float)};
+        cr->secs[n++] = (herd_ckpt_section){"params", wr, s->params, nparams * sizeof(float)};
         if (s->nmomentum)
             cr->secs[n++] = (herd_ckpt_section){"momentum", wr, s->momentum, s->nmomentum * sizeof(float)};
         if (s->nbuffers)
@@ -484,14 +524,55 @@ static herd_status write_slots(herd__ckpt_run *cr, const herd_worker *w, const h
         if (s->has_algo)
             cr->secs[n++] = (herd_ckpt_section){"algo", wr, s->algo, s->algo_len};
     }
+    if (cr->async)
+        cr->secs[n++] = (herd_ckpt_section){"claim", 0, cr->claim, sizeof cr->claim};
+    cr->secs[n++] = (herd_ckpt_section){"meta", 0, cr->meta, cr->meta_len};
+    if (cr->has_model)
+        cr->secs[n++] = (herd_ckpt_section){"model", 0, cr->model, nparams * sizeof(float)};
+    return n;
+}
+
+/* Worker 0: one file from every slot. */
+static herd_status write_slots(herd__ckpt_run *cr, const herd_worker *w, const herd__ckpt_cursor *cur, herd_err *err)
+{
+    for (size_t r = 0; r < cr->cfg->workers; r++) /* a diverged run must not replace good checkpoints */
+        if (!herd__all_finite(cr->slots[r].params, w->nparams))
+            return herd_err_set(err, HERD_ENONFINITE,
+                                "step %" PRIu64 ": worker %zu's weights are non-finite; no checkpoint written, the "
+                                "run stops: the learning rate may be too high",
+                                cur->step, r);
+    size_t n = build_sections(cr);
     herd_ckpt_info info = cr->info;
     info.step = cur->step, info.epoch = cur->epoch;
     if (cr->async) { /* the run's position is the shared counter's */
-        cr->secs[n++] = (herd_ckpt_section){"claim", 0, cr->claim, sizeof cr->claim};
         info.step = cur->claimed / cr->info.workers;
         info.epoch = cur->claimed ? (cur->claimed - 1) / cr->per_epoch : 0;
     }
-    return herd_ckpt_write(cr->cfg->checkpoint_dir, &info, cr->secs, n, cr->cfg->checkpoint_keep, err);
+    cr->wrote_last = false;
+    herd_status st = herd_ckpt_write(cr->cfg->checkpoint_dir, &info, cr->secs, n, cr->cfg->checkpoint_keep, err);
+    if (st < 0)
+        return st;
+    cr->last = info;
+    cr->wrote_last = cr->async ? cur->claimed >= cr->total : cur->step >= cr->last_step;
+    return HERD_OK;
+}
+
+herd_status herd__ckpt_final(herd__ckpt_run *cr, const float *params, const char *name, herd_err *err)
+{
+    if (!cr || !cr->wrote_last)
+        return HERD_OK;
+    size_t nparams = (size_t)cr->info.nparams;
+    /* worker 0's weights at the last step, unless the run's end changed them */
+    cr->has_model = strcmp(name, "worker0") || memcmp(params, cr->slots[0].params, nparams * sizeof(float));
+    if (cr->has_model && !cr->model && !(cr->model = malloc(nparams * sizeof(float))))
+        return herd_err_set(err, HERD_ENOMEM, "out of memory for the checkpoint's final model");
+    if (cr->has_model)
+        memcpy(cr->model, params, nparams * sizeof(float));
+    cr->kept.final = true;
+    snprintf(cr->kept.eval_model, sizeof cr->kept.eval_model, "%s", name);
+    herd__ckpt_meta_encode(&cr->kept, cr->meta, cr->meta_len);
+    size_t n = build_sections(cr);
+    return herd_ckpt_write(cr->cfg->checkpoint_dir, &cr->last, cr->secs, n, cr->cfg->checkpoint_keep, err);
 }
 
 herd_status herd__ckpt_save(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, const herd_loader *l,
@@ -507,6 +588,8 @@ herd_status herd__ckpt_save(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, co
      * every worker has settled */
     HERD_TRY(herd_comm_barrier(w->comm));
     HERD_TRY(fill_slot(cr, a, w, l, cur));
+    if (w->rank == 0)
+        HERD_TRY(keep_model(cr, a, w, l));
     /* every slot is filled */
     HERD_TRY(herd_comm_barrier(w->comm));
     if (w->rank == 0)

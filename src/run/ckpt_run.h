@@ -16,6 +16,12 @@
  *   claim     the shared batch counter (global batches handed out); the
  *             header's step is claim / workers, its epoch that of the last
  *             batch handed out, and each worker's cursor holds its own steps
+ * and, for worker 0, the model the run keeps (herd_ckpt.h): `meta` always,
+ * `model` where it is not worker 0's weights. Worker 0 takes it from the
+ * algorithm's eval_params while every worker is between the save's two
+ * barriers (nothing moves a center or a window then); after the run's
+ * final evaluation herd__ckpt_final writes the newest checkpoint again
+ * with what that evaluation scored.
  *
  * Checkpointing is collective over the run's workers, all in this process
  * (an engine with HERD_ENGINE_CHECKPOINT): each settles what its algorithm
@@ -90,5 +96,28 @@ uint64_t herd__ckpt_next_hold(const herd__ckpt_run *cr, uint64_t claimed);
 /* Collective over the run's workers (see above); errors in w->err. */
 herd_status herd__ckpt_save(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, const herd_loader *l,
                             const herd__ckpt_cursor *cur);
+
+/* After the run's final evaluation (rank 0, a run that ended, every
+ * worker stopped): when this run's last checkpoint is of its last step,
+ * writes it again with the model that evaluation scored (`params`,
+ * nparams floats; `name`, the result's eval_model), marked final. Nothing
+ * when cr is NULL or the last checkpoint is older (a run resumed from its
+ * end, a run stopped early). */
+herd_status herd__ckpt_final(herd__ckpt_run *cr, const float *params, const char *name, herd_err *err);
+
+/* herd eval and herd export: the newest valid checkpoint of dir (*ck, the
+ * caller's to free), its file name, the warnings of newer ones skipped,
+ * its header and what it keeps (herd_ckpt_kept_info). */
+herd_status herd__ckpt_open_latest(const char *dir, herd_ckpt **ck, char *label, size_t label_cap, char *warn,
+                                   size_t warn_cap, herd_ckpt_info *info, herd_ckpt_kept *kept, herd_err *err);
+
+/* herd export: the model's tensors ts[0..n) into cfg->out, in cfg->format
+ * (ckpt_export.c); res says what the model is, for the metadata. */
+herd_status herd__export_write(const herd_export_config *cfg, const herd_export_result *res, herd_model *m,
+                               const herd_tensor *ts, size_t n, herd_err *err);
+
+/* The meta section's bytes (herd_ckpt.h) for k into buf (cap bytes, may be
+ * NULL); returns the length it takes. */
+size_t herd__ckpt_meta_encode(const herd_ckpt_kept *k, unsigned char *buf, size_t cap);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "herd/herd_nn.h"
 #include "herd/herd_run.h"
 #include "core/json.h"
 #include "run/run.h"
@@ -123,6 +124,42 @@ out:
     return st;
 }
 
+/* The model the final evaluation scored (herd__evaluate left it in
+ * eval_buf where it is the algorithm's), on rank 0 of a run that ended:
+ * into the run's last checkpoint, and to the caller (cfg->keep_final). */
+static herd_status final_model(herd_run *r, worker_ctx *workers, herd_train_result *res, herd_err *err)
+{
+    const worker_ctx *w0 = &workers[0];
+    size_t np = w0->w.nparams, nb = herd_model_nbuffers(w0->w.model);
+    bool stopped = false;
+    for (size_t i = 0; i < r->nlocal; i++)
+        stopped = stopped || workers[i].stopped;
+    if (r->first_rank != 0 || stopped)
+        return HERD_OK;
+    const float *kept = strcmp(res->eval_model, "worker0") ? w0->eval_buf + np : w0->w.params;
+    herd_status st = herd__ckpt_final(r->ckpt, kept, res->eval_model, err);
+    if (st < 0 || !r->cfg->keep_final)
+        return st;
+    res->final_params = malloc(np * sizeof(float) + 1);
+    res->final_buffers = malloc(nb * sizeof(float) + 1);
+    if (!res->final_params || !res->final_buffers) {
+        herd_train_result_free(res);
+        return herd_err_set(err, HERD_ENOMEM, "out of memory for a copy of the final model");
+    }
+    memcpy(res->final_params, kept, np * sizeof(float));
+    memcpy(res->final_buffers, herd_model_buffers(w0->w.model), nb * sizeof(float));
+    res->nbuffers = nb;
+    res->in_c = r->train.c, res->in_h = r->train.h, res->in_w = r->train.w, res->nclasses = r->train.nclasses;
+    return HERD_OK;
+}
+
+void herd_train_result_free(herd_train_result *res)
+{
+    free(res->final_params);
+    free(res->final_buffers);
+    res->final_params = res->final_buffers = NULL;
+}
+
 herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, herd_train_result *res, herd_err *err)
 {
     herd_status st = HERD_OK;
@@ -175,6 +212,7 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
             if (!(d <= res->replica_max_diff)) /* NaN counts as a difference */
                 res->replica_max_diff = d;
         }
+    HERD_TRY(final_model(r, workers, res, err));
     herd__log_record(&r->log, "end", "\"test_acc\":%.6f,\"test_loss\":%.6f,\"wall_s\":%.6f,\"train_img_per_s\":%.3f,\"lost\":%zu",
                      res->test_acc, res->test_loss, res->wall_s, res->train_img_per_s, res->nlost);
 out:

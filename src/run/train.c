@@ -395,7 +395,9 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     if (!stopped)
         warn_unfired(&r, workers);
     /* the final evaluation, once every worker has stopped (not when stopped
-     * from outside: whoever stopped the run wants it to end now) */
+     * from outside: whoever stopped the run wants it to end now), on this
+     * thread with the workers' --threads, as theirs ran */
+    herd_nn_set_threads((int)eff.threads);
     if (r.first_rank == 0 && !stopped && (st = herd__evaluate(w0, w0->train_loss, w0->last_epoch_s)) < 0) {
         if (err)
             *err = w0->w.err.msg[0] ? w0->w.err : w0->w.comm->err;

@@ -1,0 +1,321 @@
+#!/usr/bin/python3
+"""herd export, read back by a reader that shares no code with herd.
+
+Usage: export_check.py HERD_BIN WORKDIR
+
+For each case (model, data, algorithm) it trains a tiny run with a
+checkpoint, exports the model the run keeps as safetensors and as an npy
+directory, and has `herd eval --dump-logits --dump-inputs` write herd's own
+logits for the first test images. It then reads the safetensors file with
+json + struct only (the format's spec, not a library), checks it against the
+npy files read by numpy, rebuilds each model's forward pass in numpy from
+the tensors' names and shapes (and LeNet's again in torch, where torch is
+installed) and compares the logits and predictions with herd's. A mutated
+export (two tensors' values exchanged) must fail the same comparison: the
+check can tell a wrong export from a right one. Exit status 0 when every
+check passes; 1 with a message naming the first that does not.
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+FMNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def fail(msg):
+    print("export_check: FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def run(herd, *args):
+    p = subprocess.run([herd, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        fail("herd %s exited %d: %s" % (" ".join(args), p.returncode, p.stderr.strip()))
+    return p.stdout
+
+
+# ---- readers ------------------------------------------------------------------
+
+
+def read_safetensors(path):
+    """The format: u64 little-endian header length N, N bytes of JSON, then
+    the data; every tensor's data_offsets are relative to the data's start."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if len(blob) < 8:
+        fail("%s: shorter than its length field" % path)
+    (n,) = struct.unpack("<Q", blob[:8])
+    if 8 + n > len(blob):
+        fail("%s: header length %d runs past the file (%d bytes)" % (path, n, len(blob)))
+    header = json.loads(blob[8 : 8 + n].decode("utf-8"))
+    data = blob[8 + n :]
+    meta = header.pop("__metadata__", {})
+    if not all(isinstance(v, str) for v in meta.values()):
+        fail("%s: __metadata__ values must be strings: %r" % (path, meta))
+    tensors, spans = {}, []
+    for name, t in header.items():
+        if t["dtype"] != "F32":
+            fail("%s: %s has dtype %s" % (path, name, t["dtype"]))
+        begin, end = t["data_offsets"]
+        count = 1
+        for d in t["shape"]:
+            count *= d
+        if end - begin != 4 * count:
+            fail("%s: %s: offsets [%d, %d) for shape %s" % (path, name, begin, end, t["shape"]))
+        floats = struct.unpack("<%df" % count, data[begin:end])
+        tensors[name] = np.array(floats, dtype=np.float32).reshape(t["shape"])
+        spans.append((begin, end))
+    spans.sort()
+    at = 0
+    for begin, end in spans:  # the data is the tensors, back to back, nothing else
+        if begin != at:
+            fail("%s: a hole or an overlap at byte %d of the data" % (path, at))
+        at = end
+    if at != len(data):
+        fail("%s: %d bytes of data after the last tensor" % (path, len(data) - at))
+    return tensors, meta
+
+
+def read_npy_dir(path):
+    out = {}
+    for f in sorted(os.listdir(path)):
+        if not f.endswith(".npy"):
+            fail("%s: unexpected file %s" % (path, f))
+        a = np.load(os.path.join(path, f), allow_pickle=False)
+        if a.dtype != np.dtype("<f4"):
+            fail("%s/%s: dtype %s" % (path, f, a.dtype))
+        out[f[: -len(".npy")]] = a
+    return out
+
+
+# ---- the models, in numpy (float64) ------------------------------------------
+
+
+def conv2d(x, w, b, stride, pad):
+    n, c, h, wd = x.shape
+    o, c2, kh, kw = w.shape
+    assert c == c2, (x.shape, w.shape)
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ho, wo = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    cols = np.empty((n, c, kh, kw, ho, wo))
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, i, j] = xp[:, :, i : i + stride * ho : stride, j : j + stride * wo : stride]
+    y = np.tensordot(cols, w.astype(np.float64), axes=([1, 2, 3], [1, 2, 3]))  # n, ho, wo, o
+    y = y.transpose(0, 3, 1, 2)
+    return y if b is None else y + b.astype(np.float64)[None, :, None, None]
+
+
+def maxpool(x, k, s):
+    n, c, h, w = x.shape
+    ho, wo = (h - k) // s + 1, (w - k) // s + 1
+    y = np.full((n, c, ho, wo), -np.inf)
+    for i in range(k):
+        for j in range(k):
+            y = np.maximum(y, x[:, :, i : i + s * ho : s, j : j + s * wo : s])
+    return y
+
+
+def relu(x):
+    return np.maximum(x, 0)
+
+
+class Net:
+    """Takes each tensor by name, once: a tensor left over is an error too."""
+
+    def __init__(self, t):
+        self.t = {k: v.astype(np.float64) for k, v in t.items()}
+        self.used = set()
+
+    def __getitem__(self, name):
+        if name not in self.t:
+            fail("no tensor %s (have %s)" % (name, sorted(self.t)))
+        self.used.add(name)
+        return self.t[name]
+
+    def get(self, name):
+        return self[name] if name in self.t else None
+
+    def fc(self, x, i):
+        x = x.reshape(x.shape[0], -1)
+        return x @ self["fc%d.weight" % i].T + self["fc%d.bias" % i]
+
+    def conv(self, x, i, stride=1, pad=0):
+        return conv2d(x, self["conv%d.weight" % i], self.get("conv%d.bias" % i), stride, pad)
+
+    def bn(self, x, i):
+        p = "bn%d." % i
+        scale = self[p + "weight"] / np.sqrt(self[p + "running_var"] + 1e-5)
+        shift = self[p + "bias"] - self[p + "running_mean"] * scale
+        return x * scale[None, :, None, None] + shift[None, :, None, None]
+
+    def check_all_used(self):
+        left = set(self.t) - self.used
+        if left:
+            fail("tensors the forward pass never used: %s" % sorted(left))
+
+
+def forward(model, t, x):
+    m = Net(t)
+    x = x.astype(np.float64)
+    if model == "linear":
+        y = m.fc(x, 1)
+    elif model == "mlp":
+        y = m.fc(relu(m.fc(relu(m.fc(x, 1)), 2)), 3)
+    elif model == "lenet":
+        x = maxpool(relu(m.conv(x, 1, pad=2)), 2, 2)
+        x = maxpool(relu(m.conv(x, 2)), 2, 2)
+        y = m.fc(relu(m.fc(relu(m.fc(x, 1)), 2)), 3)
+    elif model == "resnet20":
+        x = relu(m.bn(m.conv(x, 1, pad=1), 1))
+        k = 1  # conv and bn numbers go up together, in forward order
+        for s, width in enumerate((16, 32, 64)):
+            for i in range(3):
+                stride = 2 if s > 0 and i == 0 else 1
+                a = relu(m.bn(m.conv(x, k + 1, stride, 1), k + 1))
+                b = m.bn(m.conv(a, k + 2, 1, 1), k + 2)
+                k += 2
+                if stride != 1 or x.shape[1] != width:  # a 1x1 projection
+                    x = m.bn(m.conv(x, k + 1, stride, 0), k + 1)
+                    k += 1
+                x = relu(b + x)
+        y = m.fc(x.mean(axis=(2, 3)), 1)
+    else:
+        fail("no numpy model for " + model)
+    m.check_all_used()
+    return y
+
+
+def torch_lenet(t, x):
+    import torch
+    import torch.nn.functional as F
+
+    g = {k: torch.from_numpy(v.copy()) for k, v in t.items()}
+    with torch.no_grad():
+        y = F.max_pool2d(F.relu(F.conv2d(torch.from_numpy(x), g["conv1.weight"], g["conv1.bias"], padding=2)), 2)
+        y = F.max_pool2d(F.relu(F.conv2d(y, g["conv2.weight"], g["conv2.bias"])), 2)
+        y = torch.flatten(y, 1)
+        y = F.relu(F.linear(y, g["fc1.weight"], g["fc1.bias"]))
+        y = F.relu(F.linear(y, g["fc2.weight"], g["fc2.bias"]))
+        y = F.linear(y, g["fc3.weight"], g["fc3.bias"])
+    return y.numpy().astype(np.float64)
+
+
+# ---- the comparison ----------------------------------------------------------
+
+
+def mismatch(ours, herds):
+    """None when our logits are herd's (float32 rounding apart) and so are the
+    predictions wherever the top two logits are not a near tie; else why not."""
+    tol = 2e-5 * max(1.0, float(np.abs(herds).max()))
+    diff = float(np.abs(ours - herds).max())
+    if diff > tol:
+        return "logits differ by %.3g (tolerance %.3g)" % (diff, tol)
+    top2 = np.sort(herds, axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 10 * tol
+    if (ours.argmax(1)[clear] != herds.argmax(1)[clear]).any():
+        return "predictions differ"
+    return None
+
+
+def mutated(t):
+    """The same tensors with the values of two of the same shape exchanged
+    (or, where no two share one, the largest reversed)."""
+    m = dict(t)
+    names = sorted(t, key=lambda k: (-t[k].size, k))
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if t[a].shape == t[b].shape and not np.array_equal(t[a], t[b]):
+                m[a], m[b] = t[b], t[a]
+                return m, "%s <-> %s" % (a, b)
+    m[names[0]] = t[names[0]].reshape(-1)[::-1].reshape(t[names[0]].shape).copy()
+    return m, names[0] + " reversed"
+
+
+EXPECT = {  # (name, shape) of each model's first tensors, as PyTorch would have them
+    "linear": [("fc1.weight", None), ("fc1.bias", None)],
+    "lenet": [("conv1.weight", (6, 1, 5, 5)), ("conv1.bias", (6,)), ("conv2.weight", (16, 6, 5, 5))],
+    "resnet20": [("conv1.weight", (16, 3, 3, 3)), ("bn1.weight", (16,)), ("bn1.running_var", (16,)),
+                 ("fc1.weight", (4, 64))],
+}
+
+
+def check_case(herd, work, name, model, data, algo, extra):
+    d = os.path.join(work, name)
+    os.makedirs(d)
+    ck = os.path.join(d, "ckpt")
+    run(herd, "train", "--data", data, "--model", model, "--algo", algo, "--epochs", "1", "--train-limit", "256",
+        "--test-limit", "64", "--batch", "16", "--checkpoint", ck, "--quiet", "--no-progress", *extra)
+    st, npy = os.path.join(d, "model.safetensors"), os.path.join(d, "npy")
+    run(herd, "export", "--checkpoint", ck, st, "--quiet")
+    run(herd, "export", "--checkpoint", ck, "--format", "npy", npy, "--quiet")
+    logits_f, inputs_f = os.path.join(d, "logits.npy"), os.path.join(d, "inputs.npy")
+    ev = json.loads(run(herd, "eval", "--checkpoint", ck, "--test-limit", "8", "--dump-logits", logits_f,
+                        "--dump-inputs", inputs_f, "--json", "--quiet").splitlines()[-1])
+    t, meta = read_safetensors(st)
+    tn = read_npy_dir(npy)
+    if sorted(t) != sorted(tn):
+        fail("%s: safetensors has %s, npy %s" % (name, sorted(t), sorted(tn)))
+    for k in t:
+        if t[k].shape != tn[k].shape or not np.array_equal(t[k], tn[k]):
+            fail("%s: %s differs between safetensors and npy" % (name, k))
+    for k, shape in EXPECT.get(model, []):
+        if k not in t or (shape and t[k].shape != shape):
+            fail("%s: %s: want shape %s, have %s" % (name, k, shape, t[k].shape if k in t else "none"))
+    want_meta = {"model": model, "algo": algo, "eval_model": ev["eval_model"], "producer": "herd"}
+    for k, v in want_meta.items():
+        if meta.get(k) != v:
+            fail("%s: __metadata__[%s] is %r, want %r" % (name, k, meta.get(k), v))
+    if ev["eval_model"] != EVAL_MODEL[algo] or not ev["final"]:
+        fail("%s: herd eval scored the %s model (final %s), want the run's final %s" % (name, ev["eval_model"],
+             ev["final"], EVAL_MODEL[algo]))
+    x, herds = np.load(inputs_f), np.load(logits_f).astype(np.float64)
+    if x.shape[0] != 8 or herds.shape != (8, int(meta["classes"])):
+        fail("%s: dumps of shape %s and %s" % (name, x.shape, herds.shape))
+    why = mismatch(forward(model, t, x), herds)
+    if why:
+        fail("%s: numpy's forward pass of the exported %s is not herd's: %s" % (name, model, why))
+    if model == "lenet" and HAVE_TORCH:
+        why = mismatch(torch_lenet(t, x), herds)
+        if why:
+            fail("%s: torch's forward pass of the exported lenet is not herd's: %s" % (name, why))
+    bad, how = mutated(t)
+    if mismatch(forward(model, bad, x), herds) is None:
+        fail("%s: a mutated export (%s) passes the comparison: it cannot tell" % (name, how))
+    print("export_check: %s: %d tensors, logits within tolerance of herd's (%s model)%s" %
+          (name, len(t), ev["eval_model"], ", torch too" if model == "lenet" and HAVE_TORCH else ""))
+
+
+EVAL_MODEL = {"sgd": "worker0", "easgd": "center", "dpsgd": "average", "asgd": "server"}
+
+try:
+    import torch  # noqa: F401
+
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    herd, work = sys.argv[1], sys.argv[2]
+    fm = FMNIST if os.path.isdir(FMNIST) else "synthetic:1x28x28:10"
+    cases = [
+        ("linear-sgd", "linear", "synthetic:1x12x12:4", "sgd", []),
+        ("mlp-dpsgd", "mlp", "synthetic:1x12x12:4", "dpsgd", ["--workers", "2"]),
+        ("lenet-easgd", "lenet", fm, "easgd", ["--workers", "2"]),
+        ("resnet20-asgd", "resnet20", "synthetic:3x8x8:4", "asgd", ["--workers", "2"]),
+    ]
+    for c in cases:
+        check_case(herd, work, *c)
+    print("export_check: ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,432 @@
+/* Models out of herd: herd eval scores exactly what the training run's final
+ * evaluation scored (every algorithm family's kept model: worker 0's, a
+ * center, an average, a server's), herd_train hands the same weights to its
+ * caller, older checkpoints still read (or say what they lack), the model's
+ * named tensors cover its arrays, and herd export's files, read back by an
+ * independent Python reader, give herd's own logits (tests/export_check.py). */
+#include "fixtures.h"
+#include "harness.h"
+#include "json_valid.h"
+#include "herd/herd_ckpt.h"
+#include "herd/herd_nn.h"
+#include "herd/herd_run.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* A fresh directory name under the test's scratch directory (not made). */
+static const char *scratch(const char *name)
+{
+    return herd_test_fmt("%s/%s", herd_test_tmpdir(), name);
+}
+
+/* The run most tests start from: a few epochs of a tiny model, checkpointed. */
+static herd_train_config ckpt_config(const char *model, const char *algo, size_t workers, const char *dir)
+{
+    herd_train_config c = herd_test_config(model, algo, workers);
+    c.train_limit = 512;
+    c.test_limit = 256;
+    c.checkpoint_dir = dir;
+    c.keep_final = true;
+    return c;
+}
+
+static herd_eval_result eval_ok(const char *dir, const char *data, size_t test_limit)
+{
+    herd_eval_config ec = {.checkpoint_dir = dir, .data = data, .test_limit = test_limit};
+    herd_eval_result res;
+    herd_err err = {0};
+    if (herd_eval(&ec, &res, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "herd_eval %s: %s", dir, err.msg);
+    return res;
+}
+
+/* herd_eval that must fail with status want, its message containing needle. */
+static void eval_fails(const char *dir, const char *data, herd_status want, const char *needle)
+{
+    herd_eval_config ec = {.checkpoint_dir = dir, .data = data};
+    herd_eval_result res;
+    herd_err err = {0};
+    herd_status st = herd_eval(&ec, &res, &err);
+    ASSERT_EQ_INT(st, want);
+    ASSERT_STR_CONTAINS(err.msg, needle);
+    ASSERT_TRUE(res.logits == NULL && res.inputs == NULL);
+}
+
+/* The run's final evaluation and herd eval of its checkpoint: the same
+ * model (named alike), the same bits of accuracy and loss; herd_train's
+ * copy of the final model is the checkpoint's kept model. */
+static void eval_matches(const char *model, const char *algo, size_t workers)
+{
+    const char *dir = scratch(herd_test_fmt("%s-%s", model, algo));
+    herd_train_config c = ckpt_config(model, algo, workers, dir);
+    herd_train_result tr;
+    herd_test_train_ok(&c, &tr);
+    herd_eval_result ev = eval_ok(dir, NULL, c.test_limit);
+    if (ev.test_loss != tr.test_loss || ev.test_acc != tr.test_acc)
+        herd_test_fail(__FILE__, __LINE__, "--algo %s: herd eval gives acc %.9g loss %.17g, the run %.9g %.17g", algo,
+                       ev.test_acc, ev.test_loss, tr.test_acc, tr.test_loss);
+    ASSERT_STR_CONTAINS(ev.kept.eval_model, tr.eval_model);
+    ASSERT_STR_CONTAINS(tr.eval_model, ev.kept.eval_model);
+    ASSERT_TRUE(ev.kept.final && ev.kept.has_meta);
+    ASSERT_EQ_INT(ev.n, c.test_limit);
+    ASSERT_TRUE(ev.info.step > 0 && ev.info.workers == workers);
+    /* the weights herd_train handed over are the checkpoint's kept model */
+    herd_ckpt *ck = NULL;
+    herd_model *m = NULL;
+    ASSERT_OK(herd_ckpt_latest(dir, &ck, NULL, 0, NULL, NULL));
+    ASSERT_OK(herd_ckpt_kept_model(ck, tr.in_c, tr.in_h, tr.in_w, tr.nclasses, 0, &m, NULL));
+    ASSERT_TRUE(tr.final_params != NULL && tr.final_buffers != NULL);
+    ASSERT_EQ_INT(herd_model_nparams(m), tr.nparams);
+    ASSERT_EQ_INT(herd_model_nbuffers(m), tr.nbuffers);
+    ASSERT_TRUE(!memcmp(herd_model_params(m), tr.final_params, tr.nparams * sizeof(float)));
+    ASSERT_TRUE(!memcmp(herd_model_buffers(m), tr.final_buffers, tr.nbuffers * sizeof(float)));
+    herd_model_free(m);
+    herd_ckpt_free(ck);
+    herd_train_result_free(&tr);
+    ASSERT_TRUE(tr.final_params == NULL);
+    herd_eval_result_free(&ev);
+}
+
+/* ---- the tests ----------------------------------------------------------- */
+
+/* One sgd worker: the run is deterministic and its model worker 0's. */
+static void test_eval_sgd(void) { eval_matches("lenet", "sgd", 1); }
+
+/* Every family's kept model: a center (synchronous and asynchronous), an
+ * average, a server's, worker 0's under allreduce; resnet20 for the
+ * batch-norm statistics, which are worker 0's. */
+static void test_eval_easgd(void) { eval_matches("mlp", "easgd", 2); }
+static void test_eval_dpsgd(void) { eval_matches("linear", "dpsgd", 3); }
+static void test_eval_sgp(void) { eval_matches("linear", "sgp", 2); }
+static void test_eval_asgd(void) { eval_matches("linear", "asgd", 2); }
+static void test_eval_aeasgd(void) { eval_matches("linear", "aeasgd", 2); }
+static void test_eval_allreduce_resnet(void) { eval_matches("resnet20", "allreduce", 2); }
+
+/* Copies the newest checkpoint of dir into old/ without its meta and model
+ * sections: the file an older herd wrote. Returns old/'s name. */
+static const char *strip_to_old(const char *dir, const char *old)
+{
+    herd_ckpt *ck = NULL;
+    ASSERT_OK(herd_ckpt_latest(dir, &ck, NULL, 0, NULL, NULL));
+    size_t n = herd_ckpt_nsections(ck), k = 0;
+    herd_ckpt_section *secs = calloc(n, sizeof *secs);
+    ASSERT_TRUE(secs != NULL);
+    for (size_t i = 0; i < n; i++) {
+        herd_ckpt_section s = herd_ckpt_section_at(ck, i);
+        if (strcmp(s.name, "meta") && strcmp(s.name, "model"))
+            secs[k++] = s;
+    }
+    ASSERT_TRUE(k < n); /* there was a meta section to drop */
+    const char *od = scratch(old);
+    ASSERT_EQ_INT(mkdir(od, 0700), 0);
+    ASSERT_OK(herd_ckpt_write(od, herd_ckpt_get_info(ck), secs, k, 1, NULL));
+    free(secs);
+    herd_ckpt_free(ck);
+    return od;
+}
+
+/* An older herd's checkpoint: worker 0's model still evaluates (the shape
+ * from the data), export asks for --data; an algorithm's kept model that
+ * is not in the file is a clear error. */
+static void test_old_checkpoints(void)
+{
+    const char *dir = scratch("sgd");
+    herd_train_config c = ckpt_config("lenet", "sgd", 1, dir);
+    herd_train_result tr;
+    herd_test_train_ok(&c, &tr);
+    const char *od = strip_to_old(dir, "sgd-old");
+    herd_eval_result ev = eval_ok(od, c.data, c.test_limit);
+    ASSERT_TRUE(!ev.kept.has_meta && !ev.kept.final);
+    ASSERT_TRUE(ev.test_loss == tr.test_loss && ev.test_acc == tr.test_acc);
+    herd_eval_result_free(&ev);
+    /* without --data: herd's default data set, of another shape than 12x12 */
+    herd_export_config xc = {.checkpoint_dir = od, .out = scratch("old.safetensors")};
+    herd_export_result xr;
+    herd_err err = {0};
+    ASSERT_EQ_INT(herd_export(&xc, &xr, &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "does not record its model's input shape (it was written by an older herd): give --data");
+    xc.data = c.data;
+    ASSERT_OK(herd_export(&xc, &xr, &err));
+    ASSERT_EQ_INT(xr.nfloats, tr.nparams);
+    ASSERT_TRUE(access(xc.out, F_OK) == 0);
+    herd_train_result_free(&tr);
+
+    const char *edir = scratch("easgd");
+    c = ckpt_config("linear", "easgd", 2, edir);
+    herd_test_train_ok(&c, &tr);
+    herd_train_result_free(&tr);
+    eval_fails(strip_to_old(edir, "easgd-old"), c.data, HERD_EINVAL,
+               "was written by an older herd and holds only each worker's weights, not the model --algo easgd keeps");
+}
+
+/* Replaces the newest checkpoint of dir by one whose meta section's bytes
+ * are `meta` (len bytes). */
+static void put_meta(const char *dir, const unsigned char *meta, size_t len)
+{
+    herd_ckpt *ck = NULL;
+    ASSERT_OK(herd_ckpt_latest(dir, &ck, NULL, 0, NULL, NULL));
+    size_t n = herd_ckpt_nsections(ck);
+    herd_ckpt_section *secs = calloc(n, sizeof *secs);
+    ASSERT_TRUE(secs != NULL);
+    for (size_t i = 0; i < n; i++) {
+        secs[i] = herd_ckpt_section_at(ck, i);
+        if (!strcmp(secs[i].name, "meta"))
+            secs[i].data = meta, secs[i].bytes = len;
+    }
+    ASSERT_OK(herd_ckpt_write(dir, herd_ckpt_get_info(ck), secs, n, 1000, NULL)); /* the older ones stay */
+    free(secs);
+    herd_ckpt_free(ck);
+}
+
+/* The meta section: what it records, a newer or broken one refused by
+ * name, data of another shape refused, a mid-run checkpoint not final. */
+static void test_meta(void)
+{
+    const char *dir = scratch("meta");
+    herd_train_config c = ckpt_config("linear", "easgd", 2, dir);
+    c.checkpoint_every = 5;
+    c.checkpoint_keep = 10;
+    herd_train_result tr;
+    herd_test_train_ok(&c, &tr);
+    herd_train_result_free(&tr);
+    herd_ckpt *ck = NULL;
+    herd_ckpt_kept k;
+    ASSERT_OK(herd_ckpt_latest(dir, &ck, NULL, 0, NULL, NULL));
+    ASSERT_OK(herd_ckpt_kept_info(ck, &k, NULL));
+    ASSERT_TRUE(k.has_meta && k.final);
+    ASSERT_EQ_INT(k.c * 1000000 + k.h * 10000 + k.w * 100 + k.nclasses, 1121204); /* 1x12x12, 4 classes */
+    ASSERT_STR_CONTAINS(k.data, "synthetic:1x12x12:4");
+    ASSERT_STR_CONTAINS(k.eval_model, "center");
+    herd_ckpt_section s;
+    ASSERT_OK(herd_ckpt_find(ck, "meta", 0, &s, NULL));
+    unsigned char *meta = malloc(s.bytes);
+    ASSERT_TRUE(meta != NULL);
+    memcpy(meta, s.data, s.bytes);
+    size_t len = s.bytes;
+    uint64_t last = herd_ckpt_get_info(ck)->step;
+    herd_ckpt_free(ck);
+
+    /* another shape than the model's */
+    eval_fails(dir, "synthetic:1x8x8:4", HERD_EINVAL, "takes 1x12x12 inputs of 4 classes; the data synthetic:1x8x8:4 has 1x8x8");
+    /* a newer meta record, then one that does not read */
+    meta[0] = 2;
+    put_meta(dir, meta, len);
+    eval_fails(dir, NULL, HERD_EUNSUPPORTED, "meta section version 2, this herd reads version 1");
+    meta[0] = 1;
+    put_meta(dir, meta, len - 1);
+    eval_fails(dir, NULL, HERD_ECORRUPT, "meta section");
+    free(meta);
+
+    /* the checkpoint before the last: the center as it was, not final */
+    unlink(herd_test_fmt("%s/ckpt-%" PRIu64 ".herd", dir, last));
+    herd_eval_result ev = eval_ok(dir, NULL, 64);
+    ASSERT_TRUE(ev.info.step < last && !ev.kept.final);
+    ASSERT_STR_CONTAINS(ev.kept.eval_model, "center");
+    ASSERT_EQ_INT(ev.n, 64);
+    herd_eval_result_free(&ev);
+}
+
+/* Every model's named tensors cover its parameters and buffers exactly
+ * once, each as long as its shape says, under names given once. */
+static void test_tensors(void)
+{
+    for (size_t i = 0; herd_model_names[i]; i++) {
+        const char *name = herd_model_names[i];
+        bool rgb = !strcmp(name, "resnet20");
+        herd_model *m = NULL;
+        ASSERT_OK(herd_model_create(name, rgb ? 3 : 1, rgb ? 32 : 28, rgb ? 32 : 28, 10, 1, 1, &m, NULL));
+        size_t n = herd_model_tensors(m, NULL, 0), np = herd_model_nparams(m), nb = herd_model_nbuffers(m);
+        herd_tensor *t = calloc(n, sizeof *t);
+        unsigned char *seen = calloc(np + nb, 1);
+        ASSERT_TRUE(t && seen && n > 0);
+        ASSERT_EQ_INT(herd_model_tensors(m, t, n), n);
+        for (size_t j = 0; j < n; j++) {
+            size_t len = 1;
+            for (size_t d = 0; d < t[j].ndim; d++)
+                len *= t[j].shape[d];
+            ASSERT_EQ_INT(len, t[j].len);
+            ASSERT_TRUE(t[j].off + t[j].len <= (t[j].buffer ? nb : np));
+            for (size_t e = 0; e < t[j].len; e++)
+                ASSERT_EQ_INT(seen[(t[j].buffer ? np : 0) + t[j].off + e]++, 0);
+            ASSERT_EQ_INT(t[j].buffer, strstr(t[j].name, ".running_") != NULL);
+            for (size_t q = 0; q < j; q++)
+                ASSERT_TRUE(strcmp(t[q].name, t[j].name));
+        }
+        for (size_t e = 0; e < np + nb; e++)
+            ASSERT_EQ_INT(seen[e], 1);
+        if (!strcmp(name, "lenet")) { /* PyTorch's names and shapes */
+            ASSERT_STR_CONTAINS(t[0].name, "conv1.weight");
+            ASSERT_EQ_INT(t[0].shape[0] * 1000 + t[0].shape[1] * 100 + t[0].shape[2] * 10 + t[0].shape[3], 6155);
+            ASSERT_STR_CONTAINS(t[n - 2].name, "fc3.weight");
+            ASSERT_EQ_INT(t[n - 2].shape[0] * 100 + t[n - 2].shape[1], 1084);
+        }
+        if (rgb) {
+            ASSERT_STR_CONTAINS(t[3].name, "bn1.running_mean");
+            ASSERT_EQ_INT(t[3].shape[0], 16);
+        }
+        free(t);
+        free(seen);
+        herd_model_free(m);
+    }
+}
+
+/* An NPY 1.0 file as the format says: magic, version, a header that ends in
+ * a newline at a multiple of 64 bytes, then the floats. */
+static void test_npy_file(void)
+{
+    const char *path = scratch("a.npy");
+    const float v[6] = {1, 2, 3, 4, 5, 6};
+    ASSERT_OK(herd_npy_write(path, (const size_t[]){2, 3}, 2, v, NULL));
+    FILE *f = fopen(path, "rb");
+    ASSERT_TRUE(f != NULL);
+    unsigned char b[256];
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    ASSERT_TRUE(n > 10 && !memcmp(b, "\x93NUMPY\x01\x00", 8));
+    size_t hl = (size_t)b[8] | (size_t)b[9] << 8;
+    ASSERT_EQ_INT((10 + hl) % 64, 0);
+    ASSERT_EQ_INT(n, 10 + hl + sizeof v);
+    ASSERT_EQ_INT(b[10 + hl - 1], '\n');
+    b[10 + hl - 1] = 0;
+    ASSERT_STR_CONTAINS((const char *)b + 10, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
+    ASSERT_TRUE(!memcmp(b + 10 + hl, v, sizeof v));
+    ASSERT_OK(herd_npy_write(path, (const size_t[]){5}, 1, v, NULL));
+    f = fopen(path, "rb");
+    n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    b[n < sizeof b ? n : sizeof b - 1] = 0;
+    ASSERT_STR_CONTAINS((const char *)b + 10, "'shape': (5,), }");
+}
+
+/* herd eval and herd export as a user runs them: help on stdout, usage
+ * errors exit 2, failures 1 (with --json's error line), JSON summaries. */
+static void test_cli(void)
+{
+    const char *dir = scratch("cli");
+    herd_test_cmd o;
+    /* help on stdout (exit 0), usage errors on stderr (exit 2) */
+    static const struct {
+        const char *args[8];
+        int code;
+        const char *out, *err;
+    } cases[] = {
+        {{"--help"}, 0, "  export    a checkpoint's model as safetensors or npy files", ""},
+        {{"eval", "--help"}, 0, "  --dump-logits FILE ", ""},
+        {{"export", "-h"}, 0, "usage: herd export --checkpoint DIR [--format safetensors|npy] OUT", ""},
+        {{"eval"}, 2, "", "herd: --checkpoint DIR is required (see 'herd eval --help')"},
+        {{"eval", "--checkpoint", "d", "--bogus"}, 2, "", "unknown flag '--bogus' (see 'herd eval --help')"},
+        {{"eval", "--checkpoint", "d", "extra"}, 2, "", "unexpected argument 'extra'"},
+        {{"export", "--checkpoint", "d"}, 2, "", "name the file or directory to write (OUT)"},
+        {{"export", "--checkpoint", "d", "a", "b"}, 2, "", "unexpected argument 'b' (OUT is 'a')"},
+        {{"export", "--checkpoint", "d", "--", "a", "b"}, 2, "", "unexpected argument 'b' (OUT is 'a')"},
+        {{"export", "--checkpoint", "d", "--format", "onnx", "x"}, 2, "", "--format must be safetensors or npy, got 'onnx'"},
+        {{"export", "--json", "x"}, 2, "\"status\":\"error\",\"code\":\"usage\"", "--checkpoint DIR is required"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd_test_run(&o, 50, cases[i].args);
+        if (o.code != cases[i].code || !strstr(o.out, cases[i].out) || !strstr(o.err, cases[i].err))
+            herd_test_fail(__FILE__, __LINE__, "herd %s %s: exit %d (want %d)\nstdout: %s\nstderr: %s", cases[i].args[0],
+                           cases[i].args[1] ? cases[i].args[1] : "", o.code, cases[i].code, o.out, o.err);
+    }
+    /* a directory with no checkpoint: a failure, said in JSON too */
+    HERD_TEST_RUN(&o, "eval", "--checkpoint", dir, "--json");
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, "herd: checkpoint directory");
+    herd_test_json_lines(o.out, "herd eval --json (failed)");
+    ASSERT_STR_CONTAINS(o.out, "\"status\":\"error\"");
+
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "linear", "--epochs", "1", "--train-limit",
+                  "256", "--test-limit", "64", "--checkpoint", dir, "--quiet", "--json");
+    ASSERT_EQ_INT(o.code, 0);
+    char train_loss[64];
+    const char *at = strstr(o.out, "\"test_loss\":");
+    ASSERT_TRUE(at != NULL);
+    snprintf(train_loss, sizeof train_loss, "%.*s", (int)strcspn(at, ","), at);
+    HERD_TEST_RUN(&o, "eval", "--checkpoint", dir, "--test-limit", "64", "--json", "--quiet");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_EQ_INT(herd_test_json_lines(o.out, "herd eval --json"), 1);
+    ASSERT_STR_CONTAINS(o.out, "\"command\":\"eval\",\"status\":\"ok\"");
+    ASSERT_STR_CONTAINS(o.out, "\"eval_model\":\"worker0\",\"final\":true");
+    ASSERT_STR_CONTAINS(o.out, train_loss); /* the same digits as the run's summary */
+    HERD_TEST_RUN(&o, "eval", "--checkpoint", dir, "--test-limit", "64");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "linear (sgd, worker 0's weights, the run's final model, step 4) from ");
+    ASSERT_STR_CONTAINS(o.out, "on 64 examples");
+    /* a newer checkpoint that does not verify: the one before it, with a warning */
+    FILE *f = fopen(herd_test_fmt("%s/ckpt-9.herd", dir), "w");
+    ASSERT_TRUE(f != NULL);
+    fputs("HERDCKPT, cut short", f);
+    fclose(f);
+    HERD_TEST_RUN(&o, "eval", "--checkpoint", dir, "--test-limit", "64");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "step 4) from ");
+    ASSERT_STR_CONTAINS(o.err, "herd: warning: checkpoint ");
+    ASSERT_STR_CONTAINS(o.err, "ckpt-9.herd: truncated");
+    const char *out = scratch("m.safetensors");
+    HERD_TEST_RUN(&o, "export", out, "--checkpoint", dir, "--json");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_EQ_INT(herd_test_json_lines(o.out, "herd export --json"), 1);
+    ASSERT_STR_CONTAINS(o.out, "\"tensors\":2,\"floats\":260}");
+    HERD_TEST_RUN(&o, "export", "--checkpoint", dir, "--format", "npy", "--", scratch("npy"));
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_TRUE(access(scratch("npy/fc1.weight.npy"), F_OK) == 0 && access(scratch("npy/fc1.bias.npy"), F_OK) == 0);
+    /* a file where npy wants a directory: a failure, nothing replaced */
+    HERD_TEST_RUN(&o, "export", "--checkpoint", dir, "--format", "npy", out);
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, "is not a directory");
+}
+
+/* The exported files, read by tests/export_check.py with json + struct
+ * and numpy (and torch where installed), give herd's own logits. */
+static void test_python_reader(void)
+{
+    const char *py = "/usr/bin/python3";
+    if (access(py, X_OK) != 0 || system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0)
+        herd_test_fail(__FILE__, __LINE__, "this test needs %s with numpy (Debian: apt-get install python3-numpy)", py);
+    const char *bin = getenv("HERD_BIN") ? getenv("HERD_BIN") : "build/herd";
+    const char *out = scratch("py.out");
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        FILE *f = freopen(out, "w", stdout);
+        if (!f || dup2(1, 2) < 0)
+            _exit(126);
+        execl(py, py, "tests/export_check.py", bin, herd_test_tmpdir(), (char *)NULL);
+        _exit(127);
+    }
+    int code = herd_test_wait(pid, 150);
+    if (code != 0) {
+        char buf[4096] = "";
+        FILE *f = fopen(out, "r");
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        buf[n] = 0;
+        if (f)
+            fclose(f);
+        herd_test_fail(__FILE__, __LINE__, "tests/export_check.py exited %d:\n%s", code, buf);
+    }
+}
+
+const herd_test herd_tests_export[] = {
+    {"export_eval_sgd", test_eval_sgd, 60},
+    {"export_eval_easgd", test_eval_easgd, 60},
+    {"export_eval_dpsgd", test_eval_dpsgd, 60},
+    {"export_eval_sgp", test_eval_sgp, 60},
+    {"export_eval_asgd", test_eval_asgd, 60},
+    {"export_eval_aeasgd", test_eval_aeasgd, 60},
+    {"export_eval_allreduce_resnet", test_eval_allreduce_resnet, 120},
+    {"export_old_checkpoints", test_old_checkpoints, 60},
+    {"export_meta", test_meta, 60},
+    {"export_tensors", test_tensors, 20},
+    {"export_npy_file", test_npy_file, 20},
+    {"export_cli", test_cli, 60},
+    {"export_python_reader", test_python_reader, 180},
+    HERD_TEST_END,
+};
