@@ -86,6 +86,11 @@ test-multihost: $(BUILD)/herd
 	@test -n "$(MPI_LIBS)" || { echo "test-multihost: herd was built without MPI (no mpicc)"; exit 1; }
 	tests/mpi/multihost.sh $(BUILD)/herd
 
+# Every algorithm learns at its defaults: lenet on a slice of Fashion-MNIST, 4 and 8 workers (~3 min).
+.PHONY: test-learn
+test-learn: $(BUILD)/herd
+	tests/learn_defaults.sh $(BUILD)/herd
+
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1" SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test TEST_TIMEOUT_SCALE=4
 

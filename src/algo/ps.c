@@ -43,7 +43,8 @@
  * still training has finished step t - s (a table of step counts in a
  * window on rank 0; a finished or lost worker no longer holds anyone back).
  * amsgd's momentum is --momentum (heavy ball on the server); asgd and
- * hogwild are plain SGD on the server and ignore --momentum.
+ * hogwild are plain SGD on the server and ignore --momentum. amsgd has
+ * defaults of --lr and --momentum of its own (amsgd_opt_table).
  * Every wait is bounded by --timeout and says what it was waiting for.
  *
  * Checkpoints (ckpt_run.h): taken with every worker between two steps, so
@@ -77,17 +78,36 @@ typedef struct ps_opts {
     bool staleness_lr;  /* a gradient of staleness tau >= 1 is applied with lr / tau */
     size_t softsync;    /* n-softsync: gradients averaged per update (1: fully asynchronous) */
     long max_staleness; /* SSP bound s: no worker starts step t before all finished t - s (-1: none) */
+    float lr, momentum; /* amsgd's table: its defaults of the run's --lr and --momentum, which the
+                         * run takes from its table (src/run/config.c); the values used are the run's */
 } ps_opts;
 
+#define PS_OPT_ROWS                                                                                                   \
+    {"ps-shards", HERD_OPT_SIZE, offsetof(ps_opts, shards), "0", HERD_OPT_BOUNDED, 0, 4096, NULL, NULL,              \
+     "spread the global weights over ranks 0..N-1 (at most the workers; default 0: every worker)"},                 \
+    {"staleness-lr", HERD_OPT_BOOL, offsetof(ps_opts, staleness_lr), NULL, 0, 0, 0, NULL, NULL,                        \
+     "divide the learning rate by each gradient's staleness"},                                                        \
+    {"softsync", HERD_OPT_SIZE, offsetof(ps_opts, softsync), "1", HERD_OPT_BOUNDED, 1, 4096, NULL, NULL,              \
+     "average N gradients per update (n-softsync; N = workers is synchronous)"},                                     \
+    {"max-staleness", HERD_OPT_LONG, offsetof(ps_opts, max_staleness), "-1", HERD_OPT_BOUNDED, 0, 1000000, NULL, NULL, \
+     "no worker runs more than N steps ahead of the slowest (SSP; default none)"}
+
 static const herd_opt ps_opt_table[] = {
-    {"ps-shards", HERD_OPT_SIZE, offsetof(ps_opts, shards), "0", HERD_OPT_BOUNDED, 0, 4096, NULL, NULL,
-     "spread the global weights over ranks 0..N-1 (at most the workers; default 0: every worker)"},
-    {"staleness-lr", HERD_OPT_BOOL, offsetof(ps_opts, staleness_lr), NULL, 0, 0, 0, NULL, NULL,
-     "divide the learning rate by each gradient's staleness"},
-    {"softsync", HERD_OPT_SIZE, offsetof(ps_opts, softsync), "1", HERD_OPT_BOUNDED, 1, 4096, NULL, NULL,
-     "average N gradients per update (n-softsync; N = workers is synchronous)"},
-    {"max-staleness", HERD_OPT_LONG, offsetof(ps_opts, max_staleness), "-1", HERD_OPT_BOUNDED, 0, 1000000, NULL, NULL,
-     "no worker runs more than N steps ahead of the slowest (SSP; default none)"},
+    PS_OPT_ROWS,
+    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+
+/* amsgd's --lr and --momentum by measurement (bench/README.md, "amsgd's
+ * defaults"): the run's 0.05 and 0.9 diverge, as server momentum adds to
+ * the momentum that asynchrony itself brings (Mitliagkas et al. 2016). */
+#define AMSGD_LR "0.03"
+#define AMSGD_MOMENTUM "0.3"
+static const herd_opt amsgd_opt_table[] = {
+    PS_OPT_ROWS,
+    {"lr", HERD_OPT_FLOAT, offsetof(ps_opts, lr), AMSGD_LR, HERD_OPT_BOUNDED | HERD_OPT_MIN_OPEN, 0, 100, NULL, NULL,
+     "learning rate, amsgd's own (the run's 0.05 diverges with server momentum; bench/README.md)"},
+    {"momentum", HERD_OPT_FLOAT, offsetof(ps_opts, momentum), AMSGD_MOMENTUM, HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, 0,
+     1, NULL, NULL, "the server's heavy-ball momentum, amsgd's own"},
     {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
 };
 
@@ -615,11 +635,11 @@ static void ps_free(herd_algo *a, herd_worker *w)
 
 static const ps_kind kind_asgd = PS_ASGD, kind_amsgd = PS_AMSGD, kind_hogwild = PS_HOGWILD;
 
-#define PS_OPS(var, nm, kind, text)                                                            \
+#define PS_OPS(var, nm, kind, table, text)                                                     \
     const herd_algo_ops var = {                                                                \
         .name = nm,                                                                            \
         .summary = text,                                                                       \
-        .opts = ps_opt_table,                                                                  \
+        .opts = table,                                                                         \
         .opts_size = sizeof(ps_opts),                                                          \
         .check = ps_check,                                                                     \
         .optim_config = ps_optim_config,                                                       \
@@ -637,6 +657,7 @@ static const ps_kind kind_asgd = PS_ASGD, kind_amsgd = PS_AMSGD, kind_hogwild = 
         .load = ps_load,                                                                       \
     }
 
-PS_OPS(herd__algo_asgd, "asgd", kind_asgd, "asynchronous SGD on a parameter server (Downpour), one gradient at a time");
-PS_OPS(herd__algo_amsgd, "amsgd", kind_amsgd, "asynchronous momentum SGD: the parameter server keeps the momentum");
-PS_OPS(herd__algo_hogwild, "hogwild", kind_hogwild, "Hogwild!: lock-free asynchronous SGD on a parameter server");
+PS_OPS(herd__algo_asgd, "asgd", kind_asgd, ps_opt_table, "asynchronous SGD on a parameter server (Downpour), one gradient at a time");
+PS_OPS(herd__algo_amsgd, "amsgd", kind_amsgd, amsgd_opt_table,
+       "asynchronous momentum SGD: the parameter server keeps the momentum (defaults --lr " AMSGD_LR " --momentum " AMSGD_MOMENTUM ")");
+PS_OPS(herd__algo_hogwild, "hogwild", kind_hogwild, ps_opt_table, "Hogwild!: lock-free asynchronous SGD on a parameter server");

@@ -25,6 +25,24 @@ const char *herd_fail_mode_name(herd_fail_mode m)
     return (size_t)m < sizeof fail_mode_names / sizeof fail_mode_names[0] ? fail_mode_names[m] : "?";
 }
 
+/* --lr and --momentum when the run is not given them. The run holds them one
+ * float step above these: no value typed on a command line parses to that
+ * ("0.05" is 0.05f), so herd__check_config tells a default from a value
+ * given and replaces a default with the algorithm's own (the rows "lr" and
+ * "momentum" of its option table, which herd train --help lists under it)
+ * or with these exactly. */
+#define LR_DEFAULT 0.05f
+#define MOMENTUM_DEFAULT 0.9f
+
+static float not_given(float def) { return nextafterf(def, 1.0f); }
+
+/* The algorithm's default of the run's option `name`, else def. */
+static float algo_default(const herd_algo_ops *ops, const char *name, float def)
+{
+    const herd_opt *row = herd_opt_find(ops->opts, name);
+    return row && row->type == HERD_OPT_FLOAT && row->def ? strtof(row->def, NULL) : def;
+}
+
 void herd_train_config_defaults(herd_train_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -34,8 +52,8 @@ void herd_train_config_defaults(herd_train_config *cfg)
     cfg->epochs = 5;
     cfg->batch = 64;
     cfg->optim = (herd_optim_config){
-        .lr = 0.05f,
-        .momentum = 0.9f,
+        .lr = not_given(LR_DEFAULT),
+        .momentum = not_given(MOMENTUM_DEFAULT),
         .weight_decay = 5e-4f,
         .schedule = HERD_SCHED_COSINE,
         .step_epochs = 30,
@@ -60,6 +78,11 @@ herd_status herd_train_config_set(herd_train_config *cfg, const char *name, cons
 herd_status herd__algo_opts_parse(const herd_algo_ops *ops, const herd_train_config *cfg, void **out, herd_err *err)
 {
     herd_status st = HERD_OK;
+    /* an algorithm's rows lr and momentum are its defaults of the run's own */
+    for (size_t i = 0; i < cfg->nalgo_args; i++)
+        if (!strcmp(cfg->algo_args[i].name, "lr") || !strcmp(cfg->algo_args[i].name, "momentum"))
+            return herd_err_set(err, HERD_EINVAL, "--%s is the run's (herd_train_config.optim), not an option of --algo %s",
+                                cfg->algo_args[i].name, ops->name);
     void *o = calloc(1, ops->opts_size ? ops->opts_size : 1);
     if (!o)
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
@@ -95,7 +118,7 @@ herd_status herd__check_names(const herd_train_config *cfg, herd_err *err)
     return HERD_OK;
 }
 
-herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err)
+herd_status herd__check_config(herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err)
 {
     if (!cfg->algo || !(*algo = herd_algo_find(cfg->algo))) {
         char names[512] = "";
@@ -108,6 +131,10 @@ herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops
     herd_status st = herd__check_workers(cfg, err);
     if (st < 0)
         return st;
+    if (cfg->optim.lr == not_given(LR_DEFAULT))
+        cfg->optim.lr = algo_default(*algo, "lr", LR_DEFAULT);
+    if (cfg->optim.momentum == not_given(MOMENTUM_DEFAULT))
+        cfg->optim.momentum = algo_default(*algo, "momentum", MOMENTUM_DEFAULT);
     if ((*algo)->min_workers && cfg->workers < (*algo)->min_workers)
         return herd_err_set(err, HERD_EINVAL, "--algo %s needs at least %zu workers, got %zu",
                             cfg->algo, (*algo)->min_workers, cfg->workers);

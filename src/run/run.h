@@ -151,7 +151,9 @@ typedef struct epoch_stats {
 /* No name (--data, --model, --algo, --engine, --log, --checkpoint) is given
  * empty: NULL is the default, "" a mistake. */
 herd_status herd__check_names(const herd_train_config *cfg, herd_err *err);
-herd_status herd__check_config(const herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err);
+/* The algorithm named by --algo into *algo, and the run's settings checked;
+ * --lr and --momentum not given become the algorithm's defaults. */
+herd_status herd__check_config(herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err);
 /* --workers within bounds (where the engine's launcher does not set it). */
 herd_status herd__check_workers(const herd_train_config *cfg, herd_err *err);
 /* --fail modes: where workers are processes (processes), a worker dies as

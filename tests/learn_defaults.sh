@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Every algorithm learns at its defaults: herd train --algo A --model lenet
+# --epochs 1 on a slice of Fashion-MNIST, with no --lr or --momentum, at 4 and
+# 8 workers (sgd: 1), must reach a test accuracy (the algorithm's kept model:
+# server, center, average...) of at least MIN4 / MIN8 / MIN1. A default that
+# diverges or stops learning ends near 0.10 and fails here. One ok/FAIL line
+# per run, a summary, exit 1 on any failure.
+#   tests/learn_defaults.sh [HERD_BIN]           the CI slice (make test-learn)
+#   ALGOS="amsgd asgd" SEEDS="1 2 3" tests/learn_defaults.sh
+#   EXTRA="--lr 20" tests/learn_defaults.sh      must fail: a diverging run is seen
+#   TRAIN_LIMIT=0 TEST_LIMIT=0 MIN4=0.80 MIN8=0.75 tests/learn_defaults.sh   the full data
+# The slice and the thresholds were chosen by measurement (bench/README.md,
+# "Every algorithm at its defaults"). Environment: ALGOS, WORKERS ("4 8"),
+# SEEDS ("1"), TRAIN_LIMIT (16384; 0: all), TEST_LIMIT (2000; 0: all), MIN1,
+# MIN4, MIN8, DATA (herd's default), EXTRA (more flags), TIMEOUT (s per run, 120).
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bin=${1:-build/herd}
+ALGOS=${ALGOS:-"sgd allreduce asgd amsgd hogwild easgd aeasgd ameasgd hogwild-easgd eawild dpsgd adpsgd sgp osgp localsgd postlocal"}
+WORKERS=${WORKERS:-"4 8"}
+SEEDS=${SEEDS:-1}
+TRAIN_LIMIT=${TRAIN_LIMIT:-16384}
+TEST_LIMIT=${TEST_LIMIT:-2000}
+MIN1=${MIN1:-0.60} MIN4=${MIN4:-0.50} MIN8=${MIN8:-0.40}
+TIMEOUT=${TIMEOUT:-120}
+read -r -a extra <<< "${EXTRA:-}"
+data=()
+[ -n "${DATA:-}" ] && data=(--data "$DATA")
+
+[ -x "$bin" ] || { echo "learn-defaults: no herd binary at $bin (make first)"; exit 1; }
+runs=0 failed=0 t0=$SECONDS
+for algo in $ALGOS; do
+    workers=$WORKERS
+    [ "$algo" = sgd ] && workers=1 # the single-worker baseline
+    for n in $workers; do
+        min=MIN$n
+        min=${!min:-$MIN8}
+        for seed in $SEEDS; do
+            t=$SECONDS
+            out=$(timeout "$TIMEOUT" "$bin" train --algo "$algo" --workers "$n" --model lenet --epochs 1 --seed "$seed" \
+                      --train-limit "$TRAIN_LIMIT" --test-limit "$TEST_LIMIT" "${data[@]}" --no-progress --quiet --json \
+                      "${extra[@]}" 2>&1)
+            rc=$?
+            acc=$(printf '%s\n' "$out" | sed -n 's/.*"test_acc":\([0-9.]*\).*/\1/p' | tail -n 1)
+            what="$algo, $n worker(s), seed $seed: test_acc ${acc:-none} (at least $min), exit $rc, $((SECONDS - t)) s"
+            runs=$((runs + 1))
+            if [ "$rc" -eq 0 ] && [ -n "$acc" ] && awk -v a="$acc" -v m="$min" 'BEGIN { exit !(a >= m) }'; then
+                echo "ok    $what"
+            else
+                echo "FAIL  $what"
+                [ "$rc" -ne 0 ] && printf '%s\n' "$out" | tail -n 3 | sed 's/^/      /'
+                failed=$((failed + 1))
+            fi
+        done
+    done
+done
+echo "learn-defaults: $runs runs, $((runs - failed)) ok, $failed FAIL ($((SECONDS - t0)) s)"
+[ "$failed" -eq 0 ]
