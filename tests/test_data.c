@@ -50,6 +50,9 @@ static void path_in_tmp(char *out, size_t cap, const char *name)
     snprintf(out, cap, "%s/%s", herd_test_tmpdir(), name);
 }
 
+/* Labels have one type across the API: a data set's, the loader's batches', the model's loss. */
+_Static_assert(_Generic(((herd_dataset *)0)->y, int32_t *: 1, default: 0), "herd_dataset.y is int32_t *");
+
 static void test_idx_roundtrip(void)
 {
     for (int gz = 0; gz < 2; gz++) {

@@ -24,7 +24,7 @@ typedef struct herd_dataset {
     size_t c, h, w;  /* shape of one example, NCHW */
     size_t nclasses; /* labels are in [0, nclasses) */
     float *x;        /* n * c*h*w floats, example-major (NCHW) */
-    uint8_t *y;      /* n labels */
+    int32_t *y;      /* n labels, the type every label has in herd's API (the loader's batches, the model's loss) */
 } herd_dataset;
 
 static inline size_t herd_dataset_dim(const herd_dataset *d) { return d->c * d->h * d->w; }

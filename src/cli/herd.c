@@ -599,13 +599,10 @@ static int bench_train(int argc, char **argv)
     herd_nn_set_threads((int)bo.threads);
     herd_optim_config oc = {.lr = 0.01f, .momentum = 0.9f};
     herd_optim o;
-    int32_t *y = malloc(d.n * sizeof *y);
-    if (!y || herd_optim_init(&o, &oc, herd_model_nparams(m), &err) < 0) {
+    if (herd_optim_init(&o, &oc, herd_model_nparams(m), &err) < 0) {
         fprintf(stderr, "herd: out of memory\n");
         return 1;
     }
-    for (size_t i = 0; i < d.n; i++)
-        y[i] = d.y[i];
     size_t dim = herd_dataset_dim(&d);
     double t0 = 0;
     for (size_t s = 0; s < bo.warmup + bo.steps; s++) {
@@ -613,7 +610,7 @@ static int bench_train(int argc, char **argv)
             t0 = herd__now();
         size_t at = (s % 4) * bo.batch;
         herd_model_forward(m, d.x + at * dim, bo.batch, true);
-        herd_model_loss(m, y + at, bo.batch, NULL);
+        herd_model_loss(m, d.y + at, bo.batch, NULL);
         herd_model_backward(m, bo.batch, NULL, NULL);
         herd_optim_step(&o, herd_model_params(m), herd_model_grads(m), 0, herd_model_nparams(m), oc.lr);
     }
@@ -628,7 +625,6 @@ static int bench_train(int argc, char **argv)
                "\"fwd_mflop_per_img\":%.6f,\"nparams\":%zu}\n",
                bo.model, bo.batch, bo.steps, bo.threads, ips, 1e3 * dt / (double)bo.steps, gflops,
                herd_model_train_flops(m) * 1e-6, herd_model_forward_flops(m) * 1e-6, herd_model_nparams(m));
-    free(y);
     herd_optim_free(&o);
     herd_model_free(m);
     herd_dataset_free(&d);

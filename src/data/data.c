@@ -152,7 +152,7 @@ herd_status herd__data_parse_idx(const unsigned char *img, size_t ni, const unsi
         goto out;
     }
     out->x = malloc(n * h * w * sizeof(float));
-    out->y = malloc(n);
+    out->y = malloc(n * sizeof *out->y);
     if (!out->x || !out->y) {
         st = herd_err_set(err, HERD_ENOMEM, "%s: out of memory for %zu images", images_path, n);
         goto out;
@@ -160,8 +160,8 @@ herd_status herd__data_parse_idx(const unsigned char *img, size_t ni, const unsi
     size_t maxlab = 0;
     for (size_t i = 0; i < n; i++) {
         out->y[i] = lab[8 + i];
-        if (out->y[i] > maxlab)
-            maxlab = out->y[i];
+        if ((size_t)out->y[i] > maxlab)
+            maxlab = (size_t)out->y[i];
     }
     for (size_t i = 0; i < n * h * w; i++)
         out->x[i] = (float)img[16 + i] / 255.0f;
@@ -185,7 +185,7 @@ herd_status herd__data_parse_cifar(const unsigned char *buf, size_t len, const c
     float *x = realloc(out->x, (total + n) * 3072 * sizeof(float));
     if (x)
         out->x = x;
-    uint8_t *y = realloc(out->y, total + n);
+    int32_t *y = realloc(out->y, (total + n) * sizeof *y);
     if (y)
         out->y = y;
     if (!x || !y)
@@ -295,7 +295,7 @@ herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed, herd_
     }
     float *proto = malloc(k * dim * sizeof(float));
     out->x = malloc(n * dim * sizeof(float));
-    out->y = malloc(n);
+    out->y = malloc(n * sizeof *out->y);
     if (!proto || !out->x || !out->y) {
         free(proto);
         st = herd_err_set(err, HERD_ENOMEM, "synthetic data '%s': out of memory for %zu examples", spec, n);
@@ -313,7 +313,7 @@ herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed, herd_
     herd_rng_seed(&r, seed, 0x5a17);
     for (size_t i = 0; i < n; i++) {
         size_t label = (size_t)herd_rng_below(&r, k);
-        out->y[i] = (uint8_t)label;
+        out->y[i] = (int32_t)label;
         float *row = out->x + i * dim;
         const float *pr = proto + label * dim;
         for (size_t j = 0; j < dim; j++)

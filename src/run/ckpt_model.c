@@ -166,7 +166,6 @@ herd_status herd_eval(const herd_eval_config *cfg, herd_eval_result *res, herd_e
     herd_ckpt *ck = NULL;
     herd_model *m = NULL;
     herd_dataset train = {0}, test = {0};
-    int32_t *y = NULL;
     memset(res, 0, sizeof *res);
     HERD_TRY(herd__ckpt_open_latest(cfg->checkpoint_dir, &ck, res->checkpoint, sizeof res->checkpoint, res->warn,
                          sizeof res->warn, &res->info, &res->kept, err));
@@ -180,15 +179,9 @@ herd_status herd_eval(const herd_eval_config *cfg, herd_eval_result *res, herd_e
     HERD_TRY(herd_ckpt_kept_model(ck, test.c, test.h, test.w, test.nclasses, 0, &m, err));
     res->nparams = herd_model_nparams(m);
     res->n = test.n;
-    if (!(y = malloc((test.n ? test.n : 1) * sizeof *y))) {
-        st = herd_err_set(err, HERD_ENOMEM, "out of memory for %zu labels", test.n);
-        goto out;
-    }
-    for (size_t i = 0; i < test.n; i++)
-        y[i] = test.y[i];
     herd_nn_set_threads(cfg->threads ? (int)cfg->threads : 1);
     double t0 = herd__now();
-    herd_model_evaluate(m, test.x, y, test.n, herd_dataset_dim(&test), &res->test_loss, &res->test_acc);
+    herd_model_evaluate(m, test.x, test.y, test.n, herd_dataset_dim(&test), &res->test_loss, &res->test_acc);
     res->eval_s = herd__now() - t0;
     if (cfg->keep_outputs) {
         size_t dim = herd_dataset_dim(&test);
@@ -204,7 +197,6 @@ herd_status herd_eval(const herd_eval_config *cfg, herd_eval_result *res, herd_e
 out:
     if (st < 0)
         herd_eval_result_free(res);
-    free(y);
     herd_model_free(m);
     herd_dataset_free(&train);
     herd_dataset_free(&test);

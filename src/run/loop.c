@@ -126,7 +126,7 @@ static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
     size_t dim = herd_dataset_dim(&r->test);
     if ((st = check_eval_model(c, w->params, "worker 0's")) < 0)
         return st;
-    herd_model_evaluate(w->model, r->test.x, r->test_y, r->test.n, dim, &c->test_loss, &c->test_acc);
+    herd_model_evaluate(w->model, r->test.x, r->test.y, r->test.n, dim, &c->test_loss, &c->test_acc);
     herd__simtime_eval(w->model, r->test.n);
     c->worker0_acc = c->test_acc;
     c->eval_model = "worker0";
@@ -139,7 +139,7 @@ static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
             st = check_eval_model(c, c->eval_buf + w->nparams, name);
         if (st == HERD_OK && name) {
             memcpy(w->params, c->eval_buf + w->nparams, w->nparams * sizeof(float));
-            herd_model_evaluate(w->model, r->test.x, r->test_y, r->test.n, dim, &c->test_loss, &c->test_acc);
+            herd_model_evaluate(w->model, r->test.x, r->test.y, r->test.n, dim, &c->test_loss, &c->test_acc);
             herd__simtime_eval(w->model, r->test.n);
             memcpy(w->params, c->eval_buf, w->nparams * sizeof(float));
             c->eval_model = name;

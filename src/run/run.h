@@ -35,7 +35,6 @@ typedef struct herd_run {
     const herd_train_config *cfg;
     const herd_algo_ops *algo_ops;
     herd_dataset train, test;
-    int32_t *test_y;
     herd__log log;
     herd_world *world;         /* the engine's: this process runs its local ranks */
     size_t first_rank, nlocal; /* the workers this process runs */

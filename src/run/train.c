@@ -163,9 +163,9 @@ static herd_status check_labels(const herd_run *r, herd_err *err)
     if (!count)
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
     for (size_t i = 0; i < r->train.n; i++)
-        count[r->train.y[i]]++;
+        count[(size_t)r->train.y[i]]++;
     for (size_t i = 0; i < r->test.n; i++)
-        top = r->test.y[i] > top ? r->test.y[i] : top;
+        top = (size_t)r->test.y[i] > top ? (size_t)r->test.y[i] : top;
     for (size_t i = 0; i < n; i++)
         if (!count[i] && !empty++)
             first = i;
@@ -214,13 +214,6 @@ static herd_status open_run(herd_run *r, worker_ctx **workers, bool *log_open, h
     HERD_TRY(check_labels(r, err));
     herd_dataset_truncate(&r->train, cfg->train_limit);
     herd_dataset_truncate(&r->test, cfg->test_limit);
-    r->test_y = malloc((r->test.n ? r->test.n : 1) * sizeof(int32_t));
-    if (!r->test_y) {
-        st = herd_err_set(err, HERD_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < r->test.n; i++)
-        r->test_y[i] = r->test.y[i];
     r->t0 = herd__now();
     r->tty = isatty(2);
     HERD_TRY(herd__log_open(&r->log, cfg->log_path, r->t0, err));
@@ -322,7 +315,6 @@ static herd_status close_run(herd_run *r, worker_ctx *workers, bool log_open, he
                 *err = lerr;
         }
     }
-    free(r->test_y);
     free(r->algo_opts);
     herd_dataset_free(&r->train);
     herd_dataset_free(&r->test);
