@@ -564,7 +564,7 @@ out:
 
 typedef struct sim_opts {
     size_t workers;
-    const char *platform, *link, *host_speed, *real_speed, *keep, *bin;
+    const char *platform, *link, *host_speed, *real_speed, *keep, *bin, *paje;
     herd__str_list slow, cfg;
     bool measured, dry_run, verbose, list;
     double timeout_s, step_overhead_s;
@@ -585,6 +585,8 @@ static void sim_flags(sim_opts *o, herd__flag *f)
         {"real-speed", HERD__FLAG_STR, &o->real_speed, "SPEED", "--measured-compute: this machine's rate (default 20Gf)", NULL},
         {"step-overhead", HERD__FLAG_DOUBLE, &o->step_overhead_s, "S", "a framework's cost per step, in seconds, beside the FLOPs (default 0)", NULL},
         {"sim-cfg", HERD__FLAG_LIST, &o->cfg, "KEY:VALUE", "a SimGrid --cfg option (repeatable)", NULL},
+        {"paje", HERD__FLAG_STR, &o->paje, "FILE",
+         "write SimGrid's trace of every rank's MPI calls and compute (Paje format: vite, paje tools) to FILE", NULL},
         {"keep", HERD__FLAG_STR, &o->keep, "DIR", "write the platform and host file into DIR and keep them", NULL},
         {"dry-run", HERD__FLAG_BOOL, &o->dry_run, NULL, "write the files and print the smpirun command, run nothing", NULL},
         {"real-timeout", HERD__FLAG_DOUBLE, &o->timeout_s, "S", "stop the simulation after S real seconds (default 86400)", NULL},
@@ -596,7 +598,7 @@ static void sim_flags(sim_opts *o, herd__flag *f)
     memcpy(f, t, sizeof t);
 }
 
-enum { SIM_NFLAGS = 16 };
+enum { SIM_NFLAGS = 18 };
 
 static void sim_usage(FILE *out)
 {
@@ -879,7 +881,7 @@ static void sim_workdir_remove(const char *dir)
 /* smpirun's command line and the strings it points to. */
 typedef struct smpirun_line {
     char **argv;
-    char np[32], speed_cfg[96];
+    char np[32], speed_cfg[96], paje_cfg[4200];
     char **cfgs; /* "--cfg=KEY:VALUE" of each --sim-cfg */
     size_t ncfgs;
 } smpirun_line;
@@ -946,6 +948,18 @@ static int smpirun_line_make(const sim_opts *o, const sim_cluster *c, size_t wor
         argv[n++] = l->speed_cfg;
     } else {
         argv[n++] = "--cfg=smpi/simulate-computation:no";
+    }
+    if (o->paje) { /* SimGrid writes it from smpirun's directory: the path is made absolute */
+        char cwd[4000] = "";
+        if (o->paje[0] != '/' && !getcwd(cwd, sizeof cwd)) {
+            fprintf(stderr, "herd: --paje %s: cannot tell the current directory: %s\n", o->paje, strerror(errno));
+            return -1;
+        }
+        snprintf(l->paje_cfg, sizeof l->paje_cfg, "--cfg=tracing/filename:%s%s%s", cwd, cwd[0] ? "/" : "", o->paje);
+        argv[n++] = "--cfg=tracing:yes";
+        argv[n++] = "--cfg=tracing/smpi:yes";
+        argv[n++] = "--cfg=tracing/smpi/computing:yes";
+        argv[n++] = l->paje_cfg;
     }
     for (size_t i = 0; i < l->ncfgs; i++)
         argv[n++] = l->cfgs[i];

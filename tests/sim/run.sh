@@ -43,6 +43,14 @@ if [ $rc -eq 2 ] && printf '%s\n' "$out" | grep -q "herd sim runs the mpi engine
 else
     bad "herd sim -- train --engine threads: exit $rc"; printf '%s\n' "$out" | tail -3
 fi
+# --paje FILE: SimGrid's trace of the ranks' MPI calls, at a relative path
+if (cd "$tmp" && timeout 120 "$herd" sim --workers 2 --paje run.paje -- train --model linear --data synthetic:1x8x8:4 \
+        --train-limit 256 --test-limit 64 --epochs 1 >/dev/null 2>&1) &&
+    grep -q '^%EventDef PajeDefineContainerType' "$tmp/run.paje" && grep -q 'MPI_Isend' "$tmp/run.paje"; then
+    ok "herd sim --paje: a Paje trace with the ranks' MPI calls ($(wc -l <"$tmp/run.paje") lines)"
+else
+    bad "herd sim --paje wrote no trace"
+fi
 smpirun=(smpirun -platform "$tmp/plat/platform.xml" -hostfile "$tmp/plat/hosts" -quiet --log=root.thres:warning
          --cfg=network/model:CM02 --cfg=network/crosstraffic:0 --cfg=smpi/simulate-computation:no
          --cfg=smpi/test:0 --cfg=smpi/iprobe:0 --cfg=smpi/grow-injected-times:no --cfg=smpi/coll-selector:ompi)
