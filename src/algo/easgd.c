@@ -122,7 +122,7 @@ static const char *const transport_names[] = {"auto", "windows", "messages", NUL
 
 static const herd_opt ea_opt_table[] = {
     {"elastic-alpha", HERD_OPT_DOUBLE, offsetof(ea_opts, alpha), NULL, HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, 0, 1, NULL,
-     NULL, "moving rate toward the center (default 0.9/workers)"},
+     NULL, "moving rate toward the center (default 0.9/workers; easgd diverges from 2/(workers+1) on)"},
     {"elastic-period", HERD_OPT_SIZE, offsetof(ea_opts, period), "1", HERD_OPT_BOUNDED, 1, 1000000, NULL, NULL,
      "local steps between exchanges with the center"},
     {"elastic-shards", HERD_OPT_SIZE, offsetof(ea_opts, shards), "0", HERD_OPT_BOUNDED, 0, 4096, NULL, NULL,
