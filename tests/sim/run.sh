@@ -44,7 +44,7 @@ else
     bad "herd sim -- train --engine threads: exit $rc"; printf '%s\n' "$out" | tail -3
 fi
 # --paje FILE: SimGrid's trace of the ranks' MPI calls, at a relative path
-if (cd "$tmp" && timeout 120 "$herd" sim --workers 2 --paje run.paje -- train --model linear --data synthetic:1x8x8:4 \
+if (herd_abs=$(realpath "$herd") && cd "$tmp" && timeout 120 "$herd_abs" sim --workers 2 --paje run.paje -- train --model linear --data synthetic:1x8x8:4 \
         --train-limit 256 --test-limit 64 --epochs 1 >/dev/null 2>&1) &&
     grep -q '^%EventDef PajeDefineContainerType' "$tmp/run.paje" && grep -q 'MPI_Isend' "$tmp/run.paje"; then
     ok "herd sim --paje: a Paje trace with the ranks' MPI calls ($(wc -l <"$tmp/run.paje") lines)"
