@@ -112,6 +112,7 @@ typedef struct ea_opts {
     size_t period; /* local steps between exchanges with the center */
     size_t shards; /* ranks holding a slice of the center; 0: every worker */
     int transport; /* eawild: ea_transport */
+    float lr;      /* the plain-SGD variants' table: their default of the run's --lr (src/run/config.c) */
 } ea_opts;
 
 /* How eawild reaches the center: one-sided windows, or messages its
@@ -120,16 +121,33 @@ typedef struct ea_opts {
 typedef enum ea_transport { EA_TR_AUTO, EA_TR_WINDOWS, EA_TR_MESSAGES } ea_transport;
 static const char *const transport_names[] = {"auto", "windows", "messages", NULL};
 
+#define EA_OPT_ROWS \
+    {"elastic-alpha", HERD_OPT_DOUBLE, offsetof(ea_opts, alpha), NULL, HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, 0, 1, NULL, \
+     NULL, "moving rate toward the center (default 0.9/workers; easgd diverges from 2/(workers+1) on)"}, \
+    {"elastic-period", HERD_OPT_SIZE, offsetof(ea_opts, period), "1", HERD_OPT_BOUNDED, 1, 1000000, NULL, NULL, \
+     "local steps between exchanges with the center"}, \
+    {"elastic-shards", HERD_OPT_SIZE, offsetof(ea_opts, shards), "0", HERD_OPT_BOUNDED, 0, 4096, NULL, NULL, \
+     "spread the center over ranks 0..N-1 (asynchronous variants; default 0: every worker)"}, \
+    {"elastic-transport", HERD_OPT_CHOICE, offsetof(ea_opts, transport), "auto", 0, 0, 0, transport_names, NULL, \
+     "eawild: reach the center by windows or by messages its holders serve (auto: windows on threads, else " \
+     "messages)"}
+
+/* ameasgd's: its local step is Nesterov momentum at the run's --lr */
 static const herd_opt ea_opt_table[] = {
-    {"elastic-alpha", HERD_OPT_DOUBLE, offsetof(ea_opts, alpha), NULL, HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, 0, 1, NULL,
-     NULL, "moving rate toward the center (default 0.9/workers; easgd diverges from 2/(workers+1) on)"},
-    {"elastic-period", HERD_OPT_SIZE, offsetof(ea_opts, period), "1", HERD_OPT_BOUNDED, 1, 1000000, NULL, NULL,
-     "local steps between exchanges with the center"},
-    {"elastic-shards", HERD_OPT_SIZE, offsetof(ea_opts, shards), "0", HERD_OPT_BOUNDED, 0, 4096, NULL, NULL,
-     "spread the center over ranks 0..N-1 (asynchronous variants; default 0: every worker)"},
-    {"elastic-transport", HERD_OPT_CHOICE, offsetof(ea_opts, transport), "auto", 0, 0, 0, transport_names, NULL,
-     "eawild: reach the center by windows or by messages its holders serve (auto: windows on threads, else "
-     "messages)"},
+    EA_OPT_ROWS,
+    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+
+/* The plain-SGD variants' (the papers' local rule, no momentum) take --lr
+ * 0.2 unless told: at the run's 0.05, made for momentum SGD, they stop at
+ * 0.77 (4 workers) and 0.74 (8) after one epoch of lenet whatever the
+ * elastic options; at 0.2, 0.80 and 0.76 (bench/README.md, "Elastic
+ * averaging's defaults"). */
+#define EA_SGD_LR "0.2"
+static const herd_opt ea_sgd_opt_table[] = {
+    EA_OPT_ROWS,
+    {"lr", HERD_OPT_FLOAT, offsetof(ea_opts, lr), EA_SGD_LR, HERD_OPT_BOUNDED | HERD_OPT_MIN_OPEN, 0, 100, NULL, NULL,
+     "learning rate of the local SGD steps, this variant's own (the run's 0.05 is for momentum SGD)"},
     {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
 };
 
@@ -560,11 +578,11 @@ static void ea_free(herd_algo *a, herd_worker *w)
 static const ea_kind kind_sync = EA_SYNC, kind_async = EA_ASYNC, kind_momentum = EA_MOMENTUM,
                      kind_hogwild = EA_HOGWILD, kind_wild = EA_WILD;
 
-#define EA_OPS(var, nm, kind, is_async, text)                                                  \
+#define EA_OPS(var, nm, kind, is_async, table, text)                                           \
     const herd_algo_ops var = {                                                                \
         .name = nm,                                                                            \
         .summary = text,                                                                       \
-        .opts = ea_opt_table,                                                                  \
+        .opts = table,                                                                         \
         .opts_size = sizeof(ea_opts),                                                          \
         .check = ea_check,                                                                     \
         .variant = &kind,                                                                      \
@@ -585,13 +603,13 @@ static const ea_kind kind_sync = EA_SYNC, kind_async = EA_ASYNC, kind_momentum =
         .load = ea_load,                                                                       \
     }
 
-EA_OPS(herd__algo_easgd, "easgd", kind_sync, false,
-       "synchronous elastic averaging SGD: all workers pull toward one center at once");
-EA_OPS(herd__algo_aeasgd, "aeasgd", kind_async, true,
-       "asynchronous EASGD: each worker exchanges with the center under its lock");
-EA_OPS(herd__algo_ameasgd, "ameasgd", kind_momentum, true,
+EA_OPS(herd__algo_easgd, "easgd", kind_sync, false, ea_sgd_opt_table,
+       "synchronous elastic averaging SGD: all workers pull toward one center at once (default --lr " EA_SGD_LR ")");
+EA_OPS(herd__algo_aeasgd, "aeasgd", kind_async, true, ea_sgd_opt_table,
+       "asynchronous EASGD: each worker exchanges with the center under its lock (default --lr " EA_SGD_LR ")");
+EA_OPS(herd__algo_ameasgd, "ameasgd", kind_momentum, true, ea_opt_table,
        "asynchronous momentum EASGD: Nesterov momentum in the local steps");
-EA_OPS(herd__algo_hogwild_easgd, "hogwild-easgd", kind_hogwild, true,
-       "asynchronous EASGD without a lock on the center");
-EA_OPS(herd__algo_eawild, "eawild", kind_wild, true,
-       "EA-wild: lock-free, non-blocking exchanges overlapped with the next step");
+EA_OPS(herd__algo_hogwild_easgd, "hogwild-easgd", kind_hogwild, true, ea_sgd_opt_table,
+       "asynchronous EASGD without a lock on the center (default --lr " EA_SGD_LR ")");
+EA_OPS(herd__algo_eawild, "eawild", kind_wild, true, ea_sgd_opt_table,
+       "EA-wild: lock-free, non-blocking exchanges overlapped with the next step (default --lr " EA_SGD_LR ")");
