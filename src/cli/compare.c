@@ -1,12 +1,13 @@
 /* herd compare — several algorithms on one engine (threads, or sim on one
  * platform), one after another, in one table: final accuracy, time to a
  * target accuracy, time per epoch, speedup over one sgd worker and bytes per
- * worker; the same as CSV, the curves as data files, and PNG plots drawn by
- * gnuplot (accuracy and loss against time and epochs; with --scaling,
- * speedup against workers).
+ * worker; the same as CSV, the curves as data files, and plots drawn by
+ * gnuplot as PNG and PDF (accuracy and loss against time and epochs; with
+ * --scaling, speedup against workers).
  *
- * Each run is `herd train ... --json --log FILE` (or `herd sim ... -- train
- * ...`) of this same binary; the curves come from its log's eval records.
+ * Each run is `herd train ... --json --eval-at-start --log FILE` (or `herd
+ * sim ... -- train ...`) of this same binary; the curves come from its log's
+ * eval records, the first at epoch 0, time 0.
  * On the threads engine the runs share this machine's cores: compare their
  * times within one table only. On sim the times are simulated and
  * repeatable. */
@@ -77,7 +78,7 @@ static void cmp_usage(FILE *out)
     fprintf(out, "usage: herd compare [flags] [--] 'ALGO [FLAGS]' ...\n\n"
                     "Runs each algorithm spec (default: allreduce asgd dpsgd adpsgd) with the same data,\n"
                     "model, workers and epochs, and prints one table; writes DIR/compare.csv, the curves\n"
-                    "DIR/*.dat and the plots DIR/*.png.\n"
+                    "DIR/*.dat and the plots DIR/*.png and DIR/*.pdf.\n"
                     "  herd compare --platform ib-100g --workers 16 --slow 3:10 allreduce dpsgd adpsgd\n\n");
     herd__flags_print(f, out);
 }
@@ -649,7 +650,7 @@ int herd__cli_compare(int argc, char **argv)
     /* stopped, the table, CSV and plot script hold the runs that ended */
     int failed = print_table(&o, rows, nrows, where, engine, sim);
     if (!o.no_plots && write_plots(&o, rows, nrows, where, sim) == 0)
-        fprintf(stderr, "herd compare: plots in %s/*.png (script %s/plots.gp)\n", o.out, o.out);
+        fprintf(stderr, "herd compare: plots in %s/*.png and *.pdf (script %s/plots.gp)\n", o.out, o.out);
     size_t ended = 0;
     for (size_t i = 0; i < nrows; i++)
         ended += rows[i].ok;
