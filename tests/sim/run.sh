@@ -352,6 +352,19 @@ if command -v gnuplot >/dev/null; then
         bad "herd compare's PDFs: $(ls "$tmp"/cmp/*.pdf 2>/dev/null | wc -l) of 4"
     fi
 fi
+# --scaling: the speedup plot's log x axis is ticked at the worker counts run (autofreq or
+# "set xtics 1" left it unlabelled), and the ticks and format are reset after it
+if timeout 120 "$herd" compare --platform 10gbe --scaling 1,2,4 --epochs 1 --model linear --data synthetic:1x12x12:4 \
+        --extra "--train-limit 512 --test-limit 128" --out "$tmp/cmps" allreduce >"$tmp/cmps.txt" 2>"$tmp/cmps.err" &&
+    [ "$(awk 'index($0, "speedup_workers.png") { on = 1 } on && /^set (xtics|logscale|format)/' "$tmp/cmps/plots.gp" |
+        tr '\n' ';')" = "set logscale xy 2;set format xy '%g';set xtics (1, 2, 4);set format xy;set xtics autofreq;" ] &&
+    grep -q '^unset logscale$' "$tmp/cmps/plots.gp" &&
+    { ! command -v gnuplot >/dev/null || [ "$(head -c 4 "$tmp/cmps/speedup_workers.pdf")" = "%PDF" ]; }; then
+    ok "herd compare --scaling 1,2,4: speedup plot ticked at 1, 2, 4 on its log axis, reset after"
+else
+    bad "herd compare --scaling: the speedup plot's ticks"; cat "$tmp/cmps.err" | tail -4
+    awk 'index($0, "speedup_workers.png") { on = 1 } on' "$tmp/cmps/plots.gp" 2>/dev/null | head -20
+fi
 
 # -- 4. what herd sim refuses, and signals --------------------------------------
 # --sim-cfg against SimGrid's own list of keys (smpirun prints it for a key it does not have): each
