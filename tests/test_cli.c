@@ -693,6 +693,60 @@ static void test_default_algo(void)
     ASSERT_STR_CONTAINS(o.out, "\"workers\":2");
 }
 
+/* The "collectives" counts of a log's "epoch" records, in order, into out. */
+static void epoch_collectives(const char *log, char *out, size_t cap)
+{
+    size_t k = 0;
+    out[0] = 0;
+    for (const char *p = log; (p = strstr(p, "\"event\":\"epoch\"")); p++) {
+        const char *c = strstr(p, "\"collectives\":");
+        if (c && k + 24 < cap)
+            k += (size_t)snprintf(out + k, cap - k, "%ld ", atol(c + strlen("\"collectives\":")));
+    }
+}
+
+/* --eval-at-start: the log's first "eval" record scores the untrained model
+ * at epoch 0, step 0, train_s 0, one more than the epochs' (herd compare's
+ * curves start there); the barrier that holds the other workers while worker
+ * 0 evaluates is not counted as a collective (allreduce's counts are those of
+ * the run without it). */
+static void test_eval_at_start(void)
+{
+    static char log[1 << 16];
+    char path[512], without[256] = "", with[256];
+    snprintf(path, sizeof path, "%s/eval-at-start.jsonl", herd_test_tmpdir());
+    const char *algos[] = {"allreduce", "asgd"};
+    for (size_t a = 0; a < 2; a++) {
+        for (int start = 0; start < 2; start++) {
+            herd_test_cmd o;
+            unlink(path);
+            HERD_TEST_RUN(&o, "train", "--algo", algos[a], "--workers", "2", "--data", "synthetic:1x8x8:4", "--model",
+                          "linear", "--epochs", "2", "--train-limit", "512", "--test-limit", "64", "--log", path,
+                          "--quiet", start ? "--eval-at-start" : "--no-progress");
+            if (o.code != 0)
+                herd_test_fail(__FILE__, __LINE__, "%s: exit %d: %s", algos[a], o.code, o.err);
+            slurp(path, log, sizeof log);
+            size_t nevals = 0;
+            for (const char *p = log; (p = strstr(p, "\"event\":\"eval\"")); p++)
+                nevals++;
+            ASSERT_EQ_INT(nevals, 2 + start);
+            const char *first = strstr(log, "\"event\":\"eval\"");
+            ASSERT_TRUE(first != NULL);
+            const char *zero = "\"event\":\"eval\",\"worker\":0,\"epoch\":0,\"step\":0,";
+            if (!strncmp(first, zero, strlen(zero)) != (start == 1))
+                herd_test_fail(__FILE__, __LINE__, "%s%s: first eval record %.120s", algos[a],
+                               start ? " --eval-at-start" : "", first);
+            if (start)
+                ASSERT_TRUE(strstr(first, "\"train_s\":0.000000,") && strstr(first, "\"epoch_s\":0.000000,"));
+            if (a == 0)
+                epoch_collectives(log, start ? with : without, sizeof with);
+        }
+        if (a == 0 && (!without[0] || strcmp(with, without)))
+            herd_test_fail(__FILE__, __LINE__, "allreduce's epoch collectives: '%s' with --eval-at-start, '%s' without",
+                           with, without);
+    }
+}
+
 /* The launcher's environment: --threads from OMP_NUM_THREADS (a flag
  * wins), the summary says it; a plain srun of several tasks is warned of. */
 static void test_launcher_env(void)
@@ -1199,6 +1253,7 @@ const herd_test herd_tests_cli[] = {
     {"cli_json_everywhere", test_json_everywhere, 200},
     {"cli_exit_codes", test_exit_codes, 120},
     {"cli_default_algo", test_default_algo, 60},
+    {"cli_eval_at_start", test_eval_at_start, 60},
     {"cli_launcher_env", test_launcher_env, 60},
     {"cli_progress_bar", test_progress_bar, 120},
     {"cli_refused_before_work", test_refused_before_work, 60},

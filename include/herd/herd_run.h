@@ -88,6 +88,7 @@ typedef struct herd_train_config {
     size_t threads;     /* intra-op threads per worker (default 1) */
     size_t train_limit, test_limit; /* 0: whole set */
     size_t eval_every;  /* evaluate every K epochs (default 1; the last always) */
+    bool eval_at_start; /* also evaluate before the first step (epoch 0, train_s 0; not on --resume) */
     size_t log_every;   /* a "step" log record every N steps of each worker (0: none) */
     herd_slow slow[HERD_MAX_SLOW];
     size_t nslow;

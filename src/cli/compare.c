@@ -1,12 +1,13 @@
 /* herd compare — several algorithms on one engine (threads, or sim on one
  * platform), one after another, in one table: final accuracy, time to a
  * target accuracy, time per epoch, speedup over one sgd worker and bytes per
- * worker; the same as CSV, the curves as data files, and PNG plots drawn by
- * gnuplot (accuracy and loss against time and epochs; with --scaling,
- * speedup against workers).
+ * worker; the same as CSV, the curves as data files, and plots drawn by
+ * gnuplot as PNG and PDF (accuracy and loss against time and epochs; with
+ * --scaling, speedup against workers).
  *
- * Each run is `herd train ... --json --log FILE` (or `herd sim ... -- train
- * ...`) of this same binary; the curves come from its log's eval records.
+ * Each run is `herd train ... --json --eval-at-start --log FILE` (or `herd
+ * sim ... -- train ...`) of this same binary; the curves come from its log's
+ * eval records, the first at epoch 0, time 0.
  * On the threads engine the runs share this machine's cores: compare their
  * times within one table only. On sim the times are simulated and
  * repeatable. */
@@ -77,7 +78,7 @@ static void cmp_usage(FILE *out)
     fprintf(out, "usage: herd compare [flags] [--] 'ALGO [FLAGS]' ...\n\n"
                     "Runs each algorithm spec (default: allreduce asgd dpsgd adpsgd) with the same data,\n"
                     "model, workers and epochs, and prints one table; writes DIR/compare.csv, the curves\n"
-                    "DIR/*.dat and the plots DIR/*.png.\n"
+                    "DIR/*.dat and the plots DIR/*.png and DIR/*.pdf.\n"
                     "  herd compare --platform ib-100g --workers 16 --slow 3:10 allreduce dpsgd adpsgd\n\n");
     herd__flags_print(f, out);
 }
@@ -214,8 +215,8 @@ static int run_cmd_make(run_cmd *c, const cmp_opts *o, bool sim, const char *sel
         argv[k++] = xtok[i];
     for (size_t i = 0; i < o->slow.n && !baseline && !sim; i++)
         argv[k++] = "--slow", argv[k++] = (char *)o->slow.v[i];
-    if (log) {
-        argv[k++] = "--json", argv[k++] = "--quiet", argv[k++] = "--no-progress";
+    if (log) { /* --eval-at-start: every curve starts at the untrained model */
+        argv[k++] = "--json", argv[k++] = "--quiet", argv[k++] = "--no-progress", argv[k++] = "--eval-at-start";
         argv[k++] = "--log", argv[k++] = (char *)log;
     } else {
         argv[k++] = "--dry-run";
@@ -339,7 +340,8 @@ static void gp_title(char *out, size_t cap, const cmp_row *r, bool with_workers)
 }
 
 /* The time axis in the unit that keeps its numbers readable: simulated runs
- * of small models last milliseconds. */
+ * of small models last milliseconds. The curves' time is worker 0's
+ * training time (read_curve). */
 static void time_axis(const cmp_row *rows, size_t nrows, bool sim, char *label, size_t cap, double *scale)
 {
     double tmax = 0;
@@ -348,8 +350,19 @@ static void time_axis(const cmp_row *rows, size_t nrows, bool sim, char *label, 
             tmax = rows[i].wall;
     const char *unit = tmax < 1e-3 ? "us" : tmax < 1 ? "ms" : "s";
     *scale = tmax < 1e-3 ? 1e6 : tmax < 1 ? 1e3 : 1;
-    snprintf(label, cap, "%s (%s)", sim ? "simulated time" : "time", unit);
+    snprintf(label, cap, "%straining time (%s), evaluation excluded", sim ? "simulated " : "", unit);
 }
+
+/* Every plot is drawn twice: a PNG to look at, a PDF for a paper. */
+#define GP_PNG "set terminal pngcairo size 1100,700 enhanced font 'sans,12' linewidth 2\n"
+#define GP_PDF "set terminal pdfcairo size 8in,5in enhanced font 'sans,10' linewidth 2\n"
+
+static void gp_output(FILE *g, const char *out, const char *file)
+{
+    fprintf(g, "set output\n" GP_PDF "set output '%s/%s.pdf'\nreplot\nset output\n" GP_PNG, out, file);
+}
+
+static int worker_counts(const cmp_opts *o, size_t *counts, size_t *ncounts);
 
 static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, const char *where, bool sim)
 {
@@ -361,29 +374,29 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
         return -1;
     }
     bool scaling = o->scaling != NULL;
-    fprintf(g, "# herd compare: gnuplot %s\n"
-               "set terminal pngcairo size 1100,700 enhanced font 'sans,12' linewidth 2\n"
+    fprintf(g, "# herd compare: gnuplot %s\n" GP_PNG
                "set grid lc rgb '#d0d0d0'\nset key outside right top box opaque\n"
                "set style data linespoints\nset pointsize 1.2\n",
             path);
+    /* the loss plots: test loss solid, training loss (the epoch's mean over
+     * its batches) dashed in the run's colour; the key says which is which */
     static const struct {
-        const char *file, *title, *xlabel, *ylabel;
-        int x, y;
-        bool logx;
+        const char *file, *title, *ylabel;
+        bool epochs, loss;
     } plots[] = {
-        {"accuracy_time", "Test accuracy against time", NULL, "test accuracy", 2, 3, false},
-        {"accuracy_epochs", "Test accuracy against epochs", "epoch", "test accuracy", 1, 3, false},
-        {"loss_time", "Training loss against time", NULL, "training loss (epoch mean)", 2, 5, false},
-        {"loss_epochs", "Test loss against epochs", "epoch", "test loss", 1, 4, false},
+        {"accuracy_time", "Test accuracy against training time", "test accuracy", false, false},
+        {"accuracy_epochs", "Test accuracy against epochs", "test accuracy", true, false},
+        {"loss_time", "Test and training loss against training time", "loss (cross-entropy)", false, true},
+        {"loss_epochs", "Test and training loss against epochs", "loss (cross-entropy)", true, true},
     };
-    char time_label[64];
+    char time_label[96];
     double tscale;
     time_axis(rows, nrows, sim, time_label, sizeof time_label, &tscale);
     for (size_t p = 0; p < sizeof plots / sizeof plots[0]; p++) {
-        const char *xl = plots[p].xlabel ? plots[p].xlabel : time_label;
-        bool epochs = plots[p].x == 1;
+        bool epochs = plots[p].epochs;
         fprintf(g, "\nset output '%s/%s.png'\nset title \"%s (%s, %s)\"\nset xlabel '%s'\nset ylabel '%s'\n%s\nplot ",
-                o->out, plots[p].file, plots[p].title, where, o->model ? o->model : "lenet", xl, plots[p].ylabel,
+                o->out, plots[p].file, plots[p].title, where, o->model ? o->model : "lenet",
+                epochs ? "epoch" : time_label, plots[p].ylabel,
                 epochs && o->epochs <= 20 ? "set xtics 1" : "set xtics autofreq");
         bool first = true;
         for (size_t i = 0; i < nrows; i++) {
@@ -391,11 +404,20 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
                 continue;
             char t[320];
             gp_title(t, sizeof t, &rows[i], true);
-            fprintf(g, "%s\\\n  '%s' using ($%d*%g):%d title \"%s\"", first ? "" : ", ", rows[i].dat, plots[p].x,
-                    epochs ? 1.0 : tscale, plots[p].y, t);
+            fprintf(g, "%s\\\n  '%s' using ($%d*%g):%d title \"%s\" lc %zu dt 1", first ? "" : ", ", rows[i].dat,
+                    epochs ? 1 : 2, epochs ? 1.0 : tscale, plots[p].loss ? 4 : 3, t, i + 1);
+            if (plots[p].loss)
+                fprintf(g, ", \\\n  '%s' using ($%d*%g):5 notitle lc %zu dt 2 pt 6", rows[i].dat, epochs ? 1 : 2,
+                        epochs ? 1.0 : tscale, i + 1);
             first = false;
         }
-        fprintf(g, "%s\n", first ? "NaN notitle" : "");
+        if (first)
+            fprintf(g, "NaN notitle");
+        else if (plots[p].loss)
+            fprintf(g, ", \\\n  NaN title 'solid: test loss' with linespoints lc rgb 'black' dt 1 pt 7"
+                       ", \\\n  NaN title 'dashed: train loss (epoch mean)' with linespoints lc rgb 'black' dt 2 pt 6");
+        fprintf(g, "\n");
+        gp_output(g, o->out, plots[p].file);
     }
     if (scaling) {
         /* one speedup file: workers then one column per spec */
@@ -406,10 +428,17 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
             fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
             return -1;
         }
+        /* a log axis takes its ticks from the worker counts run: autofreq
+         * or "set xtics 1" on a log axis left it unlabelled */
+        size_t counts[MAX_SCALE], ncounts = 0;
+        worker_counts(o, counts, &ncounts);
         fprintf(g, "\nset output '%s/speedup_workers.png'\nset title \"Speedup over one sgd worker (%s)\"\n"
                    "set xlabel 'workers'\nset ylabel 'speedup (time per epoch)'\nset logscale xy 2\n"
-                   "set key left top\nplot x title 'linear' with lines dt 2 lc rgb '#808080'",
+                   "set format xy '%%g'\nset key left top\nset xtics (",
                 o->out, where);
+        for (size_t i = 0; i < ncounts; i++)
+            fprintf(g, "%s%zu", i ? ", " : "", counts[i]);
+        fprintf(g, ")\nplot x title 'linear' with lines dt 2 lc rgb '#808080'");
         size_t col = 2;
         for (size_t i = 0; i < nrows; i++) {
             if (rows[i].baseline || (i > 0 && !strcmp(rows[i].spec, rows[i - 1].spec) && !rows[i - 1].baseline))
@@ -424,7 +453,9 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
             fprintf(g, ", \\\n  '%s' index %zu using 1:2 title \"%s\"", path, col - 2, t);
             col++;
         }
-        fprintf(g, "\nunset logscale\n");
+        fprintf(g, "\n");
+        gp_output(g, o->out, "speedup_workers");
+        fprintf(g, "unset logscale\nset format xy\nset xtics autofreq\n");
         if (fclose(d) != 0) {
             fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
             fclose(g);
@@ -619,7 +650,7 @@ int herd__cli_compare(int argc, char **argv)
     /* stopped, the table, CSV and plot script hold the runs that ended */
     int failed = print_table(&o, rows, nrows, where, engine, sim);
     if (!o.no_plots && write_plots(&o, rows, nrows, where, sim) == 0)
-        fprintf(stderr, "herd compare: plots in %s/*.png (script %s/plots.gp)\n", o.out, o.out);
+        fprintf(stderr, "herd compare: plots in %s/*.png and *.pdf (script %s/plots.gp)\n", o.out, o.out);
     size_t ended = 0;
     for (size_t i = 0; i < nrows; i++)
         ended += rows[i].ok;

@@ -161,6 +161,8 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"train-limit", HERD__FLAG_SIZE, &o->cfg.train_limit, "N", "use only the first N training examples", NULL},
         {"test-limit", HERD__FLAG_SIZE, &o->cfg.test_limit, "N", "use only the first N test examples", NULL},
         {"eval-every", HERD__FLAG_SIZE, &o->cfg.eval_every, "N", "evaluate every N epochs (default 1)", NULL},
+        {"eval-at-start", HERD__FLAG_BOOL, &o->cfg.eval_at_start, NULL,
+         "also evaluate before the first step (an \"eval\" log record at epoch 0, train_s 0)", NULL},
         {"trace", HERD__FLAG_STR, &o->cfg.trace_path, "FILE",
          "write each worker's timeline (pull, compute, exchange, batch, eval, checkpoint) as a Chrome trace "
          "(chrome://tracing, Perfetto); mpirun: rank r's to FILE.rank<r>", NULL},

@@ -108,17 +108,52 @@ static herd_status check_eval_model(worker_ctx *c, const float *x, const char *n
 
 /* Evaluation on worker 0: of the model the algorithm says users keep (a
  * center, an average) and of worker 0's own; logs and reports. */
-static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch);
+static herd_status evaluate(worker_ctx *c, size_t epoch, double epoch_loss, double t_epoch);
 
-herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
+static herd_status timed_evaluate(worker_ctx *c, size_t epoch, double epoch_loss, double t_epoch)
 {
     double t0 = herd__now();
-    herd_status st = evaluate(c, epoch_loss, t_epoch);
+    herd_status st = evaluate(c, epoch, epoch_loss, t_epoch);
     herd__trace_span(c, HERD__SPAN_EVAL, t0, herd__now());
     return st;
 }
 
-static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
+herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
+{
+    return timed_evaluate(c, c->w.epoch + 1, epoch_loss, t_epoch);
+}
+
+/* --eval-at-start: worker 0 evaluates the model before the first step, an
+ * "eval" record at epoch 0, step 0, train_s 0: the curves' first point. Its
+ * training loss, with no epoch's mean yet, is the loss on the first
+ * training examples (as many as the test set has). The other workers wait
+ * for it at a barrier, whose wait is not counted as communication: the
+ * evaluation is no worker's training or exchange time. */
+static herd_status evaluate_at_start(worker_ctx *c)
+{
+    herd_status st = HERD_OK;
+    herd_run *r = c->run;
+    herd_worker *w = &c->w;
+    w->lr = herd_optim_lr(&r->cfg->optim, 0.0, (double)r->cfg->epochs); /* the record's lr: the first step's */
+    if (w->rank == 0) {
+        double train_loss, train_acc;
+        size_t n = r->train.n < r->test.n ? r->train.n : r->test.n;
+        herd_model_evaluate(w->model, r->train.x, r->train.y, n, herd_dataset_dim(&r->train), &train_loss,
+                            &train_acc);
+        herd__simtime_eval(w->model, n);
+        HERD_TRY(timed_evaluate(c, 0, train_loss, 0));
+    }
+    if (w->nworkers > 1) {
+        double waited = w->comm->wait_s;
+        uint64_t collectives = w->comm->collectives;
+        HERD_TRY(herd_comm_barrier(w->comm));
+        w->comm->wait_s = waited, w->comm->collectives = collectives;
+    }
+out:
+    return st;
+}
+
+static herd_status evaluate(worker_ctx *c, size_t epoch, double epoch_loss, double t_epoch)
 {
     herd_status st = HERD_OK;
     herd_run *r = c->run;
@@ -151,7 +186,7 @@ static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
                      "\"worker\":%zu,\"epoch\":%zu,\"step\":%zu,\"train_loss\":%.6f,"
                      "\"test_loss\":%.6f,\"test_acc\":%.6f,\"model\":\"%s\",\"worker0_acc\":%.6f,"
                      "\"epoch_s\":%.6f,\"train_s\":%.6f,\"lr\":%.6g",
-                     w->rank, w->epoch + 1, w->step, epoch_loss, c->test_loss, c->test_acc, c->eval_model,
+                     w->rank, epoch, w->step, epoch_loss, c->test_loss, c->test_acc, c->eval_model,
                      c->worker0_acc, t_epoch, c->train_s, (double)w->lr);
     if (!r->cfg->quiet) {
         char also[64] = "";
@@ -162,7 +197,7 @@ static herd_status evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
         char tl[32] = "n/a";
         if (isfinite(epoch_loss))
             snprintf(tl, sizeof tl, "%.4f", epoch_loss);
-        fprintf(stderr, "epoch %zu/%zu  train_loss %s  test_loss %.4f  test_acc %.4f%s  %.1fs\n", w->epoch + 1,
+        fprintf(stderr, "epoch %zu/%zu  train_loss %s  test_loss %.4f  test_acc %.4f%s  %.1fs\n", epoch,
                 r->cfg->epochs, tl, c->test_loss, c->test_acc, also, t_epoch);
     }
     return herd__div_check(c, c->test_loss);
@@ -522,6 +557,8 @@ static herd_status worker_loop(worker_ctx *c)
     CALL_HOOK(c, init);
     if (herd__ckpt_resuming(r->ckpt))
         HERD_TRY(herd__ckpt_restore_algo(r->ckpt, &c->algo, w));
+    if (r->cfg->eval_at_start && w->step == 0) /* not on --resume: the curve has its start */
+        HERD_TRY(evaluate_at_start(c));
     HERD_TRY(r->algo_ops->async ? loop_claimed(c) : loop_static(c));
     if (c->lost)
         goto out;

@@ -320,6 +320,51 @@ if [ "$cmp_ok" = 1 ]; then
 else
     bad "herd compare's times do not come from the logs as documented"
 fi
+# every curve starts at the untrained model (herd train --eval-at-start): epoch 0, time 0
+first=$(for k in 00 01 02; do awk '!/^#/ { print $1 "@" $2; exit }' "$tmp/cmp/run$k.dat" 2>/dev/null; done | tr '\n' ' ')
+if [ "$first" = "0@0 0@0 0@0 " ]; then
+    ok "herd compare's curves start at epoch 0, time 0 (3 runs)"
+else
+    bad "herd compare's curves' first rows (epoch@time): '$first', not 0@0 for each run"
+fi
+# both loss plots draw the same columns, test loss (4, titled) and train loss (5, dashed, untitled),
+# and their key names both; the plot of one output is the lines from its 'set output' to the next
+loss_cols() {
+    awk -v f="$1.png'" 'index($0, "set output") { on = index($0, f) > 0 } on' "$tmp/cmp/plots.gp" |
+        grep -o '):[0-9] [a-z]*title\|dt [0-9]\|solid: test loss\|dashed: train loss' | sort -u | tr '\n' ' '
+}
+want_cols="):4 title ):5 notitle dashed: train loss dt 1 dt 2 solid: test loss "
+if [ "$(loss_cols loss_time)" = "$want_cols" ] && [ "$(loss_cols loss_epochs)" = "$want_cols" ]; then
+    ok "herd compare's loss plots both draw test loss (solid) and train loss (dashed)"
+else
+    bad "herd compare's loss plots: loss_time '$(loss_cols loss_time)', loss_epochs '$(loss_cols loss_epochs)'," \
+        "want '$want_cols'"
+fi
+# a PDF beside each PNG
+if command -v gnuplot >/dev/null; then
+    pdf_ok=1
+    for png in "$tmp"/cmp/*.png; do
+        [ "$(head -c 4 "${png%.png}.pdf" 2>/dev/null)" = "%PDF" ] || { pdf_ok=0; echo "no PDF for $png"; }
+    done
+    if [ "$pdf_ok" = 1 ] && [ "$(ls "$tmp"/cmp/*.pdf | wc -l)" -eq 4 ]; then
+        ok "herd compare writes a PDF beside each of its 4 PNGs"
+    else
+        bad "herd compare's PDFs: $(ls "$tmp"/cmp/*.pdf 2>/dev/null | wc -l) of 4"
+    fi
+fi
+# --scaling: the speedup plot's log x axis is ticked at the worker counts run (autofreq or
+# "set xtics 1" left it unlabelled), and the ticks and format are reset after it
+if timeout 120 "$herd" compare --platform 10gbe --scaling 1,2,4 --epochs 1 --model linear --data synthetic:1x12x12:4 \
+        --extra "--train-limit 512 --test-limit 128" --out "$tmp/cmps" allreduce >"$tmp/cmps.txt" 2>"$tmp/cmps.err" &&
+    [ "$(awk 'index($0, "speedup_workers.png") { on = 1 } on && /^set (xtics|logscale|format)/' "$tmp/cmps/plots.gp" |
+        tr '\n' ';')" = "set logscale xy 2;set format xy '%g';set xtics (1, 2, 4);set format xy;set xtics autofreq;" ] &&
+    grep -q '^unset logscale$' "$tmp/cmps/plots.gp" &&
+    { ! command -v gnuplot >/dev/null || [ "$(head -c 4 "$tmp/cmps/speedup_workers.pdf")" = "%PDF" ]; }; then
+    ok "herd compare --scaling 1,2,4: speedup plot ticked at 1, 2, 4 on its log axis, reset after"
+else
+    bad "herd compare --scaling: the speedup plot's ticks"; cat "$tmp/cmps.err" | tail -4
+    awk 'index($0, "speedup_workers.png") { on = 1 } on' "$tmp/cmps/plots.gp" 2>/dev/null | head -20
+fi
 
 # -- 4. what herd sim refuses, and signals --------------------------------------
 # --sim-cfg against SimGrid's own list of keys (smpirun prints it for a key it does not have): each
