@@ -21,7 +21,10 @@ WORKERS=${WORKERS:-"4 8"}
 SEEDS=${SEEDS:-1}
 TRAIN_LIMIT=${TRAIN_LIMIT:-16384}
 TEST_LIMIT=${TEST_LIMIT:-2000}
-MIN1=${MIN1:-0.60} MIN4=${MIN4:-0.50} MIN8=${MIN8:-0.40}
+# 8 workers: 0.25, well below the least seen (asgd, 0.3975 in a fresh-clone
+# CI on an idle machine) and well above what a run that learns nothing ends
+# at (--lr 0.0001: 0.12-0.14; diverged: 0.10 or a non-finite stop)
+MIN1=${MIN1:-0.60} MIN4=${MIN4:-0.50} MIN8=${MIN8:-0.25}
 TIMEOUT=${TIMEOUT:-120}
 read -r -a extra <<< "${EXTRA:-}"
 data=()
