@@ -729,7 +729,12 @@ static void test_eval_at_start(void)
             size_t nevals = 0;
             for (const char *p = log; (p = strstr(p, "\"event\":\"eval\"")); p++)
                 nevals++;
-            ASSERT_EQ_INT(nevals, 2 + start);
+            /* asgd: worker 0 evaluates at the end of each epoch it takes a batch
+             * of; on a tiny run the other worker may take a whole epoch */
+            if (a == 0)
+                ASSERT_EQ_INT(nevals, 2 + start);
+            else if (nevals < (size_t)(1 + start) || nevals > (size_t)(2 + start))
+                herd_test_fail(__FILE__, __LINE__, "asgd%s: %zu eval records", start ? " --eval-at-start" : "", nevals);
             const char *first = strstr(log, "\"event\":\"eval\"");
             ASSERT_TRUE(first != NULL);
             const char *zero = "\"event\":\"eval\",\"worker\":0,\"epoch\":0,\"step\":0,";
