@@ -714,6 +714,26 @@ static void test_resume_layerwise(void)
     expect_train_error(&d, HERD_EINVAL, "written with --optimizer sgd; this run has --optimizer lars");
 }
 
+/* Every section a worker can have at once (params, momentum, buffers, optim,
+ * cursor, rng, algo: aeasgd's lamb on resnet20's batch norm) and the
+ * asynchronous run's claim: 7 per worker and one more, all written (the
+ * section table had room for 6 per worker and no claim; ameasgd on resnet20
+ * overran it by one before there was an optim section). */
+static void test_every_section(void)
+{
+    char dir[512];
+    make_dir(dir, sizeof dir, "every-section");
+    herd_train_config c = run_config("resnet20", "aeasgd", 2, dir);
+    c.optim.optimizer = HERD_OPTIMIZER_LAMB, c.optim.lr = 0.005f;
+    c.epochs = 1, c.train_limit = 64, c.test_limit = 32, c.batch = 16, c.checkpoint_every = 0;
+    herd_train_result r;
+    herd_test_train_ok(&c, &r);
+    herd_ckpt *ck;
+    ASSERT_OK(herd_ckpt_read(dir, "ckpt-2.herd", &ck, NULL));
+    ASSERT_EQ_INT(herd_ckpt_nsections(ck), 2 * 7 + 1);
+    herd_ckpt_free(ck);
+}
+
 static void test_resume_refusals(void)
 {
     char dir[512], p[600];
@@ -1353,6 +1373,7 @@ const herd_test herd_tests_ckpt[] = {
     {"ckpt_resume_sgp", test_resume_sgp, 90},
     {"ckpt_resume_localsgd", test_resume_localsgd, 90},
     {"ckpt_resume_layerwise", test_resume_layerwise, 120},
+    {"ckpt_every_section", test_every_section, 60},
     {"ckpt_resume_refusals", test_resume_refusals, 60},
     {"ckpt_async_ps", test_async_ps, 120},
     {"ckpt_async_elastic", test_async_elastic, 120},

@@ -157,7 +157,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"warmup", HERD__FLAG_DOUBLE, &o->cfg.optim.warmup_epochs, "X", "linear warm-up epochs (default 0)", NULL},
         {"step-epochs", HERD__FLAG_DOUBLE, &o->cfg.optim.step_epochs, "X", "step schedule: epochs between decays (default 30)", NULL},
         {"step-gamma", HERD__FLAG_FLOAT, &o->cfg.optim.step_gamma, "X", "step schedule: decay factor (default 0.1)", NULL},
-        {"optimizer", HERD__FLAG_FN, &o->cfg.optim.optimizer, "NAME", "sgd, lars (layer-wise trust ratio, with --momentum) or lamb (its Adam counterpart) (default sgd); lars and lamb leave biases and batch norm out of the trust ratio and weight decay. Large batches: --optimizer lars --lars-eta 0.001 --lr-scale linear --warmup 2 and an --lr of LARS's scale (see README)", parse_optimizer},
+        {"optimizer", HERD__FLAG_FN, &o->cfg.optim.optimizer, "NAME", "sgd, lars (a trust ratio per layer, with --momentum) or lamb (its Adam counterpart) (default sgd); lars and lamb leave biases and batch norm out of the trust ratio and weight decay. Large batches (README): --optimizer lars --warmup 2 of 10 epochs and a sweep of --lr with --lars-eta (lenet at global batch 4096: --lars-eta 0.04 --lr 0.5)", parse_optimizer},
         {"lars-eta", HERD__FLAG_FLOAT, &o->cfg.optim.lars_eta, "X", "lars: trust coefficient eta, the layer's rate being lr * eta ||w|| / (||g|| + wd ||w||) (default 0.001)", NULL},
         {"lamb-beta1", HERD__FLAG_FLOAT, &o->cfg.optim.beta1, "X", "lamb: first-moment decay (default 0.9)", NULL},
         {"lamb-beta2", HERD__FLAG_FLOAT, &o->cfg.optim.beta2, "X", "lamb: second-moment decay (default 0.999)", NULL},

@@ -246,7 +246,7 @@ herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, 
     if (cfg->max_steps && cfg->max_steps < cr->last_step)
         cr->last_step = cfg->max_steps;
     cr->slots = calloc(cfg->workers, sizeof *cr->slots);
-    cr->secs = calloc(cfg->workers * SECTIONS_PER_WORKER, sizeof *cr->secs);
+    cr->secs = calloc(cfg->workers * SECTIONS_PER_WORKER + 1, sizeof *cr->secs); /* + the claim */
     if (!cr->slots || !cr->secs) {
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints of %zu workers", cfg->workers);
         goto out;
