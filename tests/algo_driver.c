@@ -179,7 +179,7 @@ herd_status drive_run(const drive_config *dc, const drive_problem *p, drive_resu
             goto out;
         }
         memcpy(w->params, p->x0, p->dim * sizeof(float));
-        HERD_TRY(herd_algo_optim_init(sh.ops, opts, &dc->cfg.optim, p->dim, &w->optim, err));
+        HERD_TRY(herd_algo_optim_init(sh.ops, opts, &dc->cfg.optim, NULL, p->dim, &w->optim, err));
         HERD_TRY(herd_comm_threads_create(sh.world, i, &w->comm, err));
         w->comm->timeout_s = dc->timeout_s > 0 ? dc->timeout_s : 20;
     }

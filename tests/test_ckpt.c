@@ -681,6 +681,60 @@ static void expect_train_error(const herd_train_config *c, herd_status want, con
                        needle);
 }
 
+/* lars (momentum; allreduce, stopped mid-epoch) and lamb (Adam's moments
+ * and each tensor's step count, the bias correction's t; sgd, and elastic
+ * averaging's local steps): the optimizer's record and moments come back,
+ * the resume is bit for bit. Resuming with another optimizer is refused. */
+static void test_resume_layerwise(void)
+{
+    herd_train_config c = run_config("lenet", "allreduce", 2, NULL);
+    c.optim.optimizer = HERD_OPTIMIZER_LARS, c.optim.lr = 2.0f, c.optim.lars_eta = 0.01f;
+    resume_matches_cfg(c, 7);
+    c = run_config("mlp", "sgd", 1, NULL);
+    c.optim.optimizer = HERD_OPTIMIZER_LAMB, c.optim.lr = 0.005f;
+    resume_matches_cfg(c, 13);
+    c = run_config("mlp", "easgd", 2, NULL);
+    c.optim.optimizer = HERD_OPTIMIZER_LAMB, c.optim.lr = 0.005f;
+    resume_matches_cfg(c, 10);
+    char dir[512];
+    make_dir(dir, sizeof dir, "other-optimizer");
+    c = run_config("mlp", "sgd", 1, dir);
+    c.epochs = 1, c.optim.optimizer = HERD_OPTIMIZER_LAMB;
+    herd_train_result r;
+    herd_test_train_ok(&c, &r);
+    herd_train_config d = c;
+    d.resume = true, d.epochs = 2, d.optim.optimizer = HERD_OPTIMIZER_SGD;
+    expect_train_error(&d, HERD_EINVAL, "written with --optimizer lamb; this run has --optimizer sgd");
+    d.optim.optimizer = HERD_OPTIMIZER_LARS;
+    expect_train_error(&d, HERD_EINVAL, "written with --optimizer lamb; this run has --optimizer lars");
+    make_dir(dir, sizeof dir, "sgd-then-lars");
+    d = c, d.checkpoint_dir = dir, d.optim.optimizer = HERD_OPTIMIZER_SGD;
+    herd_test_train_ok(&d, &r);
+    d.resume = true, d.epochs = 2, d.optim.optimizer = HERD_OPTIMIZER_LARS;
+    expect_train_error(&d, HERD_EINVAL, "written with --optimizer sgd; this run has --optimizer lars");
+}
+
+/* Every section a worker can have at once (params, momentum, buffers, optim,
+ * cursor, rng, algo: aeasgd's lamb on resnet20's batch norm) and the
+ * run's three (the asynchronous run's claim, meta and the kept model, here
+ * the center): 7 per worker and three more, all written (the
+ * section table had room for 6 per worker and no claim; ameasgd on resnet20
+ * overran it by one before there was an optim section). */
+static void test_every_section(void)
+{
+    char dir[512];
+    make_dir(dir, sizeof dir, "every-section");
+    herd_train_config c = run_config("resnet20", "aeasgd", 2, dir);
+    c.optim.optimizer = HERD_OPTIMIZER_LAMB, c.optim.lr = 0.005f;
+    c.epochs = 1, c.train_limit = 64, c.test_limit = 32, c.batch = 16, c.checkpoint_every = 0;
+    herd_train_result r;
+    herd_test_train_ok(&c, &r);
+    herd_ckpt *ck;
+    ASSERT_OK(herd_ckpt_read(dir, "ckpt-2.herd", &ck, NULL));
+    ASSERT_EQ_INT(herd_ckpt_nsections(ck), 2 * 7 + 3);
+    herd_ckpt_free(ck);
+}
+
 static void test_resume_refusals(void)
 {
     char dir[512], p[600];
@@ -899,7 +953,7 @@ static void load_and_save_again(herd_train_config c, const char *dir, const char
         ASSERT_OK(herd_model_create(c.model, train.c, train.h, train.w, train.nclasses, c.batch, c.seed, &w->model, &err));
         w->params = herd_model_params(w->model), w->grads = herd_model_grads(w->model);
         w->nparams = herd_model_nparams(w->model);
-        ASSERT_OK(herd_algo_optim_init(herd_algo_find(c.algo), opts, &c.optim, w->nparams, &w->optim, &err));
+        ASSERT_OK(herd_algo_optim_init(herd_algo_find(c.algo), opts, &c.optim, w->model, w->nparams, &w->optim, &err));
         ASSERT_OK(herd_loader_init(&rw[i].loader, &train, c.batch, i, c.workers, c.seed, true, &err));
         w->steps_per_epoch = herd_loader_steps(&rw[i].loader);
         ASSERT_OK(herd_comm_threads_create(world, i, &w->comm, &err));
@@ -1319,6 +1373,8 @@ const herd_test herd_tests_ckpt[] = {
     {"ckpt_resume_dpsgd", test_resume_dpsgd, 90},
     {"ckpt_resume_sgp", test_resume_sgp, 90},
     {"ckpt_resume_localsgd", test_resume_localsgd, 90},
+    {"ckpt_resume_layerwise", test_resume_layerwise, 120},
+    {"ckpt_every_section", test_every_section, 60},
     {"ckpt_resume_refusals", test_resume_refusals, 60},
     {"ckpt_async_ps", test_async_ps, 120},
     {"ckpt_async_elastic", test_async_elastic, 120},

@@ -124,7 +124,7 @@ static void grun_run(grun *g)
         ASSERT_TRUE(w->params && w->grads);
         for (size_t j = 0; j < g->dim; j++)
             w->params[j] = g->init(i, j);
-        ASSERT_OK(herd_algo_optim_init(ops, opts, &cfg.optim, g->dim, &w->optim, &err));
+        ASSERT_OK(herd_algo_optim_init(ops, opts, &cfg.optim, NULL, g->dim, &w->optim, &err));
         ASSERT_OK(herd_comm_threads_create(world, i, &w->comm, &err));
         w->comm->timeout_s = 20;
     }

@@ -216,9 +216,11 @@ const herd_algo_ops *herd_algo_find(const char *name);
 extern const herd_algo_ops *const herd_algos[];
 
 /* The worker's optimizer for an algorithm: the run's settings as
- * ops->optim_config adjusts them, for n parameters. */
-herd_status herd_algo_optim_init(const herd_algo_ops *ops, const void *opts, const herd_optim_config *run, size_t n,
-                                 herd_optim *out, herd_err *err);
+ * ops->optim_config adjusts them, for n parameters, which are model's
+ * (lars and lamb adapt the rate per tensor: herd_model_param_groups), or
+ * NULL: n parameters taken as one weight tensor. */
+herd_status herd_algo_optim_init(const herd_algo_ops *ops, const void *opts, const herd_optim_config *run,
+                                 const herd_model *model, size_t n, herd_optim *out, herd_err *err);
 
 /* A step's update, in one place (the worker loop's, and any driver of the
  * hooks): nothing when skip or after_backward took it (res->applied), the

@@ -45,6 +45,26 @@ void herd_model_free(herd_model *m);
 void herd_model_set_conv_im2col(herd_model *m, bool im2col);
 bool herd_model_conv_im2col(const herd_model *m);
 
+/* What a parameter tensor is, for optimizers that treat them apart (LARS
+ * and LAMB leave biases and batch-norm parameters out of their layer-wise
+ * adaptation and weight decay). */
+typedef enum herd_param_kind {
+    HERD_PARAM_WEIGHT, /* a convolution's or fully connected layer's weight matrix */
+    HERD_PARAM_BIAS,   /* a layer's bias vector */
+    HERD_PARAM_BN,     /* a batch-norm scale (gamma) or shift (beta) */
+} herd_param_kind;
+
+/* One parameter tensor: params[off, off+len) of the flat array. */
+typedef struct herd_param_group {
+    size_t off, len;
+    herd_param_kind kind;
+} herd_param_group;
+
+/* The model's parameter tensors in the order of the flat array (they tile
+ * [0, nparams) without a gap): fills at most cap of them into out (out may
+ * be NULL when cap is 0) and returns how many there are. */
+size_t herd_model_param_groups(const herd_model *m, herd_param_group *out, size_t cap);
+
 size_t herd_model_nparams(const herd_model *m);
 float *herd_model_params(herd_model *m);
 float *herd_model_grads(herd_model *m);

@@ -152,6 +152,8 @@ herd_status herd_train_config_set(herd_train_config *cfg, const char *name, cons
 
 typedef struct herd_train_result {
     const char *algo, *engine, *model;
+    const char *optimizer;  /* "sgd", "lars", "lamb" (the summary's "optimizer") */
+    double lr;              /* the base learning rate, --lr-scale applied (the summary's "lr") */
     const char *status;     /* "ok"; "diverged" where the loss ran away (the summary's "status") */
     size_t rank;            /* this process's first worker (mpi: its rank; threads: 0) */
     size_t workers, epochs;

@@ -143,10 +143,14 @@ static bool overlapping(const herd_worker *w)
 /* Whether the optimizer step goes into the allreduce (after_backward asks
  * only when neither csc nor overlap is on): fp32, not the ring, on an engine
  * whose own allreduce has the buffers in shared memory (the others' sums
- * are read where they lie instead of copied). */
+ * are read where they lie instead of copied), and an optimizer that steps
+ * element by element (the engine hands over pieces that cut across layers;
+ * lars and lamb need a layer's whole gradient, so the loop steps after). */
 static bool fused_update(const herd_worker *w)
 {
     const ar_opts *ac = opts_of(w);
+    if (!herd_optim_elementwise(&w->optim))
+        return false;
     herd_allreduce_opts o = {.wire = (herd_dtype)ac->comm_dtype, .impl = (herd_allreduce_impl)ac->impl};
     return herd_allreduce_applies_in_place(w->comm, &o);
 }

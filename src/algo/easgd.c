@@ -160,6 +160,10 @@ static herd_status ea_check(const herd_algo_ops *ops, const void *opts, const he
                             cfg->workers, o->shards);
     if (o->transport != EA_TR_AUTO && *(const ea_kind *)ops->variant != EA_WILD)
         return herd_err_set(err, HERD_EINVAL, "--elastic-transport applies to eawild only, not --algo %s", ops->name);
+    if (*(const ea_kind *)ops->variant == EA_MOMENTUM && cfg->optim.optimizer == HERD_OPTIMIZER_LAMB)
+        return herd_err_set(err, HERD_EINVAL, "--algo ameasgd's local rule is Nesterov momentum, which --optimizer "
+                            "lamb does not have (its momentum is Adam's): use aeasgd with lamb, or ameasgd with sgd "
+                            "or lars");
     return HERD_OK;
 }
 
@@ -199,7 +203,8 @@ out:
 }
 
 /* The local rule: plain SGD, or Nesterov momentum for ameasgd (--momentum,
- * 0.9 when it is 0). */
+ * 0.9 when it is 0); --optimizer lars scales it per layer, lamb replaces it
+ * (with its own moments, which every checkpoint holds). */
 static void ea_optim_config(const herd_algo_ops *ops, const void *opts, herd_optim_config *oc)
 {
     (void)opts;

@@ -18,7 +18,10 @@
  * One step of worker i (the worker loop calls the hooks):
  *   before_step  SSP wait (below); pull: per shard, a shared lock, the
  *                weights into x_i and COUNT into pulled[k].
- *   step         g += wd * x_i (the pulled weights); push to every shard:
+ *   step         g = the optimizer's direction at x_i, the pulled weights
+ *                (sgd: g + wd x_i; lars: per layer trust (g + wd x_i), the
+ *                trust ratio of x_i and g, as LARS takes it at the weights
+ *                the gradient is of); push to every shard:
  *     asgd, amsgd (exclusive lock, one gradient at a time):
  *       tau = COUNT - pulled[k]; eta = --staleness-lr && tau >= 1 ? lr/tau : lr
  *       softsync 1: asgd x~ -= eta g; amsgd v = mu v - eta g, x~ += v; COUNT++
@@ -45,6 +48,12 @@
  * amsgd's momentum is --momentum (heavy ball on the server); asgd and
  * hogwild are plain SGD on the server and ignore --momentum. amsgd has
  * defaults of --lr and --momentum of its own (amsgd_opt_table).
+ * --optimizer lars: each pushed gradient carries its own trust ratios, so
+ * a server applying gradients one at a time (--softsync 1) takes exactly
+ * LARS steps; a softsync group's average would need the ratios of the
+ * average, whose layers span the shards: refused. --optimizer lamb keeps
+ * Adam's moments per parameter, which would be server state, and its
+ * trust ratio needs the norms of whole layers across shards: refused.
  * Every wait is bounded by --timeout and says what it was waiting for.
  *
  * Checkpoints (ckpt_run.h): taken with every worker between two steps, so
@@ -144,6 +153,18 @@ static herd_status ps_check(const herd_algo_ops *ops, const void *opts, const he
                             first, step, first, first, shards, o->shards, o->shards ? "" : ": every worker",
                             first ? "--ps-shards N with N <= the first failing worker keeps the server off it"
                                   : "the server's first shard is always on worker 0, which cannot fail");
+    if (cfg->optim.optimizer == HERD_OPTIMIZER_LAMB)
+        return herd_err_set(err, HERD_EINVAL,
+                            "--optimizer lamb: --algo %s's server applies gradients shard by shard, and LAMB's "
+                            "trust ratio needs a whole layer's Adam update (its moments would be server state): "
+                            "use --optimizer lars or sgd",
+                            ops->name);
+    if (cfg->optim.optimizer == HERD_OPTIMIZER_LARS && o->softsync > 1)
+        return herd_err_set(err, HERD_EINVAL,
+                            "--optimizer lars with --softsync %zu: each worker scales its own gradient by its "
+                            "layers' trust ratios, not the group's average (whose layers span the shards): use "
+                            "--softsync 1",
+                            o->softsync);
     if (kind_of(ops) == PS_HOGWILD && o->softsync > 1)
         return herd_err_set(err, HERD_EINVAL,
                             "--softsync needs a server that takes one gradient at a time: use asgd or amsgd, not hogwild");
@@ -505,7 +526,7 @@ static herd_status ps_step(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
     ps_state *s = a->state;
-    herd_optim_decay(w->cfg->optim.weight_decay, w->grads, w->params, w->nparams);
+    herd_optim_direction(&w->optim, w->grads, w->params);
     for (size_t k = 0; k < s->center.shards; k++)
         HERD_TRY(s->kind == PS_HOGWILD ? push_hogwild(s, w, k, w->lr) : push_locked(s, w, k, w->lr));
     /* SSP counts a step as finished once its gradient is pushed: a worker

@@ -1,4 +1,5 @@
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "algo/algos.h"
@@ -84,11 +85,20 @@ herd_status herd_algo_update(herd_algo *a, herd_worker *w, const herd_step_resul
     return HERD_OK;
 }
 
-herd_status herd_algo_optim_init(const herd_algo_ops *ops, const void *opts, const herd_optim_config *run, size_t n,
-                                 herd_optim *out, herd_err *err)
+herd_status herd_algo_optim_init(const herd_algo_ops *ops, const void *opts, const herd_optim_config *run,
+                                 const herd_model *model, size_t n, herd_optim *out, herd_err *err)
 {
     herd_optim_config oc = *run;
     if (ops->optim_config)
         ops->optim_config(ops, opts, &oc);
-    return herd_optim_init(out, &oc, n, err);
+    if (!model)
+        return herd_optim_init(out, &oc, n, err);
+    size_t ng = herd_model_param_groups(model, NULL, 0);
+    herd_param_group *groups = malloc((ng ? ng : 1) * sizeof *groups);
+    if (!groups)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory for %zu parameter tensors", ng);
+    herd_model_param_groups(model, groups, ng);
+    herd_status st = herd_optim_init_groups(out, &oc, groups, ng, n, err);
+    free(groups);
+    return st;
 }

@@ -54,13 +54,22 @@ static int parse_rank_at_step(const char *s, size_t *rank, size_t *step)
     return herd__parse_size(head, rank) || herd__parse_size(at + 1, step) ? -1 : 0;
 }
 
-static bool parse_schedule(void *dest, const char *val, char *msg, size_t cap)
+/* A name not among a flag's choices: the message, and false. */
+static bool bad_choice(char *msg, size_t cap, const char *flag, const char *choices, const char *val)
 {
-    if (herd_schedule_parse(val, dest) == HERD_OK)
-        return true;
-    snprintf(msg, cap, "--schedule: expected const, step or cosine, got '%s'", val);
+    snprintf(msg, cap, "%s: expected %s, got '%s'", flag, choices, val);
     return false;
 }
+
+/* A flag that takes one name of a list, parsed by herd_X_parse into dest. */
+#define CHOICE_FLAG(fn, parse, flag, choices)                                               \
+    static bool fn(void *dest, const char *val, char *msg, size_t cap)                      \
+    {                                                                                       \
+        return parse(val, dest) == HERD_OK || bad_choice(msg, cap, flag, choices, val);    \
+    }
+CHOICE_FLAG(parse_schedule, herd_schedule_parse, "--schedule", "const, step or cosine")
+CHOICE_FLAG(parse_optimizer, herd_optimizer_parse, "--optimizer", "sgd, lars or lamb")
+CHOICE_FLAG(parse_lr_scale, herd_lr_scale_parse, "--lr-scale", "none or linear")
 
 /* --slow RANK:FACTOR */
 static bool parse_slow(void *dest, const char *val, char *msg, size_t cap)
@@ -127,7 +136,7 @@ typedef struct train_cli {
     bool json_asked; /* --json is among the arguments (known before they are parsed: usage errors print JSON too) */
 } train_cli;
 
-enum { TRAIN_NFLAGS = 40 };
+enum { TRAIN_NFLAGS = 48 };
 
 _Static_assert(HERD_NONFINITE_MAX_SKIPS == 10, "--skip-nonfinite's help says 10");
 
@@ -151,6 +160,13 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"warmup", HERD__FLAG_DOUBLE, &o->cfg.optim.warmup_epochs, "X", "linear warm-up epochs (default 0)", NULL},
         {"step-epochs", HERD__FLAG_DOUBLE, &o->cfg.optim.step_epochs, "X", "step schedule: epochs between decays (default 30)", NULL},
         {"step-gamma", HERD__FLAG_FLOAT, &o->cfg.optim.step_gamma, "X", "step schedule: decay factor (default 0.1)", NULL},
+        {"optimizer", HERD__FLAG_FN, &o->cfg.optim.optimizer, "NAME", "sgd, lars (a trust ratio per layer, with --momentum) or lamb (its Adam counterpart) (default sgd); lars and lamb leave biases and batch norm out of the trust ratio and weight decay. Large batches (README): --optimizer lars --warmup 2 of 10 epochs and a sweep of --lr with --lars-eta (lenet at global batch 4096: --lars-eta 0.04 --lr 0.5)", parse_optimizer},
+        {"lars-eta", HERD__FLAG_FLOAT, &o->cfg.optim.lars_eta, "X", "lars: trust coefficient eta, the layer's rate being lr * eta ||w|| / (||g|| + wd ||w||) (default 0.001)", NULL},
+        {"lamb-beta1", HERD__FLAG_FLOAT, &o->cfg.optim.beta1, "X", "lamb: first-moment decay (default 0.9)", NULL},
+        {"lamb-beta2", HERD__FLAG_FLOAT, &o->cfg.optim.beta2, "X", "lamb: second-moment decay (default 0.999)", NULL},
+        {"lamb-eps", HERD__FLAG_FLOAT, &o->cfg.optim.eps, "X", "lamb: added to the root of the second moment (default 1e-6)", NULL},
+        {"lr-scale", HERD__FLAG_FN, &o->cfg.optim.lr_scale, "NAME", "none, or linear: --lr times the global batch (workers x batch) / --lr-ref-batch (default none)", parse_lr_scale},
+        {"lr-ref-batch", HERD__FLAG_SIZE, &o->cfg.optim.lr_ref_batch, "N", "--lr-scale linear: the global batch --lr is given for (default 256)", NULL},
         {"seed", HERD__FLAG_U64, &o->cfg.seed, "N", "random seed (default 1)", NULL},
         {"threads", HERD__FLAG_SIZE, &o->cfg.threads, "N", "compute threads per worker (default: OMP_NUM_THREADS where set, else 1)", NULL},
         {"slow", HERD__FLAG_FN, &o->cfg, "RANK:FACTOR", "make worker RANK's compute FACTOR times slower (repeatable)", parse_slow},

@@ -873,6 +873,29 @@ void herd_model_set_conv_im2col(herd_model *m, bool im2col)
 
 bool herd_model_conv_im2col(const herd_model *m) { return m->conv_im2col; }
 
+size_t herd_model_param_groups(const herd_model *m, herd_param_group *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->nlayers; i++) {
+        const herd_layer *l = m->layers[i];
+        if (!l->param_len)
+            continue;
+        /* conv and linear: the weights, then the bias (c of them) if any;
+         * batch norm: gamma then beta, c each */
+        bool bn = l->ops == &bn_ops;
+        bool bias = l->ops == &linear_ops || (l->ops == &conv_ops && ((const conv_layer *)l)->bias);
+        size_t tail = bn || bias ? l->c : 0;
+        herd_param_group g[2] = {
+            {l->param_off, l->param_len - tail, bn ? HERD_PARAM_BN : HERD_PARAM_WEIGHT},
+            {l->param_off + l->param_len - tail, tail, bn ? HERD_PARAM_BN : HERD_PARAM_BIAS},
+        };
+        for (size_t k = 0; k < 2; k++)
+            if (g[k].len && n++ < cap)
+                out[n - 1] = g[k];
+    }
+    return n;
+}
+
 size_t herd_model_nparams(const herd_model *m) { return m->nparams; }
 float *herd_model_params(herd_model *m) { return m->params; }
 float *herd_model_grads(herd_model *m) { return m->grads; }

@@ -90,6 +90,13 @@ static void build(const herd_run *r, const herd_worker *w, record *rec)
     add(rec, &n, "--warmup-epochs", "%.17g", oc->warmup_epochs);
     add(rec, &n, "--step-epochs", "%.17g", oc->step_epochs);
     add(rec, &n, "--step-gamma", "%.9g", (double)oc->step_gamma);
+    add(rec, &n, "--optimizer", "%s", herd_optimizer_name(oc->optimizer));
+    add(rec, &n, "--lars-eta", "%.9g", (double)oc->lars_eta);
+    add(rec, &n, "--lamb-beta1", "%.9g", (double)oc->beta1);
+    add(rec, &n, "--lamb-beta2", "%.9g", (double)oc->beta2);
+    add(rec, &n, "--lamb-eps", "%.9g", (double)oc->eps);
+    add(rec, &n, "--lr-scale", "%s", herd_lr_scale_name(oc->lr_scale));
+    add(rec, &n, "--lr-ref-batch", "%zu", oc->lr_ref_batch);
     add(rec, &n, "--skip-nonfinite", "%s", cfg->skip_nonfinite ? "on" : "off");
     add(rec, &n, "--stop-on-divergence", "%s", cfg->stop_on_divergence ? "on" : "off");
     for (const herd_opt *o = r->algo_ops->opts; o && o->name; o++)

@@ -16,14 +16,16 @@
 #include "herd/herd_nn.h"
 #include "core/finite.h"
 
-/* A worker's sections: params, momentum, buffers, cursor, rng, algo; the
- * run's: claim, meta, model (worker 0's). */
-enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 6, RUN_SECTIONS = 3 };
+/* A worker's sections: params, momentum, optimizer state, buffers, cursor,
+ * rng, algo; the run's: claim, meta, model (worker 0's). */
+enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 7, RUN_SECTIONS = 3 };
 
 /* One worker's state, copied out between the two barriers of a save. */
 typedef struct slot {
     float *params, *momentum, *buffers;
     size_t nmomentum, nbuffers;
+    unsigned char *optim; /* the optimizer's record (herd_optim_state_save) */
+    size_t optim_len;
     unsigned char cursor[CURSOR_BYTES], rng[RNG_BYTES];
     unsigned char *algo;
     size_t algo_len, algo_cap, algo_need;
@@ -306,7 +308,7 @@ void herd__ckpt_run_free(herd__ckpt_run *cr)
         return;
     for (size_t i = 0; cr->slots && i < cr->cfg->workers; i++) {
         slot *s = &cr->slots[i];
-        free(s->params), free(s->momentum), free(s->buffers), free(s->algo);
+        free(s->params), free(s->momentum), free(s->buffers), free(s->optim), free(s->algo);
     }
     free(cr->slots);
     free(cr->secs);
@@ -335,6 +337,26 @@ static void encode_rng(const herd_loader *l, unsigned char *out)
     put64(out + 24, crc);
 }
 
+/* The optimizer's record: none for sgd (a checkpoint from before there was
+ * one is sgd's), and the same optimizer as this run's. */
+static herd_status restore_optim(herd_ckpt *ck, herd_worker *w, herd_err *err)
+{
+    const char *f = herd_ckpt_label(ck);
+    herd_ckpt_section s = {0};
+    if (herd_ckpt_find(ck, "optim", (uint32_t)w->rank, &s, NULL) != HERD_OK) {
+        if (herd_optim_state_bytes(&w->optim) == 0)
+            return HERD_OK;
+        return herd_err_set(err, HERD_EINVAL, "checkpoint %s was written with --optimizer sgd; this run has --optimizer %s",
+                            f, herd_optimizer_name(w->optim.cfg.optimizer));
+    }
+    /* a record of another optimizer (sgd's run included) is refused by name */
+    herd_err e = {0};
+    herd_status st = herd_optim_state_load(&w->optim, s.data, s.bytes, &e);
+    if (st < 0)
+        return herd_err_set(err, st, "checkpoint %s, worker %zu: %s", f, w->rank, e.msg);
+    return HERD_OK;
+}
+
 herd_status herd__ckpt_restore(herd__ckpt_run *cr, herd_worker *w, herd_loader *l, herd__ckpt_cursor *cur,
                                herd_err *err)
 {
@@ -344,6 +366,8 @@ herd_status herd__ckpt_restore(herd__ckpt_run *cr, herd_worker *w, herd_loader *
     herd_ckpt_section s = {0};
     herd_status st = herd_ckpt_copy(ck, "params", r, w->params, w->nparams * sizeof(float), err);
     if (st < 0)
+        return st;
+    if ((st = restore_optim(ck, w, err)) < 0) /* which optimizer, before what its momentum is */
         return st;
     bool has = herd_ckpt_find(ck, "momentum", r, &s, NULL) == HERD_OK;
     if (w->optim.v && !has)
@@ -439,18 +463,23 @@ static herd_status fill_slot(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, c
 {
     slot *s = &cr->slots[w->rank];
     size_t nb = herd_model_nbuffers(w->model), nm = w->optim.v ? w->optim.n : 0;
+    size_t no = herd_optim_state_bytes(&w->optim);
     if (!s->params && !(s->params = malloc(w->nparams * sizeof(float))))
+        goto oom;
+    if (no && !s->optim && !(s->optim = malloc(no)))
         goto oom;
     if (nm && !s->momentum && !(s->momentum = malloc(nm * sizeof(float))))
         goto oom;
     if (nb && !s->buffers && !(s->buffers = malloc(nb * sizeof(float))))
         goto oom;
-    s->nmomentum = nm, s->nbuffers = nb;
+    s->nmomentum = nm, s->nbuffers = nb, s->optim_len = no;
     memcpy(s->params, w->params, w->nparams * sizeof(float));
     if (nm)
         memcpy(s->momentum, w->optim.v, nm * sizeof(float));
     if (nb)
         memcpy(s->buffers, herd_model_buffers(w->model), nb * sizeof(float));
+    if (no)
+        herd_optim_state_save(&w->optim, s->optim);
     uint64_t bits;
     memcpy(&bits, &cur->loss_sum, sizeof bits);
     put64(s->cursor, cur->epoch), put64(s->cursor + 8, cur->epoch_step), put64(s->cursor + 16, cur->step);
@@ -519,6 +548,8 @@ static size_t build_sections(herd__ckpt_run *cr)
             cr->secs[n++] = (herd_ckpt_section){"momentum", wr, s->momentum, s->nmomentum * sizeof(float)};
         if (s->nbuffers)
             cr->secs[n++] = (herd_ckpt_section){"buffers", wr, s->buffers, s->nbuffers * sizeof(float)};
+        if (s->optim_len)
+            cr->secs[n++] = (herd_ckpt_section){"optim", wr, s->optim, s->optim_len};
         cr->secs[n++] = (herd_ckpt_section){"cursor", wr, s->cursor, sizeof s->cursor};
         cr->secs[n++] = (herd_ckpt_section){"rng", wr, s->rng, sizeof s->rng};
         if (s->has_algo)

@@ -2,7 +2,10 @@
  *
  * What a worker saves, per worker r (sections of herd_ckpt.h):
  *   params    its flat weights (nparams floats)
- *   momentum  its optimizer's momentum (absent when momentum is 0)
+ *   momentum  its optimizer's momentum (absent when momentum is 0; lamb:
+ *             Adam's first moment)
+ *   optim     its optimizer's record (herd_optim_state_save: which one, and
+ *             lamb's step counts and second moment); absent for sgd
  *   buffers   its model's non-trainable state (batch-norm statistics; absent if none)
  *   cursor    where it is: epoch, step within the epoch, steps in all, and the
  *             epoch's running loss sum and count (so the epoch's train_loss

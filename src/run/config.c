@@ -58,6 +58,13 @@ void herd_train_config_defaults(herd_train_config *cfg)
         .schedule = HERD_SCHED_COSINE,
         .step_epochs = 30,
         .step_gamma = 0.1f,
+        .optimizer = HERD_OPTIMIZER_SGD,
+        .lars_eta = 0.001f, /* You et al. 2017 */
+        .beta1 = 0.9f,      /* You et al. 2019 (LAMB), as Adam's */
+        .beta2 = 0.999f,
+        .eps = 1e-6f,
+        .lr_scale = HERD_LR_SCALE_NONE,
+        .lr_ref_batch = 256, /* Goyal et al.: 0.1 per 256 examples */
     };
     cfg->seed = 1;
     cfg->threads = 1;
@@ -118,6 +125,30 @@ herd_status herd__check_names(const herd_train_config *cfg, herd_err *err)
     return HERD_OK;
 }
 
+/* --optimizer and its settings, --lr-scale. */
+static herd_status check_optimizer(const herd_optim_config *o, herd_err *err)
+{
+    if ((unsigned)o->optimizer > HERD_OPTIMIZER_LAMB)
+        return herd_err_set(err, HERD_EINVAL, "--optimizer must be sgd, lars or lamb, got #%d", (int)o->optimizer);
+    if (!(o->lars_eta > 0.0f && o->lars_eta <= 1.0f))
+        return herd_err_set(err, HERD_EINVAL, "--lars-eta must be in (0, 1] (the trust coefficient; 0.001 in the "
+                            "LARS paper), got %g", (double)o->lars_eta);
+    if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f))
+        return herd_err_set(err, HERD_EINVAL, "--lamb-beta1 must be in [0, 1), got %g", (double)o->beta1);
+    if (!(o->beta2 >= 0.0f && o->beta2 < 1.0f))
+        return herd_err_set(err, HERD_EINVAL, "--lamb-beta2 must be in [0, 1), got %g", (double)o->beta2);
+    if (!(o->eps > 0.0f && o->eps <= 1.0f))
+        return herd_err_set(err, HERD_EINVAL, "--lamb-eps must be in (0, 1], got %g", (double)o->eps);
+    if (o->optimizer == HERD_OPTIMIZER_LAMB && o->nesterov)
+        return herd_err_set(err, HERD_EINVAL, "--nesterov applies to --optimizer sgd and lars; lamb's momentum is "
+                            "Adam's first moment (--lamb-beta1)");
+    if ((unsigned)o->lr_scale > HERD_LR_SCALE_LINEAR)
+        return herd_err_set(err, HERD_EINVAL, "--lr-scale must be none or linear, got #%d", (int)o->lr_scale);
+    if (o->lr_ref_batch < 1 || o->lr_ref_batch > 16777216)
+        return herd_err_set(err, HERD_EINVAL, "--lr-ref-batch must be in [1, 16777216], got %zu", o->lr_ref_batch);
+    return HERD_OK;
+}
+
 herd_status herd__check_config(herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err)
 {
     if (!cfg->algo || !(*algo = herd_algo_find(cfg->algo))) {
@@ -162,6 +193,9 @@ herd_status herd__check_config(herd_train_config *cfg, const herd_algo_ops **alg
         return herd_err_set(err, HERD_EINVAL, "--step-epochs must be in (0, 1e6], got %g", cfg->optim.step_epochs);
     if (!(cfg->optim.warmup_epochs >= 0 && cfg->optim.warmup_epochs <= (double)cfg->epochs))
         return herd_err_set(err, HERD_EINVAL, "--warmup must be in [0, epochs], got %g", cfg->optim.warmup_epochs);
+    st = check_optimizer(&cfg->optim, err);
+    if (st < 0)
+        return st;
     if (cfg->threads < 1 || cfg->threads > 256)
         return herd_err_set(err, HERD_EINVAL, "--threads must be in [1, 256], got %zu", cfg->threads);
     if (!(cfg->comm_timeout_s > 0 && cfg->comm_timeout_s <= 86400))

@@ -179,6 +179,8 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
     res->status = w0->div.diverged ? "diverged" : "ok";
     res->engine = r->world->engine->name;
     res->model = cfg->model;
+    res->optimizer = herd_optimizer_name(cfg->optim.optimizer);
+    res->lr = herd_optim_base_lr(&cfg->optim);
     res->rank = r->first_rank;
     res->workers = cfg->workers;
     res->threads = cfg->threads;
@@ -245,6 +247,8 @@ herd_status herd_train_result_json(const herd_train_result *res, FILE *f)
     for (size_t i = 0; i < res->nlost; i++)
         fprintf(m, "%s%zu", i ? "," : "", res->lost[i]);
     fputs("]", m);
+    if (res->optimizer) /* not on a run refused before it was configured */
+        fprintf(m, ",\"optimizer\":\"%s\",\"lr\":%.9g", res->optimizer, res->lr);
     fputs(res->algo_json, m);
     fputs("}", m);
     herd_status st = fclose(m) ? HERD_ENOMEM : HERD_OK;

@@ -41,7 +41,7 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
     w->nparams = herd_model_nparams(w->model);
     c->algo.ops = r->algo_ops;
     w->peers = (herd_peers){&herd__run_peers, c};
-    HERD_TRY(herd_algo_optim_init(c->algo.ops, r->algo_opts, &cfg->optim, w->nparams, &w->optim, err));
+    HERD_TRY(herd_algo_optim_init(c->algo.ops, r->algo_opts, &cfg->optim, w->model, w->nparams, &w->optim, err));
     HERD_TRY(herd_loader_init(&c->loader, &r->train, cfg->batch, rank, cfg->workers, cfg->seed, true, err));
     w->steps_per_epoch = herd_loader_steps(&c->loader);
     if (w->steps_per_epoch == 0) {
@@ -192,6 +192,7 @@ static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train
         eff->algo = eff->workers > 1 ? "allreduce" : "sgd";
     const herd_engine *e = r->world->engine;
     HERD_TRY(herd__check_config(eff, &r->algo_ops, err));
+    eff->optim.global_batch = eff->workers * eff->batch; /* --lr-scale linear's, once the engine sized the run */
     HERD_TRY(herd__check_fail_modes(eff, e->caps & HERD_ENGINE_PROCESS_PER_WORKER, e->name, err));
     HERD_TRY(herd__algo_opts_parse(r->algo_ops, eff, &r->algo_opts, err));
     HERD_TRY(herd__ckpt_check(eff, r->algo_ops, e, err));

@@ -1,0 +1,17 @@
+/* optim_internal.h — what the optimizer's files share (internal to src/optim). */
+#ifndef HERD_OPTIM_INTERNAL_H
+#define HERD_OPTIM_INTERNAL_H
+
+#include "herd/herd_optim.h"
+
+/* The momentum step of sgd and lars on pp[0, len) with gradient gg: the
+ * direction d = scale (g + wd p), then v = mu v + d (v: the optimizer's
+ * momentum at the same offset, NULL without), p -= lr (nesterov ? d + mu v : v);
+ * without momentum p -= lr d. */
+void herd__optim_momentum_step(const herd_optim *o, float *pp, const float *gg, float *v, size_t len, float lr,
+                               float scale, float wd);
+
+/* lars and lamb: the step on the whole tensors that p[off, off+len) covers. */
+void herd__optim_layerwise_step(herd_optim *o, float *p, const float *g_at, size_t off, size_t len, float lr);
+
+#endif
