@@ -10,8 +10,10 @@ inputs, one thread. Prints one JSON line on stdout:
 
 `--gemm N` instead times an NxN float32 torch.mm (the BLAS PyTorch uses).
 
-Run it with Debian's /usr/bin/python3 (python3-torch) and
-OPENBLAS_CORETYPE=SkylakeX in the environment; bench/run does both.
+Run it with Debian's /usr/bin/python3 (python3-torch); bench/run does, and
+sets OPENBLAS_CORETYPE to the fastest kernel set it measured on this CPU.
+Both modes' JSON give "blas_core": the kernel set OpenBLAS chose (or
+"unknown" where PyTorch does not use OpenBLAS).
 """
 import argparse
 import json
@@ -48,9 +50,6 @@ a = parse_args()
 # These must be set before the libraries load, i.e. before `import torch`.
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(var, str(a.threads))
-if "OPENBLAS_CORETYPE" not in os.environ:
-    sys.stderr.write("torch_train.py: warning: OPENBLAS_CORETYPE is not set "
-                     "(bench/run sets OPENBLAS_CORETYPE=SkylakeX)\n")
 
 try:
     import torch
@@ -132,6 +131,25 @@ def build(name):
     raise ValueError(name)
 
 
+def blas_core():
+    """The kernel set of the OpenBLAS this process loaded (its CPU detection's
+    or OPENBLAS_CORETYPE's choice), or "unknown"."""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            libs = {line.split()[-1] for line in f if "libopenblas" in line or "libblas" in line}
+    except OSError:
+        return "unknown"
+    for path in sorted(libs):
+        try:
+            fn = ctypes.CDLL(path).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_char_p
+        return fn().decode()
+    return "unknown"
+
+
 def gemm(n, reps):
     x, y = torch.randn(n, n), torch.randn(n, n)
     out = torch.empty(n, n)
@@ -141,9 +159,11 @@ def gemm(n, reps):
         torch.mm(x, y, out=out)
     dt = (time.perf_counter() - t0) / reps
     gflops = 2.0 * n ** 3 / dt * 1e-9
-    sys.stderr.write("pytorch sgemm %dx%dx%d: %.3f ms, %.1f GFLOP/s\n" % (n, n, n, dt * 1e3, gflops))
+    core = blas_core()
+    sys.stderr.write("pytorch sgemm %dx%dx%d: %.3f ms, %.1f GFLOP/s (OpenBLAS core %s)\n"
+                     % (n, n, n, dt * 1e3, gflops, core))
     print(json.dumps({"impl": "pytorch", "op": "sgemm", "size": n, "threads": torch.get_num_threads(),
-                      "ms": round(dt * 1e3, 6), "gflops": round(gflops, 3)}))
+                      "ms": round(dt * 1e3, 6), "gflops": round(gflops, 3), "blas_core": core}))
     return 0
 
 
@@ -192,7 +212,8 @@ def train(a, rank=0):
     print(json.dumps({"impl": "pytorch" if a.workers == 1 else "pytorch-ddp", "workers": a.workers,
                       "model": a.model, "batch": a.batch, "steps": a.steps,
                       "threads": torch.get_num_threads(), "img_per_s": round(ips, 3),
-                      "step_ms": round(1e3 * dt / a.steps, 6), "torch": torch.__version__}))
+                      "step_ms": round(1e3 * dt / a.steps, 6), "torch": torch.__version__,
+                      "blas_core": blas_core()}))
     return 0
 
 
