@@ -15,6 +15,8 @@ endif
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
 ALLCFLAGS = -std=c11 $(WARN) $(CFLAGS) $(SANFLAGS) -fopenmp -MMD -MP
 LDLIBS  := -ldnnl -lz -lm -lpthread
+# the command's own: expat reads a user's SimGrid platform file (src/cli/sim.c); not libherd's
+CLI_LIBS := -lexpat
 LDFLAGS += -fopenmp $(SANFLAGS)
 
 # The mpi engine is compiled in when Open MPI's mpicc is found (NO_MPI=1 leaves it out).
@@ -60,7 +62,7 @@ $(BUILD)/libherd.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/herd: $(CLI_OBJ) $(BUILD)/libherd.a
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $^ $(CLI_LIBS) $(LDLIBS) -o $@
 
 $(BUILD)/herd-tests: $(TEST_OBJ) $(BUILD)/libherd.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@

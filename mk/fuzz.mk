@@ -46,7 +46,7 @@ $(FUZZ_BUILD)/fuzz_ckpt: $(FUZZ_BUILD)/fuzz/fuzz_ckpt.o $(FUZZ_BUILD)/src/run/ck
 	$(FUZZ_CC) $(FUZZ_LDFLAGS) $^ -o $@
 
 $(FUZZ_BUILD)/fuzz_cli: $(FUZZ_BUILD)/fuzz/fuzz_cli.o $(FUZZ_BUILD)/cli/herd_shim.o $(FUZZ_BUILD)/libherd.a
-	$(FUZZ_CC) $(FUZZ_LDFLAGS) $^ -ldnnl -lz -lm -lpthread -o $@
+	$(FUZZ_CC) $(FUZZ_LDFLAGS) $^ $(CLI_LIBS) -ldnnl -lz -lm -lpthread -o $@
 
 $(FUZZ_BUILD)/seeds/cli.dict: fuzz/make_seeds.py src/cli/herd.c
 	python3 fuzz/make_seeds.py $(FUZZ_BUILD)/seeds

@@ -36,7 +36,7 @@ $(SIM_BUILD)/libherd.a: $(SIM_LIB_OBJ)
 
 $(BUILD)/herd-sim: $(SIM_CLI_OBJ) $(SIM_BUILD)/libherd.a
 	@mkdir -p $(dir $@)
-	$(SMPICC) -fopenmp $^ $(SIM_LIBS) -o $@
+	$(SMPICC) -fopenmp $^ $(CLI_LIBS) $(SIM_LIBS) -o $@
 
 $(SIM_BUILD)/mpi-checks: $(SIM_BUILD)/tests/mpi/mpi_checks.o $(SIM_BUILD)/libherd.a
 	$(SMPICC) -fopenmp $^ $(SIM_LIBS) -o $@

@@ -994,10 +994,11 @@ static void test_signals(void)
 /* What herd sim refuses before SimGrid starts (SimGrid would end in a
  * backtrace, exit 134): a --sim-cfg that is not KEY:VALUE, a key SimGrid
  * does not have, a value not of its type, a key herd sets itself; a
- * platform file that is not well-formed XML, not a <platform>, or has no
- * host. Exit 2, naming the value or the file and its line. A well-formed
- * file with comments, a DOCTYPE, CDATA and references passes (--dry-run,
- * --bin /bin/true: nothing is started). */
+ * platform file that is not well-formed XML (expat's message), not a
+ * <platform>, has no host, a host without its id or a cluster whose radical
+ * SimGrid cannot read. Exit 2, naming the value or the file and its line. A
+ * well-formed file with comments, a DOCTYPE, CDATA and references passes
+ * (--dry-run, --bin /bin/true: nothing is started). */
 static void test_sim_refused_before_simgrid(void)
 {
     static const struct {
@@ -1026,19 +1027,33 @@ static void test_sim_refused_before_simgrid(void)
     } files[] = {
         {"<?xml version='1.0'?>\n<platform version=\"4.1\">\n  <zone id=\"z\" routing=\"Full\">\n"
          "    <host id=\"a\" speed=\"1f\"/>\n  </zone>\n",
-         " is not well-formed XML: line 6: the file ends inside <platform>\n"},
+         " is not well-formed XML: line 6: no element found\n"},
         {"<?xml version='1.0'?>\n<platform version=\"4.1\">\n  <host id=\"a\" speed=1f/>\n</platform>\n",
-         " is not well-formed XML: line 3: <host>: the value of speed is not quoted\n"},
+         " is not well-formed XML: line 3: not well-formed (invalid token)\n"},
         {"<platform version=\"4.1\">\n  <zone id=\"z\" routing=\"Full\">\n    <host id=\"a\" speed=\"1f\"/>\n"
          "  </cluster>\n</platform>\n",
-         " is not well-formed XML: line 4: </cluster> closes <zone>\n"},
+         " is not well-formed XML: line 4: mismatched tag\n"},
+        {"<platform version=\"4.1\">\n  <host id=\"a\" speed=\"1f\"\n  <host id=\"b\" speed=\"1f\"/>\n</platform>\n",
+         " is not well-formed XML: line 3: not well-formed (invalid token)\n"},
+        {"<platform version=\"4.1\">\n  <host id=\"a\" speed=\"1f\">\n</platform>\n",
+         " is not well-formed XML: line 3: mismatched tag\n"},
         {"<platform version=\"4.1\"><host id=\"a\" speed=\"1f\"/></platform>\n<platform/>\n",
-         " is not well-formed XML: line 2: more after the root element's end\n"},
-        {"host a 1f\n", " is not well-formed XML: line 1: text before the first element\n"},
+         " is not well-formed XML: line 2: junk after document element\n"},
+        {"host a 1f\n", " is not well-formed XML: line 1: syntax error\n"},
         {"<platfrm version=\"4.1\"><host id=\"a\" speed=\"1f\"/></platfrm>\n",
          ": the root element is <platfrm>, not a SimGrid <platform>\n"},
         {"<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\"/></platform>\n",
          " has no host (no <host>, <cluster>, <cabinet> or <peer>)\n"},
+        {"<platform version=\"4.1\">\n<!-- <host id=\"a\" speed=\"1f\"/> -->\n"
+         "<cluster id=\"c\" prefix=\"n\" suffix=\"\" radical=\"3-2\" speed=\"1f\" bw=\"1Gbps\" lat=\"1us\"/>\n</platform>\n",
+         " has no host (no <host>, <cluster>, <cabinet> or <peer>)\n"},
+        {"<platform version=\"4.1\">\n  <host speed=\"1f\"/>\n</platform>\n", ": line 2: <host> has no id\n"},
+        {"<platform version=\"4.1\">\n\n  <cluster id=\"c\" prefix=\"n\" suffix=\"\" radical=\"0-3-5\" speed=\"1f\"/>\n"
+         "</platform>\n",
+         ": line 3: <cluster id=\"c\">: radical \"0-3-5\" is not N, N-M or a list of them separated by commas\n"},
+        {"<platform version=\"4.1\">\n  <cabinet id=\"c\" prefix=\"n\" suffix=\"\" radical=\"0-99999999999\" speed=\"1f\"/>\n"
+         "</platform>\n",
+         ": line 2: <cabinet id=\"c\">: radical \"0-99999999999\" is not N, N-M or a list of them separated by commas\n"},
     };
     char path[512], keep[512], want[1024];
     snprintf(path, sizeof path, "%s/platform.xml", herd_test_tmpdir());
@@ -1067,6 +1082,85 @@ static void test_sim_refused_before_simgrid(void)
     if (o.code != 0)
         herd_test_fail(__FILE__, __LINE__, "a well-formed platform refused: exit %d, %s", o.code, o.err);
     ASSERT_STR_CONTAINS(o.err, "--cfg=smpi/bw-factor:65472:0.94;0:0.81 --cfg=network/model:CM02 /bin/true train");
+}
+
+/* The hosts herd sim reads from a user's platform file, in the file's
+ * order: each <host> and <peer> by its id, each <cluster> and <cabinet> as
+ * PREFIX N SUFFIX for every N of its radical, whatever the quotes, line
+ * breaks, nesting of zones, comments and CDATA around them. --workers N
+ * writes the first N into the host file (--keep, --dry-run: nothing is
+ * started); more workers than hosts is refused, with the count. */
+static void test_sim_platform_hosts(void)
+{
+    static const struct {
+        const char *what, *xml, *hosts;
+    } files[] = {
+        {"single quotes",
+         "<platform version='4.1'><zone id='z' routing='Full'><host id='a' speed='1f'/>"
+         "<host id=\"b\" speed='1f'/></zone></platform>\n",
+         "a\nb\n"},
+        {"hosts split over lines",
+         "<platform version=\"4.1\">\n<host\n  id=\"a\"\n  speed=\"1f\"\n/>\n<host id\n=\n'b' speed='1f'>\n"
+         "<prop id=\"k\" value=\"v\"/></host>\n</platform>\n",
+         "a\nb\n"},
+        {"a cluster's radical 0-3,8",
+         "<platform version=\"4.1\"><cluster id=\"c\" prefix=\"n-\" suffix=\".x\" radical=\"0-3,8\" speed=\"1f\" "
+         "bw=\"1Gbps\" lat=\"1us\"/></platform>\n",
+         "n-0.x\nn-1.x\nn-2.x\nn-3.x\nn-8.x\n"},
+        {"nested zones",
+         "<platform version=\"4.1\"><zone id=\"a\" routing=\"Full\"><host id=\"h0\" speed=\"1f\"/>"
+         "<zone id=\"b\" routing=\"Full\"><AS id=\"c\" routing=\"Full\"><host id=\"h1\" speed=\"1f\"/></AS></zone>"
+         "<peer id=\"p\" speed=\"1f\" bw_in=\"1Gbps\" bw_out=\"1Gbps\"/>"
+         "<cabinet id=\"cb\" prefix=\"cb\" suffix=\"\" radical=\"2-3\" speed=\"1f\" bw=\"1Gbps\" lat=\"1us\"/>"
+         "<host id=\"h2\" speed=\"1f\"/></zone></platform>\n",
+         "h0\nh1\np\ncb2\ncb3\nh2\n"},
+        {"a comment and CDATA with <host",
+         "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n<platform version=\"4.1\">\n"
+         "<!-- <host id=\"x\" speed=\"1f\"/> -->\n<host id=\"a\" speed=\"1f\"/><![CDATA[<host id=\"y\"/>]]>"
+         "</platform>\n",
+         "a\n"},
+    };
+    char path[512], keep[512], hosts_path[600], hosts[4096], want[1024];
+    snprintf(path, sizeof path, "%s/platform.xml", herd_test_tmpdir());
+    snprintf(keep, sizeof keep, "%s/keep", herd_test_tmpdir());
+    snprintf(hosts_path, sizeof hosts_path, "%s/hosts", keep);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        FILE *f = fopen(path, "w");
+        ASSERT_TRUE(f != NULL);
+        fputs(files[i].xml, f);
+        ASSERT_TRUE(fclose(f) == 0);
+        size_t n = 0;
+        for (const char *c = files[i].hosts; *c; c++)
+            n += *c == '\n';
+        herd_test_cmd o;
+        HERD_TEST_RUN(&o, "sim", "--workers", "4096", "--platform", path, "--bin", "/bin/true", "--dry-run", "--",
+                      "train");
+        ASSERT_EQ_INT(o.code, 1);
+        snprintf(want, sizeof want, "herd: --platform %s has %zu host(s) (<host>, <peer>, <cluster> or <cabinet>), "
+                                    "fewer than --workers 4096\n", path, n);
+        ASSERT_ERR_IS(o, want);
+        HERD_TEST_RUN(&o, "sim", "--workers", herd_test_fmt("%zu", n), "--platform", path, "--bin", "/bin/true",
+                      "--keep", keep, "--dry-run", "--", "train");
+        if (o.code != 0)
+            herd_test_fail(__FILE__, __LINE__, "%s: exit %d, %s", files[i].what, o.code, o.err);
+        slurp(hosts_path, hosts, sizeof hosts);
+        if (strcmp(hosts, files[i].hosts))
+            herd_test_fail(__FILE__, __LINE__, "%s: the host file is \"%s\", want \"%s\"", files[i].what, hosts,
+                           files[i].hosts);
+        if (n < 2)
+            continue;
+        /* one worker fewer: all hosts but the last */
+        HERD_TEST_RUN(&o, "sim", "--workers", herd_test_fmt("%zu", n - 1), "--platform", path, "--bin", "/bin/true",
+                      "--keep", keep, "--dry-run", "--", "train");
+        ASSERT_EQ_INT(o.code, 0);
+        slurp(hosts_path, hosts, sizeof hosts);
+        size_t len = strlen(files[i].hosts) - 1;
+        while (len > 0 && files[i].hosts[len - 1] != '\n')
+            len--;
+        if (strlen(hosts) != len || strncmp(hosts, files[i].hosts, len))
+            herd_test_fail(__FILE__, __LINE__, "%s, %zu workers: the host file is \"%s\", want the first %zu of \"%s\"",
+                           files[i].what, n - 1, hosts, n - 1, files[i].hosts);
+    }
 }
 
 /* herd sim's signals without SimGrid: $HERD_SMPIRUN is a stand-in that
@@ -1266,6 +1360,7 @@ const herd_test herd_tests_cli[] = {
     {"cli_divergence", test_divergence, 200},
     {"cli_signals", test_signals, 200},
     {"cli_sim_refused_before_simgrid", test_sim_refused_before_simgrid, 60},
+    {"cli_sim_platform_hosts", test_sim_platform_hosts, 60},
     {"cli_sim_signals", test_sim_signals, 90},
     {"cli_compare_checks_specs", test_compare_checks_specs, 60},
     {"cli_compare_signals", test_compare_signals, 150},

@@ -19,6 +19,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <expat.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
@@ -273,228 +274,133 @@ static int check_sim_cfg(const char *kv)
 
 /* ---- a user's platform file --------------------------------------------- */
 
-/* Where the platform check is in the file, and the first thing it found wrong. */
-typedef struct xml_cur {
-    const char *base, *p, *end;
-    const char *err_at; /* NULL while nothing is wrong */
-    herd_err err;       /* what is wrong there */
-} xml_cur;
+enum { SIM_MAX_WORKERS = 4096 };
 
-/* Notes the first thing found wrong, at `at`; false, for `return XML_FAIL(...)`. */
-#define XML_FAIL(c, at, ...)                                                                                      \
-    ((c)->err_at ? false : ((c)->err_at = (at), herd_err_set(&(c)->err, HERD_EINVAL, __VA_ARGS__), false))
+/* The hosts of a user's platform file, in the file's order: how many it
+ * makes, and the names of the first SIM_MAX_WORKERS (owned: free each). */
+typedef struct platform_hosts {
+    size_t n, nnames;
+    char *names[SIM_MAX_WORKERS];
+} platform_hosts;
 
-static bool xml_at(const xml_cur *c, const char *s)
+/* What the start-tag handler sees while expat reads the file. */
+typedef struct platform_reader {
+    XML_Parser xp;
+    platform_hosts *h;
+    char root[128]; /* the root element's name */
+    herd_err err;   /* what a well-formed file has wrong (status 0: nothing) */
+} platform_reader;
+
+/* Stops the parse at the element at hand, saying why. */
+#define PLATFORM_FAIL(r, fmt, ...)                                                                                 \
+    (herd_err_set(&(r)->err, HERD_EINVAL, "line %lu: " fmt, (unsigned long)XML_GetCurrentLineNumber((r)->xp),     \
+                  __VA_ARGS__),                                                                                    \
+     XML_StopParser((r)->xp, XML_FALSE))
+
+/* Counts one more host and keeps its name (NULL: out of memory) while there is room. */
+static bool platform_add(platform_reader *r, char *name)
 {
-    size_t n = strlen(s);
-    return (size_t)(c->end - c->p) >= n && !memcmp(c->p, s, n);
-}
-
-static bool xml_name_char(unsigned char ch, bool first)
-{
-    return isalpha(ch) || ch == '_' || ch == ':' || ch >= 0x80 || (!first && (isdigit(ch) || ch == '-' || ch == '.'));
-}
-
-/* A name at c->p: its length (0: none), c->p past it. */
-static size_t xml_name(xml_cur *c)
-{
-    const char *s = c->p;
-    while (c->p < c->end && xml_name_char((unsigned char)*c->p, c->p == s))
-        c->p++;
-    return (size_t)(c->p - s);
-}
-
-static bool xml_space(xml_cur *c)
-{
-    const char *s = c->p;
-    while (c->p < c->end && *c->p && strchr(" \t\r\n", *c->p))
-        c->p++;
-    return c->p > s;
-}
-
-/* c->p past the next `term`, or "unterminated WHAT". */
-static bool xml_past(xml_cur *c, const char *term, const char *what)
-{
-    const char *at = memmem(c->p, (size_t)(c->end - c->p), term, strlen(term));
-    if (!at)
-        return XML_FAIL(c, c->p, "unterminated %s", what);
-    c->p = at + strlen(term);
+    if (!name) {
+        PLATFORM_FAIL(r, "%s", "out of memory");
+        return false;
+    }
+    r->h->names[r->h->nnames++] = name;
+    r->h->n++;
     return true;
 }
 
-/* &name; &#digits; &#xhex; at c->p. */
-static bool xml_reference(xml_cur *c)
+/* One number of a radical as SimGrid reads it (std::stoi): spaces, a sign,
+ * digits, whatever follows up to `end` ignored; false where stoi throws. */
+static bool radical_int(const char *s, const char *end, long *v)
 {
-    const char *s = c->p++;
-    if (c->p < c->end && *c->p == '#') {
-        bool hex = ++c->p < c->end && *c->p == 'x';
-        c->p += hex;
-        const char *d = c->p;
-        while (c->p < c->end && (hex ? isxdigit((unsigned char)*c->p) : isdigit((unsigned char)*c->p)))
-            c->p++;
-        if (c->p == d)
-            return XML_FAIL(c, s, "'&' starts no reference (&name; or &#number;): write &amp;");
-    } else if (!xml_name(c)) {
-        return XML_FAIL(c, s, "'&' starts no reference (&name; or &#number;): write &amp;");
-    }
-    if (c->p >= c->end || *c->p != ';')
-        return XML_FAIL(c, s, "a reference without its ';'");
-    c->p++;
-    return true;
+    char *e;
+    errno = 0;
+    *v = strtol(s, &e, 10);
+    return e > s && e <= end && !errno && *v >= INT_MIN && *v <= INT_MAX;
 }
 
-/* A comment or a processing instruction at c->p, skipped: true when there was one. */
-static bool xml_misc(xml_cur *c)
+/* The hosts of a <cluster> or <cabinet>: PREFIX N SUFFIX for each N of its
+ * radical ("0-15", "0-3,8,10-11"); false where SimGrid would abort on it. */
+static bool platform_radical(platform_reader *r, const char *prefix, const char *radical, const char *suffix)
 {
-    if (xml_at(c, "<!--")) {
-        c->p += 4;
-        return xml_past(c, "-->", "comment (no '-->')");
+    for (const char *g = radical;;) {
+        const char *end = g + strcspn(g, ","), *dash = memchr(g, '-', (size_t)(end - g));
+        long lo, hi;
+        if (!radical_int(g, dash ? dash : end, &lo) ||
+            (dash && (memchr(dash + 1, '-', (size_t)(end - dash - 1)) || !radical_int(dash + 1, end, &hi))))
+            return false;
+        if (!dash)
+            hi = lo;
+        for (long k = lo; k <= hi; k++) {
+            if (r->h->nnames == SIM_MAX_WORKERS) { /* the rest only counted */
+                r->h->n += (size_t)(hi - k + 1);
+                break;
+            }
+            char *name;
+            if (!platform_add(r, asprintf(&name, "%s%ld%s", prefix, k, suffix) < 0 ? NULL : name))
+                return true; /* stopped: the failure is said */
+        }
+        if (!*end)
+            return true;
+        g = end + 1;
     }
-    if (xml_at(c, "<?")) {
-        c->p += 2;
-        return xml_past(c, "?>", "processing instruction (no '?>')");
-    }
-    return false;
 }
 
-/* <!DOCTYPE ...> at c->p, skipped: its internal subset [...] and quoted
- * strings may hold a '>'. */
-static bool xml_doctype(xml_cur *c)
+static const char *xml_attr(const XML_Char **atts, const char *name)
 {
-    const char *s = c->p;
-    int depth = 0;
-    char quote = 0;
-    for (c->p += 9; c->p < c->end; c->p++) {
-        char ch = *c->p;
-        if (quote)
-            quote = ch == quote ? 0 : quote;
-        else if (ch == '"' || ch == '\'')
-            quote = ch;
+    for (; *atts; atts += 2)
+        if (!strcmp(atts[0], name))
+            return atts[1];
+    return NULL;
+}
+
+/* Every start tag: the root's name, and the hosts of <host> and <peer> (id)
+ * and of <cluster> and <cabinet> (prefix, radical, suffix). */
+static void XMLCALL platform_start(void *ctx, const XML_Char *name, const XML_Char **atts)
+{
+    platform_reader *r = ctx;
+    if (!r->root[0])
+        snprintf(r->root, sizeof r->root, "%s", name);
+    bool range = !strcmp(name, "cluster") || !strcmp(name, "cabinet");
+    if (!range && strcmp(name, "host") && strcmp(name, "peer"))
+        return;
+    static const char *const need[] = {"id", "prefix", "radical", "suffix"};
+    const char *v[4];
+    for (size_t i = 0; i < (range ? 4 : 1); i++)
+        if (!(v[i] = xml_attr(atts, need[i]))) {
+            PLATFORM_FAIL(r, "<%s> has no %s", name, need[i]);
+            return;
+        }
+    if (!range) {
+        if (r->h->nnames < SIM_MAX_WORKERS)
+            platform_add(r, strdup(v[0]));
         else
-            depth += (ch == '[') - (ch == ']');
-        if (!quote && ch == '>' && depth <= 0) {
-            c->p++;
-            return true;
-        }
-    }
-    return XML_FAIL(c, s, "unterminated <!DOCTYPE");
-}
-
-/* A start tag at c->p (past its '<'): its name, attributes and end; *empty
- * for <name .../>. */
-static bool xml_start_tag(xml_cur *c, const char **name, size_t *len, bool *empty)
-{
-    const char *lt = c->p - 1;
-    *name = c->p;
-    *len = xml_name(c);
-    if (!*len)
-        return XML_FAIL(c, lt, "a '<' that starts no tag");
-    for (;;) {
-        bool spaced = xml_space(c);
-        if (xml_at(c, "/>") || xml_at(c, ">")) {
-            *empty = *c->p == '/';
-            c->p += *empty ? 2 : 1;
-            return true;
-        }
-        const char *a = c->p;
-        size_t alen = spaced ? xml_name(c) : 0;
-        if (!alen)
-            return XML_FAIL(c, c->p, "<%.*s>: expected an attribute, '>' or '/>'", (int)*len, *name);
-        xml_space(c);
-        if (c->p >= c->end || *c->p != '=')
-            return XML_FAIL(c, c->p, "<%.*s>: attribute %.*s has no '='", (int)*len, *name, (int)alen, a);
-        c->p++;
-        xml_space(c);
-        char q = c->p < c->end ? *c->p : 0;
-        if (q != '"' && q != '\'')
-            return XML_FAIL(c, c->p, "<%.*s>: the value of %.*s is not quoted", (int)*len, *name, (int)alen, a);
-        for (c->p++; c->p < c->end && *c->p != q;) {
-            if (*c->p == '<')
-                return XML_FAIL(c, c->p, "<%.*s>: a '<' in the value of %.*s", (int)*len, *name, (int)alen, a);
-            if (*c->p != '&')
-                c->p++;
-            else if (!xml_reference(c))
-                return false;
-        }
-        if (c->p >= c->end)
-            return XML_FAIL(c, a, "<%.*s>: the value of %.*s is not closed", (int)*len, *name, (int)alen, a);
-        c->p++;
+            r->h->n++;
+    } else if (!platform_radical(r, v[1], v[2], v[3])) {
+        PLATFORM_FAIL(r, "<%s id=\"%s\">: radical \"%s\" is not N, N-M or a list of them separated by commas", name,
+                      v[0], v[2]);
     }
 }
 
-enum { XML_MAX_DEPTH = 256 };
-
-/* The root element and everything in it; *root and *hosts: its name, and
- * how many elements make hosts. */
-static bool xml_element(xml_cur *c, const char **root, size_t *root_len, size_t *hosts)
+static void platform_hosts_free(platform_hosts *h)
 {
-    static const char *const host_tags[] = {"host", "cluster", "cabinet", "peer"};
-    struct {
-        const char *name;
-        size_t len;
-    } open[XML_MAX_DEPTH];
-    size_t depth = 0;
-    do {
-        if (c->p >= c->end)
-            return XML_FAIL(c, c->p, "the file ends inside <%.*s>", (int)open[depth - 1].len, open[depth - 1].name);
-        if (xml_at(c, "</")) {
-            const char *lt = c->p;
-            if (!depth)
-                return XML_FAIL(c, lt, "an end tag before any start tag");
-            c->p += 2;
-            const char *name = c->p;
-            size_t len = xml_name(c);
-            xml_space(c);
-            if (!len || c->p >= c->end || *c->p != '>')
-                return XML_FAIL(c, lt, "a malformed end tag");
-            if (len != open[depth - 1].len || memcmp(name, open[depth - 1].name, len))
-                return XML_FAIL(c, lt, "</%.*s> closes <%.*s>", (int)len, name, (int)open[depth - 1].len,
-                                open[depth - 1].name);
-            c->p++, depth--;
-        } else if (xml_at(c, "<!--") || xml_at(c, "<?")) {
-            if (!xml_misc(c))
-                return false;
-        } else if (xml_at(c, "<![CDATA[") && depth > 0) {
-            c->p += 9;
-            if (!xml_past(c, "]]>", "CDATA section (no ']]>')"))
-                return false;
-        } else if (*c->p == '<') {
-            c->p++;
-            const char *name;
-            size_t len;
-            bool empty = false;
-            if (!xml_start_tag(c, &name, &len, &empty))
-                return false;
-            if (depth == 0)
-                *root = name, *root_len = len;
-            for (size_t i = 0; i < sizeof host_tags / sizeof host_tags[0]; i++)
-                *hosts += len == strlen(host_tags[i]) && !memcmp(name, host_tags[i], len);
-            if (!empty && depth == XML_MAX_DEPTH)
-                return XML_FAIL(c, name, "elements nested deeper than %d", XML_MAX_DEPTH);
-            if (!empty)
-                open[depth].name = name, open[depth].len = len, depth++;
-        } else if (*c->p == '&') {
-            if (!xml_reference(c))
-                return false;
-        } else {
-            c->p++; /* character data */
-        }
-    } while (depth > 0);
-    return true;
+    for (size_t i = 0; i < h->nnames; i++)
+        free(h->names[i]);
+    h->n = h->nnames = 0;
 }
 
-/* The one check of a user's platform file before SimGrid reads it (SimGrid
- * aborts with a backtrace on a file it cannot parse, exit 134): well-formed
- * XML by XML 1.0's rules for tags, attributes, references, comments, CDATA
- * and processing instructions (the DOCTYPE is skipped, not read), a
- * <platform> root, and an element that makes a host (host, cluster, cabinet
- * or peer). Prints what is wrong, with its line, and returns -1. */
-static int check_platform_file(const char *path)
+/* Reads a user's platform file before SimGrid does (SimGrid aborts with a
+ * backtrace on a file it cannot parse, exit 134): well-formed XML, read by
+ * expat (a DOCTYPE's internal subset is read, no external entity), a
+ * <platform> root, and at least one host, whose names go into h. Prints what
+ * is wrong, with its line, and returns -1. */
+static int read_platform_file(const char *path, platform_hosts *h)
 {
-    enum { MAX_BYTES = 256 << 20 };
+    enum { CHUNK = 1 << 16 };
     struct stat st;
     FILE *f = fopen(path, "rb");
-    char *buf = NULL;
+    platform_reader r = {.h = h};
+    enum XML_Status parsed = XML_STATUS_OK;
     int rc = -1;
     if (!f || fstat(fileno(f), &st) != 0) {
         fprintf(stderr, "herd: --platform %s: %s\n", path, strerror(errno));
@@ -504,59 +410,40 @@ static int check_platform_file(const char *path)
         fprintf(stderr, "herd: --platform %s: not a file\n", path);
         goto out;
     }
-    if (st.st_size > MAX_BYTES) {
-        fprintf(stderr, "herd: --platform %s: %lld bytes, more than a platform file's %d\n", path,
-                (long long)st.st_size, MAX_BYTES);
+    if (!(r.xp = XML_ParserCreate(NULL))) {
+        fprintf(stderr, "herd: --platform %s: out of memory\n", path);
         goto out;
     }
-    size_t n = (size_t)st.st_size;
-    buf = malloc(n + 1);
-    if (!buf || fread(buf, 1, n, f) != n) {
-        fprintf(stderr, "herd: --platform %s: %s\n", path, buf ? "cannot read it" : "out of memory");
-        goto out;
-    }
-    xml_cur c = {.base = buf, .p = buf, .end = buf + n};
-    const char *root = NULL;
-    size_t root_len = 0, hosts = 0;
-    for (const char *q = buf; q < c.end && !c.err_at; q++)
-        if ((unsigned char)*q < 0x20 && *q != '\t' && *q != '\r' && *q != '\n')
-            XML_FAIL(&c, q, "a control character (byte 0x%02x): not text", (unsigned char)*q);
-    if (xml_at(&c, "\xEF\xBB\xBF"))
-        c.p += 3;
-    bool doctype = false;
-    while (!c.err_at) { /* the prolog: <?xml ...?>, comments, one DOCTYPE */
-        xml_space(&c);
-        if (!doctype && xml_at(&c, "<!DOCTYPE")) {
-            doctype = true;
-            xml_doctype(&c);
-        } else if (!xml_misc(&c)) {
-            break;
+    XML_SetUserData(r.xp, &r);
+    XML_SetStartElementHandler(r.xp, platform_start);
+    for (bool last = false; parsed == XML_STATUS_OK && !last;) {
+        void *buf = XML_GetBuffer(r.xp, CHUNK);
+        size_t n = buf ? fread(buf, 1, CHUNK, f) : 0;
+        if (!buf || ferror(f)) {
+            fprintf(stderr, "herd: --platform %s: %s\n", path, buf ? "cannot read it" : "out of memory");
+            goto out;
         }
+        last = n < CHUNK;
+        parsed = XML_ParseBuffer(r.xp, (int)n, last);
     }
-    if (!c.err_at && (c.p >= c.end || *c.p != '<'))
-        XML_FAIL(&c, c.p, c.p >= c.end ? "no element in it" : "text before the first element");
-    if (!c.err_at && xml_element(&c, &root, &root_len, &hosts))
-        while (!c.err_at && (xml_space(&c) || xml_misc(&c))) {
-        }
-    if (!c.err_at && c.p < c.end)
-        XML_FAIL(&c, c.p, "more after the root element's end");
-    if (c.err_at) {
-        size_t line = 1;
-        for (const char *q = buf; q < c.err_at && q < c.end; q++)
-            line += *q == '\n';
-        fprintf(stderr, "herd: --platform %s is not well-formed XML: line %zu: %s\n", path, line, c.err.msg);
-    } else if (root_len != 8 || memcmp(root, "platform", 8)) {
-        fprintf(stderr, "herd: --platform %s: the root element is <%.*s>, not a SimGrid <platform>\n", path,
-                (int)root_len, root);
-    } else if (!hosts) {
+    if (r.err.status)
+        fprintf(stderr, "herd: --platform %s: %s\n", path, r.err.msg);
+    else if (parsed != XML_STATUS_OK)
+        fprintf(stderr, "herd: --platform %s is not well-formed XML: line %lu: %s\n", path,
+                (unsigned long)XML_GetCurrentLineNumber(r.xp), XML_ErrorString(XML_GetErrorCode(r.xp)));
+    else if (strcmp(r.root, "platform"))
+        fprintf(stderr, "herd: --platform %s: the root element is <%s>, not a SimGrid <platform>\n", path, r.root);
+    else if (!h->n)
         fprintf(stderr, "herd: --platform %s has no host (no <host>, <cluster>, <cabinet> or <peer>)\n", path);
-    } else {
+    else
         rc = 0;
-    }
 out:
+    if (r.xp)
+        XML_ParserFree(r.xp);
     if (f)
         fclose(f);
-    free(buf);
+    if (rc)
+        platform_hosts_free(h);
     return rc;
 }
 
@@ -618,71 +505,31 @@ static void sim_usage(FILE *out)
 typedef struct sim_cluster {
     const char *name;
     const char *file;    /* a user's platform file (nothing generated), or NULL */
+    platform_hosts file_hosts;
     double bw, lat, speed;
-    double slow[4096];   /* per host: speed divisor (0: 1) */
+    double slow[SIM_MAX_WORKERS]; /* per host: speed divisor (0: 1) */
 } sim_cluster;
-
-/* A user's platform file: its host names, in order, into hosts (one per line). */
-static int scan_platform_file(const char *path, size_t need, FILE *hosts)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "herd: --platform %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    size_t found = 0;
-    char line[4096];
-    while (found < need && fgets(line, sizeof line, f)) {
-        const char *h = strstr(line, "<host ");
-        if (h) {
-            const char *id = strstr(h, " id=\"");
-            const char *end = id ? strchr(id + 5, '"') : NULL;
-            if (end) {
-                fprintf(hosts, "%.*s\n", (int)(end - id - 5), id + 5);
-                found++;
-            }
-            continue;
-        }
-        const char *c = strstr(line, "<cluster ");
-        if (!c)
-            continue;
-        char attr[3][256] = {"", "", ""};
-        static const char *const names[3] = {" prefix=\"", " radical=\"", " suffix=\""};
-        for (int k = 0; k < 3; k++) {
-            const char *a = strstr(c, names[k]);
-            const char *e = a ? strchr(a + strlen(names[k]), '"') : NULL;
-            if (e && (size_t)(e - a) < sizeof attr[k] + strlen(names[k]))
-                snprintf(attr[k], sizeof attr[k], "%.*s", (int)(e - a - strlen(names[k])), a + strlen(names[k]));
-        }
-        /* radical: "0-15" or "0-3,8,10-11" */
-        for (char *tok = strtok(attr[1], ","); tok && found < need; tok = strtok(NULL, ",")) {
-            unsigned long lo = 0, hi = 0;
-            char *dash = strchr(tok, '-');
-            lo = strtoul(tok, NULL, 10);
-            hi = dash ? strtoul(dash + 1, NULL, 10) : lo;
-            for (unsigned long k = lo; k <= hi && found < need; k++, found++)
-                fprintf(hosts, "%s%lu%s\n", attr[0], k, attr[2]);
-        }
-    }
-    fclose(f);
-    if (found < need) {
-        fprintf(stderr, "herd: --platform %s has %zu host(s) (<host id=...> or <cluster radical=...>), "
-                        "fewer than --workers %zu\n", path, found, need);
-        return -1;
-    }
-    return 0;
-}
 
 static int write_platform(const sim_cluster *c, size_t n, const char *xml_path, const char *hosts_path)
 {
+    if (c->file && c->file_hosts.n < n) {
+        fprintf(stderr, "herd: --platform %s has %zu host(s) (<host>, <peer>, <cluster> or <cabinet>), fewer than "
+                        "--workers %zu\n", c->file, c->file_hosts.n, n);
+        return -1;
+    }
     FILE *hosts = fopen(hosts_path, "w");
     if (!hosts) {
         fprintf(stderr, "herd: cannot write %s: %s\n", hosts_path, strerror(errno));
         return -1;
     }
-    if (c->file) {
-        int rc = scan_platform_file(c->file, n, hosts);
-        return fclose(hosts) != 0 || rc ? -1 : 0;
+    if (c->file) { /* its first n hosts */
+        for (size_t i = 0; i < n; i++)
+            fprintf(hosts, "%s\n", c->file_hosts.names[i]);
+        int bad = ferror(hosts);
+        bad |= fclose(hosts) != 0;
+        if (bad)
+            fprintf(stderr, "herd: cannot write %s\n", hosts_path);
+        return bad ? -1 : 0;
     }
     FILE *x = fopen(xml_path, "w");
     if (!x) {
@@ -743,7 +590,7 @@ static int resolve_cluster(const sim_opts *o, sim_cluster *c, size_t *workers)
                     path);
             return -1;
         }
-        if (check_platform_file(path) != 0)
+        if (read_platform_file(path, &c->file_hosts) != 0)
             return -1;
         c->file = strdup(path);
         if (!c->file) {
@@ -1069,8 +916,8 @@ int herd__cli_sim(int argc, char **argv)
     herd__flag f[SIM_NFLAGS];
     sim_flags(&o, f);
     int dash = herd__flags_parse(&(herd__flag_cmd){.cmd = "sim", .flags = f, .usage = sim_usage}, argc, argv, 2, false);
-    if (o.workers == 0 || (o.workers > 4096 && o.workers != SIZE_MAX)) {
-        fprintf(stderr, "herd: --workers must be in [1, 4096], got %zu\n", o.workers);
+    if (o.workers == 0 || (o.workers > SIM_MAX_WORKERS && o.workers != SIZE_MAX)) {
+        fprintf(stderr, "herd: --workers must be in [1, %d], got %zu\n", SIM_MAX_WORKERS, o.workers);
         return 2;
     }
     if (o.workers == SIZE_MAX)
@@ -1132,6 +979,7 @@ int herd__cli_sim(int argc, char **argv)
     }
 out:
     free((char *)c->file);
+    platform_hosts_free(&c->file_hosts);
     free(c);
     return rc;
 }
