@@ -23,6 +23,10 @@ $(PIC_DIR)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -fPIC -c $< -o $@
 
+# the objects' header dependencies (-MMD writes them): without them a changed
+# header left a stale object in the library
+-include $(PIC_OBJ:.o=.d)
+
 $(PIC_DIR)/src/comm/mpi.o: CPPFLAGS += $(MPI_CFLAGS)
 $(PIC_DIR)/src/comm/engine.o: CPPFLAGS += $(if $(MPI_CFLAGS),-DHERD_HAVE_MPI)
 
