@@ -663,6 +663,8 @@ static void test_exit_codes(void)
         {{"train", "--step-gamma", "0"}, 2, "--step-gamma must be in (0, 1]"},
         {{"train", "--step-epochs", "0"}, 2, "--step-epochs must be in (0, 1e6], got 0"},
         {{"train", "--step-epochs", "-1"}, 2, "--step-epochs must be in (0, 1e6], got -1"},
+        {{"train", "--eval-every-steps", "-1"}, 2, "--eval-every-steps: expected a non-negative integer, got '-1'"},
+        {{"train", "--eval-every-steps", "2000000000"}, 2, "--eval-every-steps must be in [0, 1000000000] (0: off)"},
         {{"sim", "--workers", "0", "--", "train"}, 2, "--workers must be in [1, 4096], got 0"},
         /* runs that fail */
         {{"train", "--data", "/nonexistent/data"}, 1, "/nonexistent/data"},
@@ -749,6 +751,134 @@ static void test_eval_at_start(void)
         if (a == 0 && (!without[0] || strcmp(with, without)))
             herd_test_fail(__FILE__, __LINE__, "allreduce's epoch collectives: '%s' with --eval-at-start, '%s' without",
                            with, without);
+    }
+}
+
+/* The number after "key": in a JSON record (NAN: none). */
+static double rec_num(const char *rec, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(rec, pat);
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* Worker 0's "eval" records of a log: their steps and progress, each as
+ * "%g " into steps and progress; whether train_s never went back. */
+static bool eval_points(const char *log, char *steps, char *progress, size_t cap)
+{
+    size_t ks = 0, kp = 0;
+    double last = 0;
+    bool rising = true;
+    steps[0] = progress[0] = 0;
+    for (const char *p = log; (p = strstr(p, "\"event\":\"eval\"")); p++) {
+        const char *end = strchr(p, '\n');
+        char rec[1024];
+        snprintf(rec, sizeof rec, "%.*s", end ? (int)(end - p) : 1000, p);
+        if (rec_num(rec, "worker") != 0)
+            continue;
+        if (ks + 24 < cap)
+            ks += (size_t)snprintf(steps + ks, cap - ks, "%g ", rec_num(rec, "step"));
+        if (kp + 24 < cap)
+            kp += (size_t)snprintf(progress + kp, cap - kp, "%g ", rec_num(rec, "progress"));
+        rising = rising && rec_num(rec, "train_s") >= last;
+        last = rec_num(rec, "train_s");
+    }
+    return rising;
+}
+
+/* --eval-every-steps N: worker 0 evaluates every N global steps, within
+ * epochs too, beside the epochs' ends (a mark on an epoch's last step is
+ * that end's one evaluation, even where --eval-every would skip it; one on
+ * the run's last step the final's). 2 workers x 8 steps an epoch, 2 epochs.
+ * asgd (worker 1 slowed, so that worker 0 takes most batches): the marks
+ * are every N x 2 batches of the shared counter; the records' progress
+ * rises to 2 epochs, with evaluations within epochs. */
+static void test_eval_every_steps(void)
+{
+    static char log[1 << 16];
+    char path[512], steps[256], progress[256];
+    snprintf(path, sizeof path, "%s/eval-every-steps.jsonl", herd_test_tmpdir());
+    static const struct {
+        const char *algo, *every, *epochs_every, *steps, *progress;
+    } cases[] = {
+        {"allreduce", "3", "1", "0 3 6 8 9 12 15 16 ", "0 0.375 0.75 1 1.125 1.5 1.875 2 "},
+        {"allreduce", "4", "2", "0 4 8 12 16 ", "0 0.5 1 1.5 2 "},
+        {"allreduce", "0", "1", "0 8 16 ", "0 1 2 "},
+        {"asgd", "2", "1", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd_test_cmd o;
+        unlink(path);
+        HERD_TEST_RUN(&o, "train", "--algo", cases[i].algo, "--workers", "2", "--data", "synthetic:1x12x12:4", "--model",
+                      "linear", "--epochs", "2", "--batch", "16", "--train-limit", "256", "--test-limit", "64", "--log",
+                      path, "--quiet", "--eval-at-start", "--eval-every-steps", cases[i].every, "--eval-every",
+                      cases[i].epochs_every, "--slow", "1:20");
+        if (o.code != 0)
+            herd_test_fail(__FILE__, __LINE__, "%s: exit %d: %s", cases[i].algo, o.code, o.err);
+        slurp(path, log, sizeof log);
+        bool rising = eval_points(log, steps, progress, sizeof steps);
+        if (!rising)
+            herd_test_fail(__FILE__, __LINE__, "%s --eval-every-steps %s: train_s went back: %s", cases[i].algo,
+                           cases[i].every, log);
+        if (cases[i].steps) {
+            if (strcmp(steps, cases[i].steps) || strcmp(progress, cases[i].progress))
+                herd_test_fail(__FILE__, __LINE__, "%s --eval-every-steps %s --eval-every %s: steps '%s' progress '%s', "
+                               "want '%s' and '%s'", cases[i].algo, cases[i].every, cases[i].epochs_every, steps,
+                               progress, cases[i].steps, cases[i].progress);
+            continue;
+        }
+        /* asgd: from 0 to the run's end, with evaluations within epochs */
+        double first = atof(progress), at = 0, fractional = 0, n = 0;
+        for (const char *p = progress; *p; p = strchr(p, ' ') + 1, n++) {
+            double v = atof(p);
+            if (v < at)
+                herd_test_fail(__FILE__, __LINE__, "asgd: progress went back: %s", progress);
+            at = v, fractional += v != floor(v);
+        }
+        if (first != 0 || at != 2 || fractional < 1 || n > 2 + 32 / 4 + 1)
+            herd_test_fail(__FILE__, __LINE__, "asgd --eval-every-steps 2: steps %s, progress %s", steps, progress);
+    }
+}
+
+/* Evaluations are no training time: with an evaluation after every step on
+ * a test set 8 times the epoch's training set, a run spends most of its
+ * time evaluating, and yet worker 0's train_s at the last evaluation (asgd:
+ * the others take most batches while it evaluates: 2 or more), and
+ * every worker's epoch_s (allreduce's other worker waits for worker 0 at
+ * each one), stay a small part of the run's time. (asgd: worker 1 slowed,
+ * so that worker 0 takes batches to evaluate after.) */
+static void test_eval_time_excluded(void)
+{
+    static char log[1 << 16];
+    char path[512];
+    snprintf(path, sizeof path, "%s/eval-time.jsonl", herd_test_tmpdir());
+    const char *algos[] = {"allreduce", "asgd"};
+    for (size_t a = 0; a < 2; a++) {
+        herd_test_cmd o;
+        unlink(path);
+        HERD_TEST_RUN(&o, "train", "--algo", algos[a], "--workers", "2", "--data", "synthetic:1x12x12:4", "--model",
+                      "mlp", "--epochs", "1", "--batch", "16", "--train-limit", "256", "--test-limit", "2048", "--log",
+                      path, "--quiet", "--eval-every-steps", "1", "--slow", a ? "1:5" : "1:1");
+        if (o.code != 0)
+            herd_test_fail(__FILE__, __LINE__, "%s: exit %d: %s", algos[a], o.code, o.err);
+        slurp(path, log, sizeof log);
+        const char *last = NULL, *end = strstr(log, "\"event\":\"end\"");
+        size_t nevals = 0;
+        for (const char *p = log; (p = strstr(p, "\"event\":\"eval\"")); p++)
+            last = p, nevals++;
+        if (!last || !end || nevals < 2)
+            herd_test_fail(__FILE__, __LINE__, "%s: %zu eval records: %s", algos[a], nevals, log);
+        while (end > log && end[-1] != '\n') /* its "t" is before "event" */
+            end--;
+        double t_run = rec_num(end, "t"), train_s = rec_num(last, "train_s");
+        if (!(train_s < 0.3 * t_run))
+            herd_test_fail(__FILE__, __LINE__, "%s: %zu evaluations, worker 0's train_s %g of a run of %g s", algos[a],
+                           nevals, train_s, t_run);
+        for (const char *p = log; a == 0 && (p = strstr(p, "\"event\":\"epoch\"")); p++)
+            if (!(rec_num(p, "epoch_s") < 0.3 * t_run))
+                herd_test_fail(__FILE__, __LINE__, "allreduce: an epoch of %g s in a run of %g s", rec_num(p, "epoch_s"),
+                               t_run);
     }
 }
 
@@ -1259,6 +1389,8 @@ const herd_test herd_tests_cli[] = {
     {"cli_exit_codes", test_exit_codes, 120},
     {"cli_default_algo", test_default_algo, 60},
     {"cli_eval_at_start", test_eval_at_start, 60},
+    {"cli_eval_every_steps", test_eval_every_steps, 60},
+    {"cli_eval_time_excluded", test_eval_time_excluded, 60},
     {"cli_launcher_env", test_launcher_env, 60},
     {"cli_progress_bar", test_progress_bar, 120},
     {"cli_refused_before_work", test_refused_before_work, 60},
