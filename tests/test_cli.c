@@ -657,6 +657,9 @@ static void test_exit_codes(void)
         {{"bench", "gemm", "--size", "0"}, 2, "--size must be in [1, 16384]"},
         {{"bench", "allreduce", "--engine", "foo"}, 2, "unknown engine 'foo'"},
         {{"compare", "--engine", "foo"}, 2, "--engine must be threads or sim"},
+        {{"compare", "--seeds", "0"}, 2, "--seeds must be in [1, 100], got 0"},
+        {{"compare", "--extra", "--seed 3"}, 2, "--seed in --extra '--seed 3': give herd compare --seed S"},
+        {{"compare", "allreduce --seed=3"}, 2, "--seed in spec 'allreduce --seed=3'"},
         {{"nonsense"}, 2, "unknown command 'nonsense'"},
         /* accepted nonsense, refused before any work */
         {{"train", "--step-gamma", "-1"}, 2, "--step-gamma must be in (0, 1] (the factor of each decay), got -1"},
@@ -1293,6 +1296,109 @@ static void test_compare_checks_specs(void)
     }
 }
 
+/* Field k (0 first) of a CSV line (no quoted commas), as a number. */
+static double csv_num(const char *line, int k)
+{
+    for (; k > 0 && line; k--)
+        if ((line = strchr(line, ',')))
+            line++;
+    return line ? atof(line) : NAN;
+}
+
+/* The line of text that starts with prefix (after a newline), into out. */
+static bool line_with(const char *text, const char *prefix, char *out, size_t cap)
+{
+    for (const char *p = text; p; p = strchr(p, '\n')) {
+        p += *p == '\n';
+        if (!strncmp(p, prefix, strlen(prefix))) {
+            const char *e = strchr(p, '\n');
+            snprintf(out, cap, "%.*s", e ? (int)(e - p) : (int)strlen(p), p);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* herd compare --seeds 2 --seed 5: each configuration runs with seeds 5
+ * and 6; compare.csv has a row a run with its seed, the runs differ;
+ * compare_summary.csv's mean is the average of the runs' and its spread
+ * their difference; the mean curve (runNN.dat) is the average of the
+ * seeds' curves at their evaluations (allreduce's: at the same steps,
+ * --eval-every-steps 2 giving 5 of them); the table gives mean ± spread;
+ * the plots are drawn, PNG and PDF, where gnuplot is installed. */
+static void test_compare_seeds(void)
+{
+    static char csv[1 << 14], sum[1 << 14], dat[3][1 << 13];
+    char out[512], path[700], line[2048], want[64];
+    snprintf(out, sizeof out, "%s/cmp-seeds", herd_test_tmpdir());
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "compare", "--out", out, "--workers", "2", "--epochs", "1", "--model", "linear", "--data",
+                  "synthetic:1x12x12:4", "--extra", "--batch 16 --train-limit 256 --test-limit 64", "--seeds", "2",
+                  "--seed", "5", "--eval-every-steps", "2", "allreduce");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    snprintf(path, sizeof path, "%s/compare.csv", out);
+    slurp(path, csv, sizeof csv);
+    ASSERT_STR_CONTAINS(csv, "spec,engine,platform,workers,epochs,seed,test_acc,");
+    for (int seed = 5; seed <= 6; seed++) {
+        ASSERT_STR_CONTAINS(csv, herd_test_fmt("\n\"sgd\",threads,-,1,1,%d,", seed));
+        ASSERT_STR_CONTAINS(csv, herd_test_fmt("\n\"allreduce\",threads,-,2,1,%d,", seed));
+    }
+    size_t lines = 0;
+    for (const char *c = csv; *c; c++)
+        lines += *c == '\n';
+    ASSERT_EQ_INT((int)lines, 5);
+    double acc[2];
+    for (int k = 0; k < 2; k++) {
+        ASSERT_TRUE(line_with(csv, herd_test_fmt("\"allreduce\",threads,-,2,1,%d,", 5 + k), line, sizeof line));
+        acc[k] = csv_num(line, 6);
+    }
+    /* the mean and spread of test_acc (columns 10, 11 of the summary) */
+    snprintf(path, sizeof path, "%s/compare_summary.csv", out);
+    slurp(path, sum, sizeof sum);
+    ASSERT_STR_CONTAINS(sum, "spec,engine,platform,workers,epochs,seeds,runs_ended,first_seed,eval_model,target_reached,"
+                             "test_acc_mean,test_acc_spread,test_acc_std,test_acc_min,test_acc_max,");
+    ASSERT_TRUE(line_with(sum, "\"allreduce\",threads,-,2,1,2,2,5,worker0,", line, sizeof line));
+    ASSERT_NEAR(csv_num(line, 10), (acc[0] + acc[1]) / 2, 1e-6, 0);
+    ASSERT_NEAR(csv_num(line, 11), fabs(acc[0] - acc[1]), 1e-6, 0);
+    /* the runs differ, and the mean curve is their average, point by point */
+    const char *names[] = {"run01-seed5.dat", "run01-seed6.dat", "run01.dat"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s", out, names[k]);
+        slurp(path, dat[k], sizeof dat[k]);
+    }
+    const char *a = strchr(dat[0], '\n'), *b = strchr(dat[1], '\n'), *m = strchr(dat[2], '\n');
+    ASSERT_TRUE(a && b && m);
+    if (!strcmp(a, b))
+        herd_test_fail(__FILE__, __LINE__, "seeds 5 and 6 gave the same curve: %s", a);
+    size_t points = 0;
+    for (; a && b && m && a[1] && m[1]; a = strchr(a + 1, '\n'), b = strchr(b + 1, '\n'), m = strchr(m + 1, '\n')) {
+        double pa[5], pb[5], pm[5];
+        ASSERT_EQ_INT(sscanf(a + 1, "%lf %lf %lf %lf %lf", &pa[0], &pa[1], &pa[2], &pa[3], &pa[4]), 5);
+        ASSERT_EQ_INT(sscanf(b + 1, "%lf %lf %lf %lf %lf", &pb[0], &pb[1], &pb[2], &pb[3], &pb[4]), 5);
+        ASSERT_EQ_INT(sscanf(m + 1, "%lf %lf %lf %*f %*f %lf", &pm[0], &pm[1], &pm[2], &pm[3]), 4);
+        ASSERT_TRUE(pa[0] == pb[0] && pm[0] == pa[0]);
+        ASSERT_NEAR(pm[1], (pa[1] + pb[1]) / 2, 1e-9, 1e-6);
+        ASSERT_NEAR(pm[2], (pa[2] + pb[2]) / 2, 1e-6, 0);
+        ASSERT_NEAR(pm[3], (pa[3] + pb[3]) / 2, 1e-6, 0);
+        points++;
+    }
+    ASSERT_EQ_INT((int)points, 5); /* steps 0 (the start), 2, 4, 6 and 8 (the end) */
+    snprintf(want, sizeof want, "%.4f ± %.4f", (acc[0] + acc[1]) / 2, fabs(acc[0] - acc[1]));
+    ASSERT_STR_CONTAINS(o.out, "| seeds |");
+    ASSERT_STR_CONTAINS(o.out, want);
+    if (access("/usr/bin/gnuplot", X_OK) == 0)
+        for (int k = 0; k < 4; k++) {
+            const char *plots[] = {"accuracy_time", "accuracy_epochs", "loss_time", "loss_epochs"};
+            for (int pdf = 0; pdf < 2; pdf++) {
+                struct stat st;
+                snprintf(path, sizeof path, "%s/%s.%s", out, plots[k], pdf ? "pdf" : "png");
+                if (stat(path, &st) != 0 || st.st_size < 1000)
+                    herd_test_fail(__FILE__, __LINE__, "no plot %s", path);
+            }
+        }
+}
+
 /* The processes whose command line holds needle (herd's children that
  * outlived it), at most max of their pids into pids. */
 static size_t procs_with(const char *needle, long *pids, size_t max)
@@ -1401,5 +1507,6 @@ const herd_test herd_tests_cli[] = {
     {"cli_sim_signals", test_sim_signals, 90},
     {"cli_compare_checks_specs", test_compare_checks_specs, 60},
     {"cli_compare_signals", test_compare_signals, 150},
+    {"cli_compare_seeds", test_compare_seeds, 90},
     HERD_TEST_END,
 };

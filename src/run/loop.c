@@ -109,7 +109,7 @@ static herd_status check_eval_model(worker_ctx *c, const float *x, const char *n
 /* Where an evaluation is, for its "eval" record: the epoch it is in (the
  * one that ended, at an epoch's end), the run's progress in epochs (1.5:
  * halfway through the second), the training loss (the mean of the epoch's
- * batches so far), the epoch's training time so far and worker 0's
+ * batches so far; see timed_evaluate), the epoch's training time so far and worker 0's
  * training time since the start; evaluations excluded from both. */
 typedef struct eval_point {
     size_t epoch;
@@ -120,10 +120,17 @@ typedef struct eval_point {
  * center, an average) and of worker 0's own; logs and reports. */
 static herd_status evaluate(worker_ctx *c, const eval_point *p);
 
+/* With --eval-every-steps, the record's training loss is the mean over
+ * the batches since the previous evaluation (an epoch's running mean would
+ * fall at each epoch's start): NAN where worker 0 took none (asynchronous). */
 static herd_status timed_evaluate(worker_ctx *c, const eval_point *p)
 {
     double t0 = herd__now();
-    herd_status st = evaluate(c, p);
+    eval_point q = *p;
+    if (c->run->cfg->eval_every_steps && q.progress > 0)
+        q.train_loss = c->recent_nloss ? c->recent_loss_sum / (double)c->recent_nloss : NAN;
+    c->recent_loss_sum = 0, c->recent_nloss = 0;
+    herd_status st = evaluate(c, &q);
     herd__trace_span(c, HERD__SPAN_EVAL, t0, herd__now());
     return st;
 }
@@ -403,6 +410,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     c->images += cfg->batch;
     if (!skip) {
         e->loss_sum += loss, e->nloss++;
+        c->recent_loss_sum += loss, c->recent_nloss++;
         herd__div_step(c, loss);
     }
     if (cfg->log_every && w->step % cfg->log_every == 0)
