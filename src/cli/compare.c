@@ -8,6 +8,10 @@
  * Each run is `herd train ... --json --eval-at-start --log FILE` (or `herd
  * sim ... -- train ...`) of this same binary; the curves come from its log's
  * eval records, the first at epoch 0, time 0.
+ * With --seeds N each configuration runs N times (seeds S, S+1, ...): the
+ * table and compare_summary.csv give each figure's mean and spread (max -
+ * min), the plots each configuration's mean curve over a band from its
+ * lowest seed to its highest.
  * On the threads engine the runs share this machine's cores: compare their
  * times within one table only. On sim the times are simulated and
  * repeatable. */
