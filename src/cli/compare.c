@@ -652,10 +652,10 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
          * or "set xtics 1" on a log axis left it unlabelled */
         size_t counts[MAX_SCALE], ncounts = 0;
         worker_counts(o, counts, &ncounts);
-        fprintf(g, "\nset output '%s/speedup_workers.png'\nset title \"Speedup over one sgd worker (%s)\"\n"
+        fprintf(g, "\nset output '%s/speedup_workers.png'\nset title \"Speedup over one sgd worker (%s%s)\"\n"
                    "set xlabel 'workers'\nset ylabel 'speedup (time per epoch)'\nset logscale xy 2\n"
                    "set format xy '%%g'\nset key left top\nset xtics (",
-                o->out, where);
+                o->out, where, seeds_note);
         for (size_t i = 0; i < ncounts; i++)
             fprintf(g, "%s%zu", i ? ", " : "", counts[i]);
         fprintf(g, ")\nplot x title 'linear' with lines dt 2 lc rgb '#808080'");
