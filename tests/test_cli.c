@@ -657,12 +657,17 @@ static void test_exit_codes(void)
         {{"bench", "gemm", "--size", "0"}, 2, "--size must be in [1, 16384]"},
         {{"bench", "allreduce", "--engine", "foo"}, 2, "unknown engine 'foo'"},
         {{"compare", "--engine", "foo"}, 2, "--engine must be threads or sim"},
+        {{"compare", "--seeds", "0"}, 2, "--seeds must be in [1, 100], got 0"},
+        {{"compare", "--extra", "--seed 3"}, 2, "--seed in --extra '--seed 3': give herd compare --seed S"},
+        {{"compare", "allreduce --seed=3"}, 2, "--seed in spec 'allreduce --seed=3'"},
         {{"nonsense"}, 2, "unknown command 'nonsense'"},
         /* accepted nonsense, refused before any work */
         {{"train", "--step-gamma", "-1"}, 2, "--step-gamma must be in (0, 1] (the factor of each decay), got -1"},
         {{"train", "--step-gamma", "0"}, 2, "--step-gamma must be in (0, 1]"},
         {{"train", "--step-epochs", "0"}, 2, "--step-epochs must be in (0, 1e6], got 0"},
         {{"train", "--step-epochs", "-1"}, 2, "--step-epochs must be in (0, 1e6], got -1"},
+        {{"train", "--eval-every-steps", "-1"}, 2, "--eval-every-steps: expected a non-negative integer, got '-1'"},
+        {{"train", "--eval-every-steps", "2000000000"}, 2, "--eval-every-steps must be in [0, 1000000000] (0: off)"},
         {{"sim", "--workers", "0", "--", "train"}, 2, "--workers must be in [1, 4096], got 0"},
         /* runs that fail */
         {{"train", "--data", "/nonexistent/data"}, 1, "/nonexistent/data"},
@@ -749,6 +754,134 @@ static void test_eval_at_start(void)
         if (a == 0 && (!without[0] || strcmp(with, without)))
             herd_test_fail(__FILE__, __LINE__, "allreduce's epoch collectives: '%s' with --eval-at-start, '%s' without",
                            with, without);
+    }
+}
+
+/* The number after "key": in a JSON record (NAN: none). */
+static double rec_num(const char *rec, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(rec, pat);
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* Worker 0's "eval" records of a log: their steps and progress, each as
+ * "%g " into steps and progress; whether train_s never went back. */
+static bool eval_points(const char *log, char *steps, char *progress, size_t cap)
+{
+    size_t ks = 0, kp = 0;
+    double last = 0;
+    bool rising = true;
+    steps[0] = progress[0] = 0;
+    for (const char *p = log; (p = strstr(p, "\"event\":\"eval\"")); p++) {
+        const char *end = strchr(p, '\n');
+        char rec[1024];
+        snprintf(rec, sizeof rec, "%.*s", end ? (int)(end - p) : 1000, p);
+        if (rec_num(rec, "worker") != 0)
+            continue;
+        if (ks + 24 < cap)
+            ks += (size_t)snprintf(steps + ks, cap - ks, "%g ", rec_num(rec, "step"));
+        if (kp + 24 < cap)
+            kp += (size_t)snprintf(progress + kp, cap - kp, "%g ", rec_num(rec, "progress"));
+        rising = rising && rec_num(rec, "train_s") >= last;
+        last = rec_num(rec, "train_s");
+    }
+    return rising;
+}
+
+/* --eval-every-steps N: worker 0 evaluates every N global steps, within
+ * epochs too, beside the epochs' ends (a mark on an epoch's last step is
+ * that end's one evaluation, even where --eval-every would skip it; one on
+ * the run's last step the final's). 2 workers x 8 steps an epoch, 2 epochs.
+ * asgd (worker 1 slowed, so that worker 0 takes most batches): the marks
+ * are every N x 2 batches of the shared counter; the records' progress
+ * rises to 2 epochs, with evaluations within epochs. */
+static void test_eval_every_steps(void)
+{
+    static char log[1 << 16];
+    char path[512], steps[256], progress[256];
+    snprintf(path, sizeof path, "%s/eval-every-steps.jsonl", herd_test_tmpdir());
+    static const struct {
+        const char *algo, *every, *epochs_every, *steps, *progress;
+    } cases[] = {
+        {"allreduce", "3", "1", "0 3 6 8 9 12 15 16 ", "0 0.375 0.75 1 1.125 1.5 1.875 2 "},
+        {"allreduce", "4", "2", "0 4 8 12 16 ", "0 0.5 1 1.5 2 "},
+        {"allreduce", "0", "1", "0 8 16 ", "0 1 2 "},
+        {"asgd", "2", "1", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd_test_cmd o;
+        unlink(path);
+        HERD_TEST_RUN(&o, "train", "--algo", cases[i].algo, "--workers", "2", "--data", "synthetic:1x12x12:4", "--model",
+                      "linear", "--epochs", "2", "--batch", "16", "--train-limit", "256", "--test-limit", "64", "--log",
+                      path, "--quiet", "--eval-at-start", "--eval-every-steps", cases[i].every, "--eval-every",
+                      cases[i].epochs_every, "--slow", "1:20");
+        if (o.code != 0)
+            herd_test_fail(__FILE__, __LINE__, "%s: exit %d: %s", cases[i].algo, o.code, o.err);
+        slurp(path, log, sizeof log);
+        bool rising = eval_points(log, steps, progress, sizeof steps);
+        if (!rising)
+            herd_test_fail(__FILE__, __LINE__, "%s --eval-every-steps %s: train_s went back: %s", cases[i].algo,
+                           cases[i].every, log);
+        if (cases[i].steps) {
+            if (strcmp(steps, cases[i].steps) || strcmp(progress, cases[i].progress))
+                herd_test_fail(__FILE__, __LINE__, "%s --eval-every-steps %s --eval-every %s: steps '%s' progress '%s', "
+                               "want '%s' and '%s'", cases[i].algo, cases[i].every, cases[i].epochs_every, steps,
+                               progress, cases[i].steps, cases[i].progress);
+            continue;
+        }
+        /* asgd: from 0 to the run's end, with evaluations within epochs */
+        double first = atof(progress), at = 0, fractional = 0, n = 0;
+        for (const char *p = progress; *p; p = strchr(p, ' ') + 1, n++) {
+            double v = atof(p);
+            if (v < at)
+                herd_test_fail(__FILE__, __LINE__, "asgd: progress went back: %s", progress);
+            at = v, fractional += v != floor(v);
+        }
+        if (first != 0 || at != 2 || fractional < 1 || n > 2 + 32 / 4 + 1)
+            herd_test_fail(__FILE__, __LINE__, "asgd --eval-every-steps 2: steps %s, progress %s", steps, progress);
+    }
+}
+
+/* Evaluations are no training time: with an evaluation after every step on
+ * a test set 8 times the epoch's training set, a run spends most of its
+ * time evaluating, and yet worker 0's train_s at the last evaluation (asgd:
+ * the others take most batches while it evaluates: 2 or more), and
+ * every worker's epoch_s (allreduce's other worker waits for worker 0 at
+ * each one), stay a small part of the run's time. (asgd: worker 1 slowed,
+ * so that worker 0 takes batches to evaluate after.) */
+static void test_eval_time_excluded(void)
+{
+    static char log[1 << 16];
+    char path[512];
+    snprintf(path, sizeof path, "%s/eval-time.jsonl", herd_test_tmpdir());
+    const char *algos[] = {"allreduce", "asgd"};
+    for (size_t a = 0; a < 2; a++) {
+        herd_test_cmd o;
+        unlink(path);
+        HERD_TEST_RUN(&o, "train", "--algo", algos[a], "--workers", "2", "--data", "synthetic:1x12x12:4", "--model",
+                      "mlp", "--epochs", "1", "--batch", "16", "--train-limit", "256", "--test-limit", "2048", "--log",
+                      path, "--quiet", "--eval-every-steps", "1", "--slow", a ? "1:5" : "1:1");
+        if (o.code != 0)
+            herd_test_fail(__FILE__, __LINE__, "%s: exit %d: %s", algos[a], o.code, o.err);
+        slurp(path, log, sizeof log);
+        const char *last = NULL, *end = strstr(log, "\"event\":\"end\"");
+        size_t nevals = 0;
+        for (const char *p = log; (p = strstr(p, "\"event\":\"eval\"")); p++)
+            last = p, nevals++;
+        if (!last || !end || nevals < 2)
+            herd_test_fail(__FILE__, __LINE__, "%s: %zu eval records: %s", algos[a], nevals, log);
+        while (end > log && end[-1] != '\n') /* its "t" is before "event" */
+            end--;
+        double t_run = rec_num(end, "t"), train_s = rec_num(last, "train_s");
+        if (!(train_s < 0.3 * t_run))
+            herd_test_fail(__FILE__, __LINE__, "%s: %zu evaluations, worker 0's train_s %g of a run of %g s", algos[a],
+                           nevals, train_s, t_run);
+        for (const char *p = log; a == 0 && (p = strstr(p, "\"event\":\"epoch\"")); p++)
+            if (!(rec_num(p, "epoch_s") < 0.3 * t_run))
+                herd_test_fail(__FILE__, __LINE__, "allreduce: an epoch of %g s in a run of %g s", rec_num(p, "epoch_s"),
+                               t_run);
     }
 }
 
@@ -1257,6 +1390,109 @@ static void test_compare_checks_specs(void)
     }
 }
 
+/* Field k (0 first) of a CSV line (no quoted commas), as a number. */
+static double csv_num(const char *line, int k)
+{
+    for (; k > 0 && line; k--)
+        if ((line = strchr(line, ',')))
+            line++;
+    return line ? atof(line) : NAN;
+}
+
+/* The line of text that starts with prefix (after a newline), into out. */
+static bool line_with(const char *text, const char *prefix, char *out, size_t cap)
+{
+    for (const char *p = text; p; p = strchr(p, '\n')) {
+        p += *p == '\n';
+        if (!strncmp(p, prefix, strlen(prefix))) {
+            const char *e = strchr(p, '\n');
+            snprintf(out, cap, "%.*s", e ? (int)(e - p) : (int)strlen(p), p);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* herd compare --seeds 2 --seed 5: each configuration runs with seeds 5
+ * and 6; compare.csv has a row a run with its seed, the runs differ;
+ * compare_summary.csv's mean is the average of the runs' and its spread
+ * their difference; the mean curve (runNN.dat) is the average of the
+ * seeds' curves at their evaluations (allreduce's: at the same steps,
+ * --eval-every-steps 2 giving 5 of them); the table gives mean ± spread;
+ * the plots are drawn, PNG and PDF, where gnuplot is installed. */
+static void test_compare_seeds(void)
+{
+    static char csv[1 << 14], sum[1 << 14], dat[3][1 << 13];
+    char out[512], path[700], line[2048], want[64];
+    snprintf(out, sizeof out, "%s/cmp-seeds", herd_test_tmpdir());
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "compare", "--out", out, "--workers", "2", "--epochs", "1", "--model", "linear", "--data",
+                  "synthetic:1x12x12:4", "--extra", "--batch 16 --train-limit 256 --test-limit 64", "--seeds", "2",
+                  "--seed", "5", "--eval-every-steps", "2", "allreduce");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    snprintf(path, sizeof path, "%s/compare.csv", out);
+    slurp(path, csv, sizeof csv);
+    ASSERT_STR_CONTAINS(csv, "spec,engine,platform,workers,epochs,seed,test_acc,");
+    for (int seed = 5; seed <= 6; seed++) {
+        ASSERT_STR_CONTAINS(csv, herd_test_fmt("\n\"sgd\",threads,-,1,1,%d,", seed));
+        ASSERT_STR_CONTAINS(csv, herd_test_fmt("\n\"allreduce\",threads,-,2,1,%d,", seed));
+    }
+    size_t lines = 0;
+    for (const char *c = csv; *c; c++)
+        lines += *c == '\n';
+    ASSERT_EQ_INT((int)lines, 5);
+    double acc[2];
+    for (int k = 0; k < 2; k++) {
+        ASSERT_TRUE(line_with(csv, herd_test_fmt("\"allreduce\",threads,-,2,1,%d,", 5 + k), line, sizeof line));
+        acc[k] = csv_num(line, 6);
+    }
+    /* the mean and spread of test_acc (columns 10, 11 of the summary) */
+    snprintf(path, sizeof path, "%s/compare_summary.csv", out);
+    slurp(path, sum, sizeof sum);
+    ASSERT_STR_CONTAINS(sum, "spec,engine,platform,workers,epochs,seeds,runs_ended,first_seed,eval_model,target_reached,"
+                             "test_acc_mean,test_acc_spread,test_acc_std,test_acc_min,test_acc_max,");
+    ASSERT_TRUE(line_with(sum, "\"allreduce\",threads,-,2,1,2,2,5,worker0,", line, sizeof line));
+    ASSERT_NEAR(csv_num(line, 10), (acc[0] + acc[1]) / 2, 1e-6, 0);
+    ASSERT_NEAR(csv_num(line, 11), fabs(acc[0] - acc[1]), 1e-6, 0);
+    /* the runs differ, and the mean curve is their average, point by point */
+    const char *names[] = {"run01-seed5.dat", "run01-seed6.dat", "run01.dat"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s", out, names[k]);
+        slurp(path, dat[k], sizeof dat[k]);
+    }
+    const char *a = strchr(dat[0], '\n'), *b = strchr(dat[1], '\n'), *m = strchr(dat[2], '\n');
+    ASSERT_TRUE(a && b && m);
+    if (!strcmp(a, b))
+        herd_test_fail(__FILE__, __LINE__, "seeds 5 and 6 gave the same curve: %s", a);
+    size_t points = 0;
+    for (; a && b && m && a[1] && m[1]; a = strchr(a + 1, '\n'), b = strchr(b + 1, '\n'), m = strchr(m + 1, '\n')) {
+        double pa[5], pb[5], pm[5];
+        ASSERT_EQ_INT(sscanf(a + 1, "%lf %lf %lf %lf %lf", &pa[0], &pa[1], &pa[2], &pa[3], &pa[4]), 5);
+        ASSERT_EQ_INT(sscanf(b + 1, "%lf %lf %lf %lf %lf", &pb[0], &pb[1], &pb[2], &pb[3], &pb[4]), 5);
+        ASSERT_EQ_INT(sscanf(m + 1, "%lf %lf %lf %*f %*f %lf", &pm[0], &pm[1], &pm[2], &pm[3]), 4);
+        ASSERT_TRUE(pa[0] == pb[0] && pm[0] == pa[0]);
+        ASSERT_NEAR(pm[1], (pa[1] + pb[1]) / 2, 1e-9, 1e-6);
+        ASSERT_NEAR(pm[2], (pa[2] + pb[2]) / 2, 1e-6, 0);
+        ASSERT_NEAR(pm[3], (pa[3] + pb[3]) / 2, 1e-6, 0);
+        points++;
+    }
+    ASSERT_EQ_INT((int)points, 5); /* steps 0 (the start), 2, 4, 6 and 8 (the end) */
+    snprintf(want, sizeof want, "%.4f ± %.4f", (acc[0] + acc[1]) / 2, fabs(acc[0] - acc[1]));
+    ASSERT_STR_CONTAINS(o.out, "| seeds |");
+    ASSERT_STR_CONTAINS(o.out, want);
+    if (access("/usr/bin/gnuplot", X_OK) == 0)
+        for (int k = 0; k < 4; k++) {
+            const char *plots[] = {"accuracy_time", "accuracy_epochs", "loss_time", "loss_epochs"};
+            for (int pdf = 0; pdf < 2; pdf++) {
+                struct stat st;
+                snprintf(path, sizeof path, "%s/%s.%s", out, plots[k], pdf ? "pdf" : "png");
+                if (stat(path, &st) != 0 || st.st_size < 1000)
+                    herd_test_fail(__FILE__, __LINE__, "no plot %s", path);
+            }
+        }
+}
+
 /* The processes whose command line holds needle (herd's children that
  * outlived it), at most max of their pids into pids. */
 static size_t procs_with(const char *needle, long *pids, size_t max)
@@ -1353,6 +1589,8 @@ const herd_test herd_tests_cli[] = {
     {"cli_exit_codes", test_exit_codes, 120},
     {"cli_default_algo", test_default_algo, 60},
     {"cli_eval_at_start", test_eval_at_start, 60},
+    {"cli_eval_every_steps", test_eval_every_steps, 60},
+    {"cli_eval_time_excluded", test_eval_time_excluded, 60},
     {"cli_launcher_env", test_launcher_env, 60},
     {"cli_progress_bar", test_progress_bar, 120},
     {"cli_refused_before_work", test_refused_before_work, 60},
@@ -1364,5 +1602,6 @@ const herd_test herd_tests_cli[] = {
     {"cli_sim_signals", test_sim_signals, 90},
     {"cli_compare_checks_specs", test_compare_checks_specs, 60},
     {"cli_compare_signals", test_compare_signals, 150},
+    {"cli_compare_seeds", test_compare_seeds, 90},
     HERD_TEST_END,
 };

@@ -77,6 +77,9 @@ typedef struct herd_inject {
  * too high: skipping more would only hide it). */
 enum { HERD_NONFINITE_MAX_SKIPS = 10 };
 
+/* --eval-every-steps: at most this many steps between evaluations. */
+enum { HERD_MAX_EVAL_EVERY_STEPS = 1000000000 };
+
 typedef struct herd_train_config {
     const char *data;   /* see herd_data_open; NULL: default */
     const char *model;  /* herd_model_names */
@@ -89,6 +92,11 @@ typedef struct herd_train_config {
     size_t train_limit, test_limit; /* 0: whole set */
     size_t eval_every;  /* evaluate every K epochs (default 1; the last always) */
     bool eval_at_start; /* also evaluate before the first step (epoch 0, train_s 0; not on --resume) */
+    /* Also evaluate every N global steps (0: off), within epochs too: a
+     * synchronous run's step (every worker's count); an asynchronous run's
+     * global step is `workers` batches of the shared batch counter, worker
+     * 0 evaluating after its first step at or past each mark. */
+    size_t eval_every_steps;
     size_t log_every;   /* a "step" log record every N steps of each worker (0: none) */
     herd_slow slow[HERD_MAX_SLOW];
     size_t nslow;

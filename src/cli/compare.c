@@ -8,6 +8,10 @@
  * Each run is `herd train ... --json --eval-at-start --log FILE` (or `herd
  * sim ... -- train ...`) of this same binary; the curves come from its log's
  * eval records, the first at epoch 0, time 0.
+ * With --seeds N each configuration runs N times (seeds S, S+1, ...): the
+ * table and compare_summary.csv give each figure's mean and spread (max -
+ * min), the plots each configuration's mean curve over a band from its
+ * lowest seed to its highest.
  * On the threads engine the runs share this machine's cores: compare their
  * times within one table only. On sim the times are simulated and
  * repeatable. */
@@ -17,20 +21,24 @@
 #include "cli/spawn.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { MAX_SPECS = 32, MAX_SCALE = 16, MAX_TOKENS = 64 };
+enum { MAX_SPECS = 32, MAX_SCALE = 16, MAX_TOKENS = 64, MAX_SEEDS = 100 };
 
 typedef struct cmp_opts {
     const char *engine, *platform, *link, *host_speed, *model, *data, *extra, *out, *scaling;
     herd__str_list slow;
-    size_t workers, epochs;
+    size_t workers, epochs, seeds, eval_every_steps;
+    uint64_t seed;
     double target, timeout_s;
     bool no_baseline, no_plots;
 } cmp_opts;
@@ -39,9 +47,11 @@ typedef struct cmp_opts {
 typedef struct cmp_row {
     char spec[256], eval_model[32], dat[PATH_MAX];
     size_t workers;
+    uint64_t seed;
     bool ok, baseline;
     int stopped; /* the signal that stopped it (it is not ok), or 0 */
     double acc, w0acc, wall, real_s, t_target, epoch_s, speedup, mb;
+    double t_last; /* its curve's last time */
 } cmp_row;
 
 static void cmp_flags(cmp_opts *o, herd__flag *f)
@@ -59,6 +69,9 @@ static void cmp_flags(cmp_opts *o, herd__flag *f)
         {"data", HERD__FLAG_STR, &o->data, "D", "data (herd train --data)", NULL},
         {"extra", HERD__FLAG_STR, &o->extra, "'FLAGS'", "more herd train flags for every run", NULL},
         {"target", HERD__FLAG_DOUBLE, &o->target, "ACC", "test accuracy for the time-to-target column (default 0.8)", NULL},
+        {"seeds", HERD__FLAG_SIZE, &o->seeds, "N", "run every configuration N times, with seeds S, S+1, ... (default 1; at most 100): the table gives each figure's mean and spread (max - min), the plots the mean with a band from the lowest seed's to the highest's", NULL},
+        {"seed", HERD__FLAG_U64, &o->seed, "S", "the first seed, S (default 1; herd train's --seed, not allowed in a spec or --extra)", NULL},
+        {"eval-every-steps", HERD__FLAG_SIZE, &o->eval_every_steps, "N", "also evaluate every N global steps (herd train --eval-every-steps; default 0: at epochs' ends only): curves with many points", NULL},
         {"out", HERD__FLAG_STR, &o->out, "DIR", "where the CSV, curves and plots go (default herd-compare)", NULL},
         {"no-baseline", HERD__FLAG_BOOL, &o->no_baseline, NULL, "no sgd run on one worker (no speedup column)", NULL},
         {"no-plots", HERD__FLAG_BOOL, &o->no_plots, NULL, "no gnuplot", NULL},
@@ -68,7 +81,7 @@ static void cmp_flags(cmp_opts *o, herd__flag *f)
     memcpy(f, t, sizeof t);
 }
 
-enum { CMP_NFLAGS = 17 };
+enum { CMP_NFLAGS = 20 };
 
 static void cmp_usage(FILE *out)
 {
@@ -78,7 +91,9 @@ static void cmp_usage(FILE *out)
     fprintf(out, "usage: herd compare [flags] [--] 'ALGO [FLAGS]' ...\n\n"
                     "Runs each algorithm spec (default: allreduce asgd dpsgd adpsgd) with the same data,\n"
                     "model, workers and epochs, and prints one table; writes DIR/compare.csv, the curves\n"
-                    "DIR/*.dat and the plots DIR/*.png and DIR/*.pdf.\n"
+                    "DIR/*.dat and the plots DIR/*.png and DIR/*.pdf; with --seeds N, each configuration N\n"
+                    "times: DIR/compare.csv a row a run, DIR/compare_summary.csv a row a configuration (mean,\n"
+                    "spread = max - min, std, min, max of each figure).\n"
                     "  herd compare --platform ib-100g --workers 16 --slow 3:10 allreduce dpsgd adpsgd\n\n");
     herd__flags_print(f, out);
 }
@@ -96,6 +111,17 @@ static int split(const char *s, char *buf, size_t cap, char **tok, int max)
         tok[n++] = p;
     }
     return n;
+}
+
+/* Whether words (a spec or --extra) hold herd train's --seed. */
+static bool has_seed_flag(const char *words)
+{
+    for (const char *p = strstr(words, "--seed"); p; p = strstr(p + 1, "--seed")) {
+        char after = p[strlen("--seed")];
+        if ((p == words || p[-1] == ' ' || p[-1] == '\t') && (after == 0 || after == ' ' || after == '\t' || after == '='))
+            return true;
+    }
+    return false;
 }
 
 /* The number after "key": in a JSON line, or NAN (no such key, or null:
@@ -133,29 +159,35 @@ static void on_summary(void *ctx, const char *line)
         snprintf(s->line, sizeof s->line, "%s", line);
 }
 
-/* Reads the eval records of a run's log into its curve file (epoch, time,
- * test_acc, test_loss, train_loss) and the time to target. The time is worker
- * 0's training time at the evaluation (its "train_s": evaluations excluded,
- * which asynchronous workers would otherwise count as training), or the
- * record's time since the start in logs that lack it. */
+/* Reads the eval records of a run's log into its curve file (epochs, time,
+ * test_acc, test_loss, train_loss) and the time to target. The epochs are
+ * the record's progress (with --eval-every-steps, within epochs too), or
+ * its epoch in logs that lack it; the time is worker 0's training time at
+ * the evaluation (its "train_s": evaluations excluded, which asynchronous
+ * workers would otherwise count as training), or the record's time since
+ * the start in logs that lack it. */
 static void read_curve(cmp_row *r, const char *log, double target)
 {
     r->t_target = NAN;
     FILE *in = fopen(log, "r"), *out = fopen(r->dat, "w");
     if (out)
-        fprintf(out, "# %s, %zu workers: epoch time_s test_acc test_loss train_loss\n", r->spec, r->workers);
+        fprintf(out, "# %s, %zu workers, seed %" PRIu64 ": epochs time_s test_acc test_loss train_loss\n", r->spec,
+                r->workers, r->seed);
     char line[8192];
     while (in && fgets(line, sizeof line, in)) {
         if (!strstr(line, "\"event\":\"eval\"") || json_num(line, "worker") != 0)
             continue;
-        double t = json_num(line, "train_s"), acc = json_num(line, "test_acc");
+        double t = json_num(line, "train_s"), acc = json_num(line, "test_acc"), at = json_num(line, "progress");
         if (isnan(t))
             t = json_num(line, "t");
+        if (isnan(at))
+            at = json_num(line, "epoch");
         if (out)
-            fprintf(out, "%g %.9g %.6f %.6f %.6f\n", json_num(line, "epoch"), t, acc, json_num(line, "test_loss"),
+            fprintf(out, "%g %.9g %.6f %.6f %.6f\n", at, t, acc, json_num(line, "test_loss"),
                     json_num(line, "train_loss"));
         if (isnan(r->t_target) && acc >= target)
             r->t_target = t;
+        r->t_last = t > r->t_last ? t : r->t_last;
     }
     if (in)
         fclose(in);
@@ -167,8 +199,8 @@ static void read_curve(cmp_row *r, const char *log, double target)
 
 /* The command line of one run, and the strings it points to. */
 typedef struct run_cmd {
-    char spec[1024], extra[1024], n[32], epochs[32];
-    char *argv[3 * MAX_TOKENS + 48];
+    char spec[1024], extra[1024], n[32], epochs[32], seed[32], every[32];
+    char *argv[3 * MAX_TOKENS + 56];
 } run_cmd;
 
 /* Fills c with the command that runs spec at n workers, its log into log:
@@ -177,7 +209,7 @@ typedef struct run_cmd {
  * flags, the algorithm and its options checked). -1 when the spec is
  * empty, or it or --extra too long. */
 static int run_cmd_make(run_cmd *c, const cmp_opts *o, bool sim, const char *self, const char *spec, size_t n,
-                        bool baseline, const char *log)
+                        bool baseline, uint64_t seed, const char *log)
 {
     char *tok[MAX_TOKENS], *xtok[MAX_TOKENS];
     int nt = split(spec, c->spec, sizeof c->spec, tok, MAX_TOKENS);
@@ -186,6 +218,8 @@ static int run_cmd_make(run_cmd *c, const cmp_opts *o, bool sim, const char *sel
         return -1;
     snprintf(c->n, sizeof c->n, "%zu", n);
     snprintf(c->epochs, sizeof c->epochs, "%zu", o->epochs);
+    snprintf(c->seed, sizeof c->seed, "%" PRIu64, seed);
+    snprintf(c->every, sizeof c->every, "%zu", o->eval_every_steps);
     char **argv = c->argv;
     size_t k = 0;
     argv[k++] = (char *)self;
@@ -213,6 +247,9 @@ static int run_cmd_make(run_cmd *c, const cmp_opts *o, bool sim, const char *sel
         argv[k++] = "--data", argv[k++] = (char *)o->data;
     for (int i = 0; i < nx; i++)
         argv[k++] = xtok[i];
+    argv[k++] = "--seed", argv[k++] = c->seed;
+    if (o->eval_every_steps)
+        argv[k++] = "--eval-every-steps", argv[k++] = c->every;
     for (size_t i = 0; i < o->slow.n && !baseline && !sim; i++)
         argv[k++] = "--slow", argv[k++] = (char *)o->slow.v[i];
     if (log) { /* --eval-at-start: every curve starts at the untrained model */
@@ -229,23 +266,33 @@ static int run_cmd_make(run_cmd *c, const cmp_opts *o, bool sim, const char *sel
  * grace runs out first. */
 #define CMP_GRACE_S (3 * HERD__SPAWN_GRACE_S)
 
-/* Runs one spec at n workers; fills r. */
+/* The files of configuration index's run with seed: DIR/runNN.EXT, with
+ * --seeds N > 1 DIR/runNN-seedS.EXT (DIR/runNN.dat is then the mean curve). */
+static void run_file(char *out, size_t cap, const cmp_opts *o, size_t index, uint64_t seed, const char *ext)
+{
+    if (o->seeds > 1)
+        snprintf(out, cap, "%s/run%02zu-seed%" PRIu64 ".%s", o->out, index, seed, ext);
+    else
+        snprintf(out, cap, "%s/run%02zu.%s", o->out, index, ext);
+}
+
+/* Runs one spec at n workers with one seed, configuration index; fills r. */
 static void run_one(const cmp_opts *o, bool sim, const char *self, const char *spec, size_t n, bool baseline,
-                    cmp_row *r, size_t index)
+                    uint64_t seed, cmp_row *r, size_t index)
 {
     char log[PATH_MAX];
     memset(r, 0, sizeof *r);
     snprintf(r->spec, sizeof r->spec, "%s", spec);
-    r->workers = n, r->baseline = baseline;
-    snprintf(r->dat, sizeof r->dat, "%s/run%02zu.dat", o->out, index);
-    snprintf(log, sizeof log, "%s/run%02zu.jsonl", o->out, index);
+    r->workers = n, r->baseline = baseline, r->seed = seed;
+    run_file(r->dat, sizeof r->dat, o, index, seed, "dat");
+    run_file(log, sizeof log, o, index, seed, "jsonl");
     run_cmd *c = calloc(1, sizeof *c);
     summary_out *s = calloc(1, sizeof *s);
     if (!c || !s) {
         fprintf(stderr, "herd: out of memory\n");
         goto out;
     }
-    if (run_cmd_make(c, o, sim, self, spec, n, baseline, log) != 0) {
+    if (run_cmd_make(c, o, sim, self, spec, n, baseline, seed, log) != 0) {
         fprintf(stderr, "herd: compare: spec '%s' is empty or too long\n", spec);
         goto out;
     }
@@ -258,7 +305,7 @@ static void run_one(const cmp_opts *o, bool sim, const char *self, const char *s
     if (r->stopped)
         goto out;
     if (rc != 0 || !s->line[0]) {
-        fprintf(stderr, "herd: compare: '%s' on %zu worker(s) failed (exit %d)\n", spec, n, rc);
+        fprintf(stderr, "herd: compare: '%s' on %zu worker(s), seed %" PRIu64 " failed (exit %d)\n", spec, n, seed, rc);
         goto out;
     }
     r->ok = true;
@@ -296,7 +343,7 @@ static int check_specs(const cmp_opts *o, bool sim, const char *self, const char
     int rc = 0;
     for (size_t i = o->no_baseline ? 1 : 0; i <= nspecs && rc == 0; i++) {
         const char *spec = i ? specs[i - 1] : "sgd"; /* 0: the baseline, which has --model, --data and --extra too */
-        if (run_cmd_make(c, o, sim, self, spec, workers, i == 0, NULL) != 0) {
+        if (run_cmd_make(c, o, sim, self, spec, workers, i == 0, o->seed, NULL) != 0) {
             fprintf(stderr, "herd: compare: spec '%s' is empty or too long (at most %d words)\n", spec, MAX_TOKENS);
             rc = 2;
             break;
@@ -315,6 +362,139 @@ static int check_specs(const cmp_opts *o, bool sim, const char *self, const char
     }
     free(c);
     return rc;
+}
+
+/* The runs of one configuration (the baseline, or a spec at a worker
+ * count), one a seed: rows[first, first + n); index numbers its files. */
+typedef struct cmp_group {
+    size_t first, n, index;
+    char dat[PATH_MAX]; /* its curve: the run's, or (--seeds > 1) the mean with its band */
+    size_t npoints;     /* the curve's points */
+} cmp_group;
+
+/* A figure over a configuration's runs that ended: n of them, their mean,
+ * lowest, highest and standard deviation (n - 1; NAN below 2). */
+typedef struct cmp_stat {
+    size_t n;
+    double mean, min, max, std;
+} cmp_stat;
+
+/* The figure at offset off (a double of cmp_row) over g's runs that ended
+ * with a number there. */
+static cmp_stat stat_at(const cmp_row *rows, const cmp_group *g, size_t off)
+{
+    cmp_stat s = {0, NAN, NAN, NAN, NAN};
+    double v[256], sum = 0, sq = 0;
+    for (size_t i = g->first; i < g->first + g->n && s.n < 256; i++) {
+        memcpy(&v[s.n], (const char *)&rows[i] + off, sizeof v[0]);
+        if (rows[i].ok && !isnan(v[s.n]))
+            sum += v[s.n++];
+    }
+    if (!s.n)
+        return s;
+    s.mean = sum / (double)s.n, s.min = s.max = v[0];
+    for (size_t k = 0; k < s.n; k++) {
+        s.min = v[k] < s.min ? v[k] : s.min, s.max = v[k] > s.max ? v[k] : s.max;
+        sq += (v[k] - s.mean) * (v[k] - s.mean);
+    }
+    s.std = s.n > 1 ? sqrt(sq / (double)(s.n - 1)) : NAN;
+    return s;
+}
+
+#define STAT(rows, g, field) stat_at((rows), (g), offsetof(cmp_row, field))
+
+/* A run's curve file (read_curve) into pts, CURVE_COLS numbers a point;
+ * returns the points read, at most max. */
+enum { CURVE_COLS = 5, MAX_POINTS = 4096 };
+
+static size_t curve_load(const char *dat, double (*pts)[CURVE_COLS], size_t max)
+{
+    FILE *f = fopen(dat, "r");
+    char line[512];
+    size_t n = 0;
+    while (f && n < max && fgets(line, sizeof line, f)) {
+        char *p = line, *end;
+        size_t k = 0;
+        for (; k < CURVE_COLS; k++, p = end) {
+            pts[n][k] = strtod(p, &end);
+            if (end == p)
+                break;
+        }
+        n += line[0] != '#' && k == CURVE_COLS;
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* Column col of curve c (n points, epochs rising) at epochs x, linear
+ * between the points around it; NAN outside the curve. */
+static double curve_at(double (*c)[CURVE_COLS], size_t n, double x, size_t col)
+{
+    if (!n || x < c[0][0] || x > c[n - 1][0])
+        return NAN;
+    size_t j = 0;
+    while (c[j][0] < x)
+        j++;
+    if (c[j][0] == x || j == 0)
+        return c[j][col];
+    double f = (x - c[j - 1][0]) / (c[j][0] - c[j - 1][0]);
+    return c[j - 1][col] + f * (c[j][col] - c[j - 1][col]);
+}
+
+/* --seeds > 1: g's mean curve into g->dat, at the evaluations of its first
+ * run that ended (in epochs); each other run's curve is taken there,
+ * linear between its own evaluations (a synchronous run's are at the same
+ * steps whatever the seed: nothing to interpolate), leaving out a run whose
+ * curve does not reach so far. Columns: epochs, then the mean time, and
+ * mean, lowest and highest test accuracy, test loss and training loss,
+ * and the runs. -1 when it cannot be written. */
+static int mean_curve(const cmp_row *rows, cmp_group *g)
+{
+    size_t nrun = 0, npts[128];
+    double(*pts)[MAX_POINTS][CURVE_COLS] = calloc(128, sizeof *pts);
+    FILE *out = fopen(g->dat, "w");
+    if (!pts || !out) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", g->dat, pts ? strerror(errno) : "out of memory");
+        free(pts);
+        if (out)
+            fclose(out);
+        return -1;
+    }
+    for (size_t i = g->first; i < g->first + g->n && nrun < 128; i++)
+        if (rows[i].ok && (npts[nrun] = curve_load(rows[i].dat, pts[nrun], MAX_POINTS)) > 0)
+            nrun++;
+    const cmp_row *r = &rows[g->first];
+    fprintf(out, "# %s, %zu workers, %zu seed(s) from %" PRIu64 ": epochs time_s, then mean min max of test_acc, "
+                 "test_loss and train_loss, runs\n", r->spec, r->workers, g->n, r->seed);
+    g->npoints = nrun ? npts[0] : 0;
+    for (size_t k = 0; k < g->npoints; k++) {
+        double x = pts[0][k][0], mean[CURVE_COLS] = {0}, lo[CURVE_COLS], hi[CURVE_COLS];
+        size_t n[CURVE_COLS] = {0}, runs = 0;
+        for (size_t c = 1; c < CURVE_COLS; c++)
+            lo[c] = hi[c] = NAN;
+        for (size_t j = 0; j < nrun; j++) {
+            runs += !isnan(curve_at(pts[j], npts[j], x, 1));
+            for (size_t c = 1; c < CURVE_COLS; c++) {
+                double v = curve_at(pts[j], npts[j], x, c);
+                if (isnan(v))
+                    continue;
+                mean[c] += v, n[c]++;
+                lo[c] = isnan(lo[c]) || v < lo[c] ? v : lo[c];
+                hi[c] = isnan(hi[c]) || v > hi[c] ? v : hi[c];
+            }
+        }
+        fprintf(out, "%g %.9g", x, n[1] ? mean[1] / (double)n[1] : NAN);
+        for (size_t c = 2; c < CURVE_COLS; c++)
+            fprintf(out, " %.6f %.6f %.6f", n[c] ? mean[c] / (double)n[c] : NAN, lo[c], hi[c]);
+        fprintf(out, " %zu\n", runs);
+    }
+    free(pts);
+    if (fclose(out) != 0) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", g->dat, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 static void fmt(char *buf, size_t cap, double v, const char *f)
@@ -341,13 +521,13 @@ static void gp_title(char *out, size_t cap, const cmp_row *r, bool with_workers)
 
 /* The time axis in the unit that keeps its numbers readable: simulated runs
  * of small models last milliseconds. The curves' time is worker 0's
- * training time (read_curve). */
+ * training time (read_curve), shorter than the run's. */
 static void time_axis(const cmp_row *rows, size_t nrows, bool sim, char *label, size_t cap, double *scale)
 {
     double tmax = 0;
     for (size_t i = 0; i < nrows; i++)
-        if (rows[i].ok && rows[i].wall > tmax)
-            tmax = rows[i].wall;
+        if (rows[i].ok && rows[i].t_last > tmax)
+            tmax = rows[i].t_last;
     const char *unit = tmax < 1e-3 ? "us" : tmax < 1 ? "ms" : "s";
     *scale = tmax < 1e-3 ? 1e6 : tmax < 1 ? 1e3 : 1;
     snprintf(label, cap, "%straining time (%s), evaluation excluded", sim ? "simulated " : "", unit);
@@ -364,7 +544,50 @@ static void gp_output(FILE *g, const char *out, const char *file)
 
 static int worker_counts(const cmp_opts *o, size_t *counts, size_t *ncounts);
 
-static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, const char *where, bool sim)
+/* " pi K": a curve of many evaluations (--eval-every-steps) marks a dozen
+ * or so of its points, not each. */
+static void gp_points(FILE *g, size_t npoints)
+{
+    if (npoints > 24)
+        fprintf(g, " pi %zu", npoints / 12);
+}
+
+/* One configuration's curves in plot p: its test figure (accuracy, or test
+ * loss solid with training loss dashed) at epochs or at time x tscale;
+ * with --seeds > 1 the mean of its runs over a band from their lowest to
+ * their highest. */
+static void gp_curves(FILE *g, const cmp_opts *o, const cmp_row *rows, const cmp_group *gr, bool epochs, bool loss,
+                      double tscale, bool first)
+{
+    char t[320], x[64];
+    gp_title(t, sizeof t, &rows[gr->first], true);
+    snprintf(x, sizeof x, "($%d*%g)", epochs ? 1 : 2, epochs ? 1.0 : tscale);
+    size_t lc = gr->index + 1;
+    if (o->seeds == 1) {
+        fprintf(g, "%s\\\n  '%s' using %s:%d title \"%s\" lc %zu dt 1", first ? "" : ", ", gr->dat, x, loss ? 4 : 3, t, lc);
+        gp_points(g, gr->npoints);
+        if (loss) {
+            fprintf(g, ", \\\n  '%s' using %s:5 notitle lc %zu dt 2 pt 6", gr->dat, x, lc);
+            gp_points(g, gr->npoints);
+        }
+        return;
+    }
+    /* columns of mean_curve: test_acc 3-5, test_loss 6-8, train_loss 9-11 (mean, lowest, highest) */
+    int col = loss ? 6 : 3;
+    fprintf(g, "%s\\\n  '%s' using %s:%d:%d with filledcurves lc %zu fs transparent solid 0.18 noborder notitle",
+            first ? "" : ", ", gr->dat, x, col + 1, col + 2, lc);
+    fprintf(g, ", \\\n  '%s' using %s:%d title \"%s\" lc %zu dt 1", gr->dat, x, col, t, lc);
+    gp_points(g, gr->npoints);
+    if (loss) {
+        fprintf(g, ", \\\n  '%s' using %s:10:11 with filledcurves lc %zu fs transparent solid 0.08 noborder notitle",
+                gr->dat, x, lc);
+        fprintf(g, ", \\\n  '%s' using %s:9 notitle lc %zu dt 2 pt 6", gr->dat, x, lc);
+        gp_points(g, gr->npoints);
+    }
+}
+
+static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, const cmp_group *groups, size_t ngroups,
+                       const char *where, bool sim)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/plots.gp", o->out);
@@ -389,33 +612,30 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
         {"loss_time", "Test and training loss against training time", "loss (cross-entropy)", false, true},
         {"loss_epochs", "Test and training loss against epochs", "loss (cross-entropy)", true, true},
     };
-    char time_label[96];
+    char time_label[96], seeds_note[96] = "";
     double tscale;
     time_axis(rows, nrows, sim, time_label, sizeof time_label, &tscale);
+    if (o->seeds > 1)
+        snprintf(seeds_note, sizeof seeds_note, ")\\n(lines: mean of %zu seeds; bands: lowest to highest", o->seeds);
     for (size_t p = 0; p < sizeof plots / sizeof plots[0]; p++) {
         bool epochs = plots[p].epochs;
-        fprintf(g, "\nset output '%s/%s.png'\nset title \"%s (%s, %s)\"\nset xlabel '%s'\nset ylabel '%s'\n%s\nplot ",
-                o->out, plots[p].file, plots[p].title, where, o->model ? o->model : "lenet",
+        fprintf(g, "\nset output '%s/%s.png'\nset title \"%s (%s, %s%s)\"\nset xlabel '%s'\nset ylabel '%s'\n%s\nplot ",
+                o->out, plots[p].file, plots[p].title, where, o->model ? o->model : "lenet", seeds_note,
                 epochs ? "epoch" : time_label, plots[p].ylabel,
                 epochs && o->epochs <= 20 ? "set xtics 1" : "set xtics autofreq");
         bool first = true;
-        for (size_t i = 0; i < nrows; i++) {
-            if (!rows[i].ok)
+        for (size_t i = 0; i < ngroups; i++) {
+            if (!groups[i].npoints)
                 continue;
-            char t[320];
-            gp_title(t, sizeof t, &rows[i], true);
-            fprintf(g, "%s\\\n  '%s' using ($%d*%g):%d title \"%s\" lc %zu dt 1", first ? "" : ", ", rows[i].dat,
-                    epochs ? 1 : 2, epochs ? 1.0 : tscale, plots[p].loss ? 4 : 3, t, i + 1);
-            if (plots[p].loss)
-                fprintf(g, ", \\\n  '%s' using ($%d*%g):5 notitle lc %zu dt 2 pt 6", rows[i].dat, epochs ? 1 : 2,
-                        epochs ? 1.0 : tscale, i + 1);
+            gp_curves(g, o, rows, &groups[i], epochs, plots[p].loss, tscale, first);
             first = false;
         }
         if (first)
             fprintf(g, "NaN notitle");
         else if (plots[p].loss)
             fprintf(g, ", \\\n  NaN title 'solid: test loss' with linespoints lc rgb 'black' dt 1 pt 7"
-                       ", \\\n  NaN title 'dashed: train loss (epoch mean)' with linespoints lc rgb 'black' dt 2 pt 6");
+                       ", \\\n  NaN title 'dashed: train loss (%s)' with linespoints lc rgb 'black' dt 2 pt 6",
+                    o->eval_every_steps ? "mean since last eval" : "epoch mean");
         fprintf(g, "\n");
         gp_output(g, o->out, plots[p].file);
     }
@@ -432,26 +652,34 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
          * or "set xtics 1" on a log axis left it unlabelled */
         size_t counts[MAX_SCALE], ncounts = 0;
         worker_counts(o, counts, &ncounts);
-        fprintf(g, "\nset output '%s/speedup_workers.png'\nset title \"Speedup over one sgd worker (%s)\"\n"
+        fprintf(g, "\nset output '%s/speedup_workers.png'\nset title \"Speedup over one sgd worker (%s%s)\"\n"
                    "set xlabel 'workers'\nset ylabel 'speedup (time per epoch)'\nset logscale xy 2\n"
                    "set format xy '%%g'\nset key left top\nset xtics (",
-                o->out, where);
+                o->out, where, seeds_note);
         for (size_t i = 0; i < ncounts; i++)
             fprintf(g, "%s%zu", i ? ", " : "", counts[i]);
         fprintf(g, ")\nplot x title 'linear' with lines dt 2 lc rgb '#808080'");
-        size_t col = 2;
-        for (size_t i = 0; i < nrows; i++) {
-            if (rows[i].baseline || (i > 0 && !strcmp(rows[i].spec, rows[i - 1].spec) && !rows[i - 1].baseline))
+        /* a block a spec: workers, then the mean speedup of its runs, lowest and highest */
+        size_t block = 0;
+        for (size_t i = 0; i < ngroups; i++) {
+            const cmp_row *r = &rows[groups[i].first];
+            if (r->baseline || (i > 0 && !strcmp(r->spec, rows[groups[i - 1].first].spec) &&
+                                !rows[groups[i - 1].first].baseline))
                 continue;
             char t[320];
-            gp_title(t, sizeof t, &rows[i], false);
-            fprintf(d, "# %s\n", rows[i].spec);
-            for (size_t j = i; j < nrows && !strcmp(rows[j].spec, rows[i].spec) && !rows[j].baseline; j++)
-                if (rows[j].ok && !isnan(rows[j].speedup))
-                    fprintf(d, "%zu %.6g\n", rows[j].workers, rows[j].speedup);
+            gp_title(t, sizeof t, r, false);
+            fprintf(d, "# %s: workers speedup (mean lowest highest)\n", r->spec);
+            for (size_t j = i; j < ngroups && !strcmp(rows[groups[j].first].spec, r->spec); j++) {
+                cmp_stat sp = STAT(rows, &groups[j], speedup);
+                if (sp.n)
+                    fprintf(d, "%zu %.6g %.6g %.6g\n", rows[groups[j].first].workers, sp.mean, sp.min, sp.max);
+            }
             fprintf(d, "\n\n");
-            fprintf(g, ", \\\n  '%s' index %zu using 1:2 title \"%s\"", path, col - 2, t);
-            col++;
+            if (o->seeds > 1)
+                fprintf(g, ", \\\n  '%s' index %zu using 1:3:4 with filledcurves lc %zu fs transparent solid 0.18 "
+                           "noborder notitle", path, block, block + 1);
+            fprintf(g, ", \\\n  '%s' index %zu using 1:2 title \"%s\" lc %zu", path, block, t, block + 1);
+            block++;
         }
         fprintf(g, "\n");
         gp_output(g, o->out, "speedup_workers");
@@ -506,63 +734,184 @@ static int worker_counts(const cmp_opts *o, size_t *counts, size_t *ncounts)
     return 0;
 }
 
-/* The table on stdout and DIR/compare.csv; returns the number of runs that failed. */
-static int print_table(const cmp_opts *op, const cmp_row *rows, size_t nrows, const char *where, const char *engine,
-                       bool sim)
+/* A table cell: the mean of a figure in format f, with --seeds > 1 "±"
+ * and its spread (max - min); "-" where no run has it. */
+static void cell(char *buf, size_t cap, cmp_stat st, const char *f, bool spread)
+{
+    fmt(buf, cap, st.n ? st.mean : NAN, f);
+    if (spread && st.n) {
+        size_t k = strlen(buf);
+        snprintf(buf + k, cap - k, " ± ");
+        k = strlen(buf);
+        fmt(buf + k, cap - k, st.max - st.min, f);
+    }
+}
+
+/* s padded to width columns ("±" is two bytes, one column), to the left
+ * (left) or right. */
+static void put_cell(const char *s, int width, bool left)
+{
+    int bytes = (int)strlen(s), cols = 0;
+    for (const char *p = s; *p; p++)
+        cols += ((unsigned char)*p & 0xc0) != 0x80;
+    printf(left ? "| %-*s " : "| %*s ", width + bytes - cols, s);
+}
+
+enum { NCOLS = 11 };
+
+/* The table on stdout, a row a configuration (--seeds > 1: the mean ±
+ * spread of its runs), DIR/compare.csv a row a run and
+ * DIR/compare_summary.csv a row a configuration; returns the number of runs
+ * that failed. */
+static int print_table(const cmp_opts *op, const cmp_row *rows, const cmp_group *groups, size_t ngroups,
+                       const char *where, const char *engine, bool sim)
 {
     const cmp_opts o = *op;
+    bool many = o.seeds > 1;
     const char *unit = sim ? "sim s" : "s";
     char hdr_t[32], hdr_e[32];
     snprintf(hdr_t, sizeof hdr_t, "to %.2f (%s)", o.target, unit);
     snprintf(hdr_e, sizeof hdr_e, "epoch (%s)", unit);
-    printf("# herd compare: %s, %s, %zu epoch(s)\n", where, o.model ? o.model : "lenet", o.epochs);
-    printf("| %-32s | %7s | %8s | %-8s | %11s | %16s | %14s | %7s | %9s |%s\n", "algorithm", "workers", "test_acc",
-           "model", "worker0_acc", hdr_t, hdr_e, "speedup", "MB/worker", sim ? "   real_s |" : "");
-    printf("|%s|%s\n", "----------------------------------|---------|----------|----------|-------------|------------------|----------------|---------|-----------",
-           sim ? "----------|" : "");
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/compare.csv", o.out);
-    FILE *csv = fopen(path, "w");
-    if (csv)
-        fprintf(csv, "spec,engine,platform,workers,epochs,test_acc,eval_model,worker0_acc,time_to_target_s,epoch_s,"
-                     "speedup,mb_per_worker,wall_s,real_s\n");
-    int failed = 0;
-    for (size_t i = 0; i < nrows; i++) {
-        const cmp_row *r = &rows[i];
-        if (!r->ok) {
-            if (r->stopped)
-                printf("| %-32s | %7zu | stopped by %s\n", r->spec, r->workers, herd__cli_signal_name(r->stopped));
+    const struct {
+        const char *name;
+        int width;
+        bool left, on;
+    } col[NCOLS] = {
+        {"algorithm", 32, true, true},      {"workers", 7, false, true},        {"seeds", 5, false, many},
+        {"test_acc", many ? 17 : 8, false, true}, {"model", 8, true, true},   {"worker0_acc", many ? 17 : 11, false, true},
+        {hdr_t, many ? 21 : 16, false, true}, {hdr_e, many ? 21 : 14, false, true}, {"speedup", many ? 15 : 7, false, true},
+        {"MB/worker", many ? 13 : 9, false, true}, {"real_s", 8, false, sim},
+    };
+    char seeds[64] = "";
+    if (many)
+        snprintf(seeds, sizeof seeds, ", %zu seeds from %" PRIu64, o.seeds, o.seed);
+    printf("# herd compare: %s, %s, %zu epoch(s)%s\n", where, o.model ? o.model : "lenet", o.epochs, seeds);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t c = 0; c < NCOLS; c++) {
+            if (!col[c].on)
+                continue;
+            if (pass == 0)
+                put_cell(col[c].name, col[c].width, col[c].left);
             else
-                printf("| %-32s | %7zu | failed (see above)\n", r->spec, r->workers);
-            failed += !r->stopped;
+                for (int k = 0; k < col[c].width + 3; k++)
+                    putchar(k ? '-' : '|');
+        }
+        puts("|");
+    }
+    char path[PATH_MAX + 32], spath[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/compare.csv", o.out);
+    snprintf(spath, sizeof spath, "%s/compare_summary.csv", o.out);
+    FILE *csv = fopen(path, "w"), *sum = fopen(spath, "w");
+    static const struct {
+        const char *name;
+        size_t off;
+    } figs[] = {
+        {"test_acc", offsetof(cmp_row, acc)},           {"worker0_acc", offsetof(cmp_row, w0acc)},
+        {"time_to_target_s", offsetof(cmp_row, t_target)}, {"epoch_s", offsetof(cmp_row, epoch_s)},
+        {"speedup", offsetof(cmp_row, speedup)},        {"mb_per_worker", offsetof(cmp_row, mb)},
+        {"wall_s", offsetof(cmp_row, wall)},            {"real_s", offsetof(cmp_row, real_s)},
+    };
+    if (csv)
+        fprintf(csv, "spec,engine,platform,workers,epochs,seed,test_acc,eval_model,worker0_acc,time_to_target_s,"
+                     "epoch_s,speedup,mb_per_worker,wall_s,real_s\n");
+    if (sum) {
+        fprintf(sum, "spec,engine,platform,workers,epochs,seeds,runs_ended,first_seed,eval_model,target_reached");
+        for (size_t f = 0; f < sizeof figs / sizeof figs[0]; f++)
+            fprintf(sum, ",%s_mean,%s_spread,%s_std,%s_min,%s_max", figs[f].name, figs[f].name, figs[f].name,
+                    figs[f].name, figs[f].name);
+        fputc('\n', sum);
+    }
+    const char *platform = sim ? (o.platform ? o.platform : "ib-100g") : "-";
+    int failed = 0;
+    for (size_t gi = 0; gi < ngroups; gi++) {
+        const cmp_group *g = &groups[gi];
+        const cmp_row *r0 = &rows[g->first];
+        size_t ended = 0, stopped = 0;
+        for (size_t i = g->first; i < g->first + g->n; i++) {
+            const cmp_row *r = &rows[i];
+            ended += r->ok, stopped += !r->ok && r->stopped;
+            failed += !r->ok && !r->stopped;
+            if (!r->ok || !csv)
+                continue;
+            char tt[32], sp[32];
+            fmt(tt, sizeof tt, r->t_target, "%.4g");
+            fmt(sp, sizeof sp, r->speedup, "%.3g");
+            fprintf(csv, "\"%s\",%s,%s,%zu,%zu,%" PRIu64 ",%.6f,%s,%.6f,%s,%.9g,%s,%.6g,%.9g,%.3f\n", r->spec, engine,
+                    platform, r->workers, o.epochs, r->seed, r->acc, r->eval_model, r->w0acc, tt, r->epoch_s, sp, r->mb,
+                    r->wall, r->real_s);
+        }
+        if (!ended) {
+            if (stopped)
+                printf("| %-32s | %7zu | stopped by %s\n", r0->spec, r0->workers, herd__cli_signal_name(rows[g->first + g->n - 1].stopped));
+            else
+                printf("| %-32s | %7zu | failed (see above)\n", r0->spec, r0->workers);
             continue;
         }
-        char tt[32], es[32], sp[32], rs[32];
-        fmt(tt, sizeof tt, r->t_target, "%.4g");
-        fmt(es, sizeof es, r->epoch_s, "%.4g");
-        fmt(sp, sizeof sp, r->speedup, "%.3g");
-        snprintf(rs, sizeof rs, " %8.1f |", r->real_s);
-        printf("| %-32s | %7zu | %8.4f | %-8s | %11.4f | %16s | %14s | %7s | %9.1f |%s\n", r->spec, r->workers, r->acc,
-               r->eval_model, r->w0acc, tt, es, sp, r->mb, sim ? rs : "");
-        if (csv)
-            fprintf(csv, "\"%s\",%s,%s,%zu,%zu,%.6f,%s,%.6f,%s,%.9g,%s,%.6g,%.9g,%.3f\n", r->spec, engine,
-                    sim ? (o.platform ? o.platform : "ib-100g") : "-", r->workers, o.epochs, r->acc, r->eval_model,
-                    r->w0acc, tt, r->epoch_s, sp, r->mb, r->wall, r->real_s);
+        const char *model = "-";
+        for (size_t i = g->first; i < g->first + g->n; i++)
+            if (rows[i].ok) {
+                model = rows[i].eval_model;
+                break;
+            }
+        cmp_stat acc = STAT(rows, g, acc), w0 = STAT(rows, g, w0acc), tt = STAT(rows, g, t_target);
+        cmp_stat es = STAT(rows, g, epoch_s), sp = STAT(rows, g, speedup), mb = STAT(rows, g, mb);
+        cmp_stat rs = STAT(rows, g, real_s);
+        char v[NCOLS][264];
+        snprintf(v[0], sizeof v[0], "%s", r0->spec);
+        snprintf(v[1], sizeof v[1], "%zu", r0->workers);
+        snprintf(v[2], sizeof v[2], ended < g->n ? "%zu/%zu" : "%zu", ended, g->n);
+        cell(v[3], sizeof v[3], acc, "%.4f", many);
+        snprintf(v[4], sizeof v[4], "%s", model);
+        cell(v[5], sizeof v[5], w0, "%.4f", many);
+        cell(v[6], sizeof v[6], tt, "%.4g", many);
+        if (many && tt.n && tt.n < ended) /* not every run reached the target: how many did */
+            snprintf(v[6] + strlen(v[6]), sizeof v[6] - strlen(v[6]), " (%zu/%zu)", tt.n, ended);
+        cell(v[7], sizeof v[7], es, "%.4g", many);
+        cell(v[8], sizeof v[8], sp, "%.3g", many);
+        cell(v[9], sizeof v[9], mb, "%.1f", many);
+        fmt(v[10], sizeof v[10], rs.mean, "%.1f");
+        for (size_t c = 0; c < NCOLS; c++)
+            if (col[c].on)
+                put_cell(v[c], col[c].width, col[c].left);
+        puts("|");
+        if (!sum)
+            continue;
+        fprintf(sum, "\"%s\",%s,%s,%zu,%zu,%zu,%zu,%" PRIu64 ",%s,%zu", r0->spec, engine, platform, r0->workers,
+                o.epochs, g->n, ended, r0->seed, model, tt.n);
+        for (size_t f = 0; f < sizeof figs / sizeof figs[0]; f++) {
+            cmp_stat st = stat_at(rows, g, figs[f].off);
+            double x[] = {st.mean, st.max - st.min, st.std, st.min, st.max};
+            for (size_t k = 0; k < 5; k++) {
+                char b[32];
+                fmt(b, sizeof b, x[k], "%.9g");
+                fprintf(sum, ",%s", b);
+            }
+        }
+        fputc('\n', sum);
     }
-    if (!csv || fclose(csv) != 0) { /* the table's file is what a script reads: not written is a failure */
+    /* the table's files are what a script reads: not written is a failure */
+    if (!csv || fclose(csv) != 0) {
         fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+        failed++;
+    }
+    if (!sum || fclose(sum) != 0) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", spath, strerror(errno));
         failed++;
     }
     printf("# epoch: the median worker's training time per epoch; to %.2f: worker 0's training time (evaluations "
            "excluded) until an evaluation first reached it\n",
            o.target);
+    if (many)
+        printf("# each figure: the mean over the seeds' runs that ended ± their spread (max - min); to %.2f: over the "
+               "runs that reached it (how many, where not all)\n", o.target);
     fflush(stdout);
     return failed;
 }
 
 int herd__cli_compare(int argc, char **argv)
 {
-    cmp_opts o = {.workers = 8, .epochs = 5, .target = 0.8, .out = "herd-compare", .timeout_s = 86400};
+    cmp_opts o = {.workers = 8, .epochs = 5, .target = 0.8, .out = "herd-compare", .timeout_s = 86400, .seeds = 1,
+                  .seed = 1};
     herd__flag f[CMP_NFLAGS];
     cmp_flags(&o, f);
     /* flags, then specs (after "--", or the first argument that is not a flag) */
@@ -600,6 +949,19 @@ int herd__cli_compare(int argc, char **argv)
         fprintf(stderr, "herd: compare: --workers and --epochs must be at least 1, --target in (0, 1]\n");
         return 2;
     }
+    if (o.seeds < 1 || o.seeds > MAX_SEEDS || o.seed > UINT64_MAX - o.seeds) {
+        fprintf(stderr, "herd: compare: --seeds must be in [1, %d], got %zu%s\n", MAX_SEEDS, o.seeds,
+                o.seeds >= 1 && o.seeds <= MAX_SEEDS ? " (--seed too large for them)" : "");
+        return 2;
+    }
+    for (size_t i = 0; i <= nspecs; i++) { /* the runs' seeds are compare's */
+        const char *words = i < nspecs ? specs[i] : o.extra ? o.extra : "";
+        if (has_seed_flag(words)) {
+            fprintf(stderr, "herd: compare: --seed in %s '%s': give herd compare --seed S (its runs take S, S+1, ... "
+                            "with --seeds)\n", i < nspecs ? "spec" : "--extra", words);
+            return 2;
+        }
+    }
 #ifdef HERD_CLI_NO_SPAWN
     return 1; /* the CLI fuzzer: parsing only */
 #endif
@@ -616,9 +978,12 @@ int herd__cli_compare(int argc, char **argv)
         fprintf(stderr, "herd: compare: --out %s: %s\n", o.out, strerror(errno));
         return 1;
     }
-    size_t maxrows = (o.no_baseline ? 0 : 1) + nspecs * ncounts;
+    size_t ngroups = (o.no_baseline ? 0 : 1) + nspecs * ncounts, maxrows = ngroups * o.seeds;
     cmp_row *rows = calloc(maxrows, sizeof *rows);
-    if (!rows) {
+    cmp_group *groups = calloc(ngroups, sizeof *groups);
+    if (!rows || !groups) {
+        free(rows);
+        free(groups);
         fprintf(stderr, "herd: out of memory\n");
         return 1;
     }
@@ -631,30 +996,56 @@ int herd__cli_compare(int argc, char **argv)
         snprintf(where, sizeof where, "threads engine");
     for (size_t i = 0; i < o.slow.n; i++)
         snprintf(where + strlen(where), sizeof where - strlen(where), ", --slow %s", o.slow.v[i]);
-    fprintf(stderr, "herd compare: %zu spec(s) on %s, %s, %zu epoch(s); results in %s/\n", nspecs, where,
-            o.model ? o.model : "lenet", o.epochs, o.out);
-    if (!o.no_baseline) {
-        fprintf(stderr, "  running sgd on 1 worker (baseline)...\n");
-        run_one(&o, sim, self, "sgd", 1, true, &rows[nrows], nrows);
-        nrows++;
-    }
-    for (size_t s = 0; s < nspecs && !herd__cli_stop_signal(); s++)
-        for (size_t c = 0; c < ncounts && !herd__cli_stop_signal(); c++) {
-            fprintf(stderr, "  running %s on %zu workers...\n", specs[s], counts[c]);
-            run_one(&o, sim, self, specs[s], counts[c], false, &rows[nrows], nrows);
-            nrows++;
+    fprintf(stderr, "herd compare: %zu spec(s) on %s, %s, %zu epoch(s)", nspecs, where, o.model ? o.model : "lenet",
+            o.epochs);
+    if (o.seeds > 1)
+        fprintf(stderr, ", seeds %" PRIu64 "-%" PRIu64, o.seed, o.seed + o.seeds - 1);
+    fprintf(stderr, "; results in %s/\n", o.out);
+    /* configuration 0 the baseline (sgd on one worker), then each spec at
+     * each worker count; each run once a seed */
+    size_t gi = 0;
+    for (size_t k = o.no_baseline ? 1 : 0; k <= nspecs * ncounts && !herd__cli_stop_signal(); k++, gi++) {
+        bool baseline = k == 0;
+        const char *spec = baseline ? "sgd" : specs[(k - 1) / ncounts];
+        size_t n = baseline ? 1 : counts[(k - 1) % ncounts];
+        groups[gi] = (cmp_group){.first = nrows, .index = gi};
+        for (size_t j = 0; j < o.seeds && !herd__cli_stop_signal(); j++) {
+            char seed[48] = "";
+            if (o.seeds > 1)
+                snprintf(seed, sizeof seed, ", seed %" PRIu64, o.seed + j);
+            fprintf(stderr, "  running %s on %zu worker%s%s%s...\n", spec, n, n == 1 ? "" : "s", seed,
+                    baseline ? " (baseline)" : "");
+            run_one(&o, sim, self, spec, n, baseline, o.seed + j, &rows[nrows], gi);
+            nrows++, groups[gi].n++;
         }
-    double base = !o.no_baseline && rows[0].ok ? rows[0].epoch_s : NAN;
+    }
+    ngroups = gi;
+    cmp_stat base = o.no_baseline || !ngroups ? (cmp_stat){0} : STAT(rows, &groups[0], epoch_s);
     for (size_t i = 0; i < nrows; i++)
-        rows[i].speedup = rows[i].ok && rows[i].epoch_s > 0 ? base / rows[i].epoch_s : NAN;
+        rows[i].speedup = base.n && rows[i].ok && rows[i].epoch_s > 0 ? base.mean / rows[i].epoch_s : NAN;
+    /* each configuration's curve: its run's, or the mean of its runs' */
+    int bad_curves = 0;
+    for (size_t i = 0; i < ngroups; i++) {
+        cmp_group *g = &groups[i];
+        snprintf(g->dat, sizeof g->dat, "%s", rows[g->first].dat);
+        if (o.seeds > 1) {
+            snprintf(g->dat, sizeof g->dat, "%s/run%02zu.dat", o.out, g->index);
+            bad_curves += mean_curve(rows, g) != 0;
+        } else if (rows[g->first].ok) {
+            double(*pts)[CURVE_COLS] = malloc(MAX_POINTS * sizeof *pts);
+            g->npoints = pts ? curve_load(g->dat, pts, MAX_POINTS) : 0;
+            free(pts);
+        }
+    }
     /* stopped, the table, CSV and plot script hold the runs that ended */
-    int failed = print_table(&o, rows, nrows, where, engine, sim);
-    if (!o.no_plots && write_plots(&o, rows, nrows, where, sim) == 0)
+    int failed = print_table(&o, rows, groups, ngroups, where, engine, sim) + bad_curves;
+    if (!o.no_plots && write_plots(&o, rows, nrows, groups, ngroups, where, sim) == 0)
         fprintf(stderr, "herd compare: plots in %s/*.png and *.pdf (script %s/plots.gp)\n", o.out, o.out);
     size_t ended = 0;
     for (size_t i = 0; i < nrows; i++)
         ended += rows[i].ok;
     free(rows);
+    free(groups);
     int sig = herd__cli_stop_signal();
     if (sig) { /* one line: the comparison did not end */
         fprintf(stderr, "herd: compare stopped by %s: %zu of %zu run(s) ended; %s/compare.csv has them\n",

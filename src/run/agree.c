@@ -81,6 +81,7 @@ static void build(const herd_run *r, const herd_worker *w, record *rec)
     add(rec, &n, "--max-steps", "%zu", cfg->max_steps);
     add(rec, &n, "--eval-every", "%zu", cfg->eval_every);
     add(rec, &n, "--eval-at-start", "%s", cfg->eval_at_start ? "on" : "off");
+    add(rec, &n, "--eval-every-steps", "%zu", cfg->eval_every_steps);
     add(rec, &n, "--seed", "%" PRIu64, cfg->seed);
     add(rec, &n, "--lr", "%.9g", (double)oc->lr);
     add(rec, &n, "--momentum", "%.9g", (double)oc->momentum);

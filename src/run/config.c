@@ -69,6 +69,7 @@ void herd_train_config_defaults(herd_train_config *cfg)
     cfg->seed = 1;
     cfg->threads = 1;
     cfg->eval_every = 1;
+    cfg->eval_every_steps = 0; /* off */
     cfg->progress = true;
     cfg->comm_timeout_s = 60;
     cfg->checkpoint_keep = 3;
@@ -196,6 +197,9 @@ herd_status herd__check_config(herd_train_config *cfg, const herd_algo_ops **alg
     st = check_optimizer(&cfg->optim, err);
     if (st < 0)
         return st;
+    if (cfg->eval_every_steps > HERD_MAX_EVAL_EVERY_STEPS)
+        return herd_err_set(err, HERD_EINVAL, "--eval-every-steps must be in [0, %d] (0: off), got %zu",
+                            HERD_MAX_EVAL_EVERY_STEPS, cfg->eval_every_steps);
     if (cfg->threads < 1 || cfg->threads > 256)
         return herd_err_set(err, HERD_EINVAL, "--threads must be in [1, 256], got %zu", cfg->threads);
     if (!(cfg->comm_timeout_s > 0 && cfg->comm_timeout_s <= 86400))

@@ -106,29 +106,82 @@ static herd_status check_eval_model(worker_ctx *c, const float *x, const char *n
                         w->epoch + 1, w->step, strstr(name, "'s") ? "" : "the ", name, (double)w->lr);
 }
 
+/* Where an evaluation is, for its "eval" record: the epoch it is in (the
+ * one that ended, at an epoch's end), the run's progress in epochs (1.5:
+ * halfway through the second), the training loss (the mean of the epoch's
+ * batches so far; see timed_evaluate), the epoch's training time so far and worker 0's
+ * training time since the start; evaluations excluded from both. */
+typedef struct eval_point {
+    size_t epoch;
+    double progress, train_loss, epoch_s, train_s;
+} eval_point;
+
 /* Evaluation on worker 0: of the model the algorithm says users keep (a
  * center, an average) and of worker 0's own; logs and reports. */
-static herd_status evaluate(worker_ctx *c, size_t epoch, double epoch_loss, double t_epoch);
+static herd_status evaluate(worker_ctx *c, const eval_point *p);
 
-static herd_status timed_evaluate(worker_ctx *c, size_t epoch, double epoch_loss, double t_epoch)
+/* With --eval-every-steps, the record's training loss is the mean over
+ * the batches since the previous evaluation (an epoch's running mean would
+ * fall at each epoch's start): NAN where worker 0 took none (asynchronous). */
+static herd_status timed_evaluate(worker_ctx *c, const eval_point *p)
 {
     double t0 = herd__now();
-    herd_status st = evaluate(c, epoch, epoch_loss, t_epoch);
+    eval_point q = *p;
+    if (c->run->cfg->eval_every_steps && q.progress > 0)
+        q.train_loss = c->recent_nloss ? c->recent_loss_sum / (double)c->recent_nloss : NAN;
+    c->recent_loss_sum = 0, c->recent_nloss = 0;
+    herd_status st = evaluate(c, &q);
     herd__trace_span(c, HERD__SPAN_EVAL, t0, herd__now());
     return st;
 }
 
+/* At the end of an epoch (synchronous: every worker's step is a global
+ * step, so the steps taken say where; asynchronous: the epoch that ended). */
+static herd_status evaluate_epoch_end(worker_ctx *c, double epoch_loss, double t_epoch)
+{
+    herd_worker *w = &c->w;
+    double progress = c->run->algo_ops->async || !w->steps_per_epoch
+                          ? (double)(w->epoch + 1)
+                          : (double)w->step / (double)w->steps_per_epoch;
+    return timed_evaluate(c, &(eval_point){w->epoch + 1, progress, epoch_loss, t_epoch, c->train_s});
+}
+
+/* The final evaluation, after every worker's last step: an asynchronous
+ * run that was not cut short by --max-steps has used every batch (worker
+ * 0 may have taken none of the last epoch's); with --max-steps its
+ * workers took about as many steps each. */
 herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
 {
-    return timed_evaluate(c, c->w.epoch + 1, epoch_loss, t_epoch);
+    herd_worker *w = &c->w;
+    const herd_train_config *cfg = c->run->cfg;
+    if (!c->run->algo_ops->async || !w->steps_per_epoch)
+        return evaluate_epoch_end(c, epoch_loss, t_epoch);
+    double progress = (double)cfg->epochs;
+    if (cfg->max_steps && (double)w->step / (double)w->steps_per_epoch < progress)
+        progress = (double)w->step / (double)w->steps_per_epoch;
+    return timed_evaluate(c, &(eval_point){w->epoch + 1, progress, epoch_loss, t_epoch, c->train_s});
+}
+
+/* A barrier of every worker while worker 0 evaluates: its wait is not
+ * counted as communication (the evaluation is no worker's training or
+ * exchange time). */
+static herd_status eval_barrier(worker_ctx *c)
+{
+    herd_comm *comm = c->w.comm;
+    if (c->w.nworkers < 2)
+        return HERD_OK;
+    double waited = comm->wait_s;
+    uint64_t collectives = comm->collectives;
+    herd_status st = herd_comm_barrier(comm);
+    comm->wait_s = waited, comm->collectives = collectives;
+    return st;
 }
 
 /* --eval-at-start: worker 0 evaluates the model before the first step, an
  * "eval" record at epoch 0, step 0, train_s 0: the curves' first point. Its
  * training loss, with no epoch's mean yet, is the loss on the first
  * training examples (as many as the test set has). The other workers wait
- * for it at a barrier, whose wait is not counted as communication: the
- * evaluation is no worker's training or exchange time. */
+ * for it at a barrier (eval_barrier). */
 static herd_status evaluate_at_start(worker_ctx *c)
 {
     herd_status st = HERD_OK;
@@ -141,19 +194,14 @@ static herd_status evaluate_at_start(worker_ctx *c)
         herd_model_evaluate(w->model, r->train.x, r->train.y, n, herd_dataset_dim(&r->train), &train_loss,
                             &train_acc);
         herd__simtime_eval(w->model, n);
-        HERD_TRY(timed_evaluate(c, 0, train_loss, 0));
+        HERD_TRY(timed_evaluate(c, &(eval_point){0, 0, train_loss, 0, 0}));
     }
-    if (w->nworkers > 1) {
-        double waited = w->comm->wait_s;
-        uint64_t collectives = w->comm->collectives;
-        HERD_TRY(herd_comm_barrier(w->comm));
-        w->comm->wait_s = waited, w->comm->collectives = collectives;
-    }
+    HERD_TRY(eval_barrier(c));
 out:
     return st;
 }
 
-static herd_status evaluate(worker_ctx *c, size_t epoch, double epoch_loss, double t_epoch)
+static herd_status evaluate(worker_ctx *c, const eval_point *p)
 {
     herd_status st = HERD_OK;
     herd_run *r = c->run;
@@ -183,22 +231,24 @@ static herd_status evaluate(worker_ctx *c, size_t epoch, double epoch_loss, doub
             return st;
     }
     herd__log_record(&r->log, "eval",
-                     "\"worker\":%zu,\"epoch\":%zu,\"step\":%zu,\"train_loss\":%.6f,"
+                     "\"worker\":%zu,\"epoch\":%zu,\"step\":%zu,\"progress\":%.6f,\"train_loss\":%.6f,"
                      "\"test_loss\":%.6f,\"test_acc\":%.6f,\"model\":\"%s\",\"worker0_acc\":%.6f,"
                      "\"epoch_s\":%.6f,\"train_s\":%.6f,\"lr\":%.6g",
-                     w->rank, epoch, w->step, epoch_loss, c->test_loss, c->test_acc, c->eval_model,
-                     c->worker0_acc, t_epoch, c->train_s, (double)w->lr);
+                     w->rank, p->epoch, w->step, p->progress, p->train_loss, c->test_loss, c->test_acc,
+                     c->eval_model, c->worker0_acc, p->epoch_s, p->train_s, (double)w->lr);
     if (!r->cfg->quiet) {
         char also[64] = "";
         if (name)
             snprintf(also, sizeof also, " (%s; worker 0: %.4f)", name, c->worker0_acc);
         if (r->tty && r->cfg->progress)
             fputs("\r\033[K", stderr); /* the bar's line, cleared */
-        char tl[32] = "n/a";
-        if (isfinite(epoch_loss))
-            snprintf(tl, sizeof tl, "%.4f", epoch_loss);
-        fprintf(stderr, "epoch %zu/%zu  train_loss %s  test_loss %.4f  test_acc %.4f%s  %.1fs\n", epoch,
-                r->cfg->epochs, tl, c->test_loss, c->test_acc, also, t_epoch);
+        char tl[32] = "n/a", at[48] = "";
+        if (isfinite(p->train_loss))
+            snprintf(tl, sizeof tl, "%.4f", p->train_loss);
+        if (p->progress != floor(p->progress)) /* --eval-every-steps, within an epoch */
+            snprintf(at, sizeof at, " step %zu", w->step);
+        fprintf(stderr, "epoch %zu/%zu%s  train_loss %s  test_loss %.4f  test_acc %.4f%s  %.1fs\n", p->epoch,
+                r->cfg->epochs, at, tl, c->test_loss, c->test_acc, also, p->epoch_s);
     }
     return herd__div_check(c, c->test_loss);
 }
@@ -211,8 +261,10 @@ static void epoch_begin(worker_ctx *c, epoch_stats *e, size_t epoch)
 }
 
 /* Ends the worker's current epoch: the algorithm's end_epoch, the epoch log
- * record, and (worker 0, not the run's last epoch) an evaluation. */
-static herd_status epoch_end(worker_ctx *c, epoch_stats *e, bool last)
+ * record, and (worker 0, not the run's last epoch) an evaluation, every
+ * --eval-every epochs or where a --eval-every-steps mark fell on the
+ * epoch's last step (mark). */
+static herd_status epoch_end(worker_ctx *c, epoch_stats *e, bool last, bool mark)
 {
     herd_status st = HERD_OK;
     herd_run *r = c->run;
@@ -239,9 +291,32 @@ static herd_status epoch_end(worker_ctx *c, epoch_stats *e, bool last)
                      w->rank, w->epoch + 1, e->steps, c->train_loss, t_epoch,
                      (unsigned long long)(w->bytes_sent + w->comm->bytes_sent),
                      (unsigned long long)w->comm->collectives, w->comm_wait_s + w->comm->wait_s, extra);
-    if (w->rank == 0 && !last && (w->epoch + 1) % r->cfg->eval_every == 0)
-        HERD_TRY(herd__evaluate(c, c->train_loss, t_epoch));
+    if (w->rank == 0 && !last && (mark || (w->epoch + 1) % r->cfg->eval_every == 0))
+        HERD_TRY(evaluate_epoch_end(c, c->train_loss, t_epoch));
 out:
+    return st;
+}
+
+/* --eval-every-steps, within an epoch: worker 0 evaluates the model after
+ * the step that reached a mark, progress epochs into the run; synchronous
+ * workers all wait for it at a barrier (async: the others go on
+ * training). The time it takes is moved out of the epoch (e->t0 forward),
+ * as an epoch-end evaluation is outside every epoch: the curves' time, the
+ * epoch's and the run's training time exclude it. */
+static herd_status evaluate_between_steps(worker_ctx *c, epoch_stats *e, double progress)
+{
+    herd_status st = HERD_OK;
+    herd_worker *w = &c->w;
+    double t0 = herd__now();
+    if (w->rank == 0) {
+        double epoch_s = t0 - e->t0;
+        double loss = e->nloss ? e->loss_sum / (double)e->nloss : NAN;
+        HERD_TRY(timed_evaluate(c, &(eval_point){w->epoch + 1, progress, loss, epoch_s, c->train_s + epoch_s}));
+    }
+    if (!c->run->algo_ops->async)
+        HERD_TRY(eval_barrier(c));
+out:
+    e->t0 += herd__now() - t0;
     return st;
 }
 
@@ -335,6 +410,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     c->images += cfg->batch;
     if (!skip) {
         e->loss_sum += loss, e->nloss++;
+        c->recent_loss_sum += loss, c->recent_nloss++;
         herd__div_step(c, loss);
     }
     if (cfg->log_every && w->step % cfg->log_every == 0)
@@ -430,7 +506,7 @@ static herd_status loop_static(worker_ctx *c)
         epoch_begin(c, &e, epoch);
         if (c->resume.step && epoch == c->resume.epoch)
             resume_epoch(c, &e);
-        bool stop = false;
+        bool stop = false, mark = false;
         while (!stop) {
             HERD_TRY(before_next(c, &stop));
             if (c->stopped && c->run->ckpt && w->step > 0 && !herd__ckpt_due(c->run->ckpt, w)) {
@@ -448,13 +524,22 @@ static herd_status loop_static(worker_ctx *c)
                     HERD_TRY(herd__nf_settle(c));
                 HERD_TRY(checkpoint(c, &e, 0));
             }
+            /* --eval-every-steps: every worker's step count is the global
+             * one; a mark on the epoch's last step is the epoch end's, one
+             * on the run's last (--max-steps) the final evaluation's */
+            if (cfg->eval_every_steps && w->step % cfg->eval_every_steps == 0 && w->step != cfg->max_steps) {
+                if (e.steps == w->steps_per_epoch)
+                    mark = true;
+                else
+                    HERD_TRY(evaluate_between_steps(c, &e, (double)w->step / (double)w->steps_per_epoch));
+            }
         }
         if (c->lost)
             break;
         if (settles)
             HERD_TRY(herd__nf_settle(c));
         bool last = epoch + 1 == cfg->epochs || stop;
-        HERD_TRY(epoch_end(c, &e, last));
+        HERD_TRY(epoch_end(c, &e, last, mark));
         if (last)
             break;
         /* the next epoch starts together, as the first did, once worker 0
@@ -479,8 +564,18 @@ static herd_status loop_claimed(worker_ctx *c)
     herd_worker *w = &c->w;
     uint64_t per_epoch = (uint64_t)w->steps_per_epoch * w->nworkers, total = per_epoch * cfg->epochs;
     uint64_t hold = herd__ckpt_next_hold(c->run->ckpt, c->resume.claimed);
+    /* --eval-every-steps: a global step is one batch a worker, so N steps
+     * are N x workers batches in the counter's order (b); worker 0
+     * evaluates after its first step on a batch at or past each mark
+     * (marks passed while it took none give one evaluation), the
+     * progress that batch's place. Leases (claim.c) hand a worker a range
+     * of the epoch ahead of the others', so the place is within a lease's
+     * share of the epoch of the batches trained. A mark at an epoch's end
+     * is that epoch end's evaluation (mark). */
+    uint64_t every = (uint64_t)cfg->eval_every_steps * w->nworkers;
+    uint64_t next_mark = every ? (c->resume.claimed / every + 1) * every : UINT64_MAX;
     epoch_stats e = {0};
-    bool started = false, stop = false;
+    bool started = false, stop = false, mark = false;
     if (c->resume.step) { /* --resume: this worker's epoch goes on */
         epoch_begin(c, &e, (size_t)c->resume.epoch);
         resume_epoch(c, &e);
@@ -504,15 +599,22 @@ static herd_status loop_claimed(worker_ctx *c)
         size_t epoch = (size_t)(b / per_epoch), index = (size_t)(b % per_epoch);
         if (!started || epoch != w->epoch) {
             if (started)
-                HERD_TRY(epoch_end(c, &e, false));
+                HERD_TRY(epoch_end(c, &e, false, mark));
             epoch_begin(c, &e, epoch);
-            started = true;
+            started = true, mark = false;
         }
         herd_loader_batch(&c->loader, index, c->x, c->y);
         HERD_TRY(train_step(c, &e, (double)epoch + (double)index / (double)per_epoch));
+        if (w->rank == 0 && b + 1 >= next_mark) {
+            next_mark = ((b + 1) / every + 1) * every;
+            if ((b + 1) % per_epoch == 0)
+                mark = true;
+            else
+                HERD_TRY(evaluate_between_steps(c, &e, (double)(b + 1) / (double)per_epoch));
+        }
     }
     if (started && !c->lost)
-        HERD_TRY(epoch_end(c, &e, true));
+        HERD_TRY(epoch_end(c, &e, true, false));
 out:
     if (st == HERD_ENONFINITE)
         herd__announce_stop(c);

@@ -130,6 +130,8 @@ typedef struct worker_ctx {
     herd_status st;
     double train_s, train_loss, test_acc, test_loss, worker0_acc, last_epoch_s;
     size_t epochs_trained; /* epochs this worker ended (train_s is their time) */
+    double recent_loss_sum; /* --eval-every-steps: the losses since this worker's last evaluation (loop.c) */
+    size_t recent_nloss;
     const char *eval_model;
     size_t images;
 } worker_ctx;
