@@ -80,6 +80,7 @@ test-mpi: $(BUILD)/mpi-checks $(BUILD)/herd
 	@test -n "$(MPI_LIBS)" || { echo "test-mpi: herd was built without MPI (no mpicc)"; exit 1; }
 	@fail=0; for n in 1 2 3 4 5 8; do timeout 120 $(MPIRUN) -np $$n $(BUILD)/mpi-checks || fail=1; done; \
 	tests/mpi/train_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
+	tests/mpi/ckpt_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
 	tests/mpi/fail_matrix.sh $(BUILD)/herd "$(MPIRUN)" $(BUILD)/mpi-checks || fail=1; exit $$fail
 
 # The mpi engine on two hosts: network namespaces joined by a 1 Gbit/s veth

@@ -853,13 +853,17 @@ static void test_algo_hooks(void)
     const herd_engine nockpt = {.name = "nockpt", .caps = HERD_ENGINE_WINDOWS};
     ASSERT_EQ_INT(herd__ckpt_check(&cfg, &ops, &nockpt, &err), HERD_EUNSUPPORTED);
     ASSERT_STR_CONTAINS(err.msg, "the nockpt engine cannot checkpoint yet (herd checkpoints on --engine threads");
-    if (mpi) { /* built with MPI */
-        ASSERT_EQ_INT(herd__ckpt_check(&cfg, &ops, mpi, &err), HERD_EUNSUPPORTED);
-        ASSERT_STR_CONTAINS(err.msg, "the mpi engine cannot checkpoint yet");
+    if (mpi) { /* built with MPI: its processes send worker 0 their state, synchronous algorithms only */
+        ASSERT_OK(herd__ckpt_check(&cfg, &ops, mpi, &err));
+        const herd_algo_ops async = {.name = "fakeasync", .save = fake_save, .load = fake_load, .async = true};
+        ASSERT_EQ_INT(herd__ckpt_check(&cfg, &async, mpi, &err), HERD_EUNSUPPORTED);
+        ASSERT_STR_CONTAINS(err.msg, "--algo fakeasync is asynchronous");
+        ASSERT_STR_CONTAINS(err.msg, "the mpi engine");
+        ASSERT_OK(herd__ckpt_check(&cfg, &async, threads, &err));
     }
 
     herd__ckpt_run *cr;
-    ASSERT_OK(herd__ckpt_run_open(&cfg, "fake", w.nparams, 8, &cr, &err));
+    ASSERT_OK(herd__ckpt_run_open(&cfg, "fake", w.nparams, 8, 0, 1, &cr, &err));
     for (size_t i = 0; i < w.nparams; i++)
         w.params[i] = (float)i * 0.25f, w.optim.v[i] = -(float)i;
     w.step = 3;
@@ -873,7 +877,7 @@ static void test_algo_hooks(void)
     herd__ckpt_run_free(cr);
 
     cfg.resume = true;
-    ASSERT_OK(herd__ckpt_run_open(&cfg, "fake", w.nparams, 8, &cr, &err));
+    ASSERT_OK(herd__ckpt_run_open(&cfg, "fake", w.nparams, 8, 0, 1, &cr, &err));
     memset(w.params, 0, w.nparams * sizeof(float));
     memset(w.optim.v, 0, w.nparams * sizeof(float));
     memset(&fs, 0, sizeof fs);
@@ -959,8 +963,8 @@ static void load_and_save_again(herd_train_config c, const char *dir, const char
         ASSERT_OK(herd_comm_threads_create(world, i, &w->comm, &err));
         rw[i].algo.ops = herd_algo_find(c.algo);
         if (i == 0) {
-            if (herd__ckpt_run_open(&cin, c.algo, w->nparams, w->steps_per_epoch, &from, &err) != HERD_OK ||
-                herd__ckpt_run_open(&cout, c.algo, w->nparams, w->steps_per_epoch, &to, &err) != HERD_OK)
+            if (herd__ckpt_run_open(&cin, c.algo, w->nparams, w->steps_per_epoch, 0, cin.workers, &from, &err) != HERD_OK ||
+                herd__ckpt_run_open(&cout, c.algo, w->nparams, w->steps_per_epoch, 0, cout.workers, &to, &err) != HERD_OK)
                 herd_test_fail(__FILE__, __LINE__, "open: %s", err.msg);
         }
         rw[i].from = from, rw[i].to = to;
@@ -1083,7 +1087,7 @@ static void test_async_holds(void)
     c.epochs = 4, c.checkpoint_every = 5;
     herd__ckpt_run *cr;
     herd_err err = {0};
-    ASSERT_OK(herd__ckpt_run_open(&c, "asgd", 100, 4, &cr, &err)); /* 12 batches an epoch, 48 in all */
+    ASSERT_OK(herd__ckpt_run_open(&c, "asgd", 100, 4, 0, c.workers, &cr, &err)); /* 12 batches an epoch, 48 in all */
     ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 0), 15);
     ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 14), 15);
     ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 15), 30);

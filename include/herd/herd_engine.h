@@ -77,9 +77,11 @@ enum {
      * caller runs each local worker on a thread of its own. Without it
      * nlocal is 1 and the worker may run on the thread that created it. */
     HERD_ENGINE_MANY_LOCAL = 1u << 4,
-    /* herd's checkpoints work on it: every worker of the run is in this
-     * process (nlocal == size), so a checkpoint's rendezvous and its one
-     * writer need no messages. */
+    /* herd's checkpoints work on it: the workers of a process copy their
+     * state into memory worker 0 reads (every worker of the run in this
+     * process: no messages), and those of the others send theirs to worker
+     * 0 over their endpoints; worker 0 writes the file, which every process
+     * reads on --resume (a filesystem they share). */
     HERD_ENGINE_CHECKPOINT = 1u << 5,
     /* The run's size is set by the launcher that started the processes
      * (mpirun): world_create takes 0 (or exactly that size). */

@@ -191,7 +191,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"skip-nonfinite", HERD__FLAG_BOOL, &o->cfg.skip_nonfinite, NULL, "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row", NULL},
         {"stop-on-divergence", HERD__FLAG_BOOL, &o->cfg.stop_on_divergence, NULL, "stop (exit 1) when the loss diverges: not finite, back at chance after having learned, or 10x its lowest (without it: a warning, and the summary's status \"diverged\")", NULL},
         {"inject-nan", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "for testing: a NaN goes into worker RANK's gradient at its step STEP (repeatable)", parse_inject},
-        {"checkpoint", HERD__FLAG_STR, &o->cfg.checkpoint_dir, "S", "write checkpoints into directory S (threads engine; every algorithm but osgp)", NULL},
+        {"checkpoint", HERD__FLAG_STR, &o->cfg.checkpoint_dir, "S", "write checkpoints into directory S (threads engine: every algorithm but osgp; mpi engine: the synchronous ones, DIR on a filesystem every rank shares)", NULL},
         {"checkpoint-every", HERD__FLAG_SIZE, &o->cfg.checkpoint_every, "N", "steps between checkpoints (default: one per epoch; the last step always)", NULL},
         {"keep", HERD__FLAG_SIZE, &o->cfg.checkpoint_keep, "N", "keep the newest N checkpoints (default 3)", NULL},
         {"resume", HERD__FLAG_BOOL, &o->cfg.resume, NULL, "continue from the newest valid checkpoint of --checkpoint DIR", NULL},

@@ -591,7 +591,7 @@ static void e_abort(int code)
 const herd_engine herd__engine_mpi = {
     .name = "mpi",
     .caps = HERD_ENGINE_WINDOWS | HERD_ENGINE_NATIVE_ALLREDUCE | HERD_ENGINE_ANY_THREAD | HERD_ENGINE_LAUNCHER_SIZED |
-            HERD_ENGINE_PROCESS_PER_WORKER,
+            HERD_ENGINE_PROCESS_PER_WORKER | HERD_ENGINE_CHECKPOINT,
     .launched = mpi_launched,
     .world_create = e_world_create,
     .endpoint = e_endpoint,

@@ -19,6 +19,12 @@
 /* A worker's sections: params, momentum, optimizer state, buffers, cursor,
  * rng, algo; the run's: claim, meta, model (worker 0's). */
 enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 7, RUN_SECTIONS = 3 };
+/* A slot sent to worker 0 from another process: a head (what follows:
+ * momentum, buffers, optimizer record and algo sizes, then the cursor and
+ * rng sections), then each of its arrays that is not empty, in slot_pieces'
+ * order, under one tag (MPI keeps the order of one sender's messages of a
+ * tag). Tags stay below 32768, the smallest MPI_TAG_UB. */
+enum { SLOT_HEAD_BYTES = 5 * 8 + CURSOR_BYTES + RNG_BYTES, SLOT_PIECES = 5, TAG_CKPT = 0x636b };
 
 /* One worker's state, copied out between the two barriers of a save. */
 typedef struct slot {
@@ -51,6 +57,9 @@ struct herd__ckpt_run {
     size_t meta_len;
     herd_ckpt_info last; /* the header of the last checkpoint written */
     bool wrote_last;     /* ... which is of the run's last step */
+    /* this process's workers: first_rank .. first_rank + nlocal - 1; where
+     * that is not all of them, the others send worker 0 their slots */
+    size_t first_rank, nlocal;
 };
 
 static void put64(unsigned char *p, uint64_t v)
@@ -127,6 +136,11 @@ herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *
                                         : "",
                             list);
     }
+    if (algo->async && (engine->caps & HERD_ENGINE_PROCESS_PER_WORKER))
+        return herd_err_set(err, HERD_EUNSUPPORTED,
+                            "--checkpoint: --algo %s is asynchronous, which herd checkpoints on one process's workers "
+                            "only, not on the %s engine's processes (it checkpoints the synchronous algorithms there)",
+                            algo->name, engine->name);
     if (algo->async) {
         /* an asynchronous run checkpoints where every worker meets at a
          * hold of the batch counter (ckpt_run.h): nothing may keep one
@@ -217,7 +231,8 @@ static herd_status lock_dir(herd__ckpt_run *cr, const char *dir, herd_err *err)
 }
 
 herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, size_t nparams,
-                                size_t steps_per_epoch, herd__ckpt_run **out, herd_err *err)
+                                size_t steps_per_epoch, size_t first_rank, size_t nlocal, herd__ckpt_run **out,
+                                herd_err *err)
 {
     herd_status st = HERD_OK;
     *out = NULL;
@@ -233,7 +248,8 @@ herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, 
                             strlen(cfg->data), HERD_CKPT_MAX_DATA - 1);
     struct stat sb;
     if (stat(dir, &sb) != 0) {
-        if (errno != ENOENT || cfg->resume || mkdir(dir, 0755) != 0 || stat(dir, &sb) != 0)
+        /* the ranks of a run on several processes all make it: one wins */
+        if (errno != ENOENT || cfg->resume || (mkdir(dir, 0755) != 0 && errno != EEXIST) || stat(dir, &sb) != 0)
             return herd_err_set(err, errno == ENOENT ? HERD_ENOTFOUND : HERD_EIO, "checkpoint directory %s: %s", dir,
                                 strerror(errno));
     }
@@ -244,7 +260,11 @@ herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, 
         return herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints");
     cr->cfg = cfg;
     cr->lock_fd = -1;
-    HERD_TRY(lock_dir(cr, dir, err));
+    cr->first_rank = first_rank, cr->nlocal = nlocal;
+    /* the writer's process holds the directory (under herd sim every rank
+     * is one process, whose second flock would refuse the first) */
+    if (first_rank == 0)
+        HERD_TRY(lock_dir(cr, dir, err));
     herd_ckpt_info *in = &cr->info;
     in->nparams = nparams, in->seed = cfg->seed, in->steps_per_epoch = steps_per_epoch;
     in->workers = (uint32_t)cfg->workers, in->batch = (uint32_t)cfg->batch;
@@ -423,8 +443,38 @@ herd_status herd__ckpt_restore(herd__ckpt_run *cr, herd_worker *w, herd_loader *
     return HERD_OK;
 }
 
+/* A run on several processes: every one of them read the checkpoint
+ * directory on its own; each must have taken the same checkpoint (they do
+ * where the directory is one they share). Collective. */
+static herd_status agree_resume(herd__ckpt_run *cr, herd_worker *w)
+{
+    herd_status st = HERD_OK;
+    const herd_ckpt_info *h = herd_ckpt_get_info(cr->resume);
+    unsigned char mine[16], *all = malloc(w->nworkers * sizeof mine);
+    if (!all)
+        return herd_err_set(&w->err, HERD_ENOMEM, "worker %zu: out of memory", w->rank);
+    put64(mine, h->step), put64(mine + 8, h->epoch);
+    HERD_TRY(herd_allgather(w->comm, mine, all, sizeof mine));
+    for (size_t r = 0; r < w->nworkers; r++)
+        if (memcmp(all + r * sizeof mine, all, sizeof mine)) {
+            st = herd_err_set(&w->err, HERD_EINVAL,
+                              "--resume: worker 0 resumes from step %" PRIu64 " and worker %zu from step %" PRIu64
+                              "; the ranks must share the checkpoint directory %s (one filesystem)",
+                              get64(all), r, get64(all + r * sizeof mine), cr->cfg->checkpoint_dir);
+            break;
+        }
+out:
+    free(all);
+    return st;
+}
+
 herd_status herd__ckpt_restore_algo(herd__ckpt_run *cr, herd_algo *a, herd_worker *w)
 {
+    if (cr->nlocal < cr->cfg->workers) {
+        herd_status st = agree_resume(cr, w);
+        if (st < 0)
+            return st;
+    }
     herd_ckpt_section s = {0};
     bool has = herd_ckpt_find(cr->resume, "algo", (uint32_t)w->rank, &s, NULL) == HERD_OK;
     const char *f = herd_ckpt_label(cr->resume);
@@ -457,6 +507,29 @@ uint64_t herd__ckpt_next_hold(const herd__ckpt_run *cr, uint64_t claimed)
     return next < cr->total ? next : cr->total;
 }
 
+/* Room in slot s for nparams weights, nm momentum floats, nb buffers, an
+ * optimizer record of no bytes and an algo record of `need` (a slot's
+ * sizes other than the algo record's are the run's, fixed). */
+static bool slot_alloc(slot *s, size_t nparams, size_t nm, size_t nb, size_t no, size_t need)
+{
+    if (!s->params && !(s->params = malloc(nparams * sizeof(float))))
+        return false;
+    if (no && !s->optim && !(s->optim = malloc(no)))
+        return false;
+    if (nm && !s->momentum && !(s->momentum = malloc(nm * sizeof(float))))
+        return false;
+    if (nb && !s->buffers && !(s->buffers = malloc(nb * sizeof(float))))
+        return false;
+    s->nmomentum = nm, s->nbuffers = nb, s->optim_len = no;
+    if (need > s->algo_cap) {
+        unsigned char *nbuf = realloc(s->algo, need);
+        if (!nbuf)
+            return false;
+        s->algo = nbuf, s->algo_cap = need;
+    }
+    return true;
+}
+
 /* Copies worker w's state into its slot (on w's thread, between barriers). */
 static herd_status fill_slot(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, const herd_loader *l,
                              const herd__ckpt_cursor *cur)
@@ -464,15 +537,8 @@ static herd_status fill_slot(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, c
     slot *s = &cr->slots[w->rank];
     size_t nb = herd_model_nbuffers(w->model), nm = w->optim.v ? w->optim.n : 0;
     size_t no = herd_optim_state_bytes(&w->optim);
-    if (!s->params && !(s->params = malloc(w->nparams * sizeof(float))))
-        goto oom;
-    if (no && !s->optim && !(s->optim = malloc(no)))
-        goto oom;
-    if (nm && !s->momentum && !(s->momentum = malloc(nm * sizeof(float))))
-        goto oom;
-    if (nb && !s->buffers && !(s->buffers = malloc(nb * sizeof(float))))
-        goto oom;
-    s->nmomentum = nm, s->nbuffers = nb, s->optim_len = no;
+    if (!slot_alloc(s, w->nparams, nm, nb, no, a->ops->save ? s->algo_need : 0))
+        return herd_err_set(&w->err, HERD_ENOMEM, "worker %zu: out of memory for its checkpoint", w->rank);
     memcpy(s->params, w->params, w->nparams * sizeof(float));
     if (nm)
         memcpy(s->momentum, w->optim.v, nm * sizeof(float));
@@ -489,13 +555,6 @@ static herd_status fill_slot(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, c
         put64(cr->claim, cur->claimed);
     s->has_algo = a->ops->save != NULL;
     if (s->has_algo) {
-        size_t need = s->algo_need;
-        if (need > s->algo_cap) {
-            unsigned char *nbuf = realloc(s->algo, need);
-            if (!nbuf)
-                goto oom;
-            s->algo = nbuf, s->algo_cap = need;
-        }
         herd_status st = a->ops->save(a, w, s->algo, s->algo_cap, &s->algo_len);
         if (st < 0)
             return st;
@@ -504,8 +563,74 @@ static herd_status fill_slot(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, c
                                 a->ops->name, s->algo_len, s->algo_cap);
     }
     return HERD_OK;
-oom:
-    return herd_err_set(&w->err, HERD_ENOMEM, "worker %zu: out of memory for its checkpoint", w->rank);
+}
+
+/* A slot's arrays, in the order they travel (SLOT_HEAD_BYTES); returns how
+ * many of the SLOT_PIECES are not empty. */
+typedef struct piece {
+    void *p;
+    size_t bytes;
+} piece;
+
+static size_t slot_pieces(slot *s, size_t nparams, piece *out)
+{
+    piece all[SLOT_PIECES] = {{s->params, nparams * sizeof(float)},
+                              {s->momentum, s->nmomentum * sizeof(float)},
+                              {s->buffers, s->nbuffers * sizeof(float)},
+                              {s->optim, s->optim_len},
+                              {s->algo, s->has_algo ? s->algo_len : 0}};
+    size_t n = 0;
+    for (size_t i = 0; i < SLOT_PIECES; i++)
+        if (all[i].bytes)
+            out[n++] = all[i];
+    return n;
+}
+
+/* A worker of another process than worker 0's: its slot to worker 0. */
+static herd_status send_slot(herd__ckpt_run *cr, herd_worker *w)
+{
+    herd_status st = HERD_OK;
+    slot *s = &cr->slots[w->rank];
+    unsigned char head[SLOT_HEAD_BYTES];
+    put64(head, s->nmomentum), put64(head + 8, s->nbuffers), put64(head + 16, s->optim_len);
+    put64(head + 24, s->has_algo), put64(head + 32, s->algo_len);
+    memcpy(head + 40, s->cursor, CURSOR_BYTES);
+    memcpy(head + 40 + CURSOR_BYTES, s->rng, RNG_BYTES);
+    HERD_TRY(herd_comm_send(w->comm, 0, TAG_CKPT, head, sizeof head));
+    piece ps[SLOT_PIECES];
+    for (size_t i = 0, n = slot_pieces(s, w->nparams, ps); i < n; i++)
+        HERD_TRY(herd_comm_send(w->comm, 0, TAG_CKPT, ps[i].p, ps[i].bytes));
+out:
+    return st;
+}
+
+/* Worker 0: worker r's slot, from its process (send_slot). Its sizes must
+ * be worker 0's: one model and optimizer. */
+static herd_status recv_slot(herd__ckpt_run *cr, herd_worker *w, size_t r)
+{
+    herd_status st = HERD_OK;
+    slot *s = &cr->slots[r];
+    const slot *mine = &cr->slots[0];
+    unsigned char head[SLOT_HEAD_BYTES];
+    HERD_TRY(herd_comm_recv(w->comm, r, TAG_CKPT, head, sizeof head));
+    uint64_t nm = get64(head), nb = get64(head + 8), no = get64(head + 16), has = get64(head + 24),
+             len = get64(head + 32);
+    if (nm != mine->nmomentum || nb != mine->nbuffers || no != mine->optim_len || has != mine->has_algo ||
+        len > SIZE_MAX / 2)
+        return herd_err_set(&w->err, HERD_EINTERNAL,
+                            "checkpoint: worker %zu's state (momentum %" PRIu64 ", buffers %" PRIu64 ", optimizer record %" PRIu64
+                            " bytes) is not shaped as worker 0's (%zu, %zu, %zu)",
+                            r, nm, nb, no, mine->nmomentum, mine->nbuffers, mine->optim_len);
+    if (!slot_alloc(s, w->nparams, (size_t)nm, (size_t)nb, (size_t)no, has ? (size_t)len : 0))
+        return herd_err_set(&w->err, HERD_ENOMEM, "worker 0: out of memory for worker %zu's checkpoint", r);
+    s->has_algo = has, s->algo_len = (size_t)len;
+    memcpy(s->cursor, head + 40, CURSOR_BYTES);
+    memcpy(s->rng, head + 40 + CURSOR_BYTES, RNG_BYTES);
+    piece ps[SLOT_PIECES];
+    for (size_t i = 0, n = slot_pieces(s, w->nparams, ps); i < n; i++)
+        HERD_TRY(herd_comm_recv(w->comm, r, TAG_CKPT, ps[i].p, ps[i].bytes));
+out:
+    return st;
 }
 
 /* Worker 0, between the save's barriers: the model the run keeps now (the
@@ -621,8 +746,14 @@ herd_status herd__ckpt_save(herd__ckpt_run *cr, herd_algo *a, herd_worker *w, co
     HERD_TRY(fill_slot(cr, a, w, l, cur));
     if (w->rank == 0)
         HERD_TRY(keep_model(cr, a, w, l));
-    /* every slot is filled */
+    /* every slot of this process is filled; those of the others come to
+     * worker 0 as messages (this process's workers are first_rank .. and
+     * worker 0's process has the first nlocal) */
     HERD_TRY(herd_comm_barrier(w->comm));
+    if (cr->first_rank != 0)
+        HERD_TRY(send_slot(cr, w));
+    for (size_t r = cr->nlocal; w->rank == 0 && r < cr->cfg->workers; r++)
+        HERD_TRY(recv_slot(cr, w, r));
     if (w->rank == 0)
         HERD_TRY(write_slots(cr, w, cur, &w->err));
 out:

@@ -26,12 +26,19 @@
  * final evaluation herd__ckpt_final writes the newest checkpoint again
  * with what that evaluation scored.
  *
- * Checkpointing is collective over the run's workers, all in this process
- * (an engine with HERD_ENGINE_CHECKPOINT): each settles what its algorithm
- * has in flight (the save hook's sizing call), copies its state into its
- * slot between two barriers, then worker 0 writes
- * the file while the others go on; the next checkpoint's first barrier waits
- * for that write to end before any slot is touched again. Synchronous
+ * Checkpointing is collective over the run's workers (an engine with
+ * HERD_ENGINE_CHECKPOINT): each settles what its algorithm has in flight
+ * (the save hook's sizing call), copies its state into its slot between
+ * two barriers; the workers of processes other than worker 0's (mpi: every
+ * rank but 0) then send their slot to worker 0, which receives them in rank
+ * order and writes the one file while the others go on; the next
+ * checkpoint's first barrier waits for that write to end before any slot is
+ * touched again. The file is the same whichever engine wrote it: a run
+ * resumes on another engine with as many workers. On --resume every process
+ * reads the directory (a filesystem the processes share) and the workers
+ * check that they all took the same checkpoint. Only worker 0's process
+ * locks the directory. Asynchronous algorithms checkpoint only where every
+ * worker is in one process (not on HERD_ENGINE_PROCESS_PER_WORKER). Synchronous
  * algorithms checkpoint at the same step of every worker; asynchronous ones
  * when the shared batch counter reaches a hold (herd__ckpt_next_hold), where
  * every worker stops between two steps: no lock is held and no transfer is
@@ -69,13 +76,15 @@ herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *
                              herd_err *err);
 
 /* The run's checkpoint state (*out stays NULL when cfg has no checkpoint
- * directory). Creates the directory if it is missing (not its parents).
+ * directory), in the process that runs workers first_rank .. first_rank +
+ * nlocal - 1 of cfg->workers. Creates the directory if it is missing (not its parents).
  * Without cfg->resume, refuses a directory that already holds checkpoints.
  * With cfg->resume, loads the newest valid checkpoint, saying on stderr
  * (unless quiet) which newer ones were skipped and why, and refuses one of
  * another model, algorithm, worker count, batch, seed or data set size. */
 herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, size_t nparams,
-                                size_t steps_per_epoch, herd__ckpt_run **out, herd_err *err);
+                                size_t steps_per_epoch, size_t first_rank, size_t nlocal, herd__ckpt_run **out,
+                                herd_err *err);
 void herd__ckpt_run_free(herd__ckpt_run *cr);
 bool herd__ckpt_resuming(const herd__ckpt_run *cr);
 
@@ -84,7 +93,8 @@ bool herd__ckpt_resuming(const herd__ckpt_run *cr);
  * leaves at the checkpoint's epoch) and fills cur. */
 herd_status herd__ckpt_restore(herd__ckpt_run *cr, herd_worker *w, herd_loader *l, herd__ckpt_cursor *cur,
                                herd_err *err);
-/* Resume, on the worker's thread after the algorithm's init: its own state. */
+/* Resume, on the worker's thread after the algorithm's init: its own state
+ * (collective where the run spans processes: they agree on the checkpoint). */
 herd_status herd__ckpt_restore_algo(herd__ckpt_run *cr, herd_algo *a, herd_worker *w);
 
 /* Synchronous: whether worker w checkpoints now that it has done w->step steps. */
