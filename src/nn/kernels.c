@@ -815,18 +815,9 @@ herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__con
     *out = c;
     c = NULL;
 out:
-    if (fpd)
-        dnnl_primitive_desc_destroy(fpd);
-    if (dpd)
-        dnnl_primitive_desc_destroy(dpd);
-    if (wpd)
-        dnnl_primitive_desc_destroy(wpd);
-    if (po)
-        dnnl_post_ops_destroy(po);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
-    if (attr_bwd)
-        dnnl_primitive_attr_destroy(attr_bwd);
+    dnn_desc_free(fpd, po, attr);
+    dnn_desc_free(dpd, NULL, attr_bwd);
+    dnn_desc_free(wpd, NULL, NULL);
     herd__conv_free(c);
     return st;
 }
