@@ -6,6 +6,7 @@
     X(ref)                  \
     X(kernels)              \
     X(nn)                   \
+    X(bf16)                 \
     X(optim)                \
     X(train)                \
     X(nonfinite)            \

@@ -45,6 +45,43 @@ void herd_model_free(herd_model *m);
 void herd_model_set_conv_im2col(herd_model *m, bool im2col);
 bool herd_model_conv_im2col(const herd_model *m);
 
+/* The arithmetic of the heavy ops (matrix products and convolutions,
+ * forward and backward). FP32: fp32 throughout, herd's fast path. BF16:
+ * each product's operands (activations, weights, output gradients) are
+ * rounded to bfloat16 and the products accumulate in fp32; what a layer
+ * writes (its output, its input's gradient, its weights' gradient) is fp32,
+ * as are everything else (batch norm, pooling, the loss) and the flat
+ * parameters and gradients themselves: the master weights stay fp32 and the
+ * optimizer steps them in fp32. The weights are rounded once per forward
+ * (backward reuses that copy), a layer's inputs each time it reads them.
+ * bf16 keeps fp32's exponent, so gradients need no loss scaling. */
+typedef enum herd_precision {
+    HERD_PRECISION_FP32,
+    HERD_PRECISION_BF16,
+} herd_precision;
+
+/* "fp32" or "bf16"; HERD_EINVAL for anything else. */
+herd_status herd_precision_parse(const char *s, herd_precision *out);
+const char *herd_precision_name(herd_precision p);
+
+/* Whether this CPU runs oneDNN's bf16 kernels: not at all below AVX-512
+ * (avx512_core), emulated on avx512_core (the bf16 products are widened to
+ * fp32 in registers: correct, slower than fp32), natively with
+ * avx512_bf16 or AMX. oneDNN's DNNL_MAX_CPU_ISA limits what it reports. */
+typedef enum herd_bf16_support {
+    HERD_BF16_NONE,
+    HERD_BF16_EMULATED,
+    HERD_BF16_NATIVE,
+} herd_bf16_support;
+herd_bf16_support herd_nn_bf16_support(void);
+
+/* Sets the model's precision (models are created FP32). HERD_EUNSUPPORTED
+ * when BF16 is asked and herd_nn_bf16_support() is HERD_BF16_NONE;
+ * HERD_ENOMEM when its bf16 copies cannot be had. Either way the model is
+ * left as it was. */
+herd_status herd_model_set_precision(herd_model *m, herd_precision p);
+herd_precision herd_model_precision(const herd_model *m);
+
 /* What a parameter tensor is, for optimizers that treat them apart (LARS
  * and LAMB leave biases and batch-norm parameters out of their layer-wise
  * adaptation and weight decay). */

@@ -89,6 +89,7 @@ typedef struct herd_train_config {
     herd_optim_config optim;
     uint64_t seed;
     size_t threads;     /* intra-op threads per worker (default 1) */
+    herd_precision precision; /* of the heavy ops (herd_nn.h; default FP32); BF16 needs avx512_core */
     size_t train_limit, test_limit; /* 0: whole set */
     size_t eval_every;  /* evaluate every K epochs (default 1; the last always) */
     bool eval_at_start; /* also evaluate before the first step (epoch 0, train_s 0; not on --resume) */
@@ -161,6 +162,7 @@ herd_status herd_train_config_set(herd_train_config *cfg, const char *name, cons
 typedef struct herd_train_result {
     const char *algo, *engine, *model;
     const char *optimizer;  /* "sgd", "lars", "lamb" (the summary's "optimizer") */
+    const char *precision;  /* "fp32", "bf16" (the summary's "precision") */
     double lr;              /* the base learning rate, --lr-scale applied (the summary's "lr") */
     const char *status;     /* "ok"; "diverged" where the loss ran away (the summary's "status") */
     size_t rank;            /* this process's first worker (mpi: its rank; threads: 0) */

@@ -70,6 +70,7 @@ static bool bad_choice(char *msg, size_t cap, const char *flag, const char *choi
 CHOICE_FLAG(parse_schedule, herd_schedule_parse, "--schedule", "const, step or cosine")
 CHOICE_FLAG(parse_optimizer, herd_optimizer_parse, "--optimizer", "sgd, lars or lamb")
 CHOICE_FLAG(parse_lr_scale, herd_lr_scale_parse, "--lr-scale", "none or linear")
+CHOICE_FLAG(parse_precision, herd_precision_parse, "--precision", "fp32 or bf16")
 
 /* --slow RANK:FACTOR */
 static bool parse_slow(void *dest, const char *val, char *msg, size_t cap)
@@ -168,6 +169,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"lr-scale", HERD__FLAG_FN, &o->cfg.optim.lr_scale, "NAME", "none, or linear: --lr times the global batch (workers x batch) / --lr-ref-batch (default none)", parse_lr_scale},
         {"lr-ref-batch", HERD__FLAG_SIZE, &o->cfg.optim.lr_ref_batch, "N", "--lr-scale linear: the global batch --lr is given for (default 256)", NULL},
         {"seed", HERD__FLAG_U64, &o->cfg.seed, "N", "random seed (default 1)", NULL},
+        {"precision", HERD__FLAG_FN, &o->cfg.precision, "NAME", "fp32 or bf16: the arithmetic of matrix products and convolutions (default fp32); bf16 rounds their inputs to bfloat16 and sums in fp32, weights and optimizer stay fp32; needs AVX-512 (emulated, slower, without avx512_bf16)", parse_precision},
         {"threads", HERD__FLAG_SIZE, &o->cfg.threads, "N", "compute threads per worker (default: OMP_NUM_THREADS where set, else 1)", NULL},
         {"slow", HERD__FLAG_FN, &o->cfg, "RANK:FACTOR", "make worker RANK's compute FACTOR times slower (repeatable)", parse_slow},
         {"log", HERD__FLAG_STR, &o->cfg.log_path, "S", "append JSON Lines records (per epoch/eval/event) to FILE", NULL},

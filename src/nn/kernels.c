@@ -447,9 +447,27 @@ enum {
     DNN_NREGIONS
 };
 
+/* One cached bf16 matmul: its shape and the primitive with its memories
+ * (handles bound per call). */
+typedef struct dnn_matmul_key {
+    char ta, tb;
+    bool sum;
+    size_t M, N, K, lda, ldb, ldc;
+} dnn_matmul_key;
+
+typedef struct dnn_matmul {
+    dnn_matmul_key key;
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c, pad;
+} dnn_matmul;
+
+enum { DNN_MATMULS = 64 };
+
 struct herd__dnn {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
+    dnn_matmul mm[DNN_MATMULS];
+    size_t nmm, mm_next; /* filled slots; the one replaced next when full */
     size_t need[DNN_NREGIONS]; /* bytes, the most any primitive asked */
     size_t off[DNN_NREGIONS];
     char *arena;
@@ -503,6 +521,7 @@ void herd__dnn_free(herd__dnn *d)
 {
     if (!d)
         return;
+    herd__dnn_drop_matmuls(d);
     dnnl_stream_destroy(d->stream);
     dnnl_engine_destroy(d->engine);
     free(d->arena);
@@ -549,6 +568,17 @@ static void dnn_port_free(dnn_port *p)
     memset(p, 0, sizeof *p);
 }
 
+/* What creating a primitive leaves behind (any may be NULL). */
+static void dnn_desc_free(dnnl_primitive_desc_t pd, dnnl_post_ops_t po, dnnl_primitive_attr_t attr)
+{
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (po)
+        dnnl_post_ops_destroy(po);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+}
+
 /* A port between herd's layout `user_md` and the primitive's `prim_md`;
  * `in`: data flows user -> prim, else prim -> user (adding to user when
  * `accumulate`). */
@@ -585,12 +615,7 @@ static herd_status dnn_port_init(herd__dnn *d, dnn_port *p, const dnnl_memory_de
         goto out;
     st = HERD_OK;
 out:
-    if (rpd)
-        dnnl_primitive_desc_destroy(rpd);
-    if (po)
-        dnnl_post_ops_destroy(po);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
+    dnn_desc_free(rpd, po, attr);
     if (st != HERD_OK)
         dnn_port_free(p);
     return st;
@@ -651,13 +676,19 @@ static dnnl_status_t md_cnhw(dnnl_memory_desc_t *md, size_t N, size_t C, size_t 
     return dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides);
 }
 
-static dnnl_status_t md_tag(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *d4,
-                            dnnl_format_tag_t tag)
+static dnnl_status_t md_tag_dt(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *d4,
+                               dnnl_data_type_t dt, dnnl_format_tag_t tag)
 {
     dnnl_dims_t dims = {0};
     for (int i = 0; i < ndims; i++)
         dims[i] = d4[i];
-    return dnnl_memory_desc_init_by_tag(md, ndims, dims, dnnl_f32, tag);
+    return dnnl_memory_desc_init_by_tag(md, ndims, dims, dt, tag);
+}
+
+static dnnl_status_t md_tag(dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *d4,
+                            dnnl_format_tag_t tag)
+{
+    return md_tag_dt(md, ndims, d4, dnnl_f32, tag);
 }
 
 static herd_status dnn_primitive(const dnnl_primitive_desc_t pd, dnnl_primitive_t *prim)
@@ -706,9 +737,16 @@ herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__con
     DNN_TRY(md_cnhw(&dst_u, s->N, s->K, Ho, Wo));
     DNN_TRY(md_tag(&wei_u, 4, wdims, dnnl_oihw));
     DNN_TRY(md_tag(&bias_u, 1, bdims, dnnl_a));
-    DNN_TRY(md_tag(&any_src, 4, sdims, dnnl_format_tag_any));
+    /* bf16: the operands of the products (src, weights, diff_dst) are bf16,
+     * what the primitives write (dst, diff_src, diff_weights) fp32 */
+    dnnl_data_type_t op_dt = s->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_t any_src_out, any_dst_in, any_wei_out;
+    DNN_TRY(md_tag_dt(&any_src, 4, sdims, op_dt, dnnl_format_tag_any));
+    DNN_TRY(md_tag(&any_src_out, 4, sdims, dnnl_format_tag_any));
     DNN_TRY(md_tag(&any_dst, 4, ddims, dnnl_format_tag_any));
-    DNN_TRY(md_tag(&any_wei, 4, wdims, dnnl_format_tag_any));
+    DNN_TRY(md_tag_dt(&any_dst_in, 4, ddims, op_dt, dnnl_format_tag_any));
+    DNN_TRY(md_tag_dt(&any_wei, 4, wdims, op_dt, dnnl_format_tag_any));
+    DNN_TRY(md_tag(&any_wei_out, 4, wdims, dnnl_format_tag_any));
     /* oneDNN's right padding makes (H + pl + pr - R)/stride + 1 == Ho exactly
      * when rounded down, as herd's shapes do, so pr = pl. */
     dnnl_dims_t strides = {(dnnl_dim_t)s->stride, (dnnl_dim_t)s->stride};
@@ -730,12 +768,12 @@ herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__con
                                                &any_dst, strides, pad, pad));
     DNN_TRY(dnnl_primitive_desc_create(&fpd, &fd, attr, d->engine, NULL));
     DNN_TRY(dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &any_src,
-                                                        &any_wei, s->bias ? &bias_u : NULL,
-                                                        &any_dst, strides, pad, pad));
+                                                        &any_wei_out, s->bias ? &bias_u : NULL,
+                                                        &any_dst_in, strides, pad, pad));
     DNN_TRY(dnnl_primitive_desc_create(&wpd, &wd, attr_bwd, d->engine, fpd));
     if (s->din) {
-        DNN_TRY(dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &any_src,
-                                                         &any_wei, &any_dst, strides, pad, pad));
+        DNN_TRY(dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &any_src_out,
+                                                         &any_wei, &any_dst_in, strides, pad, pad));
         DNN_TRY(dnnl_primitive_desc_create(&dpd, &dd, attr_bwd, d->engine, fpd));
     }
 
@@ -777,18 +815,9 @@ herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__con
     *out = c;
     c = NULL;
 out:
-    if (fpd)
-        dnnl_primitive_desc_destroy(fpd);
-    if (dpd)
-        dnnl_primitive_desc_destroy(dpd);
-    if (wpd)
-        dnnl_primitive_desc_destroy(wpd);
-    if (po)
-        dnnl_post_ops_destroy(po);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
-    if (attr_bwd)
-        dnnl_primitive_attr_destroy(attr_bwd);
+    dnn_desc_free(fpd, po, attr);
+    dnn_desc_free(dpd, NULL, attr_bwd);
+    dnn_desc_free(wpd, NULL, NULL);
     herd__conv_free(c);
     return st;
 }
@@ -866,4 +895,122 @@ void herd__conv_backward(herd__conv *c, const float *in, const float *w, const f
         dnn_bind(d, c->dbias, DNN_SAME, dbias);
     dnn_exec(d, c->bwd_weights, c->s.bias ? 5 : 4, args);
     dnn_port_done(d, &c->w_dwei);
+}
+
+/* ---- bf16 ---------------------------------------------------------------- */
+
+herd_bf16_support herd_nn_bf16_support(void)
+{
+    /* oneDNN's ISA values are nested bit sets (avx2_vnni is not avx512) */
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16)
+        return HERD_BF16_NATIVE;
+    if ((isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core)
+        return HERD_BF16_EMULATED;
+    return HERD_BF16_NONE;
+}
+
+void herd__to_bf16(const float *x, uint16_t *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        /* a NaN keeps its sign and stays quiet; the rest round to nearest
+         * even by adding 0x7fff plus the kept part's lowest bit */
+        y[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u)
+                                               : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+}
+
+/* A 2-D plain matrix of rows x cols with leading dimension ld. */
+static dnnl_status_t md_matrix(dnnl_memory_desc_t *md, size_t rows, size_t cols, size_t ld, bool trans,
+                               dnnl_data_type_t dt)
+{
+    /* op(X) is rows x cols: X stored transposed means stride 1 down a column */
+    dnnl_dims_t dims = {(dnnl_dim_t)rows, (dnnl_dim_t)cols};
+    dnnl_dims_t strides = {trans ? 1 : (dnnl_dim_t)ld, trans ? (dnnl_dim_t)ld : 1};
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
+}
+
+static void dnn_matmul_free(dnn_matmul *mm)
+{
+    if (mm->prim)
+        dnnl_primitive_destroy(mm->prim);
+    dnnl_memory_t mems[4] = {mm->a, mm->b, mm->c, mm->pad};
+    for (int i = 0; i < 4; i++)
+        if (mems[i])
+            dnnl_memory_destroy(mems[i]);
+    memset(mm, 0, sizeof *mm);
+}
+
+void herd__dnn_drop_matmuls(herd__dnn *d)
+{
+    for (size_t i = 0; i < d->nmm; i++)
+        dnn_matmul_free(&d->mm[i]);
+    d->nmm = d->mm_next = 0;
+}
+
+static herd_status dnn_matmul_create(herd__dnn *d, const dnn_matmul_key *k, dnn_matmul *mm)
+{
+    herd_status st = HERD_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_desc_t a, b, c;
+    dnnl_matmul_desc_t md;
+    memset(mm, 0, sizeof *mm);
+    mm->key = *k;
+    DNN_TRY(md_matrix(&a, k->M, k->K, k->lda, k->ta == 'T', dnnl_bf16));
+    DNN_TRY(md_matrix(&b, k->K, k->N, k->ldb, k->tb == 'T', dnnl_bf16));
+    DNN_TRY(md_matrix(&c, k->M, k->N, k->ldc, false, dnnl_f32));
+    DNN_TRY(dnnl_primitive_attr_create(&attr));
+    DNN_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (k->sum) {
+        DNN_TRY(dnnl_post_ops_create(&po));
+        DNN_TRY(dnnl_post_ops_append_sum(po, 1.0f));
+        DNN_TRY(dnnl_primitive_attr_set_post_ops(attr, po));
+    }
+    DNN_TRY(dnnl_matmul_desc_init(&md, &a, &b, NULL, &c));
+    DNN_TRY(dnnl_primitive_desc_create(&pd, &md, attr, d->engine, NULL));
+    HERD_TRY(dnn_primitive(pd, &mm->prim));
+    DNN_TRY(dnnl_memory_create(&mm->a, &a, d->engine, DNNL_MEMORY_NONE));
+    DNN_TRY(dnnl_memory_create(&mm->b, &b, d->engine, DNNL_MEMORY_NONE));
+    DNN_TRY(dnnl_memory_create(&mm->c, &c, d->engine, DNNL_MEMORY_NONE));
+    HERD_TRY(dnn_scratchpad(d, pd, &mm->pad));
+    HERD_TRY(dnn_arena_fit(d));
+out:
+    dnn_desc_free(pd, po, attr);
+    if (st != HERD_OK)
+        dnn_matmul_free(mm);
+    return st;
+}
+
+void herd__gemm_bf16(herd__dnn *d, char ta, char tb, size_t M, size_t N, size_t K, const uint16_t *A,
+                     size_t lda, const uint16_t *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    HERD_ASSERT(beta == 0.0f || beta == 1.0f);
+    if (M == 0 || N == 0)
+        return;
+    dnn_matmul_key k;
+    memset(&k, 0, sizeof k); /* compared with memcmp: padding too */
+    k.ta = ta, k.tb = tb, k.sum = beta != 0.0f;
+    k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc;
+    dnn_matmul *mm = NULL;
+    for (size_t i = 0; i < d->nmm && !mm; i++)
+        if (!memcmp(&d->mm[i].key, &k, sizeof k))
+            mm = &d->mm[i];
+    if (!mm) {
+        size_t slot = d->nmm < DNN_MATMULS ? d->nmm++ : d->mm_next++ % DNN_MATMULS;
+        dnn_matmul_free(&d->mm[slot]);
+        herd_status st = dnn_matmul_create(d, &k, &d->mm[slot]);
+        HERD_ASSERT(st == HERD_OK); /* the model checked herd_nn_bf16_support first */
+        mm = &d->mm[slot];
+    }
+    dnn_bind(d, mm->a, DNN_SAME, A);
+    dnn_bind(d, mm->b, DNN_SAME, B);
+    dnn_bind(d, mm->c, DNN_SAME, C);
+    dnn_bind(d, mm->pad, DNN_SCRATCHPAD, NULL);
+    dnnl_exec_arg_t args[4] = {
+        {DNNL_ARG_SRC, mm->a}, {DNNL_ARG_WEIGHTS, mm->b}, {DNNL_ARG_DST, mm->c}, {DNNL_ARG_SCRATCHPAD, mm->pad}};
+    dnn_exec(d, mm->prim, 4, args);
 }

@@ -100,6 +100,9 @@ typedef struct herd__conv_shape {
     bool relu;           /* ReLU fused on the output */
     bool din;            /* backward computes the input's gradient */
     bool din_accumulate; /* ... and adds it to din instead of overwriting it */
+    bool bf16;           /* src, weights and diff_dst in bf16 (converted by the reorders
+                          * into the primitives' layouts); dst, diff_src, diff_weights
+                          * and the bias stay fp32, accumulation is fp32 */
 } herd__conv_shape;
 
 /* On failure nothing is left allocated and *out is NULL. */
@@ -124,5 +127,33 @@ void herd__conv_forward(herd__conv *c, const float *in, const float *w, const fl
  * a backward belongs to the forward just before it on this herd__conv. */
 void herd__conv_backward(herd__conv *c, const float *in, const float *w, const float *dout,
                          float *din, float *dw, float *dbias);
+
+/* ---- bf16 ------------------------------------------------------------
+ *
+ * bfloat16: fp32's sign and 8-bit exponent, 7 stored mantissa bits (8 with
+ * the implicit one), so its unit roundoff is u = 2^-8 and its range is
+ * fp32's. Values are held as the top 16 bits of the fp32 pattern. */
+
+/* y[i] = x[i] rounded to the nearest bf16, ties to even (as oneDNN's
+ * reorders round); a NaN stays a NaN, a value past bf16's largest becomes
+ * an infinity of its sign. */
+void herd__to_bf16(const float *x, uint16_t *y, size_t n);
+
+static inline float herd__bf16_to_f32(uint16_t h)
+{
+    union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
+
+/* C (MxN, fp32, row-major) = op(A) op(B) + beta * C with A and B in bf16,
+ * products and sums in fp32, as herd__sgemm lays its arguments out (ta/tb
+ * 'N' or 'T', leading dimensions in elements). beta is 0 or 1. Runs a
+ * oneDNN matmul primitive, created on first use for these shapes and kept
+ * on d (a small cache: a model has a few dozen distinct products). */
+void herd__gemm_bf16(herd__dnn *d, char ta, char tb, size_t M, size_t N, size_t K, const uint16_t *A,
+                     size_t lda, const uint16_t *B, size_t ldb, float beta, float *C, size_t ldc);
+
+/* Frees d's cached matmul primitives. */
+void herd__dnn_drop_matmuls(herd__dnn *d);
 
 #endif

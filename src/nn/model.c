@@ -85,6 +85,12 @@ struct herd_model {
     float *scratch, *scratch2; /* one chunk's im2col and its gradient */
     herd__dnn *dnn;      /* oneDNN engine, stream and shared scratch; NULL until used */
     bool conv_im2col;    /* convolutions by im2col + sgemm, not oneDNN's primitives */
+    size_t scratch_len;  /* floats in scratch */
+    herd_precision precision;
+    /* BF16 only: the weights rounded at the start of each forward, and two
+     * operands of one product rounded (and packed) for it */
+    uint16_t *params_bf16, *op_bf16[2];
+    size_t op_cap;       /* elements in each op_bf16 */
     herd_rng init_rng;
 };
 
@@ -96,6 +102,43 @@ static const float *in_out(const herd_model *m, int in) { return in < 0 ? m->inp
 static float *in_dout(const herd_model *m, int in) { return in < 0 ? NULL : m->layers[in]->dout; }
 
 static bool in_accumulates(const herd_model *m, int in) { return in >= 0 && m->layers[in]->nreaders > 1; }
+
+/* One operand of a product in bf16: a slice of the weights is the copy
+ * forward made; anything else is rounded into op_bf16[slot], its rows x
+ * cols packed (ld becomes cols). */
+static const uint16_t *bf16_operand(herd_model *m, int slot, const float *X, size_t rows, size_t cols,
+                                    size_t *ld)
+{
+    uintptr_t x = (uintptr_t)X, p = (uintptr_t)m->params;
+    if (x >= p && x < p + m->nparams * sizeof(float))
+        return m->params_bf16 + (X - m->params);
+    HERD_ASSERT(rows * cols <= m->op_cap);
+    uint16_t *dst = m->op_bf16[slot];
+    if (*ld == cols) {
+        herd__to_bf16(X, dst, rows * cols);
+    } else {
+        for (size_t r = 0; r < rows; r++)
+            herd__to_bf16(X + r * *ld, dst + r * cols, cols);
+        *ld = cols;
+    }
+    return dst;
+}
+
+/* C (MxN) = op(A) op(B) + beta C in the model's precision (herd__sgemm's
+ * arguments; alpha is 1). FP32 is herd__sgemm itself. */
+static void gemm(herd_model *m, char ta, char tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
+                 const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+    if (m->precision == HERD_PRECISION_FP32) {
+        herd__sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    if (M == 0 || N == 0)
+        return;
+    const uint16_t *a = bf16_operand(m, 0, A, ta == 'N' ? M : K, ta == 'N' ? K : M, &lda);
+    const uint16_t *b = bf16_operand(m, 1, B, tb == 'N' ? K : N, tb == 'N' ? N : K, &ldb);
+    herd__gemm_bf16(m->dnn, ta, tb, M, N, K, a, lda, b, ldb, beta, C, ldc);
+}
 
 static void relu_forward(float *x, size_t n)
 {
@@ -196,7 +239,8 @@ static herd__conv *conv_prim(conv_layer *cv, herd_model *m, size_t N)
     herd__conv_shape s = {
         .N = N, .C = cv->cin, .H = cv->hin, .W = cv->win, .K = l->c, .R = cv->k,
         .stride = cv->stride, .pad = cv->pad, .bias = cv->bias, .relu = l->relu,
-        .din = l->in >= 0, .din_accumulate = in_accumulates(m, l->in)};
+        .din = l->in >= 0, .din_accumulate = in_accumulates(m, l->in),
+        .bf16 = m->precision == HERD_PRECISION_BF16};
     unsigned slot = cv->prim[0] == NULL ? 0 : cv->prim[1] == NULL ? 1 : 1 - cv->prim_last;
     herd__conv_free(cv->prim[slot]);
     cv->prim[slot] = NULL;
@@ -229,7 +273,7 @@ static void conv_forward(herd_layer *l, herd_model *m, size_t N, bool train)
             col = m->scratch, ldcol = b * hwo;
         }
         /* out[:, chunk] (K, b*Ho*Wo) = W (K, C*R*R) @ col (C*R*R, b*Ho*Wo) */
-        herd__sgemm('N', 'N', l->c, b * hwo, rows, 1.0f, W, rows, col, ldcol, 0.0f, l->out + n0 * hwo, cols);
+        gemm(m, 'N', 'N', l->c, b * hwo, rows, W, rows, col, ldcol, 0.0f, l->out + n0 * hwo, cols);
     }
     const float *bias = W + l->c * rows;
     if (cv->bias || l->relu)
@@ -266,16 +310,15 @@ static void conv_backward(herd_layer *l, herd_model *m, size_t N)
             col = m->scratch, ldcol = b * hwo;
         }
         /* dW (K, CRR) += dout[:, chunk] @ col^T */
-        herd__sgemm('N', 'T', l->c, rows, b * hwo, 1.0f, g, cols, col, ldcol, n0 ? 1.0f : 0.0f, dW, rows);
+        gemm(m, 'N', 'T', l->c, rows, b * hwo, g, cols, col, ldcol, n0 ? 1.0f : 0.0f, dW, rows);
         if (!din)
             continue;
         if (conv_is_pointwise(cv)) {
-            herd__sgemm('T', 'N', rows, b * hwo, l->c, 1.0f, W, rows, g, cols, acc ? 1.0f : 0.0f,
-                        din + n0 * hwo, cols);
+            gemm(m, 'T', 'N', rows, b * hwo, l->c, W, rows, g, cols, acc ? 1.0f : 0.0f, din + n0 * hwo, cols);
             continue;
         }
         /* dcol (CRR, b*Ho*Wo) = W^T @ dout[:, chunk], scattered back onto the images */
-        herd__sgemm('T', 'N', rows, b * hwo, l->c, 1.0f, W, rows, g, cols, 0.0f, m->scratch2, b * hwo);
+        gemm(m, 'T', 'N', rows, b * hwo, l->c, W, rows, g, cols, 0.0f, m->scratch2, b * hwo);
         herd__col2im_add_chunk(m->scratch2, cv->cin, N, n0, b, cv->hin, cv->win, cv->k, cv->stride, cv->pad, din);
     }
 }
@@ -304,7 +347,7 @@ static void linear_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     for (size_t n = 0; n < N; n++)
         memcpy(l->out + n * O, b, O * sizeof(float));
     /* out (N,O) = in (N,I) @ W^T (I,O) + b */
-    herd__sgemm('N', 'T', N, O, I, 1.0f, in, I, W, I, 1.0f, l->out, O);
+    gemm(m, 'N', 'T', N, O, I, in, I, W, I, 1.0f, l->out, O);
     if (l->relu)
         relu_forward(l->out, N * O);
 }
@@ -317,7 +360,7 @@ static void linear_backward(herd_layer *l, herd_model *m, size_t N)
     const float *in = in_out(m, l->in), *W = m->params + l->param_off;
     float *dW = m->grads + l->param_off, *db = dW + O * I;
     /* dW (O,I) = dout^T (O,N) @ in (N,I) */
-    herd__sgemm('T', 'N', O, I, N, 1.0f, l->dout, O, in, I, 0.0f, dW, I);
+    gemm(m, 'T', 'N', O, I, N, l->dout, O, in, I, 0.0f, dW, I);
     memset(db, 0, O * sizeof(float));
     for (size_t n = 0; n < N; n++) {
         const float *g = l->dout + n * O;
@@ -326,8 +369,7 @@ static void linear_backward(herd_layer *l, herd_model *m, size_t N)
     }
     float *din = in_dout(m, l->in);
     if (din) /* din (N,I) = dout (N,O) @ W (O,I) */
-        herd__sgemm('N', 'N', N, I, O, 1.0f, l->dout, O, W, I,
-                    in_accumulates(m, l->in) ? 1.0f : 0.0f, din, I);
+        gemm(m, 'N', 'N', N, I, O, l->dout, O, W, I, in_accumulates(m, l->in) ? 1.0f : 0.0f, din, I);
 }
 
 static void linear_init(herd_layer *l, herd_model *m, herd_rng *rng)
@@ -793,6 +835,7 @@ static herd_status model_alloc(herd_model *m, herd_err *err)
             bn->save_invstd = bn->save_mean + l->c;
         }
     }
+    m->scratch_len = scratch;
     if (scratch && (!(m->scratch = malloc(scratch * sizeof(float))) ||
                     !(m->scratch2 = malloc(scratch * sizeof(float)))))
         goto oom;
@@ -862,6 +905,9 @@ void herd_model_free(herd_model *m)
     free(m->input_copy);
     free(m->scratch);
     free(m->scratch2);
+    free(m->params_bf16);
+    free(m->op_bf16[0]);
+    free(m->op_bf16[1]);
     herd__dnn_free(m->dnn);
     free(m);
 }
@@ -872,6 +918,74 @@ void herd_model_set_conv_im2col(herd_model *m, bool im2col)
 }
 
 bool herd_model_conv_im2col(const herd_model *m) { return m->conv_im2col; }
+
+static const char *const precision_names[] = {"fp32", "bf16"};
+
+herd_status herd_precision_parse(const char *s, herd_precision *out)
+{
+    for (size_t i = 0; i < sizeof precision_names / sizeof precision_names[0]; i++)
+        if (s && !strcmp(s, precision_names[i])) {
+            *out = (herd_precision)i;
+            return HERD_OK;
+        }
+    return HERD_EINVAL;
+}
+
+const char *herd_precision_name(herd_precision p)
+{
+    return (size_t)p < sizeof precision_names / sizeof precision_names[0] ? precision_names[p] : "?";
+}
+
+/* Frees the convolutions' primitives: they were made for one precision. */
+static void drop_conv_prims(herd_model *m)
+{
+    for (size_t i = 0; i < m->nlayers; i++)
+        if (m->layers[i]->ops == &conv_ops) {
+            conv_layer *cv = (conv_layer *)m->layers[i];
+            for (unsigned k = 0; k < CONV_PRIMS; k++) {
+                herd__conv_free(cv->prim[k]);
+                cv->prim[k] = NULL;
+            }
+            cv->prim_failed = 0;
+        }
+}
+
+herd_status herd_model_set_precision(herd_model *m, herd_precision p)
+{
+    if (p == m->precision)
+        return HERD_OK;
+    if (p != HERD_PRECISION_FP32 && p != HERD_PRECISION_BF16)
+        return HERD_EINVAL;
+    if (p == HERD_PRECISION_BF16) {
+        if (herd_nn_bf16_support() == HERD_BF16_NONE)
+            return HERD_EUNSUPPORTED;
+        /* the largest operand of a product: a layer's input or output
+         * gradient over the batch, or a chunk's im2col matrix */
+        size_t cap = m->max_batch * m->c * m->h * m->w;
+        for (size_t i = 0; i < m->nlayers; i++)
+            if (m->max_batch * out_dim(m->layers[i]) > cap)
+                cap = m->max_batch * out_dim(m->layers[i]);
+        if (m->scratch_len > cap)
+            cap = m->scratch_len;
+        uint16_t *w = malloc((m->nparams + 1) * sizeof *w);
+        uint16_t *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b);
+        if (!w || !a || !b || (!m->dnn && herd__dnn_create(&m->dnn) != HERD_OK)) {
+            free(w), free(a), free(b);
+            return HERD_ENOMEM;
+        }
+        m->params_bf16 = w, m->op_bf16[0] = a, m->op_bf16[1] = b, m->op_cap = cap;
+    } else {
+        free(m->params_bf16), free(m->op_bf16[0]), free(m->op_bf16[1]);
+        m->params_bf16 = m->op_bf16[0] = m->op_bf16[1] = NULL, m->op_cap = 0;
+        if (m->dnn)
+            herd__dnn_drop_matmuls(m->dnn);
+    }
+    drop_conv_prims(m);
+    m->precision = p;
+    return HERD_OK;
+}
+
+herd_precision herd_model_precision(const herd_model *m) { return m->precision; }
 
 size_t herd_model_param_groups(const herd_model *m, herd_param_group *out, size_t cap)
 {
@@ -991,6 +1105,8 @@ void herd_model_forward(herd_model *m, const float *x, size_t batch, bool train)
                 memcpy(m->input_copy + (c * batch + n) * HW, x + (n * m->c + c) * HW, HW * sizeof(float));
         m->input = m->input_copy;
     }
+    if (m->precision == HERD_PRECISION_BF16)
+        herd__to_bf16(m->params, m->params_bf16, m->nparams);
     for (size_t i = 0; i < m->nlayers; i++)
         m->layers[i]->ops->forward(m->layers[i], m, batch, train);
 }

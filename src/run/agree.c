@@ -92,6 +92,7 @@ static void build(const herd_run *r, const herd_worker *w, record *rec)
     add(rec, &n, "--step-epochs", "%.17g", oc->step_epochs);
     add(rec, &n, "--step-gamma", "%.9g", (double)oc->step_gamma);
     add(rec, &n, "--optimizer", "%s", herd_optimizer_name(oc->optimizer));
+    add(rec, &n, "--precision", "%s", herd_precision_name(cfg->precision));
     add(rec, &n, "--lars-eta", "%.9g", (double)oc->lars_eta);
     add(rec, &n, "--lamb-beta1", "%.9g", (double)oc->beta1);
     add(rec, &n, "--lamb-beta2", "%.9g", (double)oc->beta2);

@@ -200,6 +200,11 @@ herd_status herd__check_config(herd_train_config *cfg, const herd_algo_ops **alg
     if (cfg->eval_every_steps > HERD_MAX_EVAL_EVERY_STEPS)
         return herd_err_set(err, HERD_EINVAL, "--eval-every-steps must be in [0, %d] (0: off), got %zu",
                             HERD_MAX_EVAL_EVERY_STEPS, cfg->eval_every_steps);
+    if (cfg->precision != HERD_PRECISION_FP32 && cfg->precision != HERD_PRECISION_BF16)
+        return herd_err_set(err, HERD_EINVAL, "--precision must be fp32 or bf16, got #%d", (int)cfg->precision);
+    if (cfg->precision == HERD_PRECISION_BF16 && herd_nn_bf16_support() == HERD_BF16_NONE)
+        return herd_err_set(err, HERD_EINVAL, "--precision bf16 needs a CPU with AVX-512 (avx512_core), where oneDNN "
+                            "has bf16 kernels; this one (or DNNL_MAX_CPU_ISA) has none: use --precision fp32");
     if (cfg->threads < 1 || cfg->threads > 256)
         return herd_err_set(err, HERD_EINVAL, "--threads must be in [1, 256], got %zu", cfg->threads);
     if (!(cfg->comm_timeout_s > 0 && cfg->comm_timeout_s <= 86400))

@@ -180,6 +180,7 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
     res->engine = r->world->engine->name;
     res->model = cfg->model;
     res->optimizer = herd_optimizer_name(cfg->optim.optimizer);
+    res->precision = herd_precision_name(cfg->precision);
     res->lr = herd_optim_base_lr(&cfg->optim);
     res->rank = r->first_rank;
     res->workers = cfg->workers;
@@ -249,6 +250,8 @@ herd_status herd_train_result_json(const herd_train_result *res, FILE *f)
     fputs("]", m);
     if (res->optimizer) /* not on a run refused before it was configured */
         fprintf(m, ",\"optimizer\":\"%s\",\"lr\":%.9g", res->optimizer, res->lr);
+    if (res->precision)
+        fprintf(m, ",\"precision\":\"%s\"", res->precision);
     fputs(res->algo_json, m);
     fputs("}", m);
     herd_status st = fclose(m) ? HERD_ENOMEM : HERD_OK;

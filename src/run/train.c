@@ -36,6 +36,7 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
     w->opts = r->algo_opts, w->cores_taken = r->cores_taken;
     HERD_TRY(herd_model_create(cfg->model, r->train.c, r->train.h, r->train.w, r->train.nclasses,
                                cfg->batch, cfg->seed, &w->model, err));
+    HERD_TRY(herd_model_set_precision(w->model, cfg->precision)); /* herd__check_config checked the CPU */
     w->params = herd_model_params(w->model);
     w->grads = herd_model_grads(w->model);
     w->nparams = herd_model_nparams(w->model);
@@ -346,6 +347,8 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     }
     if (r.world->note && !eff.quiet)
         fprintf(stderr, "herd: %s\n", r.world->note);
+    if (eff.precision == HERD_PRECISION_BF16 && herd_nn_bf16_support() == HERD_BF16_EMULATED && !eff.quiet)
+        fprintf(stderr, "herd: warning: this CPU has no avx512_bf16 or AMX: oneDNN emulates bf16 (correct, slower than fp32)\n");
     if (!cfg->algo && eff.workers > 1 && !eff.quiet)
         fprintf(stderr, "herd: %zu workers and no --algo: training allreduce (synchronous SGD; 'herd algos' lists "
                         "the others)\n", eff.workers);
