@@ -137,7 +137,7 @@ typedef struct train_cli {
     bool json_asked; /* --json is among the arguments (known before they are parsed: usage errors print JSON too) */
 } train_cli;
 
-enum { TRAIN_NFLAGS = 48 };
+enum { TRAIN_NFLAGS = 56 };
 
 _Static_assert(HERD_NONFINITE_MAX_SKIPS == 10, "--skip-nonfinite's help says 10");
 
