@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int herd__parse_size(const char *s, size_t *out)
 {
@@ -36,6 +37,9 @@ int herd__parse_double(const char *s, double *out)
     return 0;
 }
 
+/* Seconds a rank other than 0 waits before it says a usage error (usage_exit). */
+enum { LAUNCH_QUIET_S = 5 };
+
 size_t herd__launch_rank(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
@@ -55,8 +59,19 @@ static _Noreturn void usage_exit(bool json, const char *cmd, const char *fmt, va
 {
     char msg[1024], quoted[2200];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    if (herd__launch_rank() != 0)
+    size_t rank = herd__launch_rank();
+    if (rank != 0) {
+        /* Rank 0, given the same command, says it; its exit ends this
+         * process (the launcher stops the job) before the wait is over. An
+         * exit at once could end rank 0 before it had said anything. A rank
+         * still alive after the wait is the only one with this error (an
+         * MPMD launch): it says it, naming itself. */
+        struct timespec t = {LAUNCH_QUIET_S, 0};
+        while (nanosleep(&t, &t) != 0 && errno == EINTR)
+            ;
+        fprintf(stderr, "herd (rank %zu): %s\n", rank, msg);
         exit(2);
+    }
     fprintf(stderr, "herd: %s", msg);
     if (cmd)
         fprintf(stderr, " (see 'herd %s --help')", cmd);

@@ -86,6 +86,17 @@ if [ $openmpi = 1 ]; then
             fail=1
         fi
     done
+    # Only rank 1 has it (MPMD): rank 1 says it, naming itself, and the job ends.
+    out=$(timeout 60 $mpirun -np 1 "$bin" train --data synthetic:1x12x12:4 --model linear --epochs 1 \
+        --train-limit 256 --quiet : -np 1 "$bin" train --bogus 2>&1)
+    rc=$?
+    n=$(printf '%s\n' "$out" | grep -cF -- "herd (rank 1): unknown flag '--bogus'")
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$n" -eq 1 ]; then
+        echo "ok    mpi train --bogus on rank 1 only: rank 1 says it (exit $rc)"
+    else
+        echo "FAIL  mpi train --bogus on rank 1 only: exit $rc, said $n times"
+        fail=1
+    fi
 fi
 # One run, one id: every rank's log names it; the evaluation is rank 0's,
 # elsewhere null (was 0.0).
