@@ -844,6 +844,52 @@ static void test_eval_every_steps(void)
     }
 }
 
+/* dpsgd's and sgp's model is the workers' average, which they compute (a
+ * collective) at epochs' ends: an evaluation within an epoch gets a fresh
+ * one (before_eval), so the first epoch's evaluations at steps 2, 4 and 6
+ * score the average of those steps (three different test losses), and the
+ * run trains as without them: the same final figures and bytes sent (the
+ * evaluations' averages are not the run's communication). */
+static void test_eval_every_steps_average(void)
+{
+    static char log[1 << 16];
+    char path[512], sum[2][4096];
+    snprintf(path, sizeof path, "%s/eval-average.jsonl", herd_test_tmpdir());
+    const char *algos[] = {"dpsgd", "sgp"};
+    for (size_t a = 0; a < 2; a++) {
+        for (int with = 0; with < 2; with++) {
+            herd_test_cmd o;
+            unlink(path);
+            HERD_TEST_RUN(&o, "train", "--algo", algos[a], "--workers", "2", "--data", "synthetic:1x12x12:4", "--model",
+                          "linear", "--epochs", "2", "--batch", "16", "--train-limit", "256", "--test-limit", "64",
+                          "--log", path, "--quiet", "--json", "--eval-every-steps", with ? "2" : "0");
+            if (o.code != 0)
+                herd_test_fail(__FILE__, __LINE__, "%s: exit %d: %s", algos[a], o.code, o.err);
+            last_line(o.out, sum[with], sizeof sum[with]);
+        }
+        slurp(path, log, sizeof log);
+        double loss[3];
+        size_t n = 0;
+        for (const char *p = log; n < 3 && (p = strstr(p, "\"event\":\"eval\"")); p++) {
+            const char *end = strchr(p, '\n');
+            char rec[1024];
+            snprintf(rec, sizeof rec, "%.*s", end ? (int)(end - p) : 1000, p);
+            if (rec_num(rec, "step") != 2.0 * (double)(n + 1) || !strstr(rec, "\"model\":\"average\""))
+                herd_test_fail(__FILE__, __LINE__, "%s: eval record %zu is not the average's at step %zu: %s", algos[a],
+                               n, 2 * (n + 1), rec);
+            loss[n++] = rec_num(rec, "test_loss");
+        }
+        if (n != 3 || loss[0] == loss[1] || loss[1] == loss[2])
+            herd_test_fail(__FILE__, __LINE__, "%s: test losses at steps 2, 4, 6: %g %g %g (the same average?)",
+                           algos[a], loss[0], loss[1], loss[2]);
+        const char *keys[] = {"test_loss", "test_acc", "train_loss", "bytes_sent"};
+        for (size_t k = 0; k < 4; k++)
+            if (rec_num(sum[0], keys[k]) != rec_num(sum[1], keys[k]))
+                herd_test_fail(__FILE__, __LINE__, "%s: %s %.17g without evaluations within epochs, %.17g with",
+                               algos[a], keys[k], rec_num(sum[0], keys[k]), rec_num(sum[1], keys[k]));
+    }
+}
+
 /* Evaluations are no training time: with an evaluation after every step on
  * a test set 8 times the epoch's training set, a run spends most of its
  * time evaluating, and yet worker 0's train_s at the last evaluation (asgd:
@@ -1591,6 +1637,7 @@ const herd_test herd_tests_cli[] = {
     {"cli_eval_at_start", test_eval_at_start, 60},
     {"cli_eval_every_steps", test_eval_every_steps, 60},
     {"cli_eval_time_excluded", test_eval_time_excluded, 60},
+    {"cli_eval_every_steps_average", test_eval_every_steps_average, 60},
     {"cli_launcher_env", test_launcher_env, 60},
     {"cli_progress_bar", test_progress_bar, 120},
     {"cli_refused_before_work", test_refused_before_work, 60},

@@ -174,6 +174,12 @@ typedef struct herd_algo_ops {
      * "center"); leaving *name NULL evaluates worker 0's own weights. May
      * run on a thread other than the worker's, after the workers stopped. */
     herd_status (*eval_params)(herd_algo *a, herd_worker *w, float *out, const char **name);
+    /* Before an evaluation within an epoch (--eval-every-steps) of a
+     * synchronous run, on every worker (collective): brings what
+     * eval_params gives up to date where end_epoch is what does so
+     * (dpsgd's and sgp's average). Its communication is not counted as the
+     * run's. */
+    herd_status (*before_eval)(herd_algo *a, herd_worker *w);
     /* Appends the algorithm's own per-epoch figures to the worker's epoch
      * log record, as `,"key":value` JSON members (at most cap bytes, NUL
      * included); called after end_epoch. */

@@ -339,6 +339,8 @@ static herd_status dp_end_epoch(herd_algo *a, herd_worker *w) { return dp_refres
 
 static herd_status dp_finish(herd_algo *a, herd_worker *w) { return dp_refresh_average(a->state, w); }
 
+static herd_status dp_before_eval(herd_algo *a, herd_worker *w) { return dp_refresh_average(a->state, w); }
+
 static herd_status dp_eval_params(herd_algo *a, herd_worker *w, float *out, const char **name)
 {
     dp_state *s = a->state;
@@ -410,6 +412,7 @@ const herd_algo_ops herd__algo_dpsgd = {
     .before_step = dp_before_step,
     .after_backward = dp_after_backward,
     .end_epoch = dp_end_epoch,
+    .before_eval = dp_before_eval,
     .finish = dp_finish,
     .eval_params = dp_eval_params,
     .log_epoch = dp_log_epoch,

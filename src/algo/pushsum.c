@@ -546,6 +546,14 @@ static herd_status sgp_end_epoch(herd_algo *a, herd_worker *w)
     return st;
 }
 
+/* sgp's average before an evaluation within an epoch (osgp, asynchronous,
+ * takes its own in eval_params). */
+static herd_status sgp_before_eval(herd_algo *a, herd_worker *w)
+{
+    sgp_state *s = a->state;
+    return s->osgp ? HERD_OK : sgp_end_epoch(a, w);
+}
+
 static herd_status sgp_finish(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
@@ -684,8 +692,9 @@ static void sgp_free(herd_algo *a, herd_worker *w)
     {                                                                                                     \
         .name = nm, .summary = text, .min_workers = 1, .async = is_async,                                 \
         .opts = table, .opts_size = sizeof(herd__gossip_opts),                                            \
-        .init = sgp_init, .after_step = sgp_after_step, .end_epoch = sgp_end_epoch,         \
-        .finish = sgp_finish, .eval_params = sgp_eval_params, .log_epoch = sgp_log_epoch, .free = sgp_free,   \
+        .init = sgp_init, .after_step = sgp_after_step, .end_epoch = sgp_end_epoch,                      \
+        .before_eval = sgp_before_eval, .finish = sgp_finish, .eval_params = sgp_eval_params,             \
+        .log_epoch = sgp_log_epoch, .free = sgp_free,                                                     \
         .save = save_fn, .load = load_fn,                                                                 \
     }
 

@@ -162,18 +162,36 @@ herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
     return timed_evaluate(c, &(eval_point){w->epoch + 1, progress, epoch_loss, t_epoch, c->train_s});
 }
 
+/* A worker's communication counters, kept across what an evaluation
+ * communicates (no worker's training or exchange). */
+typedef struct comm_counts {
+    uint64_t sent, recv, algo_sent, collectives;
+    double wait_s, algo_wait_s;
+} comm_counts;
+
+static comm_counts counts_get(const herd_worker *w)
+{
+    const herd_comm *m = w->comm;
+    return (comm_counts){m->bytes_sent, m->bytes_recv, w->bytes_sent, m->collectives, m->wait_s, w->comm_wait_s};
+}
+
+static void counts_put(herd_worker *w, const comm_counts *k)
+{
+    herd_comm *m = w->comm;
+    m->bytes_sent = k->sent, m->bytes_recv = k->recv, w->bytes_sent = k->algo_sent;
+    m->collectives = k->collectives, m->wait_s = k->wait_s, w->comm_wait_s = k->algo_wait_s;
+}
+
 /* A barrier of every worker while worker 0 evaluates: its wait is not
  * counted as communication (the evaluation is no worker's training or
  * exchange time). */
 static herd_status eval_barrier(worker_ctx *c)
 {
-    herd_comm *comm = c->w.comm;
     if (c->w.nworkers < 2)
         return HERD_OK;
-    double waited = comm->wait_s;
-    uint64_t collectives = comm->collectives;
-    herd_status st = herd_comm_barrier(comm);
-    comm->wait_s = waited, comm->collectives = collectives;
+    comm_counts k = counts_get(&c->w);
+    herd_status st = herd_comm_barrier(c->w.comm);
+    counts_put(&c->w, &k);
     return st;
 }
 
@@ -308,6 +326,13 @@ static herd_status evaluate_between_steps(worker_ctx *c, epoch_stats *e, double 
     herd_status st = HERD_OK;
     herd_worker *w = &c->w;
     double t0 = herd__now();
+    if (!c->run->algo_ops->async && c->algo.ops->before_eval) {
+        comm_counts k = counts_get(w);
+        st = c->algo.ops->before_eval(&c->algo, w);
+        counts_put(w, &k);
+        if (st < 0)
+            goto out;
+    }
     if (w->rank == 0) {
         double epoch_s = t0 - e->t0;
         double loss = e->nloss ? e->loss_sum / (double)e->nloss : NAN;
