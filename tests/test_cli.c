@@ -907,7 +907,7 @@ static void test_eval_time_excluded(void)
         herd_test_cmd o;
         unlink(path);
         HERD_TEST_RUN(&o, "train", "--algo", algos[a], "--workers", "2", "--data", "synthetic:1x12x12:4", "--model",
-                      "mlp", "--epochs", "1", "--batch", "16", "--train-limit", "256", "--test-limit", "2048", "--log",
+                      "mlp", "--epochs", "1", "--batch", "16", "--train-limit", "256", "--test-limit", "4096", "--log",
                       path, "--quiet", "--eval-every-steps", "1", "--slow", a ? "1:5" : "1:1");
         if (o.code != 0)
             herd_test_fail(__FILE__, __LINE__, "%s: exit %d: %s", algos[a], o.code, o.err);
