@@ -6,8 +6,9 @@
  * thread count and why the summary says it was chosen; OpenMP's waiting
  * threads sleep.
  *
- * Sizes are above HERD__PAR_GRAIN (kernels.h), so the loops do run on 2
- * threads; herd_nn_set_threads(2) gives 2 threads even on one core. */
+ * Sizes are above HERD__PAR_GRAIN (core/par.h), so the loops do run on 2
+ * threads (herd_nn_set_threads(2) gives 2 even on one core); not under
+ * ThreadSanitizer, where they stay serial (par.h says why). */
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -441,9 +441,9 @@ static double xent_one(const float *z, int32_t label, float *d, size_t K, float 
     return lse - z[label];
 }
 
-/* Examples in blocks: the block's losses in parallel (an exp is costly,
- * so its grain is in exps, not floats), summed in example order after. */
-enum { XENT_BLOCK = 1024, XENT_GRAIN = 4096 };
+/* Examples in blocks: the block's losses in parallel, summed in example
+ * order after. A logit costs two exps, weighed as 8 floats of the grain. */
+enum { XENT_BLOCK = 1024 };
 
 float herd__softmax_xent(const float *logits, const int32_t *labels, float *dlogits, size_t N,
                          size_t K, size_t *ncorrect)
@@ -454,7 +454,7 @@ float herd__softmax_xent(const float *logits, const int32_t *labels, float *dlog
     float inv = 1.0f / (float)N;
     for (size_t n0 = 0; n0 < N; n0 += XENT_BLOCK) {
         size_t nb = N - n0 < XENT_BLOCK ? N - n0 : XENT_BLOCK;
-#pragma omp parallel for if (nb * K >= XENT_GRAIN) schedule(static)
+#pragma omp parallel for if (8 * nb * K >= HERD__PAR_GRAIN) schedule(static)
         for (size_t i = 0; i < nb; i++) {
             size_t n = n0 + i;
             loss[i] = xent_one(logits + n * K, labels[n], dlogits ? dlogits + n * K : NULL, K, inv, &hit[i]);

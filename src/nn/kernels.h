@@ -14,16 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/par.h" /* the loops here and in model.c: on the thread's OpenMP team from HERD__PAR_GRAIN floats */
 #include "herd/herd_status.h"
-
-/* The loops of these kernels and of the layers (model.c) run on the calling
- * thread's OpenMP team (herd_nn_set_threads) when they touch at least this
- * many floats: below it, starting the team (a few us; tens when its threads
- * sleep, OMP_WAIT_POLICY=passive) costs more than it saves. Work is split
- * only where the parts are independent (channels, planes, examples,
- * elements), never inside a sum, so results are the same bits at any number
- * of threads. */
-enum { HERD__PAR_GRAIN = 1 << 15 };
 
 /* Row-major C(MxN) = alpha * op(A) op(B) + beta * C; ta/tb are 'N' or 'T'.
  * Goes to oneDNN's JIT sgemm. */

@@ -141,7 +141,7 @@ static void gemm(herd_model *m, char ta, char tb, size_t M, size_t N, size_t K, 
 }
 
 /* The element-wise loops below run on the thread's OpenMP team from
- * HERD__PAR_GRAIN floats (kernels.h): each element is its own. */
+ * HERD__PAR_GRAIN floats (core/par.h): each element is its own. */
 static void relu_forward(float *x, size_t n)
 {
 #pragma omp parallel for if (n >= HERD__PAR_GRAIN) schedule(static)

@@ -2,14 +2,12 @@
 #ifndef HERD_OPTIM_INTERNAL_H
 #define HERD_OPTIM_INTERNAL_H
 
+#include "core/par.h"
 #include "herd/herd_optim.h"
 
 /* The element-wise loops of the optimizer (every step of sgd, and lars's
  * and lamb's updates; not their norms, summed in order) run on the calling
- * thread's OpenMP team (herd_nn_set_threads) from this many elements: each
- * element is its own, so the bits do not depend on the number of threads.
- * Below it, starting the team costs more than the loop. */
-enum { HERD__OPTIM_GRAIN = 1 << 15 };
+ * thread's OpenMP team from HERD__PAR_GRAIN elements (core/par.h). */
 
 /* The momentum step of sgd and lars on pp[0, len) with gradient gg: the
  * direction d = scale (g + wd p), then v = mu v + d (v: the optimizer's
