@@ -176,17 +176,19 @@ void herd_model_evaluate(herd_model *m, const float *x, const int32_t *y, size_t
 void herd_nn_set_threads(int nthreads);
 int herd_nn_threads(void);
 
-/* OpenMP's idle threads (libgomp's) spin for milliseconds before they
- * sleep: with a busy process beside them on the cores, a 2-thread step
- * became 3-47x slower than one thread. libgomp reads its wait policy only
- * when it loads, so a program calls this first thing in main(), before it
- * starts a thread or opens a file: where neither OMP_WAIT_POLICY nor
- * GOMP_SPINCOUNT is set, it re-executes the program (same arguments, same
- * pid) with OMP_WAIT_POLICY=passive; it returns where either was set (a
- * user's choice, or this call's own, in the new image) or the exec failed
- * (the run goes on spinning). Not for a program whose main() runs more
- * than once per process (SimGrid's ranks, a fuzzer). */
-void herd_nn_wait_passive(char **argv);
+/* OpenMP's idle threads (libgomp's) spin for milliseconds (300000 spins)
+ * before they sleep: with a busy process beside them on the cores, a
+ * 2-thread step became 3-47x slower than one thread. libgomp reads its
+ * wait policy only when it loads, so a program calls this first thing in
+ * main(), before it starts a thread or opens a file: where neither
+ * OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, it re-executes the program
+ * (same arguments, same pid) with GOMP_SPINCOUNT=HERD_NN_SPINCOUNT, a
+ * short spin, then sleep; it returns where either was set (a user's
+ * choice, or this call's own, in the new image) or the exec failed (the
+ * run goes on with libgomp's default). Not for a program whose main() runs
+ * more than once per process (SimGrid's ranks, a fuzzer). */
+#define HERD_NN_SPINCOUNT "1000"
+void herd_nn_wait_policy(char **argv);
 
 /* One single-precision GEMM through the fast path, for benchmarks:
  * C(MxN) = A(MxK) B(KxN), row-major. */

@@ -756,10 +756,10 @@ static int dispatch(int argc, char **argv);
 int main(int argc, char **argv)
 {
 #ifndef HERD_SIM
-    /* OpenMP's idle threads sleep, not spin, unless the user says so
-     * (herd_nn.h). Not in herd-sim, whose main() runs once per simulated
-     * rank in one process: it inherits herd sim's environment instead. */
-    herd_nn_wait_passive(argv);
+    /* OpenMP's idle threads spin briefly, then sleep, unless the user says
+     * otherwise (herd_nn.h). Not in herd-sim, whose main() runs once per
+     * simulated rank in one process: it inherits herd sim's environment. */
+    herd_nn_wait_policy(argv);
 #endif
     return flushed(dispatch(argc, argv));
 }

@@ -4,8 +4,8 @@
  * The layers' and kernels' loops (src/nn) and the optimizer's (src/optim)
  * take `#pragma omp parallel for if (work >= HERD__PAR_GRAIN)`, work in
  * floats touched: below it, starting the team (a few us; tens when its
- * threads sleep, OMP_WAIT_POLICY=passive, herd's default) costs more than
- * it saves. The team is the one herd_nn_set_threads sized. Work is split
+ * threads have gone to sleep: herd_nn_wait_policy) costs more than it
+ * saves. The team is the one herd_nn_set_threads sized. Work is split
  * only where the parts are independent (channels, planes, examples,
  * elements), never inside a sum, so results are the same bits at any
  * number of threads.

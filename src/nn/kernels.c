@@ -31,8 +31,12 @@ int herd_nn_threads(void) { return omp_get_max_threads(); }
  * same binary with the same arguments, the variable now set. The variable
  * is the guard: the new image finds it set and goes on. readlink, not
  * execv("/proc/self/exe"): under valgrind the link names the program, the
- * exe the tool. */
-void herd_nn_wait_passive(char **argv)
+ * exe the tool. The figure (bench/README.md, bench/threads): 1000 spins
+ * bridge the gap between one parallel region and the next on an idle
+ * machine (2 threads 1.38-1.59x one, where sleeping at once, passive, gave
+ * 0.98-1.33x) and stop spinning long before a busy neighbour's time slice
+ * (libgomp's 300000 made 2 threads 3-12x slower than one there). */
+void herd_nn_wait_policy(char **argv)
 {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
         return;
@@ -41,10 +45,10 @@ void herd_nn_wait_passive(char **argv)
     if (n <= 0 || (size_t)n >= sizeof self - 1)
         return;
     self[n] = '\0';
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
+    if (setenv("GOMP_SPINCOUNT", HERD_NN_SPINCOUNT, 1) != 0)
         return;
     execv(self, argv);
-    unsetenv("OMP_WAIT_POLICY"); /* no exec (a binary deleted since it started): as before */
+    unsetenv("GOMP_SPINCOUNT"); /* no exec (a binary deleted since it started): as before */
 }
 
 void herd_nn_sgemm(size_t M, size_t N, size_t K, const float *A, const float *B, float *C)
