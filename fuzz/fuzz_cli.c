@@ -19,6 +19,7 @@ _Noreturn void herd_fuzz_exit(int code);
 herd_status herd_fuzz_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err);
 herd_status herd_fuzz_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_bench_row *rows, size_t *nrows,
                                       size_t *world, herd_err *err);
+void herd_fuzz_wait_policy(char **argv);
 
 /* The fuzzer's own state: where exit() lands. One thread. */
 static jmp_buf exit_to;
@@ -34,6 +35,8 @@ herd_status herd_fuzz_train(const herd_train_config *cfg, herd_train_result *res
     memset(res, 0, sizeof *res);
     return herd_err_set(err, HERD_EINVAL, "fuzz: not training (%zu workers)", cfg->workers);
 }
+
+void herd_fuzz_wait_policy(char **argv) { (void)argv; }
 
 herd_status herd_fuzz_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_bench_row *rows, size_t *nrows,
                                       size_t *world, herd_err *err)

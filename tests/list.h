@@ -19,4 +19,5 @@
     X(fuzz)                \
     X(cli)                  \
     X(localsgd)             \
-    X(export)
+    X(export)               \
+    X(threads)

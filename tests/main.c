@@ -4,6 +4,8 @@
 #include "harness.h"
 #include "list.h"
 
+#include "herd/herd_nn.h"
+
 #include <errno.h>
 #include <ftw.h>
 #include <signal.h>
@@ -116,6 +118,7 @@ static int reap(running *r, int *nrun, int *passed_out)
 
 int main(int argc, char **argv)
 {
+    herd_nn_wait_policy(argv); /* the tests train as herd does: waiting threads spin briefly, then sleep */
     int jobs = 1, first = 1;
     unsigned scale = 1;
     while (first < argc && argv[first][0] == '-') {

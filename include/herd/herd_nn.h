@@ -169,8 +169,26 @@ herd_status herd_model_warm_up(herd_model *m);
 void herd_model_evaluate(herd_model *m, const float *x, const int32_t *y, size_t n, size_t dim,
                          double *loss, double *acc);
 
-/* Intra-op threads for the calling thread's heavy kernels (oneDNN/OpenMP). */
+/* Intra-op threads for the calling thread's heavy kernels (oneDNN/OpenMP)
+ * and its element-wise loops (layers, optimizer): results are the same bits
+ * at any number, except where oneDNN's own kernels split a sum (tests/
+ * test_threads.c says which). herd_nn_threads: the number now set. */
 void herd_nn_set_threads(int nthreads);
+int herd_nn_threads(void);
+
+/* OpenMP's idle threads (libgomp's) spin for milliseconds (300000 spins)
+ * before they sleep: with a busy process beside them on the cores, a
+ * 2-thread step became 3-47x slower than one thread. libgomp reads its
+ * wait policy only when it loads, so a program calls this first thing in
+ * main(), before it starts a thread or opens a file: where neither
+ * OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, it re-executes the program
+ * (same arguments, same pid) with GOMP_SPINCOUNT=HERD_NN_SPINCOUNT, a
+ * short spin, then sleep; it returns where either was set (a user's
+ * choice, or this call's own, in the new image) or the exec failed (the
+ * run goes on with libgomp's default). Not for a program whose main() runs
+ * more than once per process (SimGrid's ranks, a fuzzer). */
+#define HERD_NN_SPINCOUNT "1000"
+void herd_nn_wait_policy(char **argv);
 
 /* One single-precision GEMM through the fast path, for benchmarks:
  * C(MxN) = A(MxK) B(KxN), row-major. */

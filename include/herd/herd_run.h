@@ -88,7 +88,8 @@ typedef struct herd_train_config {
     size_t workers, epochs, batch; /* batch is per worker */
     herd_optim_config optim;
     uint64_t seed;
-    size_t threads;     /* intra-op threads per worker (default 1) */
+    size_t threads;     /* intra-op threads per worker; 0 (the default): OMP_NUM_THREADS where set, else this
+                         * process's cores (its affinity) over the workers sharing them, at least 1 */
     herd_precision precision; /* of the heavy ops (herd_nn.h; default FP32); BF16 needs avx512_core */
     size_t train_limit, test_limit; /* 0: whole set */
     size_t eval_every;  /* evaluate every K epochs (default 1; the last always) */
@@ -167,7 +168,9 @@ typedef struct herd_train_result {
     const char *status;     /* "ok"; "diverged" where the loss ran away (the summary's "status") */
     size_t rank;            /* this process's first worker (mpi: its rank; threads: 0) */
     size_t workers, epochs;
-    size_t threads;         /* compute threads per worker (--threads; OMP_NUM_THREADS under herd train) */
+    size_t threads;         /* compute threads per worker, as chosen (herd_train_config's threads) */
+    const char *threads_from; /* why: "--threads", "OMP_NUM_THREADS", "cores" (one worker here: all of
+                               * them), "cores/workers" (several: a share each), "sim" (herd-sim: 1) */
     char run_id[17];        /* 16 hex digits, the same on every rank; in the log's records' "start" */
     double test_acc, test_loss, train_loss;
     double wall_s;          /* whole run, data loading excluded */

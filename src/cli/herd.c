@@ -170,7 +170,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"lr-ref-batch", HERD__FLAG_SIZE, &o->cfg.optim.lr_ref_batch, "N", "--lr-scale linear: the global batch --lr is given for (default 256)", NULL},
         {"seed", HERD__FLAG_U64, &o->cfg.seed, "N", "random seed (default 1)", NULL},
         {"precision", HERD__FLAG_FN, &o->cfg.precision, "NAME", "fp32 or bf16: the arithmetic of matrix products and convolutions (default fp32); bf16 rounds their inputs to bfloat16 and sums in fp32, weights and optimizer stay fp32; needs AVX-512 (emulated, slower, without avx512_bf16)", parse_precision},
-        {"threads", HERD__FLAG_SIZE, &o->cfg.threads, "N", "compute threads per worker (default: OMP_NUM_THREADS where set, else 1)", NULL},
+        {"threads", HERD__FLAG_SIZE, &o->cfg.threads, "N", "compute threads per worker (default or 0: OMP_NUM_THREADS where set, else this process's cores over its workers)", NULL},
         {"slow", HERD__FLAG_FN, &o->cfg, "RANK:FACTOR", "make worker RANK's compute FACTOR times slower (repeatable)", parse_slow},
         {"log", HERD__FLAG_STR, &o->cfg.log_path, "S", "append JSON Lines records (per epoch/eval/event) to FILE", NULL},
         {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON summary as the last line of stdout", NULL},
@@ -335,19 +335,13 @@ static void print_error_json(const herd_train_config *cfg, herd_status st, const
     fflush(stdout);
 }
 
-/* What the launcher's environment says before the flags do: --threads
- * from OMP_NUM_THREADS (its first level: "4,2" is 4); and, where SLURM
+/* What the launcher's environment says before the flags do: where SLURM
  * started several tasks without an MPI launch (a plain srun: every task
- * would train alone), one warning saying how to launch. */
-static void launcher_defaults(herd_train_config *cfg)
+ * would train alone), one warning saying how to launch. (OMP_NUM_THREADS,
+ * where --threads is not given, is herd_train's: it chooses the threads.) */
+static void launcher_defaults(void)
 {
-    const char *omp = getenv("OMP_NUM_THREADS");
     char *end;
-    if (omp) {
-        unsigned long n = strtoul(omp, &end, 10);
-        if (end != omp && (!*end || *end == ',') && n >= 1 && n <= 1024)
-            cfg->threads = n;
-    }
     const char *tasks = getenv("SLURM_STEP_NUM_TASKS") ? getenv("SLURM_STEP_NUM_TASKS") : getenv("SLURM_NTASKS");
     const char *procid = getenv("SLURM_PROCID");
     const herd_engine *e;
@@ -365,7 +359,7 @@ static int cmd_train(int argc, char **argv)
     train_cli o = {0};
     herd_train_config *cfg = &o.cfg;
     herd_train_config_defaults(cfg);
-    launcher_defaults(cfg);
+    launcher_defaults();
     herd__flag f[TRAIN_NFLAGS];
     train_flags(&o, f);
     for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
@@ -761,6 +755,12 @@ static int dispatch(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
+#ifndef HERD_SIM
+    /* OpenMP's idle threads spin briefly, then sleep, unless the user says
+     * otherwise (herd_nn.h). Not in herd-sim, whose main() runs once per
+     * simulated rank in one process: it inherits herd sim's environment. */
+    herd_nn_wait_policy(argv);
+#endif
     return flushed(dispatch(argc, argv));
 }
 

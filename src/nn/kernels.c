@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "herd/herd_nn.h"
 #include "herd/herd_status.h"
@@ -22,6 +23,33 @@ void herd__sgemm(char ta, char tb, size_t M, size_t N, size_t K, float alpha, co
 }
 
 void herd_nn_set_threads(int nthreads) { omp_set_num_threads(nthreads > 0 ? nthreads : 1); }
+
+int herd_nn_threads(void) { return omp_get_max_threads(); }
+
+/* libgomp reads its wait policy once, when it loads (before main), so the
+ * only way to change it for this process is to become a new one: exec the
+ * same binary with the same arguments, the variable now set. The variable
+ * is the guard: the new image finds it set and goes on. readlink, not
+ * execv("/proc/self/exe"): under valgrind the link names the program, the
+ * exe the tool. The figure (bench/README.md, bench/threads): 1000 spins
+ * bridge the gap between one parallel region and the next on an idle
+ * machine (2 threads 1.38-1.59x one, where sleeping at once, passive, gave
+ * 0.98-1.33x) and stop spinning long before a busy neighbour's time slice
+ * (libgomp's 300000 made 2 threads 3-12x slower than one there). */
+void herd_nn_wait_policy(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
+        return;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || (size_t)n >= sizeof self - 1)
+        return;
+    self[n] = '\0';
+    if (setenv("GOMP_SPINCOUNT", HERD_NN_SPINCOUNT, 1) != 0)
+        return;
+    execv(self, argv);
+    unsetenv("GOMP_SPINCOUNT"); /* no exec (a binary deleted since it started): as before */
+}
 
 void herd_nn_sgemm(size_t M, size_t N, size_t K, const float *A, const float *B, float *C)
 {
@@ -92,6 +120,8 @@ void herd__im2col_chunk(const float *in, size_t C, size_t N, size_t n0, size_t n
 {
     size_t Ho = (H + 2 * pad - R) / stride + 1, Wo = (W + 2 * pad - R) / stride + 1;
     size_t plane_o = Ho * Wo;
+    /* a channel's rows of col are its own */
+#pragma omp parallel for if (C > 1 && C * R * R * nb * plane_o >= HERD__PAR_GRAIN) schedule(static)
     for (size_t c = 0; c < C; c++)
         for (size_t i = 0; i < R; i++)
             for (size_t j = 0; j < R; j++) {
@@ -133,6 +163,9 @@ void herd__col2im_add_chunk(const float *col, size_t C, size_t N, size_t n0, siz
 {
     size_t Ho = (H + 2 * pad - R) / stride + 1, Wo = (W + 2 * pad - R) / stride + 1;
     size_t plane_o = Ho * Wo;
+    /* channel c adds only into din's channel c, in the same order at any
+     * number of threads */
+#pragma omp parallel for if (C > 1 && C * R * R * nb * plane_o >= HERD__PAR_GRAIN) schedule(static)
     for (size_t c = 0; c < C; c++)
         for (size_t i = 0; i < R; i++)
             for (size_t j = 0; j < R; j++) {
@@ -161,7 +194,9 @@ void herd__maxpool_forward(const float *in, float *out, uint32_t *idx, size_t np
                            size_t W, size_t k, size_t s)
 {
     size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
+    bool par = nplanes > 1 && nplanes * H * W >= HERD__PAR_GRAIN;
     if (k == 2 && s == 2) {
+#pragma omp parallel for if (par) schedule(static)
         for (size_t p = 0; p < nplanes; p++) {
             const float *img = in + p * H * W;
             float *restrict o = out + p * Ho * Wo;
@@ -188,6 +223,7 @@ void herd__maxpool_forward(const float *in, float *out, uint32_t *idx, size_t np
         }
         return;
     }
+#pragma omp parallel for if (par) schedule(static)
     for (size_t p = 0; p < nplanes; p++) {
         const float *img = in + p * H * W;
         float *o = out + p * Ho * Wo;
@@ -215,12 +251,14 @@ void herd__maxpool_backward(const float *dout, const uint32_t *idx, const float 
                             bool accumulate)
 {
     size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
-    if (!accumulate)
-        memset(din, 0, nplanes * H * W * sizeof(float));
+    /* a plane scatters into its own plane of din */
+#pragma omp parallel for if (nplanes > 1 && nplanes * H * W >= HERD__PAR_GRAIN) schedule(static)
     for (size_t p = 0; p < nplanes; p++) {
         float *d = din + p * H * W;
         const float *g = dout + p * Ho * Wo;
         const uint32_t *ix = idx + p * Ho * Wo;
+        if (!accumulate)
+            memset(d, 0, H * W * sizeof(float));
         if (relu_in) {
             const float *r = relu_in + p * H * W;
             for (size_t o = 0; o < Ho * Wo; o++)
@@ -279,6 +317,8 @@ void herd__batchnorm_forward_train(const float *in, const float *gamma, const fl
                                    float *run_mean, float *run_var, size_t C, size_t len,
                                    float eps, float momentum, bool relu)
 {
+    /* channels in parallel; a channel's sums stay on one thread */
+#pragma omp parallel for if (C > 1 && C * len >= HERD__PAR_GRAIN) schedule(static)
     for (size_t c = 0; c < C; c++) {
         const float *x = in + c * len;
         /* one pass, shifted by the channel's first value so the variance
@@ -305,6 +345,7 @@ void herd__batchnorm_forward_eval(const float *in, const float *gamma, const flo
                                   float *out, const float *run_mean, const float *run_var,
                                   size_t C, size_t len, float eps, bool relu)
 {
+#pragma omp parallel for if (C > 1 && C * len >= HERD__PAR_GRAIN) schedule(static)
     for (size_t c = 0; c < C; c++) {
         float scale = gamma[c] / sqrtf(run_var[c] + eps), shift = beta[c] - run_mean[c] * scale;
         bn_apply(in + c * len, out + c * len, len, scale, shift, relu);
@@ -351,6 +392,8 @@ void herd__batchnorm_backward(const float *in, const float *gamma, const float *
                               const float *save_invstd, float *din, float *dgamma, float *dbeta,
                               size_t C, size_t len, bool accumulate)
 {
+    /* channels in parallel, as forward */
+#pragma omp parallel for if (C > 1 && C * len >= HERD__PAR_GRAIN) schedule(static)
     for (size_t c = 0; c < C; c++) {
         const float *restrict x = in + c * len, *restrict g = dout + c * len;
         const float *restrict ro = relu_out ? relu_out + c * len : NULL;
@@ -380,31 +423,48 @@ void herd__batchnorm_backward(const float *in, const float *gamma, const float *
     }
 }
 
+/* One example's loss (log-sum-exp minus its label's logit), its argmax hit,
+ * and (d non-NULL) its gradient scaled by inv. */
+static double xent_one(const float *z, int32_t label, float *d, size_t K, float inv, unsigned char *hit)
+{
+    size_t arg = 0;
+    for (size_t k = 1; k < K; k++)
+        if (z[k] > z[arg])
+            arg = k;
+    *hit = arg == (size_t)label;
+    float m = z[arg];
+    double sum = 0;
+    for (size_t k = 0; k < K; k++)
+        sum += exp((double)(z[k] - m));
+    double lse = log(sum) + m;
+    if (d) {
+        for (size_t k = 0; k < K; k++)
+            d[k] = (float)exp((double)z[k] - lse) * inv;
+        d[label] -= inv;
+    }
+    return lse - z[label];
+}
+
+/* Examples in blocks: the block's losses in parallel, summed in example
+ * order after. A logit costs two exps, weighed as 8 floats of the grain. */
+enum { XENT_BLOCK = 1024 };
+
 float herd__softmax_xent(const float *logits, const int32_t *labels, float *dlogits, size_t N,
                          size_t K, size_t *ncorrect)
 {
-    double total = 0;
+    double total = 0, loss[XENT_BLOCK];
+    unsigned char hit[XENT_BLOCK];
     size_t hits = 0;
-    for (size_t n = 0; n < N; n++) {
-        const float *z = logits + n * K;
-        size_t arg = 0;
-        for (size_t k = 1; k < K; k++)
-            if (z[k] > z[arg])
-                arg = k;
-        hits += arg == (size_t)labels[n];
-        float m = z[arg];
-        double sum = 0;
-        for (size_t k = 0; k < K; k++)
-            sum += exp((double)(z[k] - m));
-        double lse = log(sum) + m;
-        total += lse - z[labels[n]];
-        if (dlogits) {
-            float *d = dlogits + n * K;
-            float inv = 1.0f / (float)N;
-            for (size_t k = 0; k < K; k++)
-                d[k] = (float)exp((double)z[k] - lse) * inv;
-            d[labels[n]] -= inv;
+    float inv = 1.0f / (float)N;
+    for (size_t n0 = 0; n0 < N; n0 += XENT_BLOCK) {
+        size_t nb = N - n0 < XENT_BLOCK ? N - n0 : XENT_BLOCK;
+#pragma omp parallel for if (8 * nb * K >= HERD__PAR_GRAIN) schedule(static)
+        for (size_t i = 0; i < nb; i++) {
+            size_t n = n0 + i;
+            loss[i] = xent_one(logits + n * K, labels[n], dlogits ? dlogits + n * K : NULL, K, inv, &hit[i]);
         }
+        for (size_t i = 0; i < nb; i++)
+            total += loss[i], hits += hit[i];
     }
     if (ncorrect)
         *ncorrect = hits;
@@ -413,6 +473,7 @@ float herd__softmax_xent(const float *logits, const int32_t *labels, float *dlog
 
 void herd__cnhw_to_nchw(const float *in, float *out, size_t C, size_t N, size_t HW)
 {
+#pragma omp parallel for if (C > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
     for (size_t c = 0; c < C; c++)
         for (size_t n = 0; n < N; n++)
             memcpy(out + (n * C + c) * HW, in + (c * N + n) * HW, HW * sizeof(float));
@@ -420,6 +481,7 @@ void herd__cnhw_to_nchw(const float *in, float *out, size_t C, size_t N, size_t 
 
 void herd__nchw_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW, bool accumulate)
 {
+#pragma omp parallel for if (C > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
     for (size_t c = 0; c < C; c++)
         for (size_t n = 0; n < N; n++) {
             const float *s = in + (n * C + c) * HW;

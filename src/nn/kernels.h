@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/par.h" /* the loops here and in model.c: on the thread's OpenMP team from HERD__PAR_GRAIN floats */
 #include "herd/herd_status.h"
 
 /* Row-major C(MxN) = alpha * op(A) op(B) + beta * C; ta/tb are 'N' or 'T'.

@@ -140,8 +140,11 @@ static void gemm(herd_model *m, char ta, char tb, size_t M, size_t N, size_t K, 
     herd__gemm_bf16(m->dnn, ta, tb, M, N, K, a, lda, b, ldb, beta, C, ldc);
 }
 
+/* The element-wise loops below run on the thread's OpenMP team from
+ * HERD__PAR_GRAIN floats (core/par.h): each element is its own. */
 static void relu_forward(float *x, size_t n)
 {
+#pragma omp parallel for if (n >= HERD__PAR_GRAIN) schedule(static)
     for (size_t i = 0; i < n; i++)
         x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
@@ -154,6 +157,7 @@ static void relu_backward(const herd_layer *l, size_t N)
     size_t n = N * out_dim(l);
     float *restrict d = l->dout;
     const float *restrict o = l->out;
+#pragma omp parallel for if (n >= HERD__PAR_GRAIN) schedule(static)
     for (size_t i = 0; i < n; i++)
         d[i] = o[i] > 0.0f ? d[i] : 0.0f;
 }
@@ -277,6 +281,7 @@ static void conv_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     }
     const float *bias = W + l->c * rows;
     if (cv->bias || l->relu)
+#pragma omp parallel for if (l->c > 1 && l->c * cols >= HERD__PAR_GRAIN) schedule(static)
         for (size_t k = 0; k < l->c; k++)
             bias_act(l->out + k * cols, cols, cv->bias ? bias[k] : 0.0f, l->relu);
 }
@@ -294,6 +299,7 @@ static void conv_backward(herd_layer *l, herd_model *m, size_t N)
         return;
     }
     if (cv->bias)
+#pragma omp parallel for if (l->c > 1 && l->c * cols >= HERD__PAR_GRAIN) schedule(static)
         for (size_t k = 0; k < l->c; k++)
             dW[l->c * rows + k] = sum16(l->dout + k * cols, cols);
     float *din = in_dout(m, l->in);
@@ -361,11 +367,17 @@ static void linear_backward(herd_layer *l, herd_model *m, size_t N)
     float *dW = m->grads + l->param_off, *db = dW + O * I;
     /* dW (O,I) = dout^T (O,N) @ in (N,I) */
     gemm(m, 'T', 'N', O, I, N, l->dout, O, in, I, 0.0f, dW, I);
-    memset(db, 0, O * sizeof(float));
-    for (size_t n = 0; n < N; n++) {
-        const float *g = l->dout + n * O;
-        for (size_t o = 0; o < O; o++)
-            db[o] += g[o];
+    /* db[o] sums over the examples in their order; blocks of outputs in parallel */
+    enum { DB_BLOCK = 64 };
+#pragma omp parallel for if (O > DB_BLOCK && N * O >= HERD__PAR_GRAIN) schedule(static)
+    for (size_t o0 = 0; o0 < O; o0 += DB_BLOCK) {
+        size_t o1 = O - o0 < DB_BLOCK ? O : o0 + DB_BLOCK;
+        memset(db + o0, 0, (o1 - o0) * sizeof(float));
+        for (size_t n = 0; n < N; n++) {
+            const float *g = l->dout + n * O;
+            for (size_t o = o0; o < o1; o++)
+                db[o] += g[o];
+        }
     }
     float *din = in_dout(m, l->in);
     if (din) /* din (N,I) = dout (N,O) @ W (O,I) */
@@ -460,12 +472,15 @@ static void add_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     const float *restrict a = in_out(m, l->in), *restrict b = in_out(m, l->in2);
     float *restrict o = l->out;
     size_t n = N * out_dim(l);
+    bool par = n >= HERD__PAR_GRAIN;
     if (l->relu)
+#pragma omp parallel for if (par) schedule(static)
         for (size_t i = 0; i < n; i++) {
             float v = a[i] + b[i];
             o[i] = v > 0.0f ? v : 0.0f;
         }
     else
+#pragma omp parallel for if (par) schedule(static)
         for (size_t i = 0; i < n; i++)
             o[i] = a[i] + b[i];
 }
@@ -473,6 +488,7 @@ static void add_forward(herd_layer *l, herd_model *m, size_t N, bool train)
 static void add_backward(herd_layer *l, herd_model *m, size_t N)
 {
     size_t n = N * out_dim(l);
+    bool par = n >= HERD__PAR_GRAIN;
     const float *restrict g = l->dout, *restrict o = l->out;
     int ins[2] = {l->in, l->in2};
     for (int k = 0; k < 2; k++) {
@@ -482,12 +498,15 @@ static void add_backward(herd_layer *l, herd_model *m, size_t N)
         bool acc = in_accumulates(m, ins[k]);
         /* the fused ReLU's mask applied on the way, not in place first */
         if (l->relu && acc)
+#pragma omp parallel for if (par) schedule(static)
             for (size_t i = 0; i < n; i++)
                 din[i] += o[i] > 0.0f ? g[i] : 0.0f;
         else if (l->relu)
+#pragma omp parallel for if (par) schedule(static)
             for (size_t i = 0; i < n; i++)
                 din[i] = o[i] > 0.0f ? g[i] : 0.0f;
         else if (acc)
+#pragma omp parallel for if (par) schedule(static)
             for (size_t i = 0; i < n; i++)
                 din[i] += g[i];
         else
@@ -525,6 +544,7 @@ static void gavg_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     const herd_layer *src = m->layers[l->in];
     size_t C = l->c, HW = src->h * src->w;
     const float *in = in_out(m, l->in);
+#pragma omp parallel for if (C > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
     for (size_t c = 0; c < C; c++)
         for (size_t n = 0; n < N; n++) {
             const float *p = in + (c * N + n) * HW;
@@ -543,6 +563,7 @@ static void gavg_backward(herd_layer *l, herd_model *m, size_t N)
     bool acc = in_accumulates(m, l->in);
     if (!din)
         return;
+#pragma omp parallel for if (C > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
     for (size_t c = 0; c < C; c++)
         for (size_t n = 0; n < N; n++) {
             float g = l->dout[n * C + c] / (float)HW, *p = din + (c * N + n) * HW;
@@ -1099,9 +1120,10 @@ void herd_model_forward(herd_model *m, const float *x, size_t batch, bool train)
         m->input = x;
     } else {
         /* NCHW as loaded -> CNHW: transpose through the same helper, read as (N, C, HW). */
-        size_t HW = m->h * m->w;
+        size_t HW = m->h * m->w, C = m->c;
+#pragma omp parallel for if (batch > 1 && batch * C * HW >= HERD__PAR_GRAIN) schedule(static)
         for (size_t n = 0; n < batch; n++)
-            for (size_t c = 0; c < m->c; c++)
+            for (size_t c = 0; c < C; c++)
                 memcpy(m->input_copy + (c * batch + n) * HW, x + (n * m->c + c) * HW, HW * sizeof(float));
         m->input = m->input_copy;
     }

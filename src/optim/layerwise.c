@@ -72,6 +72,7 @@ static void lamb_tensor(const herd_optim *o, const herd_param_group *grp, float 
         trust = wn > 0 && un > 0 ? (float)(wn / un) : 1.0f;
     }
     float rate = lr * trust;
+#pragma omp parallel for if (len >= HERD__PAR_GRAIN) schedule(static)
     for (size_t i = 0; i < len; i++)
         p[i] -= rate * (m[i] * c1 / (sqrtf(s[i] * c2) + eps) + wd * p[i]);
 }
@@ -100,6 +101,7 @@ void herd_optim_direction(const herd_optim *o, float *g, const float *p)
     const float wd = o->cfg.weight_decay;
     if (o->cfg.optimizer == HERD_OPTIMIZER_SGD) {
         if (wd != 0.0f)
+#pragma omp parallel for if (o->n >= HERD__PAR_GRAIN) schedule(static)
             for (size_t i = 0; i < o->n; i++)
                 g[i] += wd * p[i];
         return;
@@ -111,6 +113,7 @@ void herd_optim_direction(const herd_optim *o, float *g, const float *p)
         float *gg = g + grp->off;
         const float *pp = p + grp->off;
         float trust = lars_trust(pp, gg, grp->len, o->cfg.lars_eta, wd);
+#pragma omp parallel for if (grp->len >= HERD__PAR_GRAIN) schedule(static)
         for (size_t i = 0; i < grp->len; i++)
             gg[i] = trust * (gg[i] + wd * pp[i]);
     }

@@ -2,7 +2,12 @@
 #ifndef HERD_OPTIM_INTERNAL_H
 #define HERD_OPTIM_INTERNAL_H
 
+#include "core/par.h"
 #include "herd/herd_optim.h"
+
+/* The element-wise loops of the optimizer (every step of sgd, and lars's
+ * and lamb's updates; not their norms, summed in order) run on the calling
+ * thread's OpenMP team from HERD__PAR_GRAIN elements (core/par.h). */
 
 /* The momentum step of sgd and lars on pp[0, len) with gradient gg: the
  * direction d = scale (g + wd p), then v = mu v + d (v: the optimizer's

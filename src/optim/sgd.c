@@ -135,10 +135,12 @@ void herd__optim_momentum_step(const herd_optim *o, float *pp, const float *gg, 
     const float mu = o->cfg.momentum;
     const bool nesterov = o->cfg.nesterov;
     if (!v) {
+#pragma omp parallel for if (len >= HERD__PAR_GRAIN) schedule(static)
         for (size_t i = 0; i < len; i++)
             pp[i] -= lr * (scale * (gg[i] + wd * pp[i]));
         return;
     }
+#pragma omp parallel for if (len >= HERD__PAR_GRAIN) schedule(static)
     for (size_t i = 0; i < len; i++) {
         float d = scale * (gg[i] + wd * pp[i]);
         v[i] = mu * v[i] + d;
@@ -159,6 +161,7 @@ void herd_optim_step_from(herd_optim *o, float *p, const float *gg, size_t off, 
         return;
     }
     /* heavy ball summed as ever ((mu v + g) + wd p): sgd runs keep their bits */
+#pragma omp parallel for if (len >= HERD__PAR_GRAIN) schedule(static)
     for (size_t i = 0; i < len; i++) {
         v[i] = mu * v[i] + gg[i] + wd * pp[i];
         pp[i] -= lr * v[i];
@@ -167,6 +170,7 @@ void herd_optim_step_from(herd_optim *o, float *p, const float *gg, size_t off, 
 
 void herd_optim_heavy_ball(float mu, float *v, const float *upd, size_t lo, size_t hi)
 {
+#pragma omp parallel for if (hi - lo >= HERD__PAR_GRAIN) schedule(static)
     for (size_t i = lo; i < hi; i++)
         v[i] = mu * v[i] - upd[i];
 }

@@ -67,7 +67,7 @@ void herd_train_config_defaults(herd_train_config *cfg)
         .lr_ref_batch = 256, /* Goyal et al.: 0.1 per 256 examples */
     };
     cfg->seed = 1;
-    cfg->threads = 1;
+    cfg->threads = 0; /* chosen by the run: OMP_NUM_THREADS, else the cores (train.c) */
     cfg->eval_every = 1;
     cfg->eval_every_steps = 0; /* off */
     cfg->progress = true;

@@ -45,6 +45,7 @@ typedef struct herd_run {
     void *algo_opts;      /* the algorithm's options, parsed (w->opts) */
     char run_id[17];      /* 16 hex digits: rank 0's, every rank's (herd_train_result.run_id) */
     bool cores_taken;     /* the workers' compute threads take every core (w->cores_taken) */
+    const char *threads_from; /* why cfg->threads is what it is (the summary's "threads_from", train.c) */
     struct worker_ctx *workers; /* this process's (cfg->stop reads their steps) */
     atomic_size_t stop_at;  /* cfg->stop: the step every synchronous worker stops at (SIZE_MAX: not yet) */
     bool tty;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -181,6 +182,64 @@ static herd_status check_labels(const herd_run *r, herd_err *err)
                         r->cfg->data ? r->cfg->data : "the data", top, n, empty, first);
 }
 
+/* The cores this process may run on: its affinity mask (taskset, mpirun's
+ * binding, a batch system's cpuset), else every core online. */
+static size_t cores_available(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return (size_t)CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (size_t)n : 1;
+}
+
+/* A positive count from the environment variable `name` (OMP_NUM_THREADS's
+ * first level: "4,2" is 4), or 0. */
+static size_t env_count(const char *name)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (!v)
+        return 0;
+    unsigned long n = strtoul(v, &end, 10);
+    return end != v && (!*end || *end == ',') && n >= 1 && n <= 1024 ? (size_t)n : 0;
+}
+
+/* Each worker's compute threads, when the configuration leaves them open
+ * (threads 0): OMP_NUM_THREADS where set; else this process's cores shared
+ * by the workers that run on them: its own (threads engine) and, where a
+ * launcher says how many processes of the run share this host (Open MPI's
+ * mpirun, MPICH's Hydra), theirs. herd-sim's ranks are threads of one
+ * process timed by a model of the host: one thread each. */
+static void choose_threads(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, size_t cores)
+{
+    size_t omp = env_count("OMP_NUM_THREADS");
+    if (cfg->threads) {
+        eff->threads = cfg->threads;
+        r->threads_from = "--threads";
+        return;
+    }
+    if (omp) {
+        eff->threads = omp;
+        r->threads_from = "OMP_NUM_THREADS";
+        return;
+    }
+#ifdef HERD_SIM
+    (void)cores;
+    eff->threads = 1;
+    r->threads_from = "sim";
+#else
+    size_t procs = env_count("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!procs)
+        procs = env_count("MPI_LOCALNRANKS");
+    size_t sharers = r->nlocal * (procs ? procs : 1);
+    eff->threads = cores / sharers > 1 ? cores / sharers : 1;
+    if (eff->threads > 256)
+        eff->threads = 256;
+    r->threads_from = sharers > 1 ? "cores/workers" : "cores";
+#endif
+}
+
 /* Engine, configuration, the algorithm's options, the model: everything
  * that can be refused before any data is read (*refused: it was). */
 static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, bool *refused,
@@ -188,6 +247,8 @@ static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train
 {
     herd_status st = HERD_OK;
     HERD_TRY(open_world(cfg, r, eff, refused, err));
+    size_t cores = cores_available();
+    choose_threads(cfg, r, eff, cores);
     *refused = true;
     if (!eff->algo) /* the world's size is known now (mpirun sets it) */
         eff->algo = eff->workers > 1 ? "allreduce" : "sgd";
@@ -199,10 +260,9 @@ static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train
     HERD_TRY(herd__ckpt_check(eff, r->algo_ops, e, err));
     HERD_TRY(check_model(eff, err));
     *refused = false;
-    /* the workers' compute threads on this machine's cores: a helper thread
+    /* the workers' compute threads on this process's cores: a helper thread
      * (allreduce's overlap) would take one from them */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    r->cores_taken = !(e->caps & HERD_ENGINE_PROCESS_PER_WORKER) && cores >= 1 && r->nlocal * eff->threads >= (size_t)cores;
+    r->cores_taken = !(e->caps & HERD_ENGINE_PROCESS_PER_WORKER) && r->nlocal * eff->threads >= cores;
 out:
     return st;
 }
