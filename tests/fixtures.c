@@ -9,6 +9,7 @@
 
 #include "harness.h"
 #include "herd/herd_algo.h"
+#include "herd/herd_rng.h"
 #include "run/run.h"
 
 const char *herd_test_fmt(const char *fmt, ...)
@@ -136,4 +137,30 @@ void herd_test_train_ok(const herd_train_config *cfg, herd_train_result *res)
     herd_err err = {0};
     if (herd_train(cfg, res, &err) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "herd_train --algo %s: %s", cfg->algo, err.msg);
+}
+
+void herd_test_nchw_to_cnhw(const double *in, float *out, size_t N, size_t C, size_t hw)
+{
+    for (size_t n = 0; n < N; n++)
+        for (size_t c = 0; c < C; c++)
+            for (size_t i = 0; i < hw; i++)
+                out[(c * N + n) * hw + i] = (float)in[(n * C + c) * hw + i];
+}
+
+void herd_test_cnhw_to_nchw(const float *in, double *out, size_t N, size_t C, size_t hw)
+{
+    for (size_t n = 0; n < N; n++)
+        for (size_t c = 0; c < C; c++)
+            for (size_t i = 0; i < hw; i++)
+                out[(n * C + c) * hw + i] = (double)in[(c * N + n) * hw + i];
+}
+
+void herd_test_random_batch(size_t n, size_t dim, size_t k, float *x, int32_t *y, uint64_t seed, uint64_t stream)
+{
+    herd_rng r;
+    herd_rng_seed(&r, seed, stream);
+    for (size_t i = 0; i < n * dim; i++)
+        x[i] = herd_rng_normal(&r);
+    for (size_t i = 0; i < n; i++)
+        y[i] = (int32_t)herd_rng_below(&r, k);
 }

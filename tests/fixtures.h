@@ -56,4 +56,14 @@ void herd_test_run(herd_test_cmd *o, unsigned timeout_s, const char *const *args
  * test has by default. */
 #define HERD_TEST_RUN(o, ...) herd_test_run((o), 50, (const char *const[]){__VA_ARGS__, NULL})
 
+/* NCHW doubles -> CNHW floats and back (C planes of N images of hw), the
+ * layout change written out as index arithmetic, independent of
+ * herd__nchw_to_cnhw / herd__cnhw_to_nchw. */
+void herd_test_nchw_to_cnhw(const double *in, float *out, size_t N, size_t C, size_t hw);
+void herd_test_cnhw_to_nchw(const float *in, double *out, size_t N, size_t C, size_t hw);
+
+/* n examples of dim standard normal floats and labels in [0, k), from the
+ * rng of (seed, stream). */
+void herd_test_random_batch(size_t n, size_t dim, size_t k, float *x, int32_t *y, uint64_t seed, uint64_t stream);
+
 #endif

@@ -309,23 +309,6 @@ typedef struct cshape {
 
 static size_t c_out(const cshape *s, size_t H) { return (H + 2 * s->pad - s->R) / s->stride + 1; }
 
-/* NCHW doubles <-> CNHW floats (C planes of N images of hw). */
-static void to_cnhw(const double *x, float *y, size_t N, size_t C, size_t hw)
-{
-    for (size_t n = 0; n < N; n++)
-        for (size_t c = 0; c < C; c++)
-            for (size_t i = 0; i < hw; i++)
-                y[(c * N + n) * hw + i] = (float)x[(n * C + c) * hw + i];
-}
-
-static void from_cnhw(const float *y, double *x, size_t N, size_t C, size_t hw)
-{
-    for (size_t n = 0; n < N; n++)
-        for (size_t c = 0; c < C; c++)
-            for (size_t i = 0; i < hw; i++)
-                x[(n * C + c) * hw + i] = y[(c * N + n) * hw + i];
-}
-
 /* Forward and backward of one convolution in bf16 against the references
  * (each run on the NV variants of its operands). */
 static void conv_case(herd__dnn *d, herd_rng *r, const cshape *s)
@@ -352,8 +335,8 @@ static void conv_case(herd__dnn *d, herd_rng *r, const cshape *s)
     ASSERT_OK(herd__conv_create(d, &cs, &c));
     float *fin = falloc(nin), *fw = falloc(nw), *fb = falloc(s->K), *fdout = falloc(nout);
     float *fout = falloc(nout), *fdin = falloc(nin), *fdw = falloc(nw), *fdb = falloc(s->K);
-    to_cnhw(in, fin, s->N, s->C, hw);
-    to_cnhw(dout, fdout, s->N, s->K, hwo);
+    herd_test_nchw_to_cnhw(in, fin, s->N, s->C, hw);
+    herd_test_nchw_to_cnhw(dout, fdout, s->N, s->K, hwo);
     for (size_t i = 0; i < nw; i++)
         fw[i] = (float)w[i];
     for (size_t i = 0; i < s->K; i++)
@@ -361,8 +344,8 @@ static void conv_case(herd__dnn *d, herd_rng *r, const cshape *s)
     herd__conv_forward(c, fin, fw, fb, fout);
     herd__conv_backward(c, fin, fw, fdout, fdin, fdw, fdb);
     double *got_out = dalloc(nout), *got_din = dalloc(nin), *got_dw = dalloc(nw), *got_db = dalloc(s->K);
-    from_cnhw(fout, got_out, s->N, s->K, hwo);
-    from_cnhw(fdin, got_din, s->N, s->C, hw);
+    herd_test_cnhw_to_nchw(fout, got_out, s->N, s->K, hwo);
+    herd_test_cnhw_to_nchw(fdin, got_din, s->N, s->C, hw);
     for (size_t i = 0; i < nw; i++)
         got_dw[i] = fdw[i];
     for (size_t i = 0; i < s->K; i++)
@@ -421,16 +404,6 @@ static herd_model *make_model(const char *name, size_t c, size_t h, size_t w, si
     return m;
 }
 
-static void random_batch(size_t n, size_t dim, size_t k, float *x, int32_t *y, uint64_t seed)
-{
-    herd_rng r;
-    herd_rng_seed(&r, seed, 1);
-    for (size_t i = 0; i < n * dim; i++)
-        x[i] = herd_rng_normal(&r);
-    for (size_t i = 0; i < n; i++)
-        y[i] = (int32_t)herd_rng_below(&r, k);
-}
-
 /* The fully connected layer as the model wires it (out = in W^T + b,
  * dW = dout^T in, db = sum dout), through model.c's products: the "linear"
  * model is that one layer. */
@@ -440,7 +413,7 @@ static void test_linear_layer_vs_ref(void)
     herd_model *m = make_model("linear", 1, 8, 8, O, N, HERD_PRECISION_BF16);
     float *x = falloc(N * I), *dl = falloc(N * O);
     int32_t y[16];
-    random_batch(N, I, O, x, y, 4);
+    herd_test_random_batch(N, I, O, x, y, 4, 1);
     const float *W = herd_model_params(m), *gW = herd_model_grads(m);
     float *P = herd_model_params(m);
     herd_rng r;
@@ -561,7 +534,7 @@ static void near_fp32(const model_case *mc)
     float *x = falloc(n * dim), *z32 = falloc(n * mc->k), *z16 = falloc(n * mc->k);
     float *g32 = falloc(np), *g16 = falloc(np);
     int32_t *y = calloc(n, sizeof *y);
-    random_batch(n, dim, mc->k, x, y, 6);
+    herd_test_random_batch(n, dim, mc->k, x, y, 6, 1);
     step(m32, x, y, n, z32, mc->k, g32);
     step(m16, x, y, n, z16, mc->k, g16);
     double ez = rel_l2(z16, z32, n * mc->k), eg = rel_l2(g16, g32, np);
@@ -612,7 +585,7 @@ static void test_precision_switch(void)
     size_t n = mc.batch, dim = mc.h * mc.w, np = herd_model_nparams(a);
     float *x = falloc(n * dim), *za = falloc(n * 10), *zb = falloc(n * 10), *ga = falloc(np), *gb = falloc(np);
     int32_t y[8];
-    random_batch(n, dim, 10, x, y, 2);
+    herd_test_random_batch(n, dim, 10, x, y, 2, 1);
     step(b, x, y, n, za, 10, ga);
     step(b, x, y, n, zb, 10, gb);
     ASSERT_TRUE(!memcmp(za, zb, n * 10 * sizeof *za) && !memcmp(ga, gb, np * sizeof *ga));

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fixtures.h"
 #include "harness.h"
 #include "herd/herd_rng.h"
 #include "nn/kernels.h"
@@ -77,24 +78,6 @@ static void abs_d(const double *x, double *y, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         y[i] = fabs(x[i]);
-}
-
-/* The layout change written out as index arithmetic, independent of
- * herd__nchw_to_cnhw / herd__cnhw_to_nchw (which are tested against these). */
-static void nchw_to_cnhw_ref(const double *in, float *out, size_t N, size_t C, size_t HW)
-{
-    for (size_t n = 0; n < N; n++)
-        for (size_t c = 0; c < C; c++)
-            for (size_t i = 0; i < HW; i++)
-                out[(c * N + n) * HW + i] = (float)in[(n * C + c) * HW + i];
-}
-
-static void cnhw_to_nchw_ref(const float *in, double *out, size_t N, size_t C, size_t HW)
-{
-    for (size_t n = 0; n < N; n++)
-        for (size_t c = 0; c < C; c++)
-            for (size_t i = 0; i < HW; i++)
-                out[(n * C + c) * HW + i] = (double)in[(c * N + n) * HW + i];
 }
 
 /* |got[i] - want[i]| <= rel * mag[i] + atol, mag = |want| when NULL. */
@@ -272,10 +255,10 @@ static void conv_data_init(conv_data *d, const conv_shape *s, herd_rng *rng)
     fill_normal(rng, d->w, d->nw, 1.0, 0.0);
     fill_normal(rng, d->b, s->K, 1.0, 0.0);
     fill_normal(rng, d->dout, d->nout, 1.0, 0.0);
-    nchw_to_cnhw_ref(d->in, d->fin, s->N, s->C, s->H * s->W);
+    herd_test_nchw_to_cnhw(d->in, d->fin, s->N, s->C, s->H * s->W);
     to_float(d->w, d->fw, d->nw); // (K,C,R,R) is already (K, C*R*R), row (c*R+i)*R+j
     to_float(d->b, d->fb, s->K);
-    nchw_to_cnhw_ref(d->dout, d->fdout, s->N, s->K, plane_o);
+    herd_test_nchw_to_cnhw(d->dout, d->fdout, s->N, s->K, plane_o);
     fill_nan_f(d->col, d->rows * d->cols);
     herd__im2col(d->fin, s->C, s->N, s->H, s->W, s->R, s->stride, s->pad, d->col);
 }
@@ -320,7 +303,7 @@ static void test_conv_forward_vs_ref(void)
         abs_d(d.in, ain, d.nin), abs_d(d.w, aw, d.nw), abs_d(d.b, ab, s->K);
         herd__ref_conv_forward(ain, aw, ab, mag, s->N, s->C, s->H, s->W, s->K, s->R, s->stride,
                                s->pad);
-        cnhw_to_nchw_ref(out, got, s->N, s->K, plane_o);
+        herd_test_cnhw_to_nchw(out, got, s->N, s->K, plane_o);
         float *gotf = alloc_f(d.nout);
         to_float(got, gotf, d.nout);
         char what[128];
@@ -370,7 +353,7 @@ static void test_conv_backward_vs_ref(void)
 
         double *gd = alloc_d(d.nin);
         float *gdf = alloc_f(d.nin);
-        cnhw_to_nchw_ref(din, gd, s->N, s->C, HW);
+        herd_test_cnhw_to_nchw(din, gd, s->N, s->C, HW);
         to_float(gd, gdf, d.nin);
         char what[128];
         conv_name(what, sizeof what, "conv din", s);
@@ -385,11 +368,11 @@ static void test_conv_backward_vs_ref(void)
         float *pre = alloc_f(d.nin);
         double *prev = alloc_d(d.nin), *want = alloc_d(d.nin), *mag = alloc_d(d.nin);
         fill_normal(&rng, prev, d.nin, 1.0, 0.0);
-        nchw_to_cnhw_ref(prev, pre, s->N, s->C, HW);
+        herd_test_nchw_to_cnhw(prev, pre, s->N, s->C, HW);
         herd__col2im_add(dcol, s->C, s->N, s->H, s->W, s->R, s->stride, s->pad, pre);
         for (size_t i = 0; i < d.nin; i++)
             want[i] = prev[i] + rdin[i], mag[i] = fabs(prev[i]) + mdin[i];
-        cnhw_to_nchw_ref(pre, gd, s->N, s->C, HW);
+        herd_test_cnhw_to_nchw(pre, gd, s->N, s->C, HW);
         to_float(gd, gdf, d.nin);
         conv_name(what, sizeof what, "conv col2im onto prefilled din", s);
         CHECK_CLOSE(what, gdf, want, mag, SUM_REL, 1e-30, d.nin);
@@ -500,7 +483,7 @@ static void conv_dnn_case(herd__dnn *dnn, const conv_shape *s, herd_rng *rng, bo
     if (relu)
         for (size_t i = 0; i < d.nout; i++)
             want[i] = want[i] > 0 ? want[i] : 0;
-    cnhw_to_nchw_ref(out, got, s->N, s->K, plane_o);
+    herd_test_cnhw_to_nchw(out, got, s->N, s->K, plane_o);
     to_float(got, gotf, d.nout);
     snprintf(what + strlen(what), sizeof what - strlen(what), " out");
     CHECK_CLOSE(what, gotf, want, mag, SUM_REL, 1e-30, d.nout);
@@ -514,7 +497,7 @@ static void conv_dnn_case(herd__dnn *dnn, const conv_shape *s, herd_rng *rng, bo
     fill_nan_f(db, s->K);
     if (acc) {
         fill_normal(rng, prev, d.nin, 1.0, 0.0);
-        nchw_to_cnhw_ref(prev, dinf, s->N, s->C, HW);
+        herd_test_nchw_to_cnhw(prev, dinf, s->N, s->C, HW);
     } else {
         fill_nan_f(dinf, d.nin); // and it must stay so when din is off
     }
@@ -535,7 +518,7 @@ static void conv_dnn_case(herd__dnn *dnn, const conv_shape *s, herd_rng *rng, bo
         for (size_t k = 0; k < s->K; k++)
             ASSERT_TRUE(isnan(db[k]));
     }
-    cnhw_to_nchw_ref(dinf, gd, s->N, s->C, HW);
+    herd_test_cnhw_to_nchw(dinf, gd, s->N, s->C, HW);
     to_float(gd, gdf, d.nin);
     if (din) {
         for (size_t i = 0; i < d.nin; i++) {
@@ -654,14 +637,14 @@ static void test_maxpool_vs_ref(void)
         ASSERT_TRUE(idx != NULL);
         fill_distinct(&rng, in, nin);
         fill_normal(&rng, dout, nout, 1.0, 0.0);
-        nchw_to_cnhw_ref(in, fin, N, C, H * W);
-        nchw_to_cnhw_ref(dout, fdout, N, C, Ho * Wo);
+        herd_test_nchw_to_cnhw(in, fin, N, C, H * W);
+        herd_test_nchw_to_cnhw(dout, fdout, N, C, Ho * Wo);
 
         // forward: the max is exact, and idx points at it within its plane
         fill_nan_f(out, nout);
         herd__maxpool_forward(fin, out, idx, planes, H, W, k, s);
         herd__ref_maxpool_forward(in, want, N, C, H, W, k, s);
-        cnhw_to_nchw_ref(out, gout, N, C, Ho * Wo);
+        herd_test_cnhw_to_nchw(out, gout, N, C, Ho * Wo);
         to_float(gout, goutf, nout);
         CHECK_CLOSE(what, goutf, want, NULL, 0.0, 0.0, nout);
         for (size_t p = 0; p < planes; p++)
@@ -679,17 +662,17 @@ static void test_maxpool_vs_ref(void)
         herd__ref_maxpool_backward(in, adout, mdin, N, C, H, W, k, s);
         fill_nan_f(din, nin);
         herd__maxpool_backward(fdout, idx, NULL, din, planes, H, W, k, s, false);
-        cnhw_to_nchw_ref(din, gd, N, C, H * W);
+        herd_test_cnhw_to_nchw(din, gd, N, C, H * W);
         to_float(gd, gdf, nin);
         CHECK_CLOSE(what, gdf, rdin, mdin, SUM_REL, 1e-30, nin);
 
         // ... or adds to what is there
         fill_normal(&rng, pre, nin, 1.0, 0.0);
-        nchw_to_cnhw_ref(pre, din, N, C, H * W);
+        herd_test_nchw_to_cnhw(pre, din, N, C, H * W);
         herd__maxpool_backward(fdout, idx, NULL, din, planes, H, W, k, s, true);
         for (size_t i = 0; i < nin; i++)
             rdin[i] += pre[i], mdin[i] += fabs(pre[i]);
-        cnhw_to_nchw_ref(din, gd, N, C, H * W);
+        herd_test_cnhw_to_nchw(din, gd, N, C, H * W);
         to_float(gd, gdf, nin);
         CHECK_CLOSE(what, gdf, rdin, mdin, SUM_REL, 1e-30, nin);
 
@@ -790,8 +773,8 @@ static void test_batchnorm_train_vs_ref(void)
         fill_normal(&rng, run0, 2 * C, 0.5, 1.0); // old running mean, var (positive-ish)
         for (size_t c = 0; c < C; c++)
             run0[C + c] = fabs(run0[C + c]);
-        nchw_to_cnhw_ref(in, fin, N, C, HW);
-        nchw_to_cnhw_ref(dout, fdout, N, C, HW);
+        herd_test_nchw_to_cnhw(in, fin, N, C, HW);
+        herd_test_nchw_to_cnhw(dout, fdout, N, C, HW);
         to_float(gamma, fgamma, C);
         to_float(beta, fbeta, C);
         to_float(run0, rm, C);
@@ -803,7 +786,7 @@ static void test_batchnorm_train_vs_ref(void)
         herd__ref_batchnorm_forward(in, gamma, beta, rout, rmean, rvar, N, C, HW, (double)eps);
 
         snprintf(what, sizeof what, "batchnorm out N=%zu C=%zu HW=%zu", N, C, HW);
-        cnhw_to_nchw_ref(out, g, N, C, HW);
+        herd_test_cnhw_to_nchw(out, g, N, C, HW);
         to_float(g, gf, n);
         bn_magnitudes(in, gamma, beta, dout, rmean, rvar, (double)eps, N, C, HW, mout, mdin,
                       mdgamma, mdbeta);
@@ -840,7 +823,7 @@ static void test_batchnorm_train_vs_ref(void)
         herd__batchnorm_backward(fin, fgamma, fdout, NULL, smean, sinv, din, dgamma, dbeta, C, len,
                                  false);
         snprintf(what, sizeof what, "batchnorm din N=%zu C=%zu HW=%zu", N, C, HW);
-        cnhw_to_nchw_ref(din, g, N, C, HW);
+        herd_test_cnhw_to_nchw(din, g, N, C, HW);
         to_float(g, gf, n);
         CHECK_CLOSE(what, gf, rdin, mdin, BN_REL, 0.0, n);
         CHECK_CLOSE("batchnorm dgamma", dgamma, rdgamma, mdgamma, BN_REL, 0.0, C);
@@ -849,11 +832,11 @@ static void test_batchnorm_train_vs_ref(void)
         // accumulate adds onto din; din NULL still gives dgamma and dbeta
         double *pre = alloc_d(n);
         fill_normal(&rng, pre, n, 1.0, 0.0);
-        nchw_to_cnhw_ref(pre, din, N, C, HW);
+        herd_test_nchw_to_cnhw(pre, din, N, C, HW);
         herd__batchnorm_backward(fin, fgamma, fdout, NULL, smean, sinv, din, dgamma, dbeta, C, len, true);
         for (size_t i = 0; i < n; i++)
             rdin[i] += pre[i], mdin[i] += fabs(pre[i]);
-        cnhw_to_nchw_ref(din, g, N, C, HW);
+        herd_test_cnhw_to_nchw(din, g, N, C, HW);
         to_float(g, gf, n);
         CHECK_CLOSE("batchnorm din accumulated", gf, rdin, mdin, BN_REL, 0.0, n);
         fill_nan_f(dgamma, C), fill_nan_f(dbeta, C);
@@ -871,8 +854,8 @@ static void test_batchnorm_train_vs_ref(void)
             for (size_t i = 0; i < n; i++)
                 masked[i] = out[i] > 0.0f ? fdout[i] : 0.0f;
             for (int accu = 0; accu < 2; accu++) {
-                nchw_to_cnhw_ref(pre, d1, N, C, HW);
-                nchw_to_cnhw_ref(pre, d2, N, C, HW);
+                herd_test_nchw_to_cnhw(pre, d1, N, C, HW);
+                herd_test_nchw_to_cnhw(pre, d2, N, C, HW);
                 herd__batchnorm_backward(fin, fgamma, masked, NULL, smean, sinv, d1, dg1, db1, C,
                                          len, accu);
                 herd__batchnorm_backward(fin, fgamma, fdout, out, smean, sinv, d2, dg2, db2, C,
@@ -1019,7 +1002,7 @@ static void test_layout_round_trip(void)
         fill_normal(&rng, x, n, 1.0, 0.0);
         fill_normal(&rng, y, n, 1.0, 0.0);
         to_float(x, nchw, n);
-        nchw_to_cnhw_ref(x, want, N, C, HW);
+        herd_test_nchw_to_cnhw(x, want, N, C, HW);
 
         fill_nan_f(cnhw, n);
         herd__nchw_to_cnhw(nchw, cnhw, C, N, HW, false);
@@ -1030,7 +1013,7 @@ static void test_layout_round_trip(void)
 
         // accumulate: out = y + layout(x), in float as the kernel adds
         float *acc = alloc_f(n), *wacc = alloc_f(n);
-        nchw_to_cnhw_ref(y, acc, N, C, HW);
+        herd_test_nchw_to_cnhw(y, acc, N, C, HW);
         for (size_t i = 0; i < n; i++)
             wacc[i] = acc[i] + want[i];
         herd__nchw_to_cnhw(nchw, acc, C, N, HW, true);

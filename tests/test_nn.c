@@ -2,6 +2,7 @@
  * whole models against finite differences, backward's ready ranges,
  * determinism and batch-norm modes. Layer kernels are checked one by one in
  * test_ref.c / test_kernels.c; this file checks how the model wires them. */
+#include "fixtures.h"
 #include "harness.h"
 #include "herd/herd_nn.h"
 #include "herd/herd_rng.h"
@@ -22,16 +23,6 @@ static herd_model *make(const model_case *mc, uint64_t seed)
     if (st != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "create %s: %s", mc->name, err.msg);
     return m;
-}
-
-static void random_batch(size_t n, size_t dim, size_t k, float *x, int32_t *y, uint64_t seed)
-{
-    herd_rng r;
-    herd_rng_seed(&r, seed, 99);
-    for (size_t i = 0; i < n * dim; i++)
-        x[i] = herd_rng_normal(&r);
-    for (size_t i = 0; i < n; i++)
-        y[i] = (int32_t)herd_rng_below(&r, k);
 }
 
 /* The loss in double from the float logits, so finite differences see
@@ -111,7 +102,7 @@ static void check_gradient(const model_case *mc, double h, double rtol, bool per
     size_t n = mc->batch, dim = mc->c * mc->h * mc->w, np = herd_model_nparams(m);
     float *x = malloc(n * dim * sizeof *x);
     int32_t *y = malloc(n * sizeof *y);
-    random_batch(n, dim, mc->k, x, y, 5);
+    herd_test_random_batch(n, dim, mc->k, x, y, 5, 99);
     float *p = herd_model_params(m), *g = herd_model_grads(m);
     float *p0 = malloc(np * sizeof *p0), *g0 = malloc(np * sizeof *g0), *v = malloc(np * sizeof *v);
     memcpy(p0, p, np * sizeof *p);
@@ -180,7 +171,7 @@ static void test_ready_ranges(void)
         herd_model *m = make(&mc, 1);
         float x[2 * 144];
         int32_t y[2] = {1, 7};
-        random_batch(2, 144, 10, x, y, 2);
+        herd_test_random_batch(2, 144, 10, x, y, 2, 99);
         herd_model_forward(m, x, 2, true);
         herd_model_loss(m, y, 2, NULL);
         ready_log l = {0};
@@ -203,7 +194,7 @@ static void test_deterministic(void)
     model_case mc = {"lenet", 1, 28, 28, 10, 8};
     float *x = malloc(8 * 784 * sizeof *x);
     int32_t y[8];
-    random_batch(8, 784, 10, x, y, 3);
+    herd_test_random_batch(8, 784, 10, x, y, 3, 99);
     float *out[2];
     size_t np = 0;
     for (int run = 0; run < 2; run++) {
@@ -237,7 +228,7 @@ static void test_batchnorm_modes(void)
     herd_model *m = make(&mc, 1);
     float x[4 * 64];
     int32_t y[4];
-    random_batch(4, 64, 10, x, y, 9);
+    herd_test_random_batch(4, 64, 10, x, y, 9, 99);
     ASSERT_TRUE(herd_model_nbuffers(m) > 0);
     float *buf = herd_model_buffers(m);
     ASSERT_NEAR(buf[0], 0.0, 0, 0);
@@ -266,7 +257,7 @@ static void test_warm_up_leaves_model(void)
     size_t np = herd_model_nparams(a), nb = herd_model_nbuffers(a);
     float x[4 * 64];
     int32_t y[4];
-    random_batch(4, 64, 10, x, y, 11);
+    herd_test_random_batch(4, 64, 10, x, y, 11, 99);
     herd_model_forward(a, x, 4, true); /* running statistics away from (0, 1) */
     herd_model_forward(b, x, 4, true);
     for (size_t i = 0; i < np; i++)
@@ -338,7 +329,7 @@ static void paths_agree(const model_case *mc)
     size_t dim = mc->c * mc->h * mc->w, B = mc->batch;
     float *x = malloc(B * dim * sizeof *x);
     int32_t *y = malloc(B * sizeof *y);
-    random_batch(B, dim, mc->k, x, y, 5);
+    herd_test_random_batch(B, dim, mc->k, x, y, 5, 99);
     herd_model *m[2] = {make(mc, 7), make(mc, 7)};
     herd_model_set_conv_im2col(m[1], true);
     ASSERT_TRUE(!herd_model_conv_im2col(m[0]) && herd_model_conv_im2col(m[1]));
@@ -385,7 +376,7 @@ static void test_conv_batch_sizes(void)
     size_t dim = 144;
     float x[4 * 144];
     int32_t y[4];
-    random_batch(4, dim, 10, x, y, 11);
+    herd_test_random_batch(4, dim, 10, x, y, 11, 99);
     herd_model *m = make(&mc, 3), *r = make(&mc, 3);
     herd_model_set_conv_im2col(r, true);
     herd_model_forward(r, x, 4, false);
