@@ -402,7 +402,9 @@ static herd_status wait_one(sgp_state *s, herd_worker *w, sgp_in *m, bool *block
 static herd_status settle(sgp_state *s, herd_worker *w, uint64_t k)
 {
     herd_status st = HERD_OK;
-    double deadline = herd__now() + w->comm->timeout_s, t0 = herd__now();
+    /* the wait counted here is what the comm's own calls (herd_comm_wait)
+     * did not already add to comm->wait_s: the summary sums both */
+    double deadline = herd__now() + w->comm->timeout_s, t0 = herd__now(), comm0 = w->comm->wait_s;
     herd__backoff nap = sgp_first_nap;
     bool waited = false;
     for (;;) {
@@ -443,7 +445,7 @@ static herd_status settle(sgp_state *s, herd_worker *w, uint64_t k)
     HERD_TRY(poll_in(s, w, k, s->tau > 0, true, &progress));
     if (waited) {
         s->waits++;
-        w->comm_wait_s += herd__now() - t0;
+        w->comm_wait_s += herd__now() - t0 - (w->comm->wait_s - comm0);
     }
 out:
     if (st < 0)
@@ -501,7 +503,7 @@ static herd_status sgp_drain(sgp_state *s, herd_worker *w)
     for (size_t j = 0; j < s->nin; j++)
         if (!s->in[j].req && !s->in[j].ready && !s->in[j].ended)
             HERD_TRY(post_recv(s, w, &s->in[j]));
-    double deadline = herd__now() + w->comm->timeout_s, t0 = herd__now();
+    double deadline = herd__now() + w->comm->timeout_s, t0 = herd__now(), comm0 = w->comm->wait_s;
     herd__backoff nap = sgp_first_nap;
     for (;;) {
         bool progress = false, pending, busy = false, open = false;
@@ -526,7 +528,7 @@ static herd_status sgp_drain(sgp_state *s, herd_worker *w)
         }
         herd__backoff_nap(&nap);
     }
-    w->comm_wait_s += herd__now() - t0;
+    w->comm_wait_s += herd__now() - t0 - (w->comm->wait_s - comm0);
 out:
     if (st < 0)
         sgp_fail(s, w, st, "the last exchange");
