@@ -14,7 +14,10 @@
  * lowest seed to its highest.
  * On the threads engine the runs share this machine's cores: compare their
  * times within one table only. On sim the times are simulated and
- * repeatable. */
+ * repeatable.
+ * With --sweep (a platform parameter's values) and --models, a crossover
+ * map: the same comparison in each cell, model x value, each in a directory
+ * of its own, then which spec reached the target first in each cell. */
 #include "cli/compare.h"
 
 #include "cli/flags.h"
