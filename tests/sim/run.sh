@@ -368,10 +368,11 @@ fi
 
 # --sweep and --models: a crossover map, 2 cells (link bandwidths) x 2 specs x 2 seeds; crossover.csv
 # has a row a run, and each cell's winner in crossover.md (and on stdout) is the spec whose runs all
-# reached the target with the lowest mean time to it, "none" where no spec's did (awk, from the CSV)
+# reached the target with the lowest mean time to it, "none" where no spec's did (awk, from the CSV; the
+# specs in the order that puts the slower first)
 if timeout 300 "$herd" compare --platform 10gbe --workers 4 --epochs 2 --models linear --data synthetic:1x12x12:4 \
         --sweep link=1Gbps:25us,100Gbps:25us --seeds 2 --no-baseline --target 0.6 \
-        --extra "--batch 16 --train-limit 1024 --test-limit 256" --out "$tmp/xo" allreduce asgd \
+        --extra "--batch 16 --train-limit 1024 --test-limit 256" --out "$tmp/xo" asgd allreduce \
         >"$tmp/xo.txt" 2>"$tmp/xo.err"; then
     rows=$(awk -F, 'NR > 1 { gsub(/"/, ""); print $1, $3, $4, $5, $7, $8 }' "$tmp/xo/crossover.csv" | sort | tr '\n' ';')
     want="linear 100Gbps:25us linear-2 allreduce 1 ok;linear 100Gbps:25us linear-2 allreduce 2 ok;"
