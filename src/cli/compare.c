@@ -14,7 +14,10 @@
  * lowest seed to its highest.
  * On the threads engine the runs share this machine's cores: compare their
  * times within one table only. On sim the times are simulated and
- * repeatable. */
+ * repeatable.
+ * With --sweep (a platform parameter's values) and --models, a crossover
+ * map: the same comparison in each cell, model x value, each in a directory
+ * of its own, then which spec reached the target first in each cell. */
 #include "cli/compare.h"
 
 #include "cli/flags.h"
@@ -32,10 +35,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { MAX_SPECS = 32, MAX_SCALE = 16, MAX_TOKENS = 64, MAX_SEEDS = 100 };
+enum { MAX_SPECS = 32, MAX_SCALE = 16, MAX_TOKENS = 64, MAX_SEEDS = 100, MAX_SWEEP = 16, MAX_MODELS = 8 };
 
 typedef struct cmp_opts {
-    const char *engine, *platform, *link, *host_speed, *model, *data, *extra, *out, *scaling;
+    const char *engine, *platform, *link, *host_speed, *model, *data, *extra, *out, *scaling, *sweep, *models;
     herd__str_list slow;
     size_t workers, epochs, seeds, eval_every_steps;
     uint64_t seed;
@@ -76,12 +79,14 @@ static void cmp_flags(cmp_opts *o, herd__flag *f)
         {"no-baseline", HERD__FLAG_BOOL, &o->no_baseline, NULL, "no sgd run on one worker (no speedup column)", NULL},
         {"no-plots", HERD__FLAG_BOOL, &o->no_plots, NULL, "no gnuplot", NULL},
         {"real-timeout", HERD__FLAG_DOUBLE, &o->timeout_s, "S", "stop a run after S real seconds (default 86400)", NULL},
+        {"sweep", HERD__FLAG_STR, &o->sweep, "KEY=V,V,...", "sim: a crossover map: every spec at each value of link (BW:LAT) or host-speed (SPEED), for each of --models; the cell's winner is the spec first to --target", NULL},
+        {"models", HERD__FLAG_STR, &o->models, "M,M,...", "the map's rows: every spec on each of these models (instead of --model)", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
     };
     memcpy(f, t, sizeof t);
 }
 
-enum { CMP_NFLAGS = 20 };
+enum { CMP_NFLAGS = 22 };
 
 static void cmp_usage(FILE *out)
 {
@@ -94,7 +99,14 @@ static void cmp_usage(FILE *out)
                     "DIR/*.dat and the plots DIR/*.png and DIR/*.pdf; with --seeds N, each configuration N\n"
                     "times: DIR/compare.csv a row a run, DIR/compare_summary.csv a row a configuration (mean,\n"
                     "spread = max - min, std, min, max of each figure).\n"
-                    "  herd compare --platform ib-100g --workers 16 --slow 3:10 allreduce dpsgd adpsgd\n\n");
+                    "With --sweep and/or --models, a crossover map: the comparison in each cell (a model x\n"
+                    "a value of the swept platform parameter) into DIR/MODEL-K/, then DIR/crossover.csv (a row\n"
+                    "a run), DIR/crossover.md and the table on stdout (each cell's winner: the spec whose runs\n"
+                    "all reached --target, with the lowest mean time to it; 'none' where no spec's did) and\n"
+                    "the map DIR/crossover.png and .pdf.\n"
+                    "  herd compare --platform ib-100g --workers 16 --slow 3:10 allreduce dpsgd adpsgd\n"
+                    "  herd compare --platform 10gbe --sweep link=1Gbps:25us,10Gbps:25us --models lenet,mlp \\\n"
+                    "      --target 0.7 --seeds 3 --no-baseline allreduce eawild asgd\n\n");
     herd__flags_print(f, out);
 }
 
@@ -586,6 +598,29 @@ static void gp_curves(FILE *g, const cmp_opts *o, const cmp_row *rows, const cmp
     }
 }
 
+/* Closes the script g (written to path) and has gnuplot draw it; -1 with
+ * a message when it cannot. */
+static int gp_draw(FILE *g, char *path)
+{
+    if (fclose(g) != 0) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char *argv[] = {"/usr/bin/gnuplot", path, NULL};
+    double real_s;
+    if (herd__cli_stop_signal())
+        return -1; /* stopped: the script is there, gnuplot draws it */
+    if (access(argv[0], X_OK) != 0) {
+        fprintf(stderr, "herd: compare: no gnuplot (apt-get install gnuplot-nox); the plot script is %s\n", path);
+        return -1;
+    }
+    herd__spawn plot = {.argv = argv, .timeout_s = 120, .grace_s = HERD__SPAWN_GRACE_S};
+    int rc = herd__cli_spawn(&plot, &real_s);
+    if (rc != 0 && !herd__cli_stop_signal())
+        fprintf(stderr, "herd: compare: gnuplot %s failed (exit %d)\n", path, rc);
+    return rc ? -1 : 0;
+}
+
 static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, const cmp_group *groups, size_t ngroups,
                        const char *where, bool sim)
 {
@@ -691,24 +726,7 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
         }
     }
     snprintf(path, sizeof path, "%s/plots.gp", o->out);
-    if (fclose(g) != 0) {
-        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    snprintf(path, sizeof path, "%s/plots.gp", o->out);
-    char *argv[] = {"/usr/bin/gnuplot", path, NULL};
-    double real_s;
-    if (herd__cli_stop_signal())
-        return -1; /* stopped: the script is there, gnuplot draws it */
-    if (access(argv[0], X_OK) != 0) {
-        fprintf(stderr, "herd: compare: no gnuplot (apt-get install gnuplot-nox); the plot script is %s\n", path);
-        return -1;
-    }
-    herd__spawn plot = {.argv = argv, .timeout_s = 120, .grace_s = HERD__SPAWN_GRACE_S};
-    int rc = herd__cli_spawn(&plot, &real_s);
-    if (rc != 0 && !herd__cli_stop_signal())
-        fprintf(stderr, "herd: compare: gnuplot %s failed (exit %d)\n", path, rc);
-    return rc ? -1 : 0;
+    return gp_draw(g, path);
 }
 
 /* --scaling N,N,... (or --workers alone) into counts; -1 with a message. */
@@ -908,6 +926,515 @@ static int print_table(const cmp_opts *op, const cmp_row *rows, const cmp_group 
     return failed;
 }
 
+/* The runs of one comparison, a row a run, and its configurations. */
+typedef struct cmp_result {
+    cmp_row *rows;
+    cmp_group *groups;
+    size_t nrows, ngroups, maxrows;
+} cmp_result;
+
+/* Where the runs run, for titles: the engine, the platform and its
+ * changes. */
+static void where_of(const cmp_opts *o, bool sim, char *where, size_t cap)
+{
+    if (sim)
+        snprintf(where, cap, "sim, %s%s%s%s%s", o->platform ? o->platform : "ib-100g", o->link ? ", link " : "",
+                 o->link ? o->link : "", o->host_speed ? ", hosts " : "", o->host_speed ? o->host_speed : "");
+    else
+        snprintf(where, cap, "threads engine");
+    for (size_t i = 0; i < o->slow.n; i++)
+        snprintf(where + strlen(where), cap - strlen(where), ", --slow %s", o->slow.v[i]);
+}
+
+/* One comparison with o's model, platform and DIR: the baseline, then each
+ * spec at each worker count, each seed; the table, CSV, curves and plots.
+ * Fills res (the caller frees its rows and groups); returns the runs that
+ * failed, or -1 when none could start (said). */
+static int compare_run(const cmp_opts *op, bool sim, const char *self, const char *const *specs, size_t nspecs,
+                       const size_t *counts, size_t ncounts, const char *engine, cmp_result *res)
+{
+    const cmp_opts o = *op;
+    memset(res, 0, sizeof *res);
+    if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "herd: compare: --out %s: %s\n", o.out, strerror(errno));
+        return -1;
+    }
+    size_t ngroups = (o.no_baseline ? 0 : 1) + nspecs * ncounts;
+    res->maxrows = ngroups * o.seeds;
+    cmp_row *rows = res->rows = calloc(res->maxrows, sizeof *rows);
+    cmp_group *groups = res->groups = calloc(ngroups, sizeof *groups);
+    if (!rows || !groups) {
+        fprintf(stderr, "herd: out of memory\n");
+        return -1;
+    }
+    size_t nrows = 0;
+    char where[256];
+    where_of(&o, sim, where, sizeof where);
+    fprintf(stderr, "herd compare: %zu spec(s) on %s, %s, %zu epoch(s)", nspecs, where, o.model ? o.model : "lenet",
+            o.epochs);
+    if (o.seeds > 1)
+        fprintf(stderr, ", seeds %" PRIu64 "-%" PRIu64, o.seed, o.seed + o.seeds - 1);
+    fprintf(stderr, "; results in %s/\n", o.out);
+    /* configuration 0 the baseline (sgd on one worker), then each spec at
+     * each worker count; each run once a seed */
+    size_t gi = 0;
+    for (size_t k = o.no_baseline ? 1 : 0; k <= nspecs * ncounts && !herd__cli_stop_signal(); k++, gi++) {
+        bool baseline = k == 0;
+        const char *spec = baseline ? "sgd" : specs[(k - 1) / ncounts];
+        size_t n = baseline ? 1 : counts[(k - 1) % ncounts];
+        groups[gi] = (cmp_group){.first = nrows, .index = gi};
+        for (size_t j = 0; j < o.seeds && !herd__cli_stop_signal(); j++) {
+            char seed[48] = "";
+            if (o.seeds > 1)
+                snprintf(seed, sizeof seed, ", seed %" PRIu64, o.seed + j);
+            fprintf(stderr, "  running %s on %zu worker%s%s%s...\n", spec, n, n == 1 ? "" : "s", seed,
+                    baseline ? " (baseline)" : "");
+            run_one(&o, sim, self, spec, n, baseline, o.seed + j, &rows[nrows], gi);
+            nrows++, groups[gi].n++;
+        }
+    }
+    ngroups = gi;
+    res->nrows = nrows, res->ngroups = ngroups;
+    cmp_stat base = o.no_baseline || !ngroups ? (cmp_stat){0} : STAT(rows, &groups[0], epoch_s);
+    for (size_t i = 0; i < nrows; i++)
+        rows[i].speedup = base.n && rows[i].ok && rows[i].epoch_s > 0 ? base.mean / rows[i].epoch_s : NAN;
+    /* each configuration's curve: its run's, or the mean of its runs' */
+    int bad_curves = 0;
+    for (size_t i = 0; i < ngroups; i++) {
+        cmp_group *g = &groups[i];
+        snprintf(g->dat, sizeof g->dat, "%s", rows[g->first].dat);
+        if (o.seeds > 1) {
+            snprintf(g->dat, sizeof g->dat, "%s/run%02zu.dat", o.out, g->index);
+            bad_curves += mean_curve(rows, g) != 0;
+        } else if (rows[g->first].ok) {
+            double(*pts)[CURVE_COLS] = malloc(MAX_POINTS * sizeof *pts);
+            g->npoints = pts ? curve_load(g->dat, pts, MAX_POINTS) : 0;
+            free(pts);
+        }
+    }
+    /* stopped, the table, CSV and plot script hold the runs that ended */
+    int failed = print_table(&o, rows, groups, ngroups, where, engine, sim) + bad_curves;
+    if (!o.no_plots && write_plots(&o, rows, nrows, groups, ngroups, where, sim) == 0)
+        fprintf(stderr, "herd compare: plots in %s/*.png and *.pdf (script %s/plots.gp)\n", o.out, o.out);
+    return failed;
+}
+
+/* --sweep KEY=V,V,... and --models M,M,...: the crossover map's columns
+ * (the values of one platform parameter; one column, the platform as
+ * given, without --sweep) and rows (the models; --model without). */
+typedef struct cmp_sweep {
+    const char *key;                  /* "link" or "host-speed"; NULL: no sweep */
+    const char *v[MAX_SWEEP], *m[MAX_MODELS];
+    size_t nv, nm;
+    char vbuf[1024], mbuf[512];
+} cmp_sweep;
+
+/* s split at commas into out (pointers into buf); the count, or -1 when s
+ * is too long, has more than max items or an empty one. */
+static int split_commas(const char *s, char *buf, size_t cap, const char **out, size_t max)
+{
+    if (strlen(s) >= cap)
+        return -1;
+    strcpy(buf, s);
+    size_t n = 0;
+    for (char *p = buf;; p++) {
+        char *end = strchr(p, ',');
+        if (end)
+            *end = 0;
+        if (!*p || n >= max)
+            return -1;
+        out[n++] = p;
+        if (!end)
+            return (int)n;
+        p = end;
+    }
+}
+
+/* The sweep's flags into sw, checked against the others; 2 with a message,
+ * or 0. */
+static int sweep_parse(const cmp_opts *o, cmp_sweep *sw)
+{
+    memset(sw, 0, sizeof *sw);
+    if (o->sweep) {
+        const char *eq = strchr(o->sweep, '=');
+        size_t klen = eq ? (size_t)(eq - o->sweep) : 0;
+        int n = eq ? split_commas(eq + 1, sw->vbuf, sizeof sw->vbuf, sw->v, MAX_SWEEP) : -1;
+        if (klen == 4 && !strncmp(o->sweep, "link", 4))
+            sw->key = "link";
+        else if (klen == 10 && !strncmp(o->sweep, "host-speed", 10))
+            sw->key = "host-speed";
+        if (!sw->key || n < 1) {
+            fprintf(stderr, "herd: compare: --sweep: expected KEY=V,V,... with KEY link or host-speed and 1 to %d "
+                            "values, none empty (--sweep link=1Gbps:25us,10Gbps:25us), got '%s'\n", MAX_SWEEP, o->sweep);
+            return 2;
+        }
+        sw->nv = (size_t)n;
+        if ((!strcmp(sw->key, "link") && o->link) || (!strcmp(sw->key, "host-speed") && o->host_speed)) {
+            fprintf(stderr, "herd: compare: --sweep %s=... and --%s: give one\n", sw->key, sw->key);
+            return 2;
+        }
+    } else {
+        sw->nv = 1; /* one column: the platform as given */
+    }
+    if (o->models) {
+        int n = split_commas(o->models, sw->mbuf, sizeof sw->mbuf, sw->m, MAX_MODELS);
+        if (n < 1) {
+            fprintf(stderr, "herd: compare: --models: expected 1 to %d models M,M,..., none empty, got '%s'\n",
+                    MAX_MODELS, o->models);
+            return 2;
+        }
+        if (o->model) {
+            fprintf(stderr, "herd: compare: --models and --model: give one\n");
+            return 2;
+        }
+        sw->nm = (size_t)n;
+    } else {
+        sw->nm = 1, sw->m[0] = o->model ? o->model : "lenet";
+    }
+    if ((o->sweep || o->models) && o->scaling) {
+        fprintf(stderr, "herd: compare: --sweep and --models draw a map at one worker count: not with --scaling\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* Each swept value through herd sim --dry-run (which parses --link and
+ * --host-speed; its platform files go to a directory removed after): a
+ * value refused fails here, before any run. 0, or 2 (said). */
+static int sweep_check(const cmp_opts *o, const cmp_sweep *sw, const char *self)
+{
+    char tmp[PATH_MAX], n[32], flag[32];
+    const char *td = getenv("TMPDIR");
+    snprintf(tmp, sizeof tmp, "%s/herd-compare.XXXXXX", td && *td ? td : "/tmp");
+    if (!mkdtemp(tmp)) {
+        fprintf(stderr, "herd: compare: cannot make a directory in %s: %s\n", td && *td ? td : "/tmp", strerror(errno));
+        return 1;
+    }
+    snprintf(n, sizeof n, "%zu", o->workers);
+    snprintf(flag, sizeof flag, "--%s", sw->key);
+    int rc = 0;
+    for (size_t i = 0; i < sw->nv && !rc; i++) {
+        char *argv[] = {(char *)self, "sim", "--dry-run", "--keep", tmp, "--workers", n, "--platform",
+                        (char *)(o->platform ? o->platform : "ib-100g"), flag, (char *)sw->v[i], "--", "train", NULL};
+        summary_out *quiet = calloc(1, sizeof *quiet); /* its stdout: the smpirun command, not wanted */
+        herd__spawn check = {.argv = argv, .timeout_s = 60, .grace_s = HERD__SPAWN_GRACE_S, .on_line = on_summary,
+                             .ctx = quiet};
+        double real_s;
+        int st = quiet ? herd__cli_spawn(&check, &real_s) : 1;
+        free(quiet);
+        rc = herd__cli_stop_signal() ? 128 + herd__cli_stop_signal() : st == 2 ? 2 : st ? 1 : 0;
+        if (rc == 2)
+            fprintf(stderr, "herd: compare: --sweep %s value '%s' is refused (above); no run was started\n", sw->key,
+                    sw->v[i]);
+        else if (rc == 1)
+            fprintf(stderr, "herd: compare: cannot check --sweep %s value '%s' (herd sim --dry-run: exit %d)\n",
+                    sw->key, sw->v[i], st);
+    }
+    char f[PATH_MAX + 16];
+    snprintf(f, sizeof f, "%s/platform.xml", tmp);
+    unlink(f);
+    snprintf(f, sizeof f, "%s/hosts", tmp);
+    unlink(f);
+    rmdir(tmp);
+    return rc;
+}
+
+/* One spec in one cell of the map: its runs (one a seed), those that
+ * ended, and those that reached the target with their time to it. */
+typedef struct xo_entry {
+    char spec[256];
+    size_t runs, ended;
+    cmp_stat tt, acc;
+} xo_entry;
+
+/* A cell: model x swept value; its entries and winner (-1: none, no spec
+ * whose runs all reached the target) and runner-up (-1: none). */
+typedef struct xo_cell {
+    const char *model, *value;
+    char dir[PATH_MAX];
+    xo_entry e[MAX_SPECS];
+    size_t n;
+    int win, second;
+} xo_cell;
+
+/* The winner and runner-up of c: the specs whose runs all reached the
+ * target, by their mean time to it. */
+static void xo_rank(xo_cell *c)
+{
+    c->win = c->second = -1;
+    for (size_t i = 0; i < c->n; i++) {
+        const xo_entry *e = &c->e[i];
+        if (!e->runs || e->tt.n < e->runs)
+            continue;
+        if (c->win < 0 || e->tt.mean < c->e[c->win].tt.mean)
+            c->second = c->win, c->win = (int)i;
+        else if (c->second < 0 || e->tt.mean < c->e[c->second].tt.mean)
+            c->second = (int)i;
+    }
+}
+
+/* A cell's runs into crossover.csv; the cell's entries from them. */
+static void xo_collect(xo_cell *c, const cmp_result *res, const cmp_sweep *sw, FILE *csv)
+{
+    c->n = 0;
+    for (size_t gi = 0; gi < res->ngroups && c->n < MAX_SPECS; gi++) {
+        const cmp_group *g = &res->groups[gi];
+        const cmp_row *r0 = &res->rows[g->first];
+        if (r0->baseline)
+            continue;
+        xo_entry *e = &c->e[c->n++];
+        snprintf(e->spec, sizeof e->spec, "%s", r0->spec);
+        e->runs = g->n, e->ended = 0;
+        e->tt = STAT(res->rows, g, t_target), e->acc = STAT(res->rows, g, acc);
+        for (size_t i = g->first; i < g->first + g->n; i++) {
+            const cmp_row *r = &res->rows[i];
+            e->ended += r->ok;
+            if (!csv)
+                continue;
+            char tt[32];
+            fmt(tt, sizeof tt, r->ok ? r->t_target : NAN, "%.9g");
+            fprintf(csv, "%s,%s,\"%s\",%s,\"%s\",%zu,%" PRIu64 ",%s,%d,%s,%.6f,%.9g\n", c->model,
+                    sw->key ? sw->key : "-", c->value ? c->value : "-", strrchr(c->dir, '/') + 1, r->spec, r->workers, r->seed,
+                    r->ok ? "ok" : r->stopped ? "stopped" : "failed", r->ok && !isnan(r->t_target), tt,
+                    r->ok ? r->acc : NAN, r->ok ? r->epoch_s : NAN);
+        }
+    }
+    xo_rank(c);
+}
+
+/* The unit of the map's times (s, ms or us) and its scale from seconds. */
+static const char *xo_unit(const xo_cell *cells, size_t ncells, double *scale)
+{
+    double tmax = 0;
+    for (size_t i = 0; i < ncells; i++)
+        for (size_t k = 0; k < cells[i].n; k++)
+            if (cells[i].e[k].tt.n && cells[i].e[k].tt.max > tmax)
+                tmax = cells[i].e[k].tt.max;
+    *scale = tmax < 1e-3 ? 1e6 : tmax < 1 ? 1e3 : 1;
+    return tmax < 1e-3 ? "us" : tmax < 1 ? "ms" : "s";
+}
+
+/* The summary: a row a cell (winner, its mean time ± spread, runner-up,
+ * its time over the winner's, whether their seeds' ranges are apart, and
+ * the specs whose runs did not all reach the target), then the map (a row
+ * a model, a column a value), in Markdown, to out. */
+static void xo_table(FILE *out, const cmp_opts *o, const cmp_sweep *sw, const xo_cell *cells, size_t ncells,
+                     const char *where)
+{
+    double scale;
+    const char *unit = xo_unit(cells, ncells, &scale);
+    char sim_unit[16];
+    snprintf(sim_unit, sizeof sim_unit, "%s%s", !strcmp(where, "threads engine") ? "" : "sim ", unit);
+    fprintf(out, "# herd compare crossover: %s, %zu workers, %zu epoch(s), %zu seed(s) from %" PRIu64
+                 "; first to test accuracy %.2f\n\n", where, o->workers, o->epochs, o->seeds, o->seed, o->target);
+    fprintf(out, "| model | %s | winner | to %.2f (%s) | runner-up | to %.2f (%s) | runner-up / winner | apart | "
+                 "not all reaching %.2f |\n|---|---|---|---|---|---|---|---|---|\n",
+            sw->key ? sw->key : "platform", o->target, sim_unit, o->target, sim_unit, o->target);
+    for (size_t i = 0; i < ncells; i++) {
+        const xo_cell *c = &cells[i];
+        const xo_entry *w = c->win >= 0 ? &c->e[c->win] : NULL, *r = c->second >= 0 ? &c->e[c->second] : NULL;
+        char wt[64] = "-", rt[64] = "-", ratio[32] = "-", miss[512] = "";
+        if (w) {
+            cmp_stat t = w->tt;
+            t.mean *= scale, t.min *= scale, t.max *= scale;
+            cell(wt, sizeof wt, t, "%.4g", o->seeds > 1);
+        }
+        if (r) {
+            cmp_stat t = r->tt;
+            t.mean *= scale, t.min *= scale, t.max *= scale;
+            cell(rt, sizeof rt, t, "%.4g", o->seeds > 1);
+            snprintf(ratio, sizeof ratio, "%.2f", r->tt.mean / w->tt.mean);
+        }
+        for (size_t k = 0; k < c->n; k++)
+            if (c->e[k].tt.n < c->e[k].runs)
+                snprintf(miss + strlen(miss), sizeof miss - strlen(miss), "%s%s %zu/%zu", miss[0] ? ", " : "",
+                         c->e[k].spec, c->e[k].tt.n, c->e[k].runs);
+        fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c->model, c->value ? c->value : where,
+                w ? w->spec : "none", wt, r ? r->spec : "-", rt, ratio, !r ? "-" : w->tt.max < r->tt.min ? "yes" : "no",
+                miss[0] ? miss : "-");
+    }
+    fprintf(out, "\nwinner: the spec whose %zu run(s) all reached test accuracy %.2f, with the lowest mean time to "
+                 "it (± spread: max - min over the seeds); none: no spec's runs all reached it. apart: the winner's "
+                 "slowest seed beat the runner-up's fastest.\n\n",
+            o->seeds, o->target);
+    fprintf(out, "| model |");
+    for (size_t v = 0; v < sw->nv; v++)
+        fprintf(out, " %s |", sw->v[v] ? sw->v[v] : where);
+    fprintf(out, "\n|---|");
+    for (size_t v = 0; v < sw->nv; v++)
+        fprintf(out, "---|");
+    fputc('\n', out);
+    for (size_t m = 0; m < sw->nm; m++) {
+        fprintf(out, "| %s |", sw->m[m]);
+        for (size_t v = 0; v < sw->nv; v++) {
+            size_t i = m * sw->nv + v;
+            const xo_cell *c = i < ncells ? &cells[i] : NULL;
+            fprintf(out, " %s |", !c ? "(not run)" : c->win >= 0 ? c->e[c->win].spec : "none");
+        }
+        fputc('\n', out);
+    }
+}
+
+/* The map: x the swept values, y the models, each cell coloured by its
+ * winner and labelled with it, its mean time and the runner-up's over it;
+ * grey where none won. DIR/crossover.gp, .dat, .png and .pdf. */
+static int xo_plot(const cmp_opts *o, const cmp_sweep *sw, const xo_cell *cells, size_t ncells, const char *where,
+                   const char *const *specs, size_t nspecs)
+{
+    static const char *const colours[] = {"#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377",
+                                          "#bbbbbb", "#ee8866", "#44bb99", "#99ddff"};
+    const size_t ncol = sizeof colours / sizeof colours[0];
+    char path[PATH_MAX + 32], dat[PATH_MAX + 32];
+    double scale;
+    const char *unit = xo_unit(cells, ncells, &scale);
+    snprintf(dat, sizeof dat, "%s/crossover.dat", o->out);
+    FILE *d = fopen(dat, "w");
+    if (!d) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", dat, strerror(errno));
+        return -1;
+    }
+    fprintf(d, "# x y colour winner time: the map's cells\n");
+    for (size_t i = 0; i < ncells; i++) {
+        const xo_cell *c = &cells[i];
+        size_t k = 0; /* the winner's colour: its spec's place on the command line */
+        while (c->win >= 0 && k < nspecs && strcmp(specs[k], c->e[c->win].spec))
+            k++;
+        char name[300] = "none", t[96] = "no spec's runs all reached it";
+        if (c->win >= 0) {
+            snprintf(name, sizeof name, "%s", c->e[c->win].spec);
+            for (char *p = name; *p; p++)
+                *p = *p == '"' || *p == '\\' ? ' ' : *p;
+            snprintf(t, sizeof t, "%.3g %s", c->e[c->win].tt.mean * scale, unit);
+            if (c->second >= 0)
+                snprintf(t + strlen(t), sizeof t - strlen(t), ", next x%.2f",
+                         c->e[c->second].tt.mean / c->e[c->win].tt.mean);
+        }
+        unsigned rgb = 0xe0e0e0;
+        if (c->win >= 0)
+            rgb = (unsigned)strtoul(colours[k % ncol] + 1, NULL, 16);
+        fprintf(d, "%zu %zu %u \"%s\" \"%s\"\n", i % sw->nv + 1, i / sw->nv + 1, rgb, name, t);
+    }
+    if (fclose(d) != 0) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", dat, strerror(errno));
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/crossover.gp", o->out);
+    FILE *g = fopen(path, "w");
+    if (!g) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    double w = 300 + 230 * (double)sw->nv, h = 220 + 130 * (double)sw->nm;
+    fprintf(g, "# herd compare: the crossover map (gnuplot %s)\n"
+               "set terminal pngcairo size %.0f,%.0f enhanced font 'sans,12'\nset output '%s/crossover.png'\n"
+               "set title \"First to test accuracy %.2f (%s, %zu workers, %zu epoch(s), %zu seed(s))\" noenhanced\n"
+               "set xrange [0.5:%zu.5]\nset yrange [0.5:%zu.5]\nset xlabel '%s'\nset ylabel 'model'\n"
+               "set tics scale 0 noenhanced\nset key outside right top box title 'winner'\nset bmargin 6\n"
+               "set label 1 \"grey: none, no spec whose %zu run(s) all reached %.2f; a cell: its winner, its mean "
+               "time to it and the runner-up's over it\" at screen 0.5, 0.03 center font ',9' noenhanced\n",
+            path, w, h, o->out, o->target, where, o->workers, o->epochs, o->seeds, sw->nv, sw->nm,
+            sw->key ? (!strcmp(sw->key, "link") ? "link of each host (bandwidth:latency)" : "speed of each host")
+                    : "platform",
+            o->seeds, o->target);
+    fprintf(g, "set xtics (");
+    for (size_t v = 0; v < sw->nv; v++)
+        fprintf(g, "%s\"%s\" %zu", v ? ", " : "", sw->v[v] ? sw->v[v] : where, v + 1);
+    fprintf(g, ")\nset ytics (");
+    for (size_t m = 0; m < sw->nm; m++)
+        fprintf(g, "%s\"%s\" %zu", m ? ", " : "", sw->m[m], m + 1);
+    fprintf(g, ")\nplot '%s' using 1:2:(0.49):(0.49):3 with boxxyerror fs solid 0.55 noborder lc rgb variable notitle"
+               ", \\\n  '' using 1:($2+0.1):4 with labels font ',13' noenhanced notitle"
+               ", \\\n  '' using 1:($2-0.12):5 with labels font ',10' noenhanced notitle",
+            dat);
+    for (size_t k = 0; k < nspecs; k++) {
+        char t[320];
+        snprintf(t, sizeof t, "%s", specs[k]);
+        for (char *p = t; *p; p++)
+            *p = *p == '"' || *p == '\\' ? ' ' : *p;
+        fprintf(g, ", \\\n  NaN with boxes fs solid 0.55 lc rgb '%s' title \"%s\"", colours[k % ncol], t);
+    }
+    fprintf(g, "\n");
+    gp_output(g, o->out, "crossover");
+    return gp_draw(g, path);
+}
+
+/* The crossover map: the comparison in each cell (model x swept value)
+ * into DIR/MODEL-K, then crossover.csv, the summary (stdout and
+ * crossover.md) and the map. Returns the exit status. */
+static int crossover(const cmp_opts *op, const cmp_sweep *sw, bool sim, const char *self, const char *const *specs,
+                     size_t nspecs, const size_t *counts, const char *engine)
+{
+    const cmp_opts o = *op;
+    if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "herd: compare: --out %s: %s\n", o.out, strerror(errno));
+        return 1;
+    }
+    size_t ncells = sw->nm * sw->nv, done = 0, ended = 0;
+    xo_cell *cells = calloc(ncells, sizeof *cells);
+    char path[PATH_MAX + 32], where[256];
+    snprintf(path, sizeof path, "%s/crossover.csv", o.out);
+    FILE *csv = fopen(path, "w");
+    if (!cells || !csv) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, cells ? strerror(errno) : "out of memory");
+        free(cells);
+        if (csv)
+            fclose(csv);
+        return 1;
+    }
+    fprintf(csv, "model,sweep,value,cell,spec,workers,seed,status,reached,time_to_target_s,test_acc,epoch_s\n");
+    where_of(&o, sim, where, sizeof where);
+    int failed = 0;
+    for (size_t i = 0; i < ncells && !herd__cli_stop_signal(); i++, done++) {
+        xo_cell *c = &cells[i];
+        cmp_opts co = o;
+        c->model = co.model = sw->m[i / sw->nv];
+        c->value = sw->key ? sw->v[i % sw->nv] : NULL;
+        if (sw->key && !strcmp(sw->key, "link"))
+            co.link = c->value;
+        else if (sw->key)
+            co.host_speed = c->value;
+        snprintf(c->dir, sizeof c->dir, "%s/%s-%zu", o.out, c->model, i % sw->nv + 1);
+        for (char *p = c->dir + strlen(o.out) + 1; *p; p++) /* a model's name is a file's */
+            *p = *p == '/' || *p == ' ' ? '_' : *p;
+        co.out = c->dir;
+        fprintf(stderr, "herd compare: cell %zu of %zu: %s%s%s%s%s\n", i + 1, ncells, c->model, sw->key ? ", " : "",
+                sw->key ? sw->key : "", c->value ? " " : "", c->value ? c->value : "");
+        cmp_result res;
+        int f = compare_run(&co, sim, self, specs, nspecs, counts, 1, engine, &res);
+        failed += f < 0 ? 1 : f;
+        xo_collect(c, &res, sw, csv);
+        for (size_t k = 0; k < res.nrows; k++)
+            ended += res.rows[k].ok;
+        free(res.rows);
+        free(res.groups);
+    }
+    if (fclose(csv) != 0) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+        failed++;
+    }
+    printf("\n");
+    xo_table(stdout, &o, sw, cells, done, where);
+    fflush(stdout);
+    snprintf(path, sizeof path, "%s/crossover.md", o.out);
+    FILE *md = fopen(path, "w");
+    if (md)
+        xo_table(md, &o, sw, cells, done, where);
+    if (!md || fclose(md) != 0) {
+        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+        failed++;
+    }
+    if (!o.no_plots && done && xo_plot(&o, sw, cells, done, where, specs, nspecs) == 0)
+        fprintf(stderr, "herd compare: the map in %s/crossover.png and .pdf (script %s/crossover.gp)\n", o.out, o.out);
+    free(cells);
+    int sig = herd__cli_stop_signal();
+    if (sig) {
+        fprintf(stderr, "herd: compare stopped by %s: %zu of %zu cell(s) begun, %zu run(s) ended; %s/crossover.csv "
+                        "has them\n", herd__cli_signal_name(sig), done, ncells, ended, o.out);
+        return 128 + sig;
+    }
+    return failed ? 1 : 0;
+}
+
 int herd__cli_compare(int argc, char **argv)
 {
     cmp_opts o = {.workers = 8, .epochs = 5, .target = 0.8, .out = "herd-compare", .timeout_s = 86400, .seeds = 1,
@@ -932,16 +1459,19 @@ int herd__cli_compare(int argc, char **argv)
         specs[i] = defaults[i];
     if (nspecs == 0)
         nspecs = 4;
-    const char *engine = o.engine ? o.engine : o.platform ? "sim" : "threads";
+    const char *engine = o.engine ? o.engine : o.platform || o.sweep ? "sim" : "threads";
     bool sim = !strcmp(engine, "sim");
     if (!sim && strcmp(engine, "threads")) {
         fprintf(stderr, "herd: compare: --engine must be threads or sim, got '%s'\n", engine);
         return 2;
     }
-    if (!sim && (o.platform || o.link || o.host_speed)) {
-        fprintf(stderr, "herd: compare: --platform, --link and --host-speed need --engine sim\n");
+    if (!sim && (o.platform || o.link || o.host_speed || o.sweep)) {
+        fprintf(stderr, "herd: compare: --platform, --link, --host-speed and --sweep need --engine sim\n");
         return 2;
     }
+    cmp_sweep sw;
+    if (sweep_parse(&o, &sw) != 0)
+        return 2;
     size_t counts[MAX_SCALE], ncounts = 0;
     if (worker_counts(&o, counts, &ncounts) != 0)
         return 2;
@@ -969,87 +1499,31 @@ int herd__cli_compare(int argc, char **argv)
     snprintf(self, sizeof self, "%s/herd", herd__cli_self_dir(dir, sizeof dir));
     /* from here a signal stops the run under way and no other starts */
     herd__cli_catch_signals();
-    int bad = check_specs(&o, sim, self, specs, nspecs, counts[0]);
+    int bad = sw.key ? sweep_check(&o, &sw, self) : 0;
+    for (size_t m = 0; m < sw.nm && !bad; m++) { /* every model's flags */
+        cmp_opts co = o;
+        co.model = sw.m[m];
+        bad = check_specs(&co, sim, self, specs, nspecs, counts[0]);
+    }
     if (bad > 128)
         fprintf(stderr, "herd: compare stopped by %s before any run\n", herd__cli_signal_name(bad - 128));
     if (bad)
         return bad;
-    if (mkdir(o.out, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "herd: compare: --out %s: %s\n", o.out, strerror(errno));
-        return 1;
-    }
-    size_t ngroups = (o.no_baseline ? 0 : 1) + nspecs * ncounts, maxrows = ngroups * o.seeds;
-    cmp_row *rows = calloc(maxrows, sizeof *rows);
-    cmp_group *groups = calloc(ngroups, sizeof *groups);
-    if (!rows || !groups) {
-        free(rows);
-        free(groups);
-        fprintf(stderr, "herd: out of memory\n");
-        return 1;
-    }
-    size_t nrows = 0;
-    char where[256];
-    if (sim)
-        snprintf(where, sizeof where, "sim, %s%s%s%s%s", o.platform ? o.platform : "ib-100g", o.link ? ", link " : "",
-                 o.link ? o.link : "", o.host_speed ? ", hosts " : "", o.host_speed ? o.host_speed : "");
-    else
-        snprintf(where, sizeof where, "threads engine");
-    for (size_t i = 0; i < o.slow.n; i++)
-        snprintf(where + strlen(where), sizeof where - strlen(where), ", --slow %s", o.slow.v[i]);
-    fprintf(stderr, "herd compare: %zu spec(s) on %s, %s, %zu epoch(s)", nspecs, where, o.model ? o.model : "lenet",
-            o.epochs);
-    if (o.seeds > 1)
-        fprintf(stderr, ", seeds %" PRIu64 "-%" PRIu64, o.seed, o.seed + o.seeds - 1);
-    fprintf(stderr, "; results in %s/\n", o.out);
-    /* configuration 0 the baseline (sgd on one worker), then each spec at
-     * each worker count; each run once a seed */
-    size_t gi = 0;
-    for (size_t k = o.no_baseline ? 1 : 0; k <= nspecs * ncounts && !herd__cli_stop_signal(); k++, gi++) {
-        bool baseline = k == 0;
-        const char *spec = baseline ? "sgd" : specs[(k - 1) / ncounts];
-        size_t n = baseline ? 1 : counts[(k - 1) % ncounts];
-        groups[gi] = (cmp_group){.first = nrows, .index = gi};
-        for (size_t j = 0; j < o.seeds && !herd__cli_stop_signal(); j++) {
-            char seed[48] = "";
-            if (o.seeds > 1)
-                snprintf(seed, sizeof seed, ", seed %" PRIu64, o.seed + j);
-            fprintf(stderr, "  running %s on %zu worker%s%s%s...\n", spec, n, n == 1 ? "" : "s", seed,
-                    baseline ? " (baseline)" : "");
-            run_one(&o, sim, self, spec, n, baseline, o.seed + j, &rows[nrows], gi);
-            nrows++, groups[gi].n++;
-        }
-    }
-    ngroups = gi;
-    cmp_stat base = o.no_baseline || !ngroups ? (cmp_stat){0} : STAT(rows, &groups[0], epoch_s);
-    for (size_t i = 0; i < nrows; i++)
-        rows[i].speedup = base.n && rows[i].ok && rows[i].epoch_s > 0 ? base.mean / rows[i].epoch_s : NAN;
-    /* each configuration's curve: its run's, or the mean of its runs' */
-    int bad_curves = 0;
-    for (size_t i = 0; i < ngroups; i++) {
-        cmp_group *g = &groups[i];
-        snprintf(g->dat, sizeof g->dat, "%s", rows[g->first].dat);
-        if (o.seeds > 1) {
-            snprintf(g->dat, sizeof g->dat, "%s/run%02zu.dat", o.out, g->index);
-            bad_curves += mean_curve(rows, g) != 0;
-        } else if (rows[g->first].ok) {
-            double(*pts)[CURVE_COLS] = malloc(MAX_POINTS * sizeof *pts);
-            g->npoints = pts ? curve_load(g->dat, pts, MAX_POINTS) : 0;
-            free(pts);
-        }
-    }
-    /* stopped, the table, CSV and plot script hold the runs that ended */
-    int failed = print_table(&o, rows, groups, ngroups, where, engine, sim) + bad_curves;
-    if (!o.no_plots && write_plots(&o, rows, nrows, groups, ngroups, where, sim) == 0)
-        fprintf(stderr, "herd compare: plots in %s/*.png and *.pdf (script %s/plots.gp)\n", o.out, o.out);
+    if (o.sweep || o.models)
+        return crossover(&o, &sw, sim, self, specs, nspecs, counts, engine);
+    cmp_result res;
+    int failed = compare_run(&o, sim, self, specs, nspecs, counts, ncounts, engine, &res);
     size_t ended = 0;
-    for (size_t i = 0; i < nrows; i++)
-        ended += rows[i].ok;
-    free(rows);
-    free(groups);
+    for (size_t i = 0; i < res.nrows; i++)
+        ended += res.rows[i].ok;
+    free(res.rows);
+    free(res.groups);
+    if (failed < 0)
+        return 1;
     int sig = herd__cli_stop_signal();
     if (sig) { /* one line: the comparison did not end */
         fprintf(stderr, "herd: compare stopped by %s: %zu of %zu run(s) ended; %s/compare.csv has them\n",
-                herd__cli_signal_name(sig), ended, maxrows, o.out);
+                herd__cli_signal_name(sig), ended, res.maxrows, o.out);
         return 128 + sig;
     }
     return failed ? 1 : 0;

@@ -11,7 +11,7 @@
 #      them, a slow host, the alpha-beta time of a ring allreduce, overlap
 #      of backward and allreduce, the receive side of an exchange, the step
 #      overhead, and herd compare on a
-#      simulated platform;
+#      simulated platform, and its crossover map (--sweep);
 #   4. --sim-cfg against SimGrid's own list of keys, a platform file of the
 #      user's, and SIGTERM/SIGINT to herd sim and herd compare (no smpirun,
 #      smpimain or temporary directory left; exit 128 + the signal).
@@ -364,6 +364,44 @@ if timeout 120 "$herd" compare --platform 10gbe --scaling 1,2,4 --epochs 1 --mod
 else
     bad "herd compare --scaling: the speedup plot's ticks"; cat "$tmp/cmps.err" | tail -4
     awk 'index($0, "speedup_workers.png") { on = 1 } on' "$tmp/cmps/plots.gp" 2>/dev/null | head -20
+fi
+
+# --sweep and --models: a crossover map, 2 cells (link bandwidths) x 2 specs x 2 seeds; crossover.csv
+# has a row a run, and each cell's winner in crossover.md (and on stdout) is the spec whose runs all
+# reached the target with the lowest mean time to it, "none" where no spec's did (awk, from the CSV; the
+# specs in the order that puts the slower first)
+if timeout 300 "$herd" compare --platform 10gbe --workers 4 --epochs 2 --models linear --data synthetic:1x12x12:4 \
+        --sweep link=1Gbps:25us,100Gbps:25us --seeds 2 --no-baseline --target 0.6 \
+        --extra "--batch 16 --train-limit 1024 --test-limit 256" --out "$tmp/xo" asgd allreduce \
+        >"$tmp/xo.txt" 2>"$tmp/xo.err"; then
+    rows=$(awk -F, 'NR > 1 { gsub(/"/, ""); print $1, $3, $4, $5, $7, $8 }' "$tmp/xo/crossover.csv" | sort | tr '\n' ';')
+    want="linear 100Gbps:25us linear-2 allreduce 1 ok;linear 100Gbps:25us linear-2 allreduce 2 ok;"
+    want+="linear 100Gbps:25us linear-2 asgd 1 ok;linear 100Gbps:25us linear-2 asgd 2 ok;"
+    want+="linear 1Gbps:25us linear-1 allreduce 1 ok;linear 1Gbps:25us linear-1 allreduce 2 ok;"
+    want+="linear 1Gbps:25us linear-1 asgd 1 ok;linear 1Gbps:25us linear-1 asgd 2 ok;"
+    expect=$(awk -F, 'NR > 1 {
+            gsub(/"/, ""); cell = $1 " " $3; k = cell SUBSEP $5; n[k]++; cells[cell]
+            if ($9 == 1) { r[k]++; t[k] += $10 }
+        }
+        END {
+            for (k in n) {
+                split(k, p, SUBSEP)
+                if (r[k] == n[k] && (!(p[1] in best) || t[k] / n[k] < best[p[1]])) { best[p[1]] = t[k] / n[k]; win[p[1]] = p[2] }
+            }
+            for (c in cells) print c, (c in win ? win[c] : "none")
+        }' "$tmp/xo/crossover.csv" | sort | tr '\n' ';')
+    got=$(awk -F'|' 'NF > 9 && $3 ~ /Gbps/ { gsub(/ /, ""); print $2, $3, $4 }' "$tmp/xo/crossover.md" | sort | tr '\n' ';')
+    shown=$(awk -F'|' 'NF > 9 && $3 ~ /Gbps/ { gsub(/ /, ""); print $2, $3, $4 }' "$tmp/xo.txt" | sort | tr '\n' ';')
+    if [ "$rows" = "$want" ] && [ -n "$expect" ] && [ "$got" = "$expect" ] && [ "$shown" = "$expect" ] &&
+        [ -s "$tmp/xo/linear-1/compare.csv" ] && [ -s "$tmp/xo/linear-2/compare_summary.csv" ] &&
+        { ! command -v gnuplot >/dev/null || { [ -s "$tmp/xo/crossover.png" ] &&
+            [ "$(head -c 4 "$tmp/xo/crossover.pdf")" = "%PDF" ]; }; }; then
+        ok "herd compare --sweep: 8 runs in crossover.csv, each cell's winner the lowest mean time to target ($expect)"
+    else
+        bad "herd compare --sweep: rows '$rows' (want '$want'); winners '$got', stdout '$shown', from the CSV '$expect'"
+    fi
+else
+    bad "herd compare --sweep: exit $?"; tail -6 "$tmp/xo.err"
 fi
 
 # -- 4. what herd sim refuses, and signals --------------------------------------
