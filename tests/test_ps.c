@@ -275,7 +275,23 @@ static void test_train_end_to_end(void)
         ASSERT_TRUE(r.test_acc > 0.8);
         ASSERT_NEAR(r.images, 2 * 2048, 0, 0);
         ASSERT_EQ_INT(r.nlost, 0);
+        ASSERT_STR_CONTAINS(r.algo_json, "\"softsync\":1,\"softsync_n\":4,\"staleness_lr\":false");
     }
+}
+
+/* The summary names the run's softsync in herd's count (gradients per
+ * update) and in the paper's (n = workers / C). */
+static void test_summary_names_softsync(void)
+{
+    herd_train_config c = small("asgd", 4);
+    c.max_steps = 3;
+    herd_test_set(&c, "softsync", "2");
+    herd_test_set(&c, "staleness-lr", NULL);
+    herd_train_result r;
+    herd_err err = {0};
+    if (herd_train(&c, &r, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    ASSERT_STR_CONTAINS(r.algo_json, "\"softsync\":2,\"softsync_n\":2,\"staleness_lr\":true");
 }
 
 /* A lost worker: asynchronous runs finish without it and name it; a run
@@ -365,6 +381,7 @@ const herd_test herd_tests_ps[] = {
     {"ps_ssp_bound", test_ssp_bound, 60},
     {"ps_hogwild_loses_nothing", test_hogwild_loses_nothing, 60},
     {"ps_train_end_to_end", test_train_end_to_end, 120},
+    {"ps_summary_names_softsync", test_summary_names_softsync, 60},
     {"ps_lost_workers", test_lost_workers, 120},
     {"ps_waits_survive_stops", test_waits_survive_stops, 60},
     {"ps_option_errors", test_option_errors, 30},

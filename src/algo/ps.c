@@ -597,6 +597,17 @@ static void ps_log_epoch(herd_algo *a, herd_worker *w, char *buf, size_t cap)
     s->bytes_sent0 = w->comm->bytes_sent, s->bytes_recv0 = w->comm->bytes_recv;
 }
 
+/* The run's n-softsync in both counts: herd's --softsync C (gradients per
+ * update) and the paper's n = workers / C (seed 001: the server updates
+ * after lambda / n gradients, and the mean staleness is about n). */
+static void ps_summary_json(herd_algo *a, herd_worker *w, char *buf, size_t cap)
+{
+    (void)a;
+    size_t c = opts_of(w)->softsync;
+    snprintf(buf, cap, ",\"softsync\":%zu,\"softsync_n\":%g,\"staleness_lr\":%s", c, (double)w->nworkers / (double)c,
+             opts_of(w)->staleness_lr ? "true" : "false");
+}
+
 static const uint64_t PSV_LAYOUT = HERD__STATE_LAYOUT('p', 's', 'r', 'v', 1);
 
 static herd_status ps_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
@@ -673,6 +684,7 @@ static const ps_kind kind_asgd = PS_ASGD, kind_amsgd = PS_AMSGD, kind_hogwild = 
         .finish = ps_finish,                                                                   \
         .eval_params = ps_eval_params,                                                         \
         .log_epoch = ps_log_epoch,                                                             \
+        .summary_json = ps_summary_json,                                                       \
         .free = ps_free,                                                                       \
         .save = ps_save,                                                                       \
         .load = ps_load,                                                                       \
