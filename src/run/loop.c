@@ -211,7 +211,6 @@ static herd_status evaluate_at_start(worker_ctx *c)
         size_t n = r->train.n < r->test.n ? r->train.n : r->test.n;
         herd_model_evaluate(w->model, r->train.x, r->train.y, n, herd_dataset_dim(&r->train), &train_loss,
                             &train_acc);
-        herd__simtime_eval(w->model, n);
         HERD_TRY(timed_evaluate(c, &(eval_point){0, 0, train_loss, 0, 0}));
     }
     HERD_TRY(eval_barrier(c));
@@ -228,7 +227,6 @@ static herd_status evaluate(worker_ctx *c, const eval_point *p)
     if ((st = check_eval_model(c, w->params, "worker 0's")) < 0)
         return st;
     herd_model_evaluate(w->model, r->test.x, r->test.y, r->test.n, dim, &c->test_loss, &c->test_acc);
-    herd__simtime_eval(w->model, r->test.n);
     c->worker0_acc = c->test_acc;
     c->eval_model = "worker0";
     const char *name = NULL;
@@ -241,8 +239,7 @@ static herd_status evaluate(worker_ctx *c, const eval_point *p)
         if (st == HERD_OK && name) {
             memcpy(w->params, c->eval_buf + w->nparams, w->nparams * sizeof(float));
             herd_model_evaluate(w->model, r->test.x, r->test.y, r->test.n, dim, &c->test_loss, &c->test_acc);
-            herd__simtime_eval(w->model, r->test.n);
-            memcpy(w->params, c->eval_buf, w->nparams * sizeof(float));
+                    memcpy(w->params, c->eval_buf, w->nparams * sizeof(float));
             c->eval_model = name;
         }
         if (st < 0)

@@ -66,10 +66,6 @@ void herd__simtime_update(const herd_model *m)
     charge(HERD_SIM_UPDATE_FLOPS_PER_PARAM * (double)herd_model_nparams(m));
 }
 
-void herd__simtime_eval(const herd_model *m, size_t n)
-{
-    charge(herd_model_forward_flops(m) * (double)n);
-}
 
 /* ---- data sets shared by the simulated ranks ---- */
 
@@ -177,10 +173,5 @@ void herd__simtime_backward_end(const herd__simclock *k, const herd_model *m) { 
 void herd__simtime_update(const herd_model *m) { (void)m; }
 
 double herd__simtime_step_overhead(void) { return 0.0; }
-
-void herd__simtime_eval(const herd_model *m, size_t n)
-{
-    (void)m, (void)n;
-}
 
 #endif

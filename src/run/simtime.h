@@ -7,9 +7,14 @@
  * instead: the step's FLOPs (herd_model_train_flops x batch, plus the
  * local update's HERD_SIM_UPDATE_FLOPS_PER_PARAM per parameter) executed on
  * this rank's simulated host, so a simulation is repeatable to the bit.
- * herd__simtime_eval charges an evaluation's forward passes the same way:
- * worker 0's evaluation between epochs holds it up (and, in a synchronous
- * algorithm, everyone) as a real one would. The update is charged as
+ * Evaluation costs no simulated time: it observes the run, as a trainer's
+ * held-out evaluation of saved weights would, and the times it would add
+ * are left out of epoch_s, train_s and the curves anyway. Charged to worker
+ * 0, it would also skew an asynchronous run's curve: the others train on
+ * while worker 0 evaluates, so at worker 0's training time the run is
+ * further on than that time accounts for (an evaluation of 500 examples
+ * every 8 global steps of batch 32 is about 40% of worker 0's compute: its
+ * time to a target would come out that much short). The update is charged as
  * FLOPs although a GPU's is bound by memory bandwidth: either way it is a
  * small share of a step (0.02% for resnet20 at batch 32, 6% for mlp at
  * batch 16).
@@ -69,7 +74,5 @@ void herd__simtime_backward_end(const herd__simclock *k, const herd_model *m);
 void herd__simtime_update(const herd_model *m);
 /* The step overhead in seconds (HERD_SIM_STEP_OVERHEAD; 0 outside herd-sim). */
 double herd__simtime_step_overhead(void);
-/* Charges the forward passes of an evaluation on n examples. */
-void herd__simtime_eval(const herd_model *m, size_t n);
 
 #endif
