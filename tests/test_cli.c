@@ -1086,6 +1086,42 @@ static void test_divergence(void)
     }
 }
 
+/* A run that never learns is named too: lenet at --lr 1e-7 keeps its loss
+ * at chance through 124 steps (exit 0 and a test accuracy of 0.1 before);
+ * the same run at --lr 0.05 is below 60% of chance by then and is not. */
+static void test_not_learning(void)
+{
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) != 0)
+        herd_test_fail(__FILE__, __LINE__, "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    char last[4096];
+    for (int stop = 0; stop < 2; stop++) {
+        herd_test_cmd o;
+        herd_test_run(&o, 100, (const char *const[]){"train", "--algo", "allreduce", "--workers", "2", "--lr", "1e-7",
+                                                     "--epochs", "4", "--train-limit", "4000", "--test-limit", "500",
+                                                     "--threads", "1", "--no-progress", "--json",
+                                                     stop ? "--stop-on-divergence" : NULL, NULL});
+        last_line(o.out, last, sizeof last);
+        ASSERT_STR_CONTAINS(o.err, "epoch 4, step 124: the run is not learning: the training loss has stayed at "
+                                   "chance (ln 10 = 2.303): its lowest, ");
+        ASSERT_STR_CONTAINS(o.err, "in 124 steps (--algo allreduce, --lr 1e-07)");
+        if (stop) {
+            ASSERT_EQ_INT(o.code, 1);
+            ASSERT_STR_CONTAINS(last, "\"code\":\"HERD_EDIVERGED\"");
+        } else {
+            ASSERT_EQ_INT(o.code, 0);
+            ASSERT_STR_CONTAINS(last, "\"status\":\"diverged\"");
+        }
+    }
+    herd_test_cmd o;
+    herd_test_run(&o, 100, (const char *const[]){"train", "--algo", "allreduce", "--workers", "2", "--lr", "0.05",
+                                                 "--epochs", "4", "--train-limit", "4000", "--test-limit", "500",
+                                                 "--threads", "1", "--no-progress", "--json", NULL});
+    last_line(o.out, last, sizeof last);
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_TRUE(!strstr(o.err, "not learning"));
+    ASSERT_STR_CONTAINS(last, "\"status\":\"ok\"");
+}
+
 /* Starts herd train with args, waits until its log (logpath) has its
  * "start" record and then `after_s` more, sends sig (twice when twice, 0.2 s
  * apart) and returns its exit code. */
@@ -1656,6 +1692,7 @@ const herd_test herd_tests_cli[] = {
     {"cli_refused_before_work", test_refused_before_work, 60},
     {"cli_writes_checked", test_writes_checked, 60},
     {"cli_divergence", test_divergence, 200},
+    {"cli_not_learning", test_not_learning, 200},
     {"cli_signals", test_signals, 200},
     {"cli_sim_refused_before_simgrid", test_sim_refused_before_simgrid, 60},
     {"cli_sim_platform_hosts", test_sim_platform_hosts, 60},
