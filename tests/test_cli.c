@@ -670,9 +670,6 @@ static void test_exit_codes(void)
         {{"compare", "--sweep", "link=1Gbps:5us", "--scaling", "1,2"}, 2, "not with --scaling"},
         {{"compare", "--models", "lenet,,mlp"}, 2, "--models: expected 1 to 8 models M,M,..., none empty, got 'lenet,,mlp'"},
         {{"compare", "--models", "lenet,mlp", "--model", "mlp"}, 2, "--models and --model: give one"},
-        {{"compare", "--platform", "10gbe", "--sweep", "link=1Gbps:5us,fast:5us", "--model", "linear", "--data",
-          "synthetic:1x8x8:4", "--out", "/nonexistent/herd-compare"}, 2,
-         "--sweep link value 'fast:5us' is refused (above); no run was started"},
         {{"nonsense"}, 2, "unknown command 'nonsense'"},
         /* accepted nonsense, refused before any work */
         {{"train", "--step-gamma", "-1"}, 2, "--step-gamma must be in (0, 1] (the factor of each decay), got -1"},

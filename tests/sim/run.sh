@@ -415,6 +415,17 @@ else
     bad "herd compare --sweep: exit $?"; tail -6 "$tmp/xo.err"
 fi
 
+# a swept value herd sim refuses stops herd compare before any run (herd sim --dry-run checks each)
+timeout 60 "$herd" compare --platform 10gbe --sweep link=1Gbps:5us,fast:5us --model linear \
+    --data synthetic:1x8x8:4 --out "$tmp/xo-bad" allreduce >"$tmp/xo-bad.txt" 2>"$tmp/xo-bad.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "\-\-sweep link value 'fast:5us' is refused (above); no run was started" "$tmp/xo-bad.err" &&
+    [ ! -e "$tmp/xo-bad/crossover.csv" ]; then
+    ok "herd compare --sweep: a value herd sim refuses stops it before any run (exit 2)"
+else
+    bad "herd compare --sweep: a refused value: exit $rc"; tail -4 "$tmp/xo-bad.err"
+fi
+
 # -- 4. what herd sim refuses, and signals --------------------------------------
 # --sim-cfg against SimGrid's own list of keys (smpirun prints it for a key it does not have): each
 # key is taken with the value SimGrid prints for it, but for those herd sets from its own flags
