@@ -670,6 +670,9 @@ static void test_exit_codes(void)
         {{"compare", "--sweep", "link=1Gbps:5us", "--scaling", "1,2"}, 2, "not with --scaling"},
         {{"compare", "--models", "lenet,,mlp"}, 2, "--models: expected 1 to 8 models M,M,..., none empty, got 'lenet,,mlp'"},
         {{"compare", "--models", "lenet,mlp", "--model", "mlp"}, 2, "--models and --model: give one"},
+        {{"compare", "--model", "nosuch", "--out", "/nonexistent/herd-compare", "allreduce"}, 2,
+         "unknown model 'nosuch' (choose one of: linear, mlp, lenet, cnn, resnet20)"},
+        {{"train", "--model", "nosuch", "--dry-run"}, 2, "unknown model 'nosuch'"},
         {{"nonsense"}, 2, "unknown command 'nonsense'"},
         /* accepted nonsense, refused before any work */
         {{"train", "--step-gamma", "-1"}, 2, "--step-gamma must be in (0, 1] (the factor of each decay), got -1"},
@@ -679,6 +682,8 @@ static void test_exit_codes(void)
         {{"train", "--eval-every-steps", "-1"}, 2, "--eval-every-steps: expected a non-negative integer, got '-1'"},
         {{"train", "--eval-every-steps", "2000000000"}, 2, "--eval-every-steps must be in [0, 1000000000] (0: off)"},
         {{"sim", "--workers", "0", "--", "train"}, 2, "--workers must be in [1, 4096], got 0"},
+        /* a dry run with no --algo checks the rest and exits 0 (herd_train picks the algorithm) */
+        {{"train", "--model", "lenet", "--dry-run"}, 0, ""},
         /* runs that fail */
         {{"train", "--data", "/nonexistent/data"}, 1, "/nonexistent/data"},
         {{"train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "512",

@@ -382,10 +382,17 @@ static int cmd_train(int argc, char **argv)
     }
     if (cfg->eval_every == 0)
         herd__usage_error_json(o.json, NULL, "--eval-every must be at least 1");
-    if (o.dry_run && !ops)
+    if (o.dry_run && cfg->algo && !ops)
         herd__usage_error_json(o.json, NULL, "unknown algorithm '%s' ('herd algos' lists them)", cfg->algo);
-    if (o.dry_run)
+    if (o.dry_run) {
+        bool known = !cfg->model; /* NULL: the default */
+        for (size_t i = 0; !known && herd_model_names[i]; i++)
+            known = !strcmp(herd_model_names[i], cfg->model);
+        if (!known)
+            herd__usage_error_json(o.json, NULL, "unknown model '%s' (choose one of: linear, mlp, lenet, cnn, resnet20)",
+                                   cfg->model);
         return 0;
+    }
     herd_train_result res;
     herd_err err = {0};
     cfg->stop = &stop_signal;
