@@ -517,6 +517,13 @@ static void fmt(char *buf, size_t cap, double v, const char *f)
         snprintf(buf, cap, f, v);
 }
 
+/* gnuplot's string quoting: s without quotes or backslashes. */
+static void gp_unquote(char *s)
+{
+    for (char *p = s; *p; p++)
+        *p = *p == '"' || *p == '\\' ? ' ' : *p;
+}
+
 /* gnuplot's string quoting: no quotes or backslashes in titles. */
 static void gp_title(char *out, size_t cap, const cmp_row *r, bool with_workers)
 {
@@ -1139,12 +1146,12 @@ static int sweep_check(const cmp_opts *o, const cmp_sweep *sw, const char *self)
     return rc;
 }
 
-/* One spec in one cell of the map: its runs (one a seed), those that
- * ended, and those that reached the target with their time to it. */
+/* One spec in one cell of the map: its runs (one a seed) and those that
+ * reached the target with their time to it. */
 typedef struct xo_entry {
     char spec[256];
-    size_t runs, ended;
-    cmp_stat tt, acc;
+    size_t runs;
+    cmp_stat tt;
 } xo_entry;
 
 /* A cell: model x swept value; its entries and winner (-1: none, no spec
@@ -1184,13 +1191,10 @@ static void xo_collect(xo_cell *c, const cmp_result *res, const cmp_sweep *sw, F
             continue;
         xo_entry *e = &c->e[c->n++];
         snprintf(e->spec, sizeof e->spec, "%s", r0->spec);
-        e->runs = g->n, e->ended = 0;
-        e->tt = STAT(res->rows, g, t_target), e->acc = STAT(res->rows, g, acc);
-        for (size_t i = g->first; i < g->first + g->n; i++) {
+        e->runs = g->n;
+        e->tt = STAT(res->rows, g, t_target);
+        for (size_t i = g->first; i < g->first + g->n && csv; i++) {
             const cmp_row *r = &res->rows[i];
-            e->ended += r->ok;
-            if (!csv)
-                continue;
             char tt[32];
             fmt(tt, sizeof tt, r->ok ? r->t_target : NAN, "%.9g");
             fprintf(csv, "%s,%s,\"%s\",%s,\"%s\",%zu,%" PRIu64 ",%s,%d,%s,%.6f,%.9g\n", c->model,
@@ -1302,8 +1306,7 @@ static int xo_plot(const cmp_opts *o, const cmp_sweep *sw, const xo_cell *cells,
         char name[300] = "none", t[96] = "no spec's runs all reached it";
         if (c->win >= 0) {
             snprintf(name, sizeof name, "%s", c->e[c->win].spec);
-            for (char *p = name; *p; p++)
-                *p = *p == '"' || *p == '\\' ? ' ' : *p;
+            gp_unquote(name);
             snprintf(t, sizeof t, "%.3g %s", c->e[c->win].tt.mean * scale, unit);
             if (c->second >= 0)
                 snprintf(t + strlen(t), sizeof t - strlen(t), ", next x%.2f",
@@ -1349,8 +1352,7 @@ static int xo_plot(const cmp_opts *o, const cmp_sweep *sw, const xo_cell *cells,
     for (size_t k = 0; k < nspecs; k++) {
         char t[320];
         snprintf(t, sizeof t, "%s", specs[k]);
-        for (char *p = t; *p; p++)
-            *p = *p == '"' || *p == '\\' ? ' ' : *p;
+        gp_unquote(t);
         fprintf(g, ", \\\n  NaN with boxes fs solid 0.55 lc rgb '%s' title \"%s\"", colours[k % ncol], t);
     }
     fprintf(g, "\n");
