@@ -1024,6 +1024,167 @@ static void test_layout_round_trip(void)
     }
 }
 
+/* ---- blocked activations (nChw16c) ---- */
+
+/* |got[i] - want[i]| <= rel * scale, scale the largest |want|: two float
+ * computations of the same sums in different orders. */
+static void check_near_f(int line, const char *what, const float *got, const float *want, size_t n, double rel)
+{
+    double scale = 0;
+    for (size_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs((double)want[i]));
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)got[i] - (double)want[i]) <= rel * scale))
+            herd_test_fail(__FILE__, line, "%s[%zu]: got %.9g, want %.9g (scale %.3g)", what, i, (double)got[i],
+                           (double)want[i], scale);
+}
+#define CHECK_NEAR(what, got, want, n, rel) check_near_f(__LINE__, what, got, want, n, rel)
+
+/* The layout change is the permutation its header says, both ways. */
+static void test_blk_layout(void)
+{
+    const size_t C = 32, N = 3, HW = 5, n = C * N * HW, CB = C / HERD__BLK;
+    float *a = alloc_f(n), *b = alloc_f(n), *c = alloc_f(n);
+    for (size_t i = 0; i < n; i++)
+        a[i] = (float)i;
+    herd__cnhw_to_blk(a, b, C, N, HW);
+    for (size_t k = 0; k < N; k++)
+        for (size_t cb = 0; cb < CB; cb++)
+            for (size_t i = 0; i < HW; i++)
+                for (size_t l = 0; l < HERD__BLK; l++)
+                    ASSERT_TRUE(b[((k * CB + cb) * HW + i) * HERD__BLK + l] ==
+                                a[((cb * HERD__BLK + l) * N + k) * HW + i]);
+    herd__blk_to_cnhw(b, c, C, N, HW);
+    CHECK_SAME("blocked round trip", c, a, n);
+    free(a), free(b), free(c);
+}
+
+/* Batch norm on blocked tensors against the CNHW kernels (themselves
+ * checked against the double reference above), every mode: training with
+ * and without the fused ReLU (statistics, running averages), evaluation,
+ * backward with a ReLU mask, overwriting, accumulating, without din. Means
+ * far from 0 check the shift; HW 1 and N 1 the edges. */
+static void test_batchnorm_blk_vs_cnhw(void)
+{
+    const size_t shapes[][3] = {{4, 16, 35}, {1, 32, 1}, {3, 16, 49}, {2, 64, 196}, {64, 16, 5}};
+    const float eps = 1e-5f, mom = 0.1f;
+    herd_rng rng;
+    herd_rng_seed(&rng, 41, 0);
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        size_t N = shapes[t][0], C = shapes[t][1], HW = shapes[t][2], n = N * C * HW, len = N * HW;
+        double *tmp = alloc_d(n);
+        float *x = alloc_f(n), *g = alloc_f(n), *xb = alloc_f(n), *gb = alloc_f(n), *gam = alloc_f(C),
+              *bet = alloc_f(C);
+        for (size_t c = 0; c < C; c++)
+            fill_normal(&rng, tmp + c * len, len, 0.5 + (double)(c % 5), 100.0 * (double)(c % 3) - 7.0);
+        to_float(tmp, x, n);
+        fill_normal(&rng, tmp, n, 1.0, 0.0), to_float(tmp, g, n);
+        fill_normal(&rng, tmp, C, 1.0, 1.0), to_float(tmp, gam, C);
+        fill_normal(&rng, tmp, C, 1.0, 0.0), to_float(tmp, bet, C);
+        herd__cnhw_to_blk(x, xb, C, N, HW);
+        herd__cnhw_to_blk(g, gb, C, N, HW);
+        double *work = alloc_d(HERD__BN_BLK_WORK(N, C));
+        for (int relu = 0; relu < 2; relu++) {
+            char what[96];
+            float *o = alloc_f(n), *ob = alloc_f(n), *back = alloc_f(n);
+            float *sm = alloc_f(C), *si = alloc_f(C), *smb = alloc_f(C), *sib = alloc_f(C);
+            float *rm = alloc_f(2 * C), *rmb = alloc_f(2 * C);
+            for (size_t c = 0; c < 2 * C; c++)
+                rm[c] = rmb[c] = c < C ? 0.25f : 2.0f;
+            herd__batchnorm_forward_train(x, gam, bet, o, sm, si, rm, rm + C, C, len, eps, mom, relu);
+            herd__batchnorm_forward_train_blk(xb, gam, bet, ob, smb, sib, rmb, rmb + C, C, N, HW, eps, mom,
+                                              relu, work);
+            herd__blk_to_cnhw(ob, back, C, N, HW);
+            snprintf(what, sizeof what, "blocked bn out N=%zu C=%zu HW=%zu relu=%d", N, C, HW, relu);
+            CHECK_NEAR(what, back, o, n, 1e-5);
+            CHECK_NEAR("blocked bn save_mean", smb, sm, C, 1e-6);
+            CHECK_NEAR("blocked bn save_invstd", sib, si, C, 1e-5);
+            CHECK_NEAR("blocked bn running stats", rmb, rm, 2 * C, 1e-5);
+            /* backward, the ReLU's mask (when fused) from each one's own output */
+            float *din = alloc_f(n), *dinb = alloc_f(n), *dg = alloc_f(2 * C), *dgb = alloc_f(2 * C);
+            for (int acc = 0; acc < 2; acc++) {
+                for (size_t i = 0; i < n; i++)
+                    din[i] = acc ? 0.5f : NAN;
+                herd__cnhw_to_blk(din, dinb, C, N, HW);
+                herd__batchnorm_backward(x, gam, g, relu ? o : NULL, sm, si, din, dg, dg + C, C, len, acc);
+                herd__batchnorm_backward_blk(xb, gam, gb, relu ? ob : NULL, sm, si, dinb, dgb, dgb + C, C, N, HW,
+                                             acc, work);
+                herd__blk_to_cnhw(dinb, back, C, N, HW);
+                snprintf(what, sizeof what, "blocked bn din N=%zu C=%zu HW=%zu relu=%d acc=%d", N, C, HW, relu,
+                         acc);
+                CHECK_NEAR(what, back, din, n, 1e-5);
+                CHECK_NEAR("blocked bn dgamma, dbeta", dgb, dg, 2 * C, 1e-5);
+            }
+            fill_nan_f(dgb, 2 * C);
+            herd__batchnorm_backward_blk(xb, gam, gb, relu ? ob : NULL, sm, si, NULL, dgb, dgb + C, C, N, HW,
+                                         false, work);
+            CHECK_NEAR("blocked bn dgamma, dbeta (din NULL)", dgb, dg, 2 * C, 1e-5);
+            /* evaluation with the running statistics */
+            herd__batchnorm_forward_eval(x, gam, bet, o, rm, rm + C, C, len, eps, relu);
+            herd__batchnorm_forward_eval_blk(xb, gam, bet, ob, rm, rm + C, C, N, HW, eps, relu, (float *)work);
+            herd__blk_to_cnhw(ob, back, C, N, HW);
+            CHECK_SAME("blocked bn eval", back, o, n);
+            free(o), free(ob), free(back), free(sm), free(si), free(smb), free(sib), free(rm), free(rmb);
+            free(din), free(dinb), free(dg), free(dgb);
+        }
+        free(work), free(tmp), free(x), free(g), free(xb), free(gb), free(gam), free(bet);
+    }
+}
+
+/* A convolution whose input and output herd holds blocked gives what the
+ * CNHW one gives: forward (bias, ReLU), backward-data overwriting and
+ * accumulating, backward-weights; stride 2, 1x1, batch 1. */
+static void test_conv_dnn_blk_vs_cnhw(void)
+{
+    const herd__conv_shape shapes[] = {
+        {.N = 3, .C = 16, .H = 9, .W = 7, .K = 32, .R = 3, .stride = 2, .pad = 1, .din = true},
+        {.N = 2, .C = 32, .H = 5, .W = 5, .K = 16, .R = 1, .stride = 1, .pad = 0, .din = true,
+         .din_accumulate = true},
+        {.N = 1, .C = 16, .H = 6, .W = 6, .K = 16, .R = 3, .stride = 1, .pad = 1, .bias = true, .relu = true,
+         .din = true},
+    };
+    if (!herd__blk_available())
+        return; /* the model never blocks without AVX-512 */
+    herd_rng rng;
+    herd_rng_seed(&rng, 42, 0);
+    herd__dnn *dnn = NULL;
+    ASSERT_OK(herd__dnn_create(&dnn));
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        herd__conv_shape s = shapes[t], sb = s;
+        sb.src_blk = sb.dst_blk = true;
+        size_t Ho = (s.H + 2 * s.pad - s.R) / s.stride + 1, Wo = (s.W + 2 * s.pad - s.R) / s.stride + 1;
+        size_t nin = s.N * s.C * s.H * s.W, nout = s.N * s.K * Ho * Wo, nw = s.K * s.C * s.R * s.R + s.K;
+        double *tmp = alloc_d(nin + nout + nw);
+        float *x = alloc_f(nin), *xb = alloc_f(nin), *w = alloc_f(nw), *g = alloc_f(nout), *gb = alloc_f(nout);
+        fill_normal(&rng, tmp, nin + nout + nw, 1.0, 0.0);
+        to_float(tmp, x, nin), to_float(tmp + nin, g, nout), to_float(tmp + nin + nout, w, nw);
+        herd__cnhw_to_blk(x, xb, s.C, s.N, s.H * s.W);
+        herd__cnhw_to_blk(g, gb, s.K, s.N, Ho * Wo);
+        herd__conv *c = NULL, *cb = NULL;
+        ASSERT_OK(herd__conv_create(dnn, &s, &c));
+        ASSERT_OK(herd__conv_create(dnn, &sb, &cb));
+        float *o = alloc_f(nout), *ob = alloc_f(nout), *back = alloc_f(nout > nin ? nout : nin);
+        const float *bias = s.bias ? w + s.K * s.C * s.R * s.R : NULL;
+        herd__conv_forward(c, x, w, bias, o);
+        herd__conv_forward(cb, xb, w, bias, ob);
+        herd__blk_to_cnhw(ob, back, s.K, s.N, Ho * Wo);
+        CHECK_NEAR("blocked conv out", back, o, nout, 1e-5);
+        float *din = alloc_f(nin), *dinb = alloc_f(nin), *dw = alloc_f(nw), *dwb = alloc_f(nw);
+        for (size_t i = 0; i < nin; i++)
+            din[i] = s.din_accumulate ? 0.25f * (float)(i % 7) : NAN;
+        herd__cnhw_to_blk(din, dinb, s.C, s.N, s.H * s.W);
+        herd__conv_backward(c, x, w, g, din, dw, s.bias ? dw + s.K * s.C * s.R * s.R : NULL);
+        herd__conv_backward(cb, xb, w, gb, dinb, dwb, s.bias ? dwb + s.K * s.C * s.R * s.R : NULL);
+        herd__blk_to_cnhw(dinb, back, s.C, s.N, s.H * s.W);
+        CHECK_NEAR("blocked conv din", back, din, nin, 1e-5);
+        CHECK_NEAR("blocked conv dw", dwb, dw, s.bias ? nw : nw - s.K, 1e-5);
+        herd__conv_free(c), herd__conv_free(cb);
+        free(tmp), free(x), free(xb), free(w), free(g), free(gb), free(o), free(ob), free(back);
+        free(din), free(dinb), free(dw), free(dwb);
+    }
+    herd__dnn_free(dnn);
+}
+
 const herd_test herd_tests_kernels[] = {
     {"kernels_sgemm_vs_ref", test_sgemm_vs_ref, 20},
     {"kernels_sgemm_beta_one_accumulates", test_sgemm_beta_one_accumulates, 10},
@@ -1039,5 +1200,8 @@ const herd_test herd_tests_kernels[] = {
     {"kernels_softmax_xent_vs_ref", test_softmax_xent_vs_ref, 10},
     {"kernels_softmax_xent_large_logits", test_softmax_xent_large_logits, 10},
     {"kernels_layout_round_trip", test_layout_round_trip, 10},
+    {"kernels_blk_layout", test_blk_layout, 10},
+    {"kernels_batchnorm_blk_vs_cnhw", test_batchnorm_blk_vs_cnhw, 20},
+    {"kernels_conv_dnn_blk_vs_cnhw", test_conv_dnn_blk_vs_cnhw, 30},
     HERD_TEST_END,
 };

@@ -324,15 +324,24 @@ static void check_norm_close(const char *what, const float *a, const float *b, s
  * of the largest value, where float rounding of these sums is ~1e-6), and
  * gradients within 1e-2 norm-wise (see check_norm_close), for a few SGD
  * steps from the same parameters. */
-static void paths_agree(const model_case *mc)
+static void paths_agree_with(const model_case *mc, bool other_cnhw);
+
+static void paths_agree(const model_case *mc) { paths_agree_with(mc, false); }
+
+/* The other model: im2col (other_cnhw false) or oneDNN's primitives with
+ * every activation CNHW, against the default (blocked where it can be). */
+static void paths_agree_with(const model_case *mc, bool other_cnhw)
 {
     size_t dim = mc->c * mc->h * mc->w, B = mc->batch;
     float *x = malloc(B * dim * sizeof *x);
     int32_t *y = malloc(B * sizeof *y);
     herd_test_random_batch(B, dim, mc->k, x, y, 5, 99);
     herd_model *m[2] = {make(mc, 7), make(mc, 7)};
-    herd_model_set_conv_im2col(m[1], true);
-    ASSERT_TRUE(!herd_model_conv_im2col(m[0]) && herd_model_conv_im2col(m[1]));
+    if (other_cnhw)
+        herd_model_set_blocked(m[1], false);
+    else
+        herd_model_set_conv_im2col(m[1], true);
+    ASSERT_TRUE(!herd_model_conv_im2col(m[0]) && herd_model_conv_im2col(m[1]) == !other_cnhw);
     size_t np = herd_model_nparams(m[0]);
     char what[96];
     for (int step = 0; step < 3; step++) {
@@ -342,6 +351,7 @@ static void paths_agree(const model_case *mc)
             loss[i] = herd_model_loss(m[i], y, B, NULL);
             ASSERT_OK(herd_model_backward(m[i], B, NULL, NULL));
         }
+        ASSERT_TRUE(herd_model_blocked_layers(m[1]) == 0);
         snprintf(what, sizeof what, "%s step %d logits", mc->name, step);
         check_arrays_close(what, herd_model_logits(m[0]), herd_model_logits(m[1]), B * mc->k, 1e-4);
         ASSERT_NEAR(loss[0], loss[1], 0, 1e-5);
@@ -370,6 +380,41 @@ static void test_conv_paths_agree(void)
 /* A model keeps primitives for two batch sizes and rebuilds for a third:
  * evaluating the same examples in batches of 4, 3, 1, 2 and 4 again gives
  * each example the logits the im2col path gives it. */
+/* Blocked activations: ResNet-20 keeps every convolution's, batch norm's
+ * and residual add's output blocked (21 + 21 + 9 layers) where the ISA
+ * allows, none when told not to, and trains as the CNHW model does; lenet
+ * and cnn block nothing (6 channels; pooling reads the rest). */
+static void test_blocked_layouts(void)
+{
+    bool avx512 = herd_nn_bf16_support() != HERD_BF16_NONE; /* oneDNN's avx512_core */
+    model_case rn = {"resnet20", 1, 28, 28, 10, 4};
+    herd_model *m = make(&rn, 3);
+    float x[4 * 784];
+    int32_t y[4];
+    herd_test_random_batch(4, 784, 10, x, y, 5, 99);
+    herd_model_forward(m, x, 4, true);
+    ASSERT_TRUE(herd_model_blocked_layers(m) == (avx512 ? 51u : 0u));
+    herd_model_set_blocked(m, false);
+    herd_model_forward(m, x, 4, true);
+    ASSERT_TRUE(herd_model_blocked_layers(m) == 0);
+    herd_model_set_blocked(m, true);
+    herd_model_forward(m, x, 2, false);
+    ASSERT_TRUE(herd_model_blocked_layers(m) == (avx512 ? 51u : 0u));
+    herd_model_set_conv_im2col(m, true);
+    herd_model_forward(m, x, 2, false);
+    ASSERT_TRUE(herd_model_blocked_layers(m) == 0);
+    herd_model_free(m);
+    const char *flat[] = {"lenet", "cnn"};
+    for (int i = 0; i < 2; i++) {
+        herd_model *f = make(&(model_case){flat[i], 1, 28, 28, 10, 2}, 3);
+        herd_model_forward(f, x, 2, true);
+        ASSERT_TRUE(herd_model_blocked_layers(f) == 0);
+        herd_model_free(f);
+    }
+    paths_agree_with(&rn, true);
+    paths_agree_with(&(model_case){"resnet20", 3, 13, 11, 10, 1}, true);
+}
+
 static void test_conv_batch_sizes(void)
 {
     model_case mc = {"resnet20", 1, 12, 12, 10, 4};
@@ -413,5 +458,6 @@ const herd_test herd_tests_nn[] = {
     {"nn_warm_up_leaves_model", test_warm_up_leaves_model, 30},
     {"nn_conv_paths_agree", test_conv_paths_agree, 60},
     {"nn_conv_batch_sizes", test_conv_batch_sizes, 30},
+    {"nn_blocked_layouts", test_blocked_layouts, 60},
     HERD_TEST_END,
 };

@@ -45,6 +45,17 @@ void herd_model_free(herd_model *m);
 void herd_model_set_conv_im2col(herd_model *m, bool im2col);
 bool herd_model_conv_im2col(const herd_model *m);
 
+/* With oneDNN's convolutions in fp32 on an AVX-512 machine, activations
+ * between convolutions, batch norms and residual adds stay in the blocked
+ * layout the primitives compute in (16 channels per pixel side by side), so
+ * no layout change runs between those layers; the rest are CNHW. Off
+ * (blocked false, or HERD_LAYOUT=cnhw in the environment when the model is
+ * created), every activation is CNHW: the same results within float
+ * rounding. herd_model_blocked_layers: how many layers' outputs the last
+ * forward kept blocked. */
+void herd_model_set_blocked(herd_model *m, bool blocked);
+size_t herd_model_blocked_layers(const herd_model *m);
+
 /* The arithmetic of the heavy ops (matrix products and convolutions,
  * forward and backward). FP32: fp32 throughout, herd's fast path. BF16:
  * each product's operands (activations, weights, output gradients) are

@@ -423,6 +423,243 @@ void herd__batchnorm_backward(const float *in, const float *gamma, const float *
     }
 }
 
+/* ---- blocked activations -------------------------------------------------- */
+
+enum { B16 = HERD__BLK };
+
+bool herd__blk_available(void)
+{
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+}
+
+/* One (image, block) of a blocked tensor: HW pixels of 16 channels. */
+static size_t blk_tasks(size_t C, size_t N) { return N * (C / B16); }
+
+void herd__cnhw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW)
+{
+    size_t CB = C / B16, T = blk_tasks(C, N);
+#pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
+    for (size_t t = 0; t < T; t++) {
+        size_t n = t / CB, cb = t % CB;
+        float *restrict o = out + t * HW * B16;
+        for (int l = 0; l < B16; l++) {
+            const float *restrict p = in + ((cb * B16 + (size_t)l) * N + n) * HW;
+            for (size_t i = 0; i < HW; i++)
+                o[i * B16 + (size_t)l] = p[i];
+        }
+    }
+}
+
+void herd__blk_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW)
+{
+    size_t CB = C / B16, T = blk_tasks(C, N);
+#pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
+    for (size_t t = 0; t < T; t++) {
+        size_t n = t / CB, cb = t % CB;
+        const float *restrict s = in + t * HW * B16;
+        for (int l = 0; l < B16; l++) {
+            float *restrict p = out + ((cb * B16 + (size_t)l) * N + n) * HW;
+            for (size_t i = 0; i < HW; i++)
+                p[i] = s[i * B16 + (size_t)l];
+        }
+    }
+}
+
+/* One pixel's 16 channels as a vector (GCC's vector extensions: one zmm
+ * register with AVX-512, split into smaller ones without), its doubles (two
+ * zmm) and its lane masks. */
+typedef float v16f __attribute__((vector_size(64)));
+typedef double v16d __attribute__((vector_size(128)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+
+static inline v16f ld16(const float *p)
+{
+    v16f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void st16(float *p, v16f v) { memcpy(p, &v, sizeof v); }
+
+static inline v16d ld16d(const double *p)
+{
+    v16d v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline v16d to_d(v16f v) { return __builtin_convertvector(v, v16d); }
+
+/* v where m is set, else 0 */
+static inline v16f keep(v16f v, v16i m) { return (v16f)((v16i)v & m); }
+
+static inline v16f relu16(v16f v) { return keep(v, v > (v16f){0}); }
+
+/* Per (image, block): s[0..16) and s[16..32) = sums of (x - x0) and
+ * (x - x0)^2 over the block's HW pixels, each lane (channel) in pixel
+ * order. */
+static void bn_blk_sums(const float *restrict x, size_t HW, const double *restrict x0, double *restrict s)
+{
+    v16d a = {0}, q = {0}, z = ld16d(x0);
+    for (size_t i = 0; i < HW; i++) {
+        v16d d = to_d(ld16(x + i * B16)) - z;
+        a += d;
+        q += d * d;
+    }
+    memcpy(s, &a, sizeof a);
+    memcpy(s + B16, &q, sizeof q);
+}
+
+/* y = relu?(x * scale + shift) over one (image, block), per lane. */
+static void bn_blk_apply(const float *restrict x, float *restrict y, size_t HW, const float *restrict scale,
+                         const float *restrict shift, bool relu)
+{
+    v16f k = ld16(scale), b = ld16(shift);
+    if (relu)
+        for (size_t i = 0; i < HW; i++)
+            st16(y + i * B16, relu16(ld16(x + i * B16) * k + b));
+    else
+        for (size_t i = 0; i < HW; i++)
+            st16(y + i * B16, ld16(x + i * B16) * k + b);
+}
+
+/* work (T x 32 doubles, T = N*C/16) summed over the images in order:
+ * out[c] and out[C + c] for channel c = cb*16 + l. */
+static void bn_blk_reduce(const double *work, size_t C, size_t N, double *out)
+{
+    size_t CB = C / B16;
+    for (size_t c = 0; c < 2 * C; c++)
+        out[c] = 0;
+    for (size_t n = 0; n < N; n++)
+        for (size_t cb = 0; cb < CB; cb++) {
+            const double *w = work + (n * CB + cb) * 2 * B16;
+            for (int l = 0; l < B16; l++) {
+                out[cb * B16 + (size_t)l] += w[l];
+                out[C + cb * B16 + (size_t)l] += w[B16 + l];
+            }
+        }
+}
+
+void herd__batchnorm_forward_train_blk(const float *in, const float *gamma, const float *beta,
+                                       float *out, float *save_mean, float *save_invstd,
+                                       float *run_mean, float *run_var, size_t C, size_t N,
+                                       size_t HW, float eps, float momentum, bool relu,
+                                       double *work)
+{
+    size_t CB = C / B16, T = blk_tasks(C, N), len = N * HW;
+    bool par = T > 1 && C * len >= HERD__PAR_GRAIN;
+    /* shifted by each channel's first value (image 0, pixel 0), as the CNHW
+     * kernel, so the variance does not cancel when |mean| >> std */
+    double *x0 = work + 2 * T * B16, *tot = x0 + C;
+    for (size_t c = 0; c < C; c++)
+        x0[c] = len ? (double)in[(c / B16) * HW * B16 + c % B16] : 0.0;
+#pragma omp parallel for if (par) schedule(static)
+    for (size_t t = 0; t < T; t++)
+        bn_blk_sums(in + t * HW * B16, HW, x0 + (t % CB) * B16, work + t * 2 * B16);
+    bn_blk_reduce(work, C, N, tot);
+    float *scale = (float *)(tot + 2 * C), *shift = scale + C;
+    for (size_t c = 0; c < C; c++) {
+        double s1 = tot[c], s2 = tot[C + c];
+        double dm = len ? s1 / (double)len : 0.0, mean = x0[c] + dm;
+        double sq = s2 - s1 * dm;
+        if (sq < 0)
+            sq = 0;
+        double var = len ? sq / (double)len : 0.0;
+        float invstd = (float)(1.0 / sqrt(var + eps));
+        scale[c] = gamma[c] * invstd, shift[c] = beta[c] - (float)mean * scale[c];
+        save_mean[c] = (float)mean;
+        save_invstd[c] = invstd;
+        double unbiased = len > 1 ? sq / (double)(len - 1) : var;
+        run_mean[c] = (1.0f - momentum) * run_mean[c] + momentum * (float)mean;
+        run_var[c] = (1.0f - momentum) * run_var[c] + momentum * (float)unbiased;
+    }
+#pragma omp parallel for if (par) schedule(static)
+    for (size_t t = 0; t < T; t++) {
+        size_t c0 = (t % CB) * B16;
+        bn_blk_apply(in + t * HW * B16, out + t * HW * B16, HW, scale + c0, shift + c0, relu);
+    }
+}
+
+void herd__batchnorm_forward_eval_blk(const float *in, const float *gamma, const float *beta,
+                                      float *out, const float *run_mean, const float *run_var,
+                                      size_t C, size_t N, size_t HW, float eps, bool relu,
+                                      float *work)
+{
+    size_t CB = C / B16, T = blk_tasks(C, N);
+    float *scale = work, *shift = work + C;
+    for (size_t c = 0; c < C; c++) {
+        scale[c] = gamma[c] / sqrtf(run_var[c] + eps);
+        shift[c] = beta[c] - run_mean[c] * scale[c];
+    }
+#pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
+    for (size_t t = 0; t < T; t++) {
+        size_t c0 = (t % CB) * B16;
+        bn_blk_apply(in + t * HW * B16, out + t * HW * B16, HW, scale + c0, shift + c0, relu);
+    }
+}
+
+/* Per (image, block): sums of g and g * (x - mean), g masked by the fused
+ * ReLU's output ro when there is one (a select per lane). */
+static void bn_blk_dsums(const float *restrict x, const float *restrict g, const float *restrict ro, size_t HW,
+                         const float *restrict mean, double *restrict s)
+{
+    v16d a = {0}, b = {0};
+    v16f mu = ld16(mean);
+    for (size_t i = 0; i < HW; i++) {
+        v16f gg = ld16(g + i * B16);
+        if (ro)
+            gg = keep(gg, ld16(ro + i * B16) > (v16f){0});
+        a += to_d(gg);
+        b += to_d(gg) * to_d(ld16(x + i * B16) - mu);
+    }
+    memcpy(s, &a, sizeof a);
+    memcpy(s + B16, &b, sizeof b);
+}
+
+void herd__batchnorm_backward_blk(const float *in, const float *gamma, const float *dout,
+                                  const float *relu_out, const float *save_mean,
+                                  const float *save_invstd, float *din, float *dgamma,
+                                  float *dbeta, size_t C, size_t N, size_t HW, bool accumulate,
+                                  double *work)
+{
+    size_t CB = C / B16, T = blk_tasks(C, N), len = N * HW;
+    bool par = T > 1 && C * len >= HERD__PAR_GRAIN;
+    double *tot = work + 2 * T * B16 + C;
+#pragma omp parallel for if (par) schedule(static)
+    for (size_t t = 0; t < T; t++)
+        bn_blk_dsums(in + t * HW * B16, dout + t * HW * B16, relu_out ? relu_out + t * HW * B16 : NULL, HW,
+                     save_mean + (t % CB) * B16, work + t * 2 * B16);
+    bn_blk_reduce(work, C, N, tot);
+    float *k = (float *)(tot + 2 * C), *kmg = k + C, *kmgx = k + 2 * C;
+    for (size_t c = 0; c < C; c++) {
+        double sg = tot[c], sgx = tot[C + c];
+        float invstd = save_invstd[c];
+        dbeta[c] = (float)sg;
+        dgamma[c] = (float)(sgx * invstd);
+        /* dx = gamma*invstd/len * (len*g - sum(g) - xhat*sum(g*xhat)) */
+        float kc = gamma[c] * invstd / (float)len;
+        k[c] = kc * (float)len, kmg[c] = kc * (float)sg, kmgx[c] = kc * (float)(sgx * invstd * invstd);
+    }
+    if (din) {
+#pragma omp parallel for if (par) schedule(static)
+        for (size_t t = 0; t < T; t++) {
+            size_t c0 = (t % CB) * B16, o = t * HW * B16;
+            const float *x = in + o, *g = dout + o, *ro = relu_out ? relu_out + o : NULL;
+            v16f kl = ld16(k + c0), a = ld16(kmg + c0), b = ld16(kmgx + c0), mu = ld16(save_mean + c0);
+            float *restrict dx = din + o;
+            for (size_t i = 0; i < HW; i++) {
+                size_t j = i * B16;
+                v16f gg = ld16(g + j);
+                if (ro)
+                    gg = keep(gg, ld16(ro + j) > (v16f){0});
+                v16f v = kl * gg - a - (ld16(x + j) - mu) * b;
+                st16(dx + j, accumulate ? ld16(dx + j) + v : v);
+            }
+        }
+    }
+}
+
 /* One example's loss (log-sum-exp minus its label's logit), its argmax hit,
  * and (d non-NULL) its gradient scaled by inv. */
 static double xent_one(const float *z, int32_t label, float *d, size_t K, float inv, unsigned char *hit)
@@ -545,6 +782,9 @@ typedef struct dnn_port {
     dnnl_memory_t user, prim;
     dnnl_primitive_t reorder;
     int region;
+    size_t add_floats; /* an output that accumulates in its own layout: herd adds
+                        * these floats itself (no reorder; oneDNN's reorder with a
+                        * sum ran at a third of memory speed) */
 } dnn_port;
 
 struct herd__conv {
@@ -665,6 +905,11 @@ static herd_status dnn_port_init(herd__dnn *d, dnn_port *p, const dnnl_memory_de
                            region == DNN_OWN ? DNNL_MEMORY_ALLOCATE : DNNL_MEMORY_NONE) != dnnl_success)
         goto out;
     dnn_region_need(d, region, prim_md);
+    if (accumulate && !in && region != DNN_OWN && dnnl_memory_desc_equal(user_md, prim_md) &&
+        prim_md->data_type == dnnl_f32) {
+        p->add_floats = dnnl_memory_desc_get_size(prim_md) / sizeof(float);
+        return HERD_OK;
+    }
     if (accumulate) {
         if (dnnl_primitive_attr_create(&attr) != dnnl_success || dnnl_post_ops_create(&po) != dnnl_success ||
             dnnl_post_ops_append_sum(po, 1.0f) != dnnl_success ||
@@ -726,6 +971,18 @@ static void dnn_port_done(herd__dnn *d, dnn_port *p)
 {
     if (p->region == DNN_SAME)
         return;
+    if (p->add_floats) {
+        void *h = NULL;
+        dnnl_status_t st = dnnl_memory_get_data_handle(p->user, &h);
+        HERD_ASSERT(st == dnnl_success);
+        float *restrict u = h;
+        const float *restrict v = dnn_region(d, p->region);
+        size_t n = p->add_floats;
+#pragma omp parallel for if (n >= HERD__PAR_GRAIN) schedule(static)
+        for (size_t i = 0; i < n; i++)
+            u[i] += v[i];
+        return;
+    }
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->prim}, {DNNL_ARG_TO, p->user}};
     dnn_exec(d, p->reorder, 2, args);
 }
@@ -795,8 +1052,16 @@ herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__con
     dnnl_dim_t bdims[1] = {(dnnl_dim_t)s->K};
     dnnl_dim_t sdims[4] = {(dnnl_dim_t)s->N, (dnnl_dim_t)s->C, (dnnl_dim_t)s->H, (dnnl_dim_t)s->W};
     dnnl_dim_t ddims[4] = {(dnnl_dim_t)s->N, (dnnl_dim_t)s->K, (dnnl_dim_t)Ho, (dnnl_dim_t)Wo};
-    DNN_TRY(md_cnhw(&src_u, s->N, s->C, s->H, s->W));
-    DNN_TRY(md_cnhw(&dst_u, s->N, s->K, Ho, Wo));
+    /* herd's layouts: CNHW, or blocked where the model keeps the tensor so
+     * (then the primitives normally want it as it is: no reorder) */
+    if (s->src_blk)
+        DNN_TRY(md_tag(&src_u, 4, sdims, dnnl_aBcd16b));
+    else
+        DNN_TRY(md_cnhw(&src_u, s->N, s->C, s->H, s->W));
+    if (s->dst_blk)
+        DNN_TRY(md_tag(&dst_u, 4, ddims, dnnl_aBcd16b));
+    else
+        DNN_TRY(md_cnhw(&dst_u, s->N, s->K, Ho, Wo));
     DNN_TRY(md_tag(&wei_u, 4, wdims, dnnl_oihw));
     DNN_TRY(md_tag(&bias_u, 1, bdims, dnnl_a));
     /* bf16: the operands of the products (src, weights, diff_dst) are bf16,

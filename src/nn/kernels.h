@@ -67,6 +67,48 @@ void herd__batchnorm_backward(const float *in, const float *gamma, const float *
                               const float *save_invstd, float *din, float *dgamma, float *dbeta,
                               size_t C, size_t len, bool accumulate);
 
+/* ---- blocked activations ("nChw16c") ----------------------------------
+ *
+ * Between the layers that run on oneDNN's convolutions, an activation of C
+ * channels (C a multiple of HERD__BLK) can stay in the layout the
+ * primitives compute in: (N, C/16, H, W, 16), each 16 consecutive floats
+ * one pixel's 16 channels of one block. The primitives then read and write
+ * herd's buffers directly (no reorder), and the batch norm and global
+ * average pooling below work on it as they are. model.c decides, per
+ * forward, which activations stay blocked (its plan); everything else is
+ * CNHW. These kernels never split a channel's sum across threads in a way
+ * that depends on their count: per (image, block) partial sums in double,
+ * added over the images in order. */
+enum { HERD__BLK = 16 };
+
+/* Whether oneDNN's convolutions here compute in nChw16c (its ISA has
+ * AVX-512); without, activations stay CNHW. */
+bool herd__blk_available(void);
+
+/* (C, N, HW) CNHW <-> (N, C/16, HW, 16); C a multiple of HERD__BLK. */
+void herd__cnhw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW);
+void herd__blk_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW);
+
+/* Batch norm on a blocked (N, C/16, HW, 16) tensor: what the CNHW kernels
+ * compute, in that layout. work: HERD__BN_BLK_WORK(N, C) doubles (the
+ * per-(image, block) sums, then the per-channel totals and constants);
+ * evaluation's: 2 * C floats. */
+#define HERD__BN_BLK_WORK(N, C) (2 * (N) * (C) + 6 * (C))
+void herd__batchnorm_forward_train_blk(const float *in, const float *gamma, const float *beta,
+                                       float *out, float *save_mean, float *save_invstd,
+                                       float *run_mean, float *run_var, size_t C, size_t N,
+                                       size_t HW, float eps, float momentum, bool relu,
+                                       double *work);
+void herd__batchnorm_forward_eval_blk(const float *in, const float *gamma, const float *beta,
+                                      float *out, const float *run_mean, const float *run_var,
+                                      size_t C, size_t N, size_t HW, float eps, bool relu,
+                                      float *work);
+void herd__batchnorm_backward_blk(const float *in, const float *gamma, const float *dout,
+                                  const float *relu_out, const float *save_mean,
+                                  const float *save_invstd, float *din, float *dgamma,
+                                  float *dbeta, size_t C, size_t N, size_t HW, bool accumulate,
+                                  double *work);
+
 /* Softmax cross-entropy, logits (N, K): returns mean loss, writes dlogits
  * (may be NULL) and counts argmax hits. */
 float herd__softmax_xent(const float *logits, const int32_t *labels, float *dlogits, size_t N,
@@ -101,6 +143,8 @@ typedef struct herd__conv_shape {
     bool relu;           /* ReLU fused on the output */
     bool din;            /* backward computes the input's gradient */
     bool din_accumulate; /* ... and adds it to din instead of overwriting it */
+    bool src_blk;        /* herd holds src (and din) blocked (nChw16c), not CNHW */
+    bool dst_blk;        /* ... and dst (and dout) */
     bool bf16;           /* src, weights and diff_dst in bf16 (converted by the reorders
                           * into the primitives' layouts); dst, diff_src, diff_weights
                           * and the bias stay fp32, accumulation is fp32 */

@@ -36,6 +36,7 @@ struct herd_layer {
     bool flat;            /* output rows (N, c*h*w) rather than CNHW */
     bool relu;            /* fused ReLU on the output */
     bool dout_masked;     /* its one reader applies the ReLU's mask to dout */
+    bool blk;             /* output (and dout) blocked nChw16c, not CNHW: the plan's */
     int nreaders;         /* layers that read this one's output */
     size_t param_off, param_len;
     size_t buf_off, buf_len;
@@ -71,6 +72,7 @@ typedef struct pool_layer {
 typedef struct bn_layer {
     herd_layer base;
     float *save_mean, *save_invstd;
+    double *work; /* the blocked kernels' sums (HERD__BN_BLK_WORK) */
 } bn_layer;
 
 struct herd_model {
@@ -85,6 +87,9 @@ struct herd_model {
     float *scratch, *scratch2; /* one chunk's im2col and its gradient */
     herd__dnn *dnn;      /* oneDNN engine, stream and shared scratch; NULL until used */
     bool conv_im2col;    /* convolutions by im2col + sgemm, not oneDNN's primitives */
+    bool layout_cnhw;    /* HERD_LAYOUT=cnhw: no blocked activations */
+    bool blk_failed;     /* a convolution had no primitive for blocked tensors */
+    int plan_key;        /* what the layers' blk flags were planned for (-1: nothing) */
     size_t scratch_len;  /* floats in scratch */
     herd_precision precision;
     /* BF16 only: the weights rounded at the start of each forward, and two
@@ -244,6 +249,7 @@ static herd__conv *conv_prim(conv_layer *cv, herd_model *m, size_t N)
         .N = N, .C = cv->cin, .H = cv->hin, .W = cv->win, .K = l->c, .R = cv->k,
         .stride = cv->stride, .pad = cv->pad, .bias = cv->bias, .relu = l->relu,
         .din = l->in >= 0, .din_accumulate = in_accumulates(m, l->in),
+        .src_blk = l->in >= 0 && m->layers[l->in]->blk, .dst_blk = l->blk,
         .bf16 = m->precision == HERD_PRECISION_BF16};
     unsigned slot = cv->prim[0] == NULL ? 0 : cv->prim[1] == NULL ? 1 : 1 - cv->prim_last;
     herd__conv_free(cv->prim[slot]);
@@ -429,7 +435,14 @@ static void bn_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     size_t C = l->c, len = N * l->h * l->w;
     const float *gamma = m->params + l->param_off, *beta = gamma + C;
     float *run_mean = m->buffers + l->buf_off, *run_var = run_mean + C;
-    if (train)
+    if (l->blk && train)
+        herd__batchnorm_forward_train_blk(in_out(m, l->in), gamma, beta, l->out, bn->save_mean,
+                                          bn->save_invstd, run_mean, run_var, C, N, l->h * l->w,
+                                          bn_eps, bn_momentum, l->relu, bn->work);
+    else if (l->blk)
+        herd__batchnorm_forward_eval_blk(in_out(m, l->in), gamma, beta, l->out, run_mean, run_var, C,
+                                         N, l->h * l->w, bn_eps, l->relu, (float *)bn->work);
+    else if (train)
         herd__batchnorm_forward_train(in_out(m, l->in), gamma, beta, l->out, bn->save_mean,
                                       bn->save_invstd, run_mean, run_var, C, len, bn_eps,
                                       bn_momentum, l->relu);
@@ -445,6 +458,12 @@ static void bn_backward(herd_layer *l, herd_model *m, size_t N)
     const float *gamma = m->params + l->param_off;
     float *dgamma = m->grads + l->param_off, *dbeta = dgamma + C;
     /* the fused ReLU's mask is applied inside, saving a pass over dout */
+    if (l->blk) {
+        herd__batchnorm_backward_blk(in_out(m, l->in), gamma, l->dout, l->relu ? l->out : NULL,
+                                     bn->save_mean, bn->save_invstd, in_dout(m, l->in), dgamma, dbeta,
+                                     C, N, l->h * l->w, in_accumulates(m, l->in), bn->work);
+        return;
+    }
     herd__batchnorm_backward(in_out(m, l->in), gamma, l->dout, l->relu ? l->out : NULL,
                              bn->save_mean, bn->save_invstd, in_dout(m, l->in), dgamma, dbeta, C,
                              len, in_accumulates(m, l->in));
@@ -544,6 +563,20 @@ static void gavg_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     const herd_layer *src = m->layers[l->in];
     size_t C = l->c, HW = src->h * src->w;
     const float *in = in_out(m, l->in);
+    if (src->blk) { /* (N, C/16, HW, 16): 16 channels' sums side by side, each in pixel order */
+        size_t CB = C / HERD__BLK;
+#pragma omp parallel for if (N * CB > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
+        for (size_t t = 0; t < N * CB; t++) {
+            const float *p = in + t * HW * HERD__BLK;
+            float s[HERD__BLK] = {0};
+            for (size_t i = 0; i < HW; i++)
+                for (int k = 0; k < HERD__BLK; k++)
+                    s[k] += p[i * HERD__BLK + (size_t)k];
+            for (int k = 0; k < HERD__BLK; k++)
+                l->out[t * HERD__BLK + (size_t)k] = s[k] / (float)HW;
+        }
+        return;
+    }
 #pragma omp parallel for if (C > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
     for (size_t c = 0; c < C; c++)
         for (size_t n = 0; n < N; n++) {
@@ -563,6 +596,21 @@ static void gavg_backward(herd_layer *l, herd_model *m, size_t N)
     bool acc = in_accumulates(m, l->in);
     if (!din)
         return;
+    if (src->blk) {
+        size_t CB = C / HERD__BLK;
+#pragma omp parallel for if (N * CB > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
+        for (size_t t = 0; t < N * CB; t++) {
+            /* out (N, C) row n, channels of block t % CB: the same t * 16 */
+            const float *g = l->dout + t * HERD__BLK;
+            float *p = din + t * HW * HERD__BLK;
+            for (size_t i = 0; i < HW; i++)
+                for (int k = 0; k < HERD__BLK; k++) {
+                    float v = g[k] / (float)HW;
+                    p[i * HERD__BLK + (size_t)k] = acc ? p[i * HERD__BLK + (size_t)k] + v : v;
+                }
+        }
+        return;
+    }
 #pragma omp parallel for if (C > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
     for (size_t c = 0; c < C; c++)
         for (size_t n = 0; n < N; n++) {
@@ -814,6 +862,12 @@ static const model_def model_defs[] = {
 
 const char *const herd_model_names[] = {"linear", "mlp", "lenet", "cnn", "resnet20", NULL};
 
+static void *alloc64(size_t bytes)
+{
+    void *p = NULL;
+    return posix_memalign(&p, 64, bytes ? bytes : 64) == 0 ? p : NULL;
+}
+
 /* Allocates every buffer once the graph is known. */
 static herd_status model_alloc(herd_model *m, herd_err *err)
 {
@@ -831,10 +885,13 @@ static herd_status model_alloc(herd_model *m, herd_err *err)
     for (size_t i = 0; i < m->nlayers; i++) {
         herd_layer *l = m->layers[i];
         size_t n = B * out_dim(l);
-        l->out = malloc(n * sizeof(float));
-        l->dout = calloc(n, sizeof(float));
+        /* 64-byte aligned: the primitives read and write them directly,
+         * a vector per 16 floats */
+        l->out = alloc64(n * sizeof(float));
+        l->dout = alloc64(n * sizeof(float));
         if (!l->out || !l->dout)
             goto oom;
+        memset(l->dout, 0, n * sizeof(float));
         if (l->ops == &conv_ops) {
             conv_layer *cv = (conv_layer *)l;
             size_t col = conv_rows(cv) * conv_chunk(cv, B) * l->h * l->w;
@@ -854,6 +911,8 @@ static herd_status model_alloc(herd_model *m, herd_err *err)
             if (!bn->save_mean)
                 goto oom;
             bn->save_invstd = bn->save_mean + l->c;
+            if (!(bn->work = malloc(HERD__BN_BLK_WORK(B, l->c) * sizeof(double))))
+                goto oom;
         }
     }
     m->scratch_len = scratch;
@@ -887,6 +946,9 @@ herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, si
     m->c = c, m->h = h, m->w = w, m->nclasses = nclasses, m->max_batch = max_batch;
     const char *conv_env = getenv("HERD_CONV");
     m->conv_im2col = conv_env && !strcmp(conv_env, "im2col");
+    const char *layout_env = getenv("HERD_LAYOUT");
+    m->layout_cnhw = layout_env && !strcmp(layout_env, "cnhw");
+    m->plan_key = -1;
     builder b = {m, HERD_OK, err};
     def->build(&b, nclasses);
     HERD_TRY(b.st);
@@ -915,8 +977,10 @@ void herd_model_free(herd_model *m)
         else if (l->ops == &conv_ops)
             for (unsigned k = 0; k < CONV_PRIMS; k++)
                 herd__conv_free(((conv_layer *)l)->prim[k]);
-        else if (l->ops == &bn_ops)
+        else if (l->ops == &bn_ops) {
             free(((bn_layer *)l)->save_mean);
+            free(((bn_layer *)l)->work);
+        }
         free(l);
     }
     free(m->layers);
@@ -939,6 +1003,16 @@ void herd_model_set_conv_im2col(herd_model *m, bool im2col)
 }
 
 bool herd_model_conv_im2col(const herd_model *m) { return m->conv_im2col; }
+
+void herd_model_set_blocked(herd_model *m, bool blocked) { m->layout_cnhw = !blocked; }
+
+size_t herd_model_blocked_layers(const herd_model *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->nlayers; i++)
+        n += m->layers[i]->blk;
+    return n;
+}
 
 static const char *const precision_names[] = {"fp32", "bf16"};
 
@@ -1113,9 +1187,80 @@ double herd_model_backward_flops_done(const herd_model *m, size_t param_off)
     return f;
 }
 
+/* ---- the activations' layouts ---------------------------------------- */
+
+static void unblock(herd_model *m, int i, bool *changed)
+{
+    if (i >= 0 && m->layers[i]->blk)
+        m->layers[i]->blk = false, *changed = true;
+}
+
+/* Which activations stay blocked (nChw16c) between layers: those a
+ * convolution, batch norm or residual add makes, of a channel count that
+ * fills whole blocks, whose every reader takes them so (a convolution, a
+ * batch norm or add writing the same layout as it reads, global average
+ * pooling). Pooling, flatten and linear read CNHW; an add's two inputs and
+ * output, and a batch norm's input and output, share one layout. Only with
+ * oneDNN's primitives in fp32, on an ISA where they compute in nChw16c. */
+static void plan_layouts(herd_model *m)
+{
+    bool on = !m->conv_im2col && !m->layout_cnhw && !m->blk_failed &&
+              m->precision == HERD_PRECISION_FP32 && herd__blk_available();
+    for (size_t i = 0; i < m->nlayers; i++) {
+        herd_layer *l = m->layers[i];
+        bool kind = l->ops == &conv_ops || ((l->ops == &bn_ops || l->ops == &add_ops) && l->in >= 0 &&
+                                            (l->ops != &add_ops || l->in2 >= 0));
+        l->blk = on && kind && !l->flat && l->c % HERD__BLK == 0;
+    }
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        for (size_t i = 0; i < m->nlayers; i++) {
+            herd_layer *l = m->layers[i];
+            bool a = l->in >= 0 && m->layers[l->in]->blk;
+            if (l->ops == &bn_ops) {
+                if (a != l->blk)
+                    unblock(m, l->in, &changed), unblock(m, (int)i, &changed);
+            } else if (l->ops == &add_ops) {
+                bool b = l->in2 >= 0 && m->layers[l->in2]->blk;
+                if (a != l->blk || b != l->blk)
+                    unblock(m, l->in, &changed), unblock(m, l->in2, &changed), unblock(m, (int)i, &changed);
+            } else if (l->ops != &conv_ops && l->ops != &gavg_ops) {
+                unblock(m, l->in, &changed);
+            }
+        }
+    }
+}
+
+/* Plans the layouts for the model's current settings and, where some
+ * activation is blocked, makes sure every convolution has its primitives
+ * for batch N: the im2col fallback reads and writes CNHW only, so a
+ * convolution oneDNN cannot do turns blocking off for the model. */
+static void prepare_forward(herd_model *m, size_t N)
+{
+    int key = (int)m->conv_im2col | (int)m->blk_failed << 1 | (int)m->layout_cnhw << 2 | (int)m->precision << 3;
+    if (key != m->plan_key) {
+        drop_conv_prims(m); /* made for the old layouts */
+        plan_layouts(m);
+        m->plan_key = key;
+    }
+    bool any = false;
+    for (size_t i = 0; i < m->nlayers; i++)
+        any |= m->layers[i]->blk;
+    if (!any)
+        return;
+    for (size_t i = 0; i < m->nlayers; i++)
+        if (m->layers[i]->ops == &conv_ops && !conv_prim((conv_layer *)m->layers[i], m, N)) {
+            m->blk_failed = true;
+            prepare_forward(m, N);
+            return;
+        }
+}
+
 void herd_model_forward(herd_model *m, const float *x, size_t batch, bool train)
 {
     HERD_ASSERT(batch > 0 && batch <= m->max_batch);
+    prepare_forward(m, batch);
     if (m->c == 1) {
         m->input = x;
     } else {
