@@ -1185,6 +1185,66 @@ static void test_conv_dnn_blk_vs_cnhw(void)
     herd__dnn_free(dnn);
 }
 
+/* Blocked max pooling against the CNHW kernel (windows 2/2, 3/2
+ * overlapping, 3/1; ties: a grid of repeated values), its indices mapped
+ * back, the backward with and without the ReLU mask, overwriting and
+ * accumulating; flatten's layout change both ways against CNHW's. */
+static void test_maxpool_blk_vs_cnhw(void)
+{
+    const size_t cases[][5] = {{2, 32, 8, 6, 2}, {3, 16, 7, 7, 3}, {1, 16, 5, 4, 3}}; /* N C H W k */
+    const size_t strides[] = {2, 2, 1};
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        size_t N = cases[t][0], C = cases[t][1], H = cases[t][2], W = cases[t][3], k = cases[t][4], s = strides[t];
+        size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1, nin = N * C * H * W, nout = N * C * Ho * Wo;
+        float *x = alloc_f(nin), *xb = alloc_f(nin), *o = alloc_f(nout), *ob = alloc_f(nout), *back = alloc_f(nin);
+        float *g = alloc_f(nout), *gb = alloc_f(nout), *d = alloc_f(nin), *db = alloc_f(nin);
+        uint32_t *ix = calloc(nout, sizeof *ix), *ixb = calloc(nout, sizeof *ixb);
+        ASSERT_TRUE(ix && ixb);
+        for (size_t i = 0; i < nin; i++)
+            x[i] = (float)((i * 7919) % 13) - 6.0f; /* many ties, some <= 0 */
+        for (size_t i = 0; i < nout; i++)
+            g[i] = (float)(i % 11) + 0.5f;
+        herd__cnhw_to_blk(x, xb, C, N, H * W);
+        herd__cnhw_to_blk(g, gb, C, N, Ho * Wo);
+        herd__maxpool_forward(x, o, ix, C * N, H, W, k, s);
+        herd__maxpool_forward_blk(xb, ob, ixb, N * C / HERD__BLK, H, W, k, s);
+        herd__blk_to_cnhw(ob, back, C, N, Ho * Wo);
+        CHECK_SAME("blocked maxpool out", back, o, nout);
+        /* the same source pixel for every output */
+        for (size_t n = 0; n < N; n++)
+            for (size_t c = 0; c < C; c++)
+                for (size_t i = 0; i < Ho * Wo; i++)
+                    ASSERT_TRUE(ixb[((n * (C / HERD__BLK) + c / HERD__BLK) * Ho * Wo + i) * HERD__BLK + c % HERD__BLK] ==
+                                ix[(c * N + n) * Ho * Wo + i]);
+        for (int relu = 0; relu < 2; relu++)
+            for (int acc = 0; acc < 2; acc++) {
+                for (size_t i = 0; i < nin; i++)
+                    d[i] = acc ? 0.25f : NAN;
+                herd__cnhw_to_blk(d, db, C, N, H * W);
+                herd__maxpool_backward(g, ix, relu ? x : NULL, d, C * N, H, W, k, s, acc);
+                herd__maxpool_backward_blk(gb, ixb, relu ? xb : NULL, db, N * C / HERD__BLK, H, W, k, s, acc);
+                herd__blk_to_cnhw(db, back, C, N, H * W);
+                CHECK_SAME("blocked maxpool din", back, d, nin);
+            }
+        /* flatten: rows (N, C*H*W) in NCHW order */
+        float *rows = alloc_f(nin), *rowsb = alloc_f(nin);
+        herd__cnhw_to_nchw(x, rows, C, N, H * W);
+        herd__blk_to_nchw(xb, rowsb, C, N, H * W);
+        CHECK_SAME("blocked flatten", rowsb, rows, nin);
+        for (int acc = 0; acc < 2; acc++) {
+            for (size_t i = 0; i < nin; i++)
+                d[i] = acc ? 0.5f : NAN;
+            herd__cnhw_to_blk(d, db, C, N, H * W);
+            herd__nchw_to_cnhw(rows, d, C, N, H * W, acc);
+            herd__nchw_to_blk(rows, db, C, N, H * W, acc);
+            herd__blk_to_cnhw(db, back, C, N, H * W);
+            CHECK_SAME("blocked flatten backward", back, d, nin);
+        }
+        free(x), free(xb), free(o), free(ob), free(back), free(g), free(gb), free(d), free(db), free(ix), free(ixb);
+        free(rows), free(rowsb);
+    }
+}
+
 const herd_test herd_tests_kernels[] = {
     {"kernels_sgemm_vs_ref", test_sgemm_vs_ref, 20},
     {"kernels_sgemm_beta_one_accumulates", test_sgemm_beta_one_accumulates, 10},
@@ -1203,5 +1263,6 @@ const herd_test herd_tests_kernels[] = {
     {"kernels_blk_layout", test_blk_layout, 10},
     {"kernels_batchnorm_blk_vs_cnhw", test_batchnorm_blk_vs_cnhw, 20},
     {"kernels_conv_dnn_blk_vs_cnhw", test_conv_dnn_blk_vs_cnhw, 30},
+    {"kernels_maxpool_blk_vs_cnhw", test_maxpool_blk_vs_cnhw, 10},
     HERD_TEST_END,
 };

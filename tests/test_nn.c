@@ -382,8 +382,9 @@ static void test_conv_paths_agree(void)
  * each example the logits the im2col path gives it. */
 /* Blocked activations: ResNet-20 keeps every convolution's, batch norm's
  * and residual add's output blocked (21 + 21 + 9 layers) where the ISA
- * allows, none when told not to, and trains as the CNHW model does; lenet
- * and cnn block nothing (6 channels; pooling reads the rest). */
+ * allows, none when told not to or on im2col; cnn its two convolutions and
+ * poolings; lenet its second convolution and pooling (the first has 6
+ * channels). Each trains as the CNHW model does. */
 static void test_blocked_layouts(void)
 {
     bool avx512 = herd_nn_bf16_support() != HERD_BF16_NONE; /* oneDNN's avx512_core */
@@ -404,13 +405,17 @@ static void test_blocked_layouts(void)
     herd_model_forward(m, x, 2, false);
     ASSERT_TRUE(herd_model_blocked_layers(m) == 0);
     herd_model_free(m);
-    const char *flat[] = {"lenet", "cnn"};
+    const char *pooled[] = {"lenet", "cnn"};
+    const size_t nblocked[] = {2, 4};
     for (int i = 0; i < 2; i++) {
-        herd_model *f = make(&(model_case){flat[i], 1, 28, 28, 10, 2}, 3);
+        model_case mc = {pooled[i], 1, 28, 28, 10, 2};
+        herd_model *f = make(&mc, 3);
         herd_model_forward(f, x, 2, true);
-        ASSERT_TRUE(herd_model_blocked_layers(f) == 0);
+        ASSERT_TRUE(herd_model_blocked_layers(f) == (avx512 ? nblocked[i] : 0u));
         herd_model_free(f);
+        paths_agree_with(&mc, true);
     }
+    paths_agree_with(&(model_case){"lenet", 3, 20, 20, 10, 2}, true);
     paths_agree_with(&rn, true);
     paths_agree_with(&(model_case){"resnet20", 3, 13, 11, 10, 1}, true);
 }

@@ -524,6 +524,92 @@ static void bn_blk_apply(const float *restrict x, float *restrict y, size_t HW, 
             st16(y + i * B16, ld16(x + i * B16) * k + b);
 }
 
+/* Max pooling on blocked tensors: the CNHW kernels' windows, ties and
+ * indices (a pixel's offset h*W + w in its plane), 16 channels at once. */
+static inline v16f sel16(v16i m, v16f a, v16f b) { return (v16f)(((v16i)a & m) | ((v16i)b & ~m)); }
+
+void herd__maxpool_forward_blk(const float *in, float *out, uint32_t *idx, size_t nblocks, size_t H, size_t W,
+                               size_t k, size_t s)
+{
+    size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
+#pragma omp parallel for if (nblocks > 1 && nblocks * H * W * B16 >= HERD__PAR_GRAIN) schedule(static)
+    for (size_t b = 0; b < nblocks; b++) {
+        const float *img = in + b * H * W * B16;
+        float *o = out + b * Ho * Wo * B16;
+        uint32_t *ix = idx + b * Ho * Wo * B16;
+        for (size_t y = 0; y < Ho; y++)
+            for (size_t x = 0; x < Wo; x++) {
+                size_t first = y * s * W + x * s;
+                v16f m = ld16(img + first * B16);
+                v16i at = (v16i){0} + (int32_t)first;
+                for (size_t i = 0; i < k; i++)
+                    for (size_t j = 0; j < k; j++) {
+                        size_t p = (y * s + i) * W + x * s + j;
+                        v16f v = ld16(img + p * B16);
+                        v16i gt = v > m; /* the first maximum wins, as in CNHW */
+                        m = sel16(gt, v, m);
+                        at = (gt & ((v16i){0} + (int32_t)p)) | (at & ~gt);
+                    }
+                st16(o + (y * Wo + x) * B16, m);
+                memcpy(ix + (y * Wo + x) * B16, &at, sizeof at);
+            }
+    }
+}
+
+void herd__maxpool_backward_blk(const float *dout, const uint32_t *idx, const float *relu_in, float *din,
+                                size_t nblocks, size_t H, size_t W, size_t k, size_t s, bool accumulate)
+{
+    size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
+#pragma omp parallel for if (nblocks > 1 && nblocks * H * W * B16 >= HERD__PAR_GRAIN) schedule(static)
+    for (size_t b = 0; b < nblocks; b++) {
+        float *d = din + b * H * W * B16;
+        const float *g = dout + b * Ho * Wo * B16, *r = relu_in ? relu_in + b * H * W * B16 : NULL;
+        const uint32_t *ix = idx + b * Ho * Wo * B16;
+        if (!accumulate)
+            memset(d, 0, H * W * B16 * sizeof(float));
+        for (size_t o = 0; o < Ho * Wo; o++)
+            for (size_t l = 0; l < B16; l++) {
+                size_t at = (size_t)ix[o * B16 + l] * B16 + l;
+                if (!r || r[at] > 0.0f)
+                    d[at] += g[o * B16 + l];
+            }
+    }
+}
+
+void herd__blk_to_nchw(const float *in, float *out, size_t C, size_t N, size_t HW)
+{
+    size_t CB = C / B16, T = blk_tasks(C, N);
+#pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
+    for (size_t t = 0; t < T; t++) {
+        size_t n = t / CB, cb = t % CB;
+        const float *restrict src = in + t * HW * B16;
+        for (size_t l = 0; l < B16; l++) {
+            float *restrict p = out + (n * C + cb * B16 + l) * HW;
+            for (size_t i = 0; i < HW; i++)
+                p[i] = src[i * B16 + l];
+        }
+    }
+}
+
+void herd__nchw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW, bool accumulate)
+{
+    size_t CB = C / B16, T = blk_tasks(C, N);
+#pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
+    for (size_t t = 0; t < T; t++) {
+        size_t n = t / CB, cb = t % CB;
+        float *restrict dst = out + t * HW * B16;
+        for (size_t l = 0; l < B16; l++) {
+            const float *restrict p = in + (n * C + cb * B16 + l) * HW;
+            if (accumulate)
+                for (size_t i = 0; i < HW; i++)
+                    dst[i * B16 + l] += p[i];
+            else
+                for (size_t i = 0; i < HW; i++)
+                    dst[i * B16 + l] = p[i];
+        }
+    }
+}
+
 /* work (T x 32 doubles, T = N*C/16) summed over the images in order:
  * out[c] and out[C + c] for channel c = cb*16 + l. */
 static void bn_blk_reduce(const double *work, size_t C, size_t N, double *out)

@@ -89,6 +89,19 @@ bool herd__blk_available(void);
 void herd__cnhw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW);
 void herd__blk_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW);
 
+/* Max pooling on nblocks = N * C/16 blocked planes of H x W: the CNHW
+ * kernels' windows and tie order; idx holds, per output lane, the pixel's
+ * offset h*W + w in its plane. */
+void herd__maxpool_forward_blk(const float *in, float *out, uint32_t *idx, size_t nblocks, size_t H,
+                               size_t W, size_t k, size_t s);
+void herd__maxpool_backward_blk(const float *dout, const uint32_t *idx, const float *relu_in,
+                                float *din, size_t nblocks, size_t H, size_t W, size_t k, size_t s,
+                                bool accumulate);
+
+/* Blocked (N, C/16, HW, 16) <-> rows (N, C*HW) in NCHW order: flatten. */
+void herd__blk_to_nchw(const float *in, float *out, size_t C, size_t N, size_t HW);
+void herd__nchw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW, bool accumulate);
+
 /* Batch norm on a blocked (N, C/16, HW, 16) tensor: what the CNHW kernels
  * compute, in that layout. work: HERD__BN_BLK_WORK(N, C) doubles (the
  * per-(image, block) sums, then the per-channel totals and constants);

@@ -407,7 +407,11 @@ static void pool_forward(herd_layer *l, herd_model *m, size_t N, bool train)
 {
     (void)train;
     pool_layer *p = (pool_layer *)l;
-    herd__maxpool_forward(in_out(m, l->in), l->out, p->idx, l->c * N, p->hin, p->win, p->k, p->stride);
+    if (l->blk)
+        herd__maxpool_forward_blk(in_out(m, l->in), l->out, p->idx, l->c / HERD__BLK * N, p->hin, p->win, p->k,
+                                  p->stride);
+    else
+        herd__maxpool_forward(in_out(m, l->in), l->out, p->idx, l->c * N, p->hin, p->win, p->k, p->stride);
     if (l->relu)
         relu_forward(l->out, N * out_dim(l));
 }
@@ -417,9 +421,13 @@ static void pool_backward(herd_layer *l, herd_model *m, size_t N)
     pool_layer *p = (pool_layer *)l;
     relu_backward(l, N);
     float *din = in_dout(m, l->in);
-    if (din)
-        herd__maxpool_backward(l->dout, p->idx, m->layers[l->in]->dout_masked ? in_out(m, l->in) : NULL,
-                               din, l->c * N, p->hin, p->win, p->k, p->stride, in_accumulates(m, l->in));
+    const float *relu_in = din && m->layers[l->in]->dout_masked ? in_out(m, l->in) : NULL;
+    if (din && l->blk)
+        herd__maxpool_backward_blk(l->dout, p->idx, relu_in, din, l->c / HERD__BLK * N, p->hin, p->win, p->k,
+                                   p->stride, in_accumulates(m, l->in));
+    else if (din)
+        herd__maxpool_backward(l->dout, p->idx, relu_in, din, l->c * N, p->hin, p->win, p->k, p->stride,
+                               in_accumulates(m, l->in));
 }
 
 static const herd_layer_ops pool_ops = {
@@ -542,7 +550,10 @@ static void flatten_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     (void)train;
     const herd_layer *src = l->in < 0 ? NULL : m->layers[l->in];
     size_t C = src ? src->c : m->c, HW = out_dim(l) / C;
-    herd__cnhw_to_nchw(in_out(m, l->in), l->out, C, N, HW);
+    if (src && src->blk)
+        herd__blk_to_nchw(in_out(m, l->in), l->out, C, N, HW);
+    else
+        herd__cnhw_to_nchw(in_out(m, l->in), l->out, C, N, HW);
 }
 
 static void flatten_backward(herd_layer *l, herd_model *m, size_t N)
@@ -551,7 +562,10 @@ static void flatten_backward(herd_layer *l, herd_model *m, size_t N)
     if (!din)
         return;
     size_t C = m->layers[l->in]->c, HW = out_dim(l) / C;
-    herd__nchw_to_cnhw(l->dout, din, C, N, HW, in_accumulates(m, l->in));
+    if (m->layers[l->in]->blk)
+        herd__nchw_to_blk(l->dout, din, C, N, HW, in_accumulates(m, l->in));
+    else
+        herd__nchw_to_cnhw(l->dout, din, C, N, HW, in_accumulates(m, l->in));
 }
 
 static const herd_layer_ops flatten_ops = {
@@ -1196,20 +1210,22 @@ static void unblock(herd_model *m, int i, bool *changed)
 }
 
 /* Which activations stay blocked (nChw16c) between layers: those a
- * convolution, batch norm or residual add makes, of a channel count that
- * fills whole blocks, whose every reader takes them so (a convolution, a
- * batch norm or add writing the same layout as it reads, global average
- * pooling). Pooling, flatten and linear read CNHW; an add's two inputs and
- * output, and a batch norm's input and output, share one layout. Only with
- * oneDNN's primitives in fp32, on an ISA where they compute in nChw16c. */
+ * convolution, batch norm, max pooling or residual add makes, of a channel
+ * count that fills whole blocks, whose every reader takes them so (a
+ * convolution; a batch norm, pooling or add, which write the layout they
+ * read; global average pooling and flatten, which write rows). An add's two
+ * inputs and output share one layout, as do a batch norm's or a pooling's
+ * input and output. Only with oneDNN's primitives in fp32, on an ISA where
+ * they compute in nChw16c. */
 static void plan_layouts(herd_model *m)
 {
     bool on = !m->conv_im2col && !m->layout_cnhw && !m->blk_failed &&
               m->precision == HERD_PRECISION_FP32 && herd__blk_available();
     for (size_t i = 0; i < m->nlayers; i++) {
         herd_layer *l = m->layers[i];
-        bool kind = l->ops == &conv_ops || ((l->ops == &bn_ops || l->ops == &add_ops) && l->in >= 0 &&
-                                            (l->ops != &add_ops || l->in2 >= 0));
+        bool kind = l->ops == &conv_ops ||
+                    ((l->ops == &bn_ops || l->ops == &pool_ops || l->ops == &add_ops) && l->in >= 0 &&
+                     (l->ops != &add_ops || l->in2 >= 0));
         l->blk = on && kind && !l->flat && l->c % HERD__BLK == 0;
     }
     bool changed = true;
@@ -1218,14 +1234,14 @@ static void plan_layouts(herd_model *m)
         for (size_t i = 0; i < m->nlayers; i++) {
             herd_layer *l = m->layers[i];
             bool a = l->in >= 0 && m->layers[l->in]->blk;
-            if (l->ops == &bn_ops) {
+            if (l->ops == &bn_ops || l->ops == &pool_ops) {
                 if (a != l->blk)
                     unblock(m, l->in, &changed), unblock(m, (int)i, &changed);
             } else if (l->ops == &add_ops) {
                 bool b = l->in2 >= 0 && m->layers[l->in2]->blk;
                 if (a != l->blk || b != l->blk)
                     unblock(m, l->in, &changed), unblock(m, l->in2, &changed), unblock(m, (int)i, &changed);
-            } else if (l->ops != &conv_ops && l->ops != &gavg_ops) {
+            } else if (l->ops != &conv_ops && l->ops != &gavg_ops && l->ops != &flatten_ops) {
                 unblock(m, l->in, &changed);
             }
         }
