@@ -436,35 +436,65 @@ bool herd__blk_available(void)
 /* One (image, block) of a blocked tensor: HW pixels of 16 channels. */
 static size_t blk_tasks(size_t C, size_t N) { return N * (C / B16); }
 
-void herd__cnhw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW)
+/* Between a blocked tensor and a plain one whose channel c of image n
+ * starts at c * cs + n * ns (CNHW: cs = N*HW, ns = HW; NCHW rows: cs = HW,
+ * ns = C*HW). */
+static void blk_unpack(const float *in, float *out, size_t C, size_t N, size_t HW, size_t cs, size_t ns)
 {
     size_t CB = C / B16, T = blk_tasks(C, N);
 #pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
     for (size_t t = 0; t < T; t++) {
         size_t n = t / CB, cb = t % CB;
-        float *restrict o = out + t * HW * B16;
-        for (int l = 0; l < B16; l++) {
-            const float *restrict p = in + ((cb * B16 + (size_t)l) * N + n) * HW;
+        const float *restrict src = in + t * HW * B16;
+        for (size_t l = 0; l < B16; l++) {
+            float *restrict p = out + (cb * B16 + l) * cs + n * ns;
             for (size_t i = 0; i < HW; i++)
-                o[i * B16 + (size_t)l] = p[i];
+                p[i] = src[i * B16 + l];
         }
     }
 }
 
-void herd__blk_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW)
+static void blk_pack(const float *in, float *out, size_t C, size_t N, size_t HW, size_t cs, size_t ns,
+                     bool accumulate)
 {
     size_t CB = C / B16, T = blk_tasks(C, N);
 #pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
     for (size_t t = 0; t < T; t++) {
         size_t n = t / CB, cb = t % CB;
-        const float *restrict s = in + t * HW * B16;
-        for (int l = 0; l < B16; l++) {
-            float *restrict p = out + ((cb * B16 + (size_t)l) * N + n) * HW;
-            for (size_t i = 0; i < HW; i++)
-                p[i] = s[i * B16 + (size_t)l];
+        float *restrict dst = out + t * HW * B16;
+        for (size_t l = 0; l < B16; l++) {
+            const float *restrict p = in + (cb * B16 + l) * cs + n * ns;
+            if (accumulate)
+                for (size_t i = 0; i < HW; i++)
+                    dst[i * B16 + l] += p[i];
+            else
+                for (size_t i = 0; i < HW; i++)
+                    dst[i * B16 + l] = p[i];
         }
     }
 }
+
+void herd__cnhw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW)
+{
+    blk_pack(in, out, C, N, HW, N * HW, HW, false);
+}
+
+void herd__blk_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW)
+{
+    blk_unpack(in, out, C, N, HW, N * HW, HW);
+}
+
+void herd__blk_to_nchw(const float *in, float *out, size_t C, size_t N, size_t HW)
+{
+    blk_unpack(in, out, C, N, HW, HW, C * HW);
+}
+
+void herd__nchw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW, bool accumulate)
+{
+    blk_pack(in, out, C, N, HW, HW, C * HW, accumulate);
+}
+
+
 
 /* One pixel's 16 channels as a vector (GCC's vector extensions: one zmm
  * register with AVX-512, split into smaller ones without), its doubles (two
@@ -576,39 +606,7 @@ void herd__maxpool_backward_blk(const float *dout, const uint32_t *idx, const fl
     }
 }
 
-void herd__blk_to_nchw(const float *in, float *out, size_t C, size_t N, size_t HW)
-{
-    size_t CB = C / B16, T = blk_tasks(C, N);
-#pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
-    for (size_t t = 0; t < T; t++) {
-        size_t n = t / CB, cb = t % CB;
-        const float *restrict src = in + t * HW * B16;
-        for (size_t l = 0; l < B16; l++) {
-            float *restrict p = out + (n * C + cb * B16 + l) * HW;
-            for (size_t i = 0; i < HW; i++)
-                p[i] = src[i * B16 + l];
-        }
-    }
-}
 
-void herd__nchw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW, bool accumulate)
-{
-    size_t CB = C / B16, T = blk_tasks(C, N);
-#pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
-    for (size_t t = 0; t < T; t++) {
-        size_t n = t / CB, cb = t % CB;
-        float *restrict dst = out + t * HW * B16;
-        for (size_t l = 0; l < B16; l++) {
-            const float *restrict p = in + (n * C + cb * B16 + l) * HW;
-            if (accumulate)
-                for (size_t i = 0; i < HW; i++)
-                    dst[i * B16 + l] += p[i];
-            else
-                for (size_t i = 0; i < HW; i++)
-                    dst[i * B16 + l] = p[i];
-        }
-    }
-}
 
 /* work (T x 32 doubles, T = N*C/16) summed over the images in order:
  * out[c] and out[C + c] for channel c = cb*16 + l. */
