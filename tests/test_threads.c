@@ -432,6 +432,68 @@ static void test_wait_policy(void)
     ASSERT_STR_CONTAINS(last, "OMP_WAIT_POLICY = 'ACTIVE'");
 }
 
+/* ---- adaptive threads (herd_nn_adapt), on a simulated clock ---- */
+
+/* Runs `seconds` of steps whose time depends on the count in use: `at_max`
+ * at the full count, `at_one` at 1 (phase two's after switch_s, when
+ * given). The governor must set the count it says it uses. */
+typedef struct adapt_case {
+    double at_max, at_one, switch_s, at_max2, at_one2;
+} adapt_case;
+
+static void adapt_run(herd_nn_adapt *a, const adapt_case *k, double seconds)
+{
+    double now = 0;
+    herd_nn_adapt_init(a, 2, now);
+    while (now < seconds) {
+        bool second = k->switch_s > 0 && now >= k->switch_s;
+        double t = a->cur == 2 ? (second ? k->at_max2 : k->at_max) : (second ? k->at_one2 : k->at_one);
+        ASSERT_TRUE(herd_nn_threads() == a->cur);
+        now += t;
+        herd_nn_adapt_step(a, t, now);
+    }
+}
+
+static void test_adapt_threads(void)
+{
+    herd_nn_adapt a;
+    /* an idle machine: 2 threads 1.9x one; it stays at 2, and each probe
+     * at 1 ends after its first timed step (19 > 1.5 x 10 ms): over 120 s,
+     * probes at ~0, 1, 3, 7, 15, 31, 63 s and every 32 s after, 2 steps each */
+    adapt_run(&a, &(adapt_case){.at_max = 0.010, .at_one = 0.019}, 120);
+    ASSERT_TRUE(a.switches == 0 && a.cur == 2);
+    ASSERT_TRUE(a.steps - a.steps_full <= 2 * 10);
+    /* beside a busy process: 2 threads 0.6x one; it goes to 1 at its first
+     * probe and stays (probes at 2 end at once: 20 > 1.5 x 12 ms) */
+    adapt_run(&a, &(adapt_case){.at_max = 0.020, .at_one = 0.012}, 120);
+    ASSERT_TRUE(a.switches == 1 && a.cur == 1);
+    ASSERT_TRUE(a.steps_full <= HERD_NN_ADAPT_K + 1 + 2 * 10);
+    /* the neighbour leaves after 30 s: back at 2 within the 32 s probe gap */
+    adapt_run(&a, &(adapt_case){.at_max = 0.020, .at_one = 0.012, .switch_s = 30, .at_max2 = 0.010, .at_one2 = 0.019},
+              120);
+    ASSERT_TRUE(a.switches == 2 && a.cur == 2);
+    /* within the 7% margin: no switch either way */
+    adapt_run(&a, &(adapt_case){.at_max = 0.010, .at_one = 0.0095}, 60);
+    ASSERT_TRUE(a.switches == 0 && a.cur == 2);
+    /* one thread asked: nothing to adapt */
+    herd_nn_adapt_init(&a, 1, 0);
+    for (int i = 0; i < 100; i++)
+        herd_nn_adapt_step(&a, 0.01, 0.01 * i);
+    ASSERT_TRUE(a.cur == 1 && a.steps == 0 && herd_nn_threads() == 1);
+    /* herd train says whether its workers adapted and how */
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "linear", "--epochs", "1", "--train-limit",
+                  "256", "--test-limit", "64", "--json", "--threads", "2", "--adapt-threads");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    ASSERT_STR_CONTAINS(o.out, "\"threads\":2,\"threads_from\":\"--threads\",\"adapt_threads\":true,\"threads_full_share\":");
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "linear", "--epochs", "1", "--train-limit",
+                  "256", "--test-limit", "64", "--json", "--threads", "2");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    ASSERT_STR_CONTAINS(o.out, "\"adapt_threads\":false,\"threads_full_share\":1.0000,\"threads_switches\":0");
+}
+
 const herd_test herd_tests_threads[] = {
     {"threads_kernels_bits", test_kernels_bits, 30},
     {"threads_optim_bits", test_optim_bits, 30},
@@ -440,5 +502,6 @@ const herd_test herd_tests_threads[] = {
     {"threads_default_count", test_default_count, 60},
     {"threads_default_count_cli", test_default_count_cli, 60},
     {"threads_wait_policy", test_wait_policy, 30},
+    {"threads_adapt", test_adapt_threads, 30},
     HERD_TEST_END,
 };

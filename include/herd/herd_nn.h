@@ -201,6 +201,32 @@ int herd_nn_threads(void);
 #define HERD_NN_SPINCOUNT "1000"
 void herd_nn_wait_policy(char **argv);
 
+/* Adaptive compute threads (herd train / herd bench train --adapt-threads).
+ * A team of N threads splits each layer's work statically, so beside a busy
+ * process the thread that shares its core holds every layer back: 2
+ * threads ran at 0.56-0.93x one there, 1.6-1.9x one on an idle machine. A
+ * worker that adapts times its steps; now and then (once its first K steps are timed, then
+ * at intervals from 1 s, doubling up to 32 s while the choice holds) it runs a few steps
+ * at the other count (1 if it runs N, N if it runs 1), the first of them
+ * untimed, and keeps whichever count's median step was shorter by more
+ * than 7%; a probe step 1.5x the running median ends the probe at once. Results then depend on timing (oneDNN splits some sums by the
+ * thread count), so a run that must repeat bit for bit does not adapt. */
+enum { HERD_NN_ADAPT_K = 5 };
+typedef struct herd_nn_adapt {
+    int max, cur, saved;  /* the threads asked for, in use now, before a probe */
+    int probe_left;       /* steps left in a probe (0: not probing) */
+    double next, interval; /* when the next probe starts (seconds, the caller's clock); the gap */
+    double run[HERD_NN_ADAPT_K], probe[HERD_NN_ADAPT_K];
+    size_t run_n, probe_n;
+    size_t steps, steps_full, switches;
+} herd_nn_adapt;
+
+/* Starts at `threads` (and sets it); `now` on the clock later calls give. */
+void herd_nn_adapt_init(herd_nn_adapt *a, int threads, double now);
+/* After each step: its compute seconds and the time. May change the
+ * calling thread's count (herd_nn_set_threads). */
+void herd_nn_adapt_step(herd_nn_adapt *a, double step_s, double now);
+
 /* One single-precision GEMM through the fast path, for benchmarks:
  * C(MxN) = A(MxK) B(KxN), row-major. */
 void herd_nn_sgemm(size_t M, size_t N, size_t K, const float *A, const float *B, float *C);

@@ -91,6 +91,8 @@ typedef struct herd_train_config {
     size_t threads;     /* intra-op threads per worker; 0 (the default): OMP_NUM_THREADS where set, else this
                          * process's cores (its affinity) over the workers sharing them, at least 1 */
     herd_precision precision; /* of the heavy ops (herd_nn.h; default FP32); BF16 needs avx512_core */
+    bool adapt_threads; /* each worker runs at `threads` or at 1, whichever its steps time faster
+                         * (herd_nn_adapt); results then depend on timing */
     size_t train_limit, test_limit; /* 0: whole set */
     size_t eval_every;  /* evaluate every K epochs (default 1; the last always) */
     bool eval_at_start; /* also evaluate before the first step (epoch 0, train_s 0; not on --resume) */
@@ -171,6 +173,10 @@ typedef struct herd_train_result {
     size_t threads;         /* compute threads per worker, as chosen (herd_train_config's threads) */
     const char *threads_from; /* why: "--threads", "OMP_NUM_THREADS", "cores" (one worker here: all of
                                * them), "cores/workers" (several: a share each), "sim" (herd-sim: 1) */
+    bool adapt_threads;     /* --adapt-threads */
+    double threads_full_share; /* adapting: the share of this process's workers' steps run at
+                                * `threads` (the rest at 1); 1 otherwise */
+    size_t threads_switches;   /* adapting: how often this process's workers changed count */
     char run_id[17];        /* 16 hex digits, the same on every rank; in the log's records' "start" */
     double test_acc, test_loss, train_loss;
     double wall_s;          /* whole run, data loading excluded */

@@ -171,6 +171,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"seed", HERD__FLAG_U64, &o->cfg.seed, "N", "random seed (default 1)", NULL},
         {"precision", HERD__FLAG_FN, &o->cfg.precision, "NAME", "fp32 or bf16: the arithmetic of matrix products and convolutions (default fp32); bf16 rounds their inputs to bfloat16 and sums in fp32, weights and optimizer stay fp32; needs AVX-512 (emulated, slower, without avx512_bf16)", parse_precision},
         {"threads", HERD__FLAG_SIZE, &o->cfg.threads, "N", "compute threads per worker (default or 0: OMP_NUM_THREADS where set, else this process's cores over its workers)", NULL},
+        {"adapt-threads", HERD__FLAG_BOOL, &o->cfg.adapt_threads, NULL, "each worker runs at its threads or at 1, whichever its steps time faster (a busy neighbour; checked now and then; results then depend on timing)", NULL},
         {"slow", HERD__FLAG_FN, &o->cfg, "RANK:FACTOR", "make worker RANK's compute FACTOR times slower (repeatable)", parse_slow},
         {"log", HERD__FLAG_STR, &o->cfg.log_path, "S", "append JSON Lines records (per epoch/eval/event) to FILE", NULL},
         {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON summary as the last line of stdout", NULL},
@@ -438,7 +439,7 @@ static int cmd_train(int argc, char **argv)
 typedef struct bench_cli {
     const char *model, *shape;
     size_t batch, steps, warmup, threads, size, reps;
-    bool json;
+    bool json, adapt;
     herd_bench_allreduce_config ar;
     const char *dtype, *impl;
 } bench_cli;
@@ -463,6 +464,8 @@ static void bench_train_flags(bench_cli *o, herd__flag *f)
         {"steps", HERD__FLAG_SIZE, &o->steps, "N", "timed steps (default 200)", NULL},
         {"warmup", HERD__FLAG_SIZE, &o->warmup, "N", "untimed warm-up steps (default 20)", NULL},
         {"threads", HERD__FLAG_SIZE, &o->threads, "N", "compute threads (default 1)", NULL},
+        {"adapt-threads", HERD__FLAG_BOOL, &o->adapt, NULL,
+         "run at --threads or at 1, whichever the steps time faster (checked now and then)", NULL},
         {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON line", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
     };
@@ -627,26 +630,39 @@ static int bench_train(int argc, char **argv)
     }
     size_t dim = herd_dataset_dim(&d);
     double t0 = 0;
+    herd_nn_adapt adapt;
+    herd_nn_adapt_init(&adapt, (int)bo.threads, herd__now());
     for (size_t s = 0; s < bo.warmup + bo.steps; s++) {
         if (s == bo.warmup)
             t0 = herd__now();
+        double ts = herd__now();
         size_t at = (s % 4) * bo.batch;
         herd_model_forward(m, d.x + at * dim, bo.batch, true);
         herd_model_loss(m, d.y + at, bo.batch, NULL);
         herd_model_backward(m, bo.batch, NULL, NULL);
         herd_optim_step(&o, herd_model_params(m), herd_model_grads(m), 0, herd_model_nparams(m), oc.lr);
+        if (bo.adapt && s >= bo.warmup) {
+            double now = herd__now();
+            herd_nn_adapt_step(&adapt, now - ts, now);
+        }
     }
     double dt = herd__now() - t0;
     double ips = (double)(bo.steps * bo.batch) / dt;
     double gflops = herd_model_train_flops(m) * ips * 1e-9;
-    fprintf(stderr, "%s batch %zu: %.0f img/s, %.3f ms/step, %.1f GFLOP/s\n", bo.model, bo.batch, ips,
+    double full = adapt.steps ? (double)adapt.steps_full / (double)adapt.steps : 1.0;
+    fprintf(stderr, "%s batch %zu: %.0f img/s, %.3f ms/step, %.1f GFLOP/s", bo.model, bo.batch, ips,
             1e3 * dt / (double)bo.steps, gflops);
+    if (bo.adapt && bo.threads > 1)
+        fprintf(stderr, " (%zu threads in %.0f%% of steps, %zu switches)", bo.threads, 100 * full, adapt.switches);
+    fputc('\n', stderr);
     if (bo.json)
         printf("{\"impl\":\"herd\",\"model\":\"%s\",\"batch\":%zu,\"steps\":%zu,\"threads\":%zu,"
+               "\"adapt_threads\":%s,\"threads_full_share\":%.4f,\"threads_switches\":%zu,"
                "\"img_per_s\":%.3f,\"step_ms\":%.6f,\"gflops\":%.3f,\"train_mflop_per_img\":%.4f,"
                "\"fwd_mflop_per_img\":%.6f,\"nparams\":%zu}\n",
-               bo.model, bo.batch, bo.steps, bo.threads, ips, 1e3 * dt / (double)bo.steps, gflops,
-               herd_model_train_flops(m) * 1e-6, herd_model_forward_flops(m) * 1e-6, herd_model_nparams(m));
+               bo.model, bo.batch, bo.steps, bo.threads, bo.adapt ? "true" : "false", full, adapt.switches, ips,
+               1e3 * dt / (double)bo.steps, gflops, herd_model_train_flops(m) * 1e-6,
+               herd_model_forward_flops(m) * 1e-6, herd_model_nparams(m));
     herd_optim_free(&o);
     herd_model_free(m);
     herd_dataset_free(&d);

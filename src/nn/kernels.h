@@ -156,6 +156,8 @@ typedef struct herd__conv_shape {
     bool relu;           /* ReLU fused on the output */
     bool din;            /* backward computes the input's gradient */
     bool din_accumulate; /* ... and adds it to din instead of overwriting it */
+    int nthr;            /* the OpenMP threads it runs on: oneDNN fixes its split when
+                          * it makes a primitive (the caller's count then; a key only) */
     bool src_blk;        /* herd holds src (and din) blocked (nChw16c), not CNHW */
     bool dst_blk;        /* ... and dst (and dout) */
     bool bf16;           /* src, weights and diff_dst in bf16 (converted by the reorders

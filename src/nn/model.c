@@ -45,16 +45,18 @@ struct herd_layer {
     float *out, *dout;    /* max_batch * c*h*w each, owned */
 };
 
-/* oneDNN primitives for up to two batch sizes (the training batch and an
- * epoch's or evaluation's last, shorter one), created on first use. */
-enum { CONV_PRIMS = 2 };
+/* oneDNN primitives for up to four batch sizes and thread counts (the
+ * training batch and an epoch's or evaluation's last, shorter one; a
+ * primitive keeps the thread count it was made for, and an adapting worker
+ * runs at two), created on first use. */
+enum { CONV_PRIMS = 4 };
 
 typedef struct conv_layer {
     herd_layer base;
     size_t cin, hin, win, k, stride, pad;
     bool bias;
     herd__conv *prim[CONV_PRIMS];
-    unsigned prim_last;  /* the slot used last; the other is replaced first */
+    unsigned prim_next;  /* the slot replaced next when all are taken */
     size_t prim_failed;  /* a batch size oneDNN had no primitive for (0: none) */
 } conv_layer;
 
@@ -235,11 +237,11 @@ static herd__conv *conv_prim(conv_layer *cv, herd_model *m, size_t N)
 {
     if (m->conv_im2col || cv->prim_failed == N)
         return NULL;
+    int nthr = herd_nn_threads();
     for (unsigned i = 0; i < CONV_PRIMS; i++)
-        if (cv->prim[i] && herd__conv_get_shape(cv->prim[i])->N == N) {
-            cv->prim_last = i;
+        if (cv->prim[i] && herd__conv_get_shape(cv->prim[i])->N == N &&
+            herd__conv_get_shape(cv->prim[i])->nthr == nthr)
             return cv->prim[i];
-        }
     if (!m->dnn && herd__dnn_create(&m->dnn) != HERD_OK) {
         m->conv_im2col = true;
         return NULL;
@@ -249,16 +251,22 @@ static herd__conv *conv_prim(conv_layer *cv, herd_model *m, size_t N)
         .N = N, .C = cv->cin, .H = cv->hin, .W = cv->win, .K = l->c, .R = cv->k,
         .stride = cv->stride, .pad = cv->pad, .bias = cv->bias, .relu = l->relu,
         .din = l->in >= 0, .din_accumulate = in_accumulates(m, l->in),
-        .src_blk = l->in >= 0 && m->layers[l->in]->blk, .dst_blk = l->blk,
+        .src_blk = l->in >= 0 && m->layers[l->in]->blk, .dst_blk = l->blk, .nthr = nthr,
         .bf16 = m->precision == HERD_PRECISION_BF16};
-    unsigned slot = cv->prim[0] == NULL ? 0 : cv->prim[1] == NULL ? 1 : 1 - cv->prim_last;
+    unsigned slot = CONV_PRIMS;
+    for (unsigned i = 0; i < CONV_PRIMS && slot == CONV_PRIMS; i++)
+        if (!cv->prim[i])
+            slot = i;
+    if (slot == CONV_PRIMS) { /* all taken: round robin */
+        slot = cv->prim_next;
+        cv->prim_next = (cv->prim_next + 1) % CONV_PRIMS;
+    }
     herd__conv_free(cv->prim[slot]);
     cv->prim[slot] = NULL;
     if (herd__conv_create(m->dnn, &s, &cv->prim[slot]) != HERD_OK) {
         cv->prim_failed = N;
         return NULL;
     }
-    cv->prim_last = slot;
     return cv->prim[slot];
 }
 

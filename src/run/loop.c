@@ -408,6 +408,8 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
      * started). */
     double t_started = t_compute;
     t_compute = herd__now() - t_compute;
+    if (cfg->adapt_threads)
+        herd_nn_adapt_step(&c->adapt, t_compute, herd__now());
     if (c->slow_factor > 1.0 && w->step > 0)
         straggle(r, t_compute * (c->slow_factor - 1.0));
     double t_exchange = herd__now();
@@ -667,7 +669,7 @@ static herd_status worker_loop(worker_ctx *c)
     herd_status st = HERD_OK;
     herd_run *r = c->run;
     herd_worker *w = &c->w;
-    herd_nn_set_threads((int)r->cfg->threads);
+    herd_nn_adapt_init(&c->adapt, (int)r->cfg->threads, herd__now());
     atomic_store(&c->at_step, w->step); /* --resume: where it starts */
     HERD_TRY(warm_up(c));
     if (r->algo_ops->async) /* and they start together */

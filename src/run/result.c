@@ -186,6 +186,12 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
     res->workers = cfg->workers;
     res->threads = cfg->threads;
     res->threads_from = r->threads_from;
+    res->adapt_threads = cfg->adapt_threads;
+    size_t steps = 0, full = 0;
+    for (size_t i = 0; i < r->nlocal; i++)
+        steps += workers[i].adapt.steps, full += workers[i].adapt.steps_full,
+            res->threads_switches += workers[i].adapt.switches;
+    res->threads_full_share = steps ? (double)full / (double)steps : 1.0;
     if (w0->algo.ops->summary_json)
         w0->algo.ops->summary_json(&w0->algo, &w0->w, res->algo_json, sizeof res->algo_json);
     /* asynchronous workers share the epochs: worker 0 may have seen few of them */
@@ -234,13 +240,14 @@ herd_status herd_train_result_json(const herd_train_result *res, FILE *f)
         return HERD_ENOMEM;
     fprintf(m,
             "{\"algo\":\"%s\",\"status\":\"%s\",\"run_id\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"threads\":%zu,"
-            "\"threads_from\":\"%s\",\"epochs\":%zu,\"steps\":%zu,\"test_acc\":%.6f,\"test_loss\":%.17g,\"train_loss\":%.17g,\"wall_s\":%.6f,"
+            "\"threads_from\":\"%s\",\"adapt_threads\":%s,\"threads_full_share\":%.4f,\"threads_switches\":%zu,\"epochs\":%zu,\"steps\":%zu,\"test_acc\":%.6f,\"test_loss\":%.17g,\"train_loss\":%.17g,\"wall_s\":%.6f,"
             "\"train_s\":%.6f,\"train_img_per_s\":%.3f,\"bytes_sent\":%llu,\"comm_wait_s\":%.6f,"
             "\"nparams\":%zu,\"eval_model\":\"%s\",\"worker0_acc\":%.6f,\"skipped_steps\":%zu,"
             "\"epoch_s_median\":%.6f,\"epoch_s_min\":%.6f,\"epoch_s_max\":%.6f,\"slowest_worker\":%zu,"
             "\"steps_median\":%.1f,\"steps_min\":%zu,\"steps_max\":%zu,\"lost\":[",
             res->algo, res->status ? res->status : "ok", res->run_id, res->engine, res->model, res->workers, res->threads,
-            res->threads_from ? res->threads_from : "--threads", res->epochs,
+            res->threads_from ? res->threads_from : "--threads", res->adapt_threads ? "true" : "false",
+            res->threads_full_share, res->threads_switches, res->epochs,
             res->steps,
             res->test_acc, res->test_loss, res->train_loss, res->wall_s, res->train_s, res->train_img_per_s,
             (unsigned long long)res->bytes_sent, res->comm_wait_s, res->nparams,

@@ -26,6 +26,7 @@
 #include "herd/herd_algo.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_data.h"
+#include "herd/herd_nn.h"
 #include "herd/herd_run.h"
 #include "run/ckpt_run.h"
 #include "run/log.h"
@@ -135,6 +136,7 @@ typedef struct worker_ctx {
     size_t recent_nloss;
     const char *eval_model;
     size_t images;
+    herd_nn_adapt adapt; /* the compute threads (cfg->adapt_threads: it changes them) */
 } worker_ctx;
 
 /* The per-epoch bookkeeping of one worker. */
