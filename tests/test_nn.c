@@ -112,6 +112,18 @@ static void check_gradient(const model_case *mc, double h, double rtol, bool per
     ASSERT_OK(herd_model_backward(m, n, record_ready, &ranges));
     ASSERT_TRUE(ranges.n <= 64);
     memcpy(g0, g, np * sizeof *g);
+    /* The forward's own rounding, as the gap between two ways of computing
+     * the same loss (oneDNN's convolutions and im2col's): a difference of
+     * losses 2h apart cannot be trusted closer than about twice that over
+     * 2h. It matters in a deep model (ResNet-20: a few float ulps of the
+     * loss, 0.1-0.4 of a layer's derivative at h = 1e-5). */
+    double noise = 0;
+    if (per_layer) {
+        double l0 = loss_of(m, x, y, n, mc->k);
+        herd_model_set_conv_im2col(m, true);
+        noise = fabs(loss_of(m, x, y, n, mc->k) - l0);
+        herd_model_set_conv_im2col(m, false);
+    }
     herd_rng r;
     herd_rng_seed(&r, 11, 0);
     size_t good = 0, ntries = per_layer ? ranges.n : 3;
@@ -130,7 +142,7 @@ static void check_gradient(const model_case *mc, double h, double rtol, bool per
         double lm = loss_of(m, x, y, n, mc->k);
         memcpy(p + lo, p0 + lo, (hi - lo) * sizeof *p);
         double fd = (lp - lm) / (2 * h);
-        bool agree = fabs(fd - gv) <= rtol * fabs(gv) + 1e-3;
+        bool agree = fabs(fd - gv) <= rtol * fabs(gv) + 2 * noise / (2 * h) + 1e-3;
         good += agree;
         if (!agree && !per_layer)
             herd_test_fail(__FILE__, __LINE__, "%s direction %zu: finite difference %.6g vs backward %.6g",

@@ -44,14 +44,23 @@ blas_pick() {
         for ct in "${cands[@]}"; do
             [[ -n ${seen[$ct]:-} ]] && continue
             seen[$ct]=1
-            read -r g1 core < <(blas__gemm "$py" "$script" "$ct" "$@")
-            read -r g2 _ < <(blas__gemm "$py" "$script" "$ct" "$@")
+            read -r g1 core < <(blas__gemm "$py" "$script" "$ct" "$@" 2>/dev/null)
+            read -r g2 _ < <(blas__gemm "$py" "$script" "$ct" "$@" 2>/dev/null)
             g=$(printf '%s\n' "$g1" "$g2" | sort -g | tail -n1)
             BLAS_PROBES+="${BLAS_PROBES:+ }$ct=${g}($core)"
-            if awk -v g="$g" -v b="$best_gf" 'BEGIN { exit !(g == g && g > b) }'; then best=$ct best_gf=$g; fi
+            # a kernel set this CPU cannot run (Illegal instruction) gives nan,
+            # which mawk's comparisons would let through
+            [[ $g == nan ]] && continue
+            if awk -v g="$g" -v b="$best_gf" 'BEGIN { exit !(g > b) }'; then best=$ct best_gf=$g; fi
         done
     fi
     if [[ $best == auto ]]; then unset OPENBLAS_CORETYPE; else export OPENBLAS_CORETYPE=$best; fi
     BLAS_CORE=$(blas__gemm "$py" "$script" "$best" "$@" | awk '{ print $2 }')
+    # Without OpenBLAS (Debian's python3-torch alone falls back to the
+    # reference BLAS, ~5 GFLOP/s) no comparison with PyTorch is fair.
+    if [[ $BLAS_CORE == unknown || $BLAS_CORE == - ]] && [[ -z ${BLAS_ALLOW_REFERENCE:-} ]]; then
+        echo "bench: PyTorch runs without OpenBLAS here (sgemm ${best_gf:-?} GFLOP/s, kernel set $BLAS_CORE): apt-get install libopenblas0-pthread (BLAS_ALLOW_REFERENCE=1 runs anyway)" >&2
+        return 1
+    fi
     BLAS_SUMMARY="PyTorch's OpenBLAS: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset (its own detection)}, kernel set $BLAS_CORE${BLAS_PROBES:+; sgemm GFLOP/s measured: $BLAS_PROBES}${BLAS_PRESET:+; preset in the environment: $BLAS_PRESET}"
 }
