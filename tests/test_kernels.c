@@ -1040,23 +1040,25 @@ static void check_near_f(int line, const char *what, const float *got, const flo
 }
 #define CHECK_NEAR(what, got, want, n, rel) check_near_f(__LINE__, what, got, want, n, rel)
 
-/* The layout change is the permutation its header says, both ways. */
+/* The layout change is the permutation its header says, both ways, at
+ * both block widths (the kernels run on any CPU). */
 static void test_blk_layout(void)
 {
-    const size_t C = 32, N = 3, HW = 5, n = C * N * HW, CB = C / HERD__BLK;
-    float *a = alloc_f(n), *b = alloc_f(n), *c = alloc_f(n);
-    for (size_t i = 0; i < n; i++)
-        a[i] = (float)i;
-    herd__cnhw_to_blk(a, b, C, N, HW);
-    for (size_t k = 0; k < N; k++)
-        for (size_t cb = 0; cb < CB; cb++)
-            for (size_t i = 0; i < HW; i++)
-                for (size_t l = 0; l < HERD__BLK; l++)
-                    ASSERT_TRUE(b[((k * CB + cb) * HW + i) * HERD__BLK + l] ==
-                                a[((cb * HERD__BLK + l) * N + k) * HW + i]);
-    herd__blk_to_cnhw(b, c, C, N, HW);
-    CHECK_SAME("blocked round trip", c, a, n);
-    free(a), free(b), free(c);
+    for (size_t B = 8; B <= 16; B += 8) {
+        const size_t C = 32, N = 3, HW = 5, n = C * N * HW, CB = C / B;
+        float *a = alloc_f(n), *b = alloc_f(n), *c = alloc_f(n);
+        for (size_t i = 0; i < n; i++)
+            a[i] = (float)i;
+        herd__cnhw_to_blk(a, b, C, N, HW, B);
+        for (size_t k = 0; k < N; k++)
+            for (size_t cb = 0; cb < CB; cb++)
+                for (size_t i = 0; i < HW; i++)
+                    for (size_t l = 0; l < B; l++)
+                        ASSERT_TRUE(b[((k * CB + cb) * HW + i) * B + l] == a[((cb * B + l) * N + k) * HW + i]);
+        herd__blk_to_cnhw(b, c, C, N, HW, B);
+        CHECK_SAME("blocked round trip", c, a, n);
+        free(a), free(b), free(c);
+    }
 }
 
 /* Batch norm on blocked tensors against the CNHW kernels (themselves
@@ -1066,12 +1068,15 @@ static void test_blk_layout(void)
  * far from 0 check the shift; HW 1 and N 1 the edges. */
 static void test_batchnorm_blk_vs_cnhw(void)
 {
-    const size_t shapes[][3] = {{4, 16, 35}, {1, 32, 1}, {3, 16, 49}, {2, 64, 196}, {64, 16, 5}};
+    const size_t shapes[][3] = {{4, 16, 35}, {1, 32, 1}, {3, 16, 49}, {2, 64, 196}, {64, 16, 5}, {2, 24, 9}};
     const float eps = 1e-5f, mom = 0.1f;
     herd_rng rng;
     herd_rng_seed(&rng, 41, 0);
+    for (size_t B = 8; B <= 16; B += 8)
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         size_t N = shapes[t][0], C = shapes[t][1], HW = shapes[t][2], n = N * C * HW, len = N * HW;
+        if (C % B)
+            continue;
         double *tmp = alloc_d(n);
         float *x = alloc_f(n), *g = alloc_f(n), *xb = alloc_f(n), *gb = alloc_f(n), *gam = alloc_f(C),
               *bet = alloc_f(C);
@@ -1081,8 +1086,8 @@ static void test_batchnorm_blk_vs_cnhw(void)
         fill_normal(&rng, tmp, n, 1.0, 0.0), to_float(tmp, g, n);
         fill_normal(&rng, tmp, C, 1.0, 1.0), to_float(tmp, gam, C);
         fill_normal(&rng, tmp, C, 1.0, 0.0), to_float(tmp, bet, C);
-        herd__cnhw_to_blk(x, xb, C, N, HW);
-        herd__cnhw_to_blk(g, gb, C, N, HW);
+        herd__cnhw_to_blk(x, xb, C, N, HW, B);
+        herd__cnhw_to_blk(g, gb, C, N, HW, B);
         double *work = alloc_d(HERD__BN_BLK_WORK(N, C));
         for (int relu = 0; relu < 2; relu++) {
             char what[96];
@@ -1093,9 +1098,9 @@ static void test_batchnorm_blk_vs_cnhw(void)
                 rm[c] = rmb[c] = c < C ? 0.25f : 2.0f;
             herd__batchnorm_forward_train(x, gam, bet, o, sm, si, rm, rm + C, C, len, eps, mom, relu);
             herd__batchnorm_forward_train_blk(xb, gam, bet, ob, smb, sib, rmb, rmb + C, C, N, HW, eps, mom,
-                                              relu, work);
-            herd__blk_to_cnhw(ob, back, C, N, HW);
-            snprintf(what, sizeof what, "blocked bn out N=%zu C=%zu HW=%zu relu=%d", N, C, HW, relu);
+                                              relu, work, B);
+            herd__blk_to_cnhw(ob, back, C, N, HW, B);
+            snprintf(what, sizeof what, "blocked bn out B=%zu N=%zu C=%zu HW=%zu relu=%d", B, N, C, HW, relu);
             CHECK_NEAR(what, back, o, n, 1e-5);
             CHECK_NEAR("blocked bn save_mean", smb, sm, C, 1e-6);
             CHECK_NEAR("blocked bn save_invstd", sib, si, C, 1e-5);
@@ -1105,11 +1110,11 @@ static void test_batchnorm_blk_vs_cnhw(void)
             for (int acc = 0; acc < 2; acc++) {
                 for (size_t i = 0; i < n; i++)
                     din[i] = acc ? 0.5f : NAN;
-                herd__cnhw_to_blk(din, dinb, C, N, HW);
+                herd__cnhw_to_blk(din, dinb, C, N, HW, B);
                 herd__batchnorm_backward(x, gam, g, relu ? o : NULL, sm, si, din, dg, dg + C, C, len, acc);
                 herd__batchnorm_backward_blk(xb, gam, gb, relu ? ob : NULL, sm, si, dinb, dgb, dgb + C, C, N, HW,
-                                             acc, work);
-                herd__blk_to_cnhw(dinb, back, C, N, HW);
+                                             acc, work, B);
+                herd__blk_to_cnhw(dinb, back, C, N, HW, B);
                 snprintf(what, sizeof what, "blocked bn din N=%zu C=%zu HW=%zu relu=%d acc=%d", N, C, HW, relu,
                          acc);
                 CHECK_NEAR(what, back, din, n, 1e-5);
@@ -1117,12 +1122,12 @@ static void test_batchnorm_blk_vs_cnhw(void)
             }
             fill_nan_f(dgb, 2 * C);
             herd__batchnorm_backward_blk(xb, gam, gb, relu ? ob : NULL, sm, si, NULL, dgb, dgb + C, C, N, HW,
-                                         false, work);
+                                         false, work, B);
             CHECK_NEAR("blocked bn dgamma, dbeta (din NULL)", dgb, dg, 2 * C, 1e-5);
             /* evaluation with the running statistics */
             herd__batchnorm_forward_eval(x, gam, bet, o, rm, rm + C, C, len, eps, relu);
-            herd__batchnorm_forward_eval_blk(xb, gam, bet, ob, rm, rm + C, C, N, HW, eps, relu, (float *)work);
-            herd__blk_to_cnhw(ob, back, C, N, HW);
+            herd__batchnorm_forward_eval_blk(xb, gam, bet, ob, rm, rm + C, C, N, HW, eps, relu, (float *)work, B);
+            herd__blk_to_cnhw(ob, back, C, N, HW, B);
             CHECK_SAME("blocked bn eval", back, o, n);
             free(o), free(ob), free(back), free(sm), free(si), free(smb), free(sib), free(rm), free(rmb);
             free(din), free(dinb), free(dg), free(dgb);
@@ -1142,9 +1147,11 @@ static void test_conv_dnn_blk_vs_cnhw(void)
          .din_accumulate = true},
         {.N = 1, .C = 16, .H = 6, .W = 6, .K = 16, .R = 3, .stride = 1, .pad = 1, .bias = true, .relu = true,
          .din = true},
+        {.N = 2, .C = 48, .H = 7, .W = 5, .K = 32, .R = 3, .stride = 1, .pad = 1, .din = true},
     };
-    if (!herd__blk_available())
-        return; /* the model never blocks without AVX-512 */
+    size_t B = herd__blk_width();
+    if (!B)
+        return; /* the model never blocks without AVX2 */
     herd_rng rng;
     herd_rng_seed(&rng, 42, 0);
     herd__dnn *dnn = NULL;
@@ -1158,8 +1165,8 @@ static void test_conv_dnn_blk_vs_cnhw(void)
         float *x = alloc_f(nin), *xb = alloc_f(nin), *w = alloc_f(nw), *g = alloc_f(nout), *gb = alloc_f(nout);
         fill_normal(&rng, tmp, nin + nout + nw, 1.0, 0.0);
         to_float(tmp, x, nin), to_float(tmp + nin, g, nout), to_float(tmp + nin + nout, w, nw);
-        herd__cnhw_to_blk(x, xb, s.C, s.N, s.H * s.W);
-        herd__cnhw_to_blk(g, gb, s.K, s.N, Ho * Wo);
+        herd__cnhw_to_blk(x, xb, s.C, s.N, s.H * s.W, B);
+        herd__cnhw_to_blk(g, gb, s.K, s.N, Ho * Wo, B);
         herd__conv *c = NULL, *cb = NULL;
         ASSERT_OK(herd__conv_create(dnn, &s, &c));
         ASSERT_OK(herd__conv_create(dnn, &sb, &cb));
@@ -1167,15 +1174,15 @@ static void test_conv_dnn_blk_vs_cnhw(void)
         const float *bias = s.bias ? w + s.K * s.C * s.R * s.R : NULL;
         herd__conv_forward(c, x, w, bias, o);
         herd__conv_forward(cb, xb, w, bias, ob);
-        herd__blk_to_cnhw(ob, back, s.K, s.N, Ho * Wo);
+        herd__blk_to_cnhw(ob, back, s.K, s.N, Ho * Wo, B);
         CHECK_NEAR("blocked conv out", back, o, nout, 1e-5);
         float *din = alloc_f(nin), *dinb = alloc_f(nin), *dw = alloc_f(nw), *dwb = alloc_f(nw);
         for (size_t i = 0; i < nin; i++)
             din[i] = s.din_accumulate ? 0.25f * (float)(i % 7) : NAN;
-        herd__cnhw_to_blk(din, dinb, s.C, s.N, s.H * s.W);
+        herd__cnhw_to_blk(din, dinb, s.C, s.N, s.H * s.W, B);
         herd__conv_backward(c, x, w, g, din, dw, s.bias ? dw + s.K * s.C * s.R * s.R : NULL);
         herd__conv_backward(cb, xb, w, gb, dinb, dwb, s.bias ? dwb + s.K * s.C * s.R * s.R : NULL);
-        herd__blk_to_cnhw(dinb, back, s.C, s.N, s.H * s.W);
+        herd__blk_to_cnhw(dinb, back, s.C, s.N, s.H * s.W, B);
         CHECK_NEAR("blocked conv din", back, din, nin, 1e-5);
         CHECK_NEAR("blocked conv dw", dwb, dw, s.bias ? nw : nw - s.K, 1e-5);
         herd__conv_free(c), herd__conv_free(cb);
@@ -1191,10 +1198,13 @@ static void test_conv_dnn_blk_vs_cnhw(void)
  * accumulating; flatten's layout change both ways against CNHW's. */
 static void test_maxpool_blk_vs_cnhw(void)
 {
-    const size_t cases[][5] = {{2, 32, 8, 6, 2}, {3, 16, 7, 7, 3}, {1, 16, 5, 4, 3}}; /* N C H W k */
-    const size_t strides[] = {2, 2, 1};
+    const size_t cases[][5] = {{2, 32, 8, 6, 2}, {3, 16, 7, 7, 3}, {1, 16, 5, 4, 3}, {2, 24, 6, 6, 2}}; /* N C H W k */
+    const size_t strides[] = {2, 2, 1, 2};
+    for (size_t B = 8; B <= 16; B += 8)
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         size_t N = cases[t][0], C = cases[t][1], H = cases[t][2], W = cases[t][3], k = cases[t][4], s = strides[t];
+        if (C % B)
+            continue;
         size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1, nin = N * C * H * W, nout = N * C * Ho * Wo;
         float *x = alloc_f(nin), *xb = alloc_f(nin), *o = alloc_f(nout), *ob = alloc_f(nout), *back = alloc_f(nin);
         float *g = alloc_f(nout), *gb = alloc_f(nout), *d = alloc_f(nin), *db = alloc_f(nin);
@@ -1204,40 +1214,40 @@ static void test_maxpool_blk_vs_cnhw(void)
             x[i] = (float)((i * 7919) % 13) - 6.0f; /* many ties, some <= 0 */
         for (size_t i = 0; i < nout; i++)
             g[i] = (float)(i % 11) + 0.5f;
-        herd__cnhw_to_blk(x, xb, C, N, H * W);
-        herd__cnhw_to_blk(g, gb, C, N, Ho * Wo);
+        herd__cnhw_to_blk(x, xb, C, N, H * W, B);
+        herd__cnhw_to_blk(g, gb, C, N, Ho * Wo, B);
         herd__maxpool_forward(x, o, ix, C * N, H, W, k, s);
-        herd__maxpool_forward_blk(xb, ob, ixb, N * C / HERD__BLK, H, W, k, s);
-        herd__blk_to_cnhw(ob, back, C, N, Ho * Wo);
+        herd__maxpool_forward_blk(xb, ob, ixb, N * C / B, H, W, k, s, B);
+        herd__blk_to_cnhw(ob, back, C, N, Ho * Wo, B);
         CHECK_SAME("blocked maxpool out", back, o, nout);
         /* the same source pixel for every output */
         for (size_t n = 0; n < N; n++)
             for (size_t c = 0; c < C; c++)
                 for (size_t i = 0; i < Ho * Wo; i++)
-                    ASSERT_TRUE(ixb[((n * (C / HERD__BLK) + c / HERD__BLK) * Ho * Wo + i) * HERD__BLK + c % HERD__BLK] ==
+                    ASSERT_TRUE(ixb[((n * (C / B) + c / B) * Ho * Wo + i) * B + c % B] ==
                                 ix[(c * N + n) * Ho * Wo + i]);
         for (int relu = 0; relu < 2; relu++)
             for (int acc = 0; acc < 2; acc++) {
                 for (size_t i = 0; i < nin; i++)
                     d[i] = acc ? 0.25f : NAN;
-                herd__cnhw_to_blk(d, db, C, N, H * W);
+                herd__cnhw_to_blk(d, db, C, N, H * W, B);
                 herd__maxpool_backward(g, ix, relu ? x : NULL, d, C * N, H, W, k, s, acc);
-                herd__maxpool_backward_blk(gb, ixb, relu ? xb : NULL, db, N * C / HERD__BLK, H, W, k, s, acc);
-                herd__blk_to_cnhw(db, back, C, N, H * W);
+                herd__maxpool_backward_blk(gb, ixb, relu ? xb : NULL, db, N * C / B, H, W, k, s, acc, B);
+                herd__blk_to_cnhw(db, back, C, N, H * W, B);
                 CHECK_SAME("blocked maxpool din", back, d, nin);
             }
         /* flatten: rows (N, C*H*W) in NCHW order */
         float *rows = alloc_f(nin), *rowsb = alloc_f(nin);
         herd__cnhw_to_nchw(x, rows, C, N, H * W);
-        herd__blk_to_nchw(xb, rowsb, C, N, H * W);
+        herd__blk_to_nchw(xb, rowsb, C, N, H * W, B);
         CHECK_SAME("blocked flatten", rowsb, rows, nin);
         for (int acc = 0; acc < 2; acc++) {
             for (size_t i = 0; i < nin; i++)
                 d[i] = acc ? 0.5f : NAN;
-            herd__cnhw_to_blk(d, db, C, N, H * W);
+            herd__cnhw_to_blk(d, db, C, N, H * W, B);
             herd__nchw_to_cnhw(rows, d, C, N, H * W, acc);
-            herd__nchw_to_blk(rows, db, C, N, H * W, acc);
-            herd__blk_to_cnhw(db, back, C, N, H * W);
+            herd__nchw_to_blk(rows, db, C, N, H * W, acc, B);
+            herd__blk_to_cnhw(db, back, C, N, H * W, B);
             CHECK_SAME("blocked flatten backward", back, d, nin);
         }
         free(x), free(xb), free(o), free(ob), free(back), free(g), free(gb), free(d), free(db), free(ix), free(ixb);

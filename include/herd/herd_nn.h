@@ -45,9 +45,10 @@ void herd_model_free(herd_model *m);
 void herd_model_set_conv_im2col(herd_model *m, bool im2col);
 bool herd_model_conv_im2col(const herd_model *m);
 
-/* With oneDNN's convolutions in fp32 on an AVX-512 machine, activations
- * between convolutions, batch norms and residual adds stay in the blocked
- * layout the primitives compute in (16 channels per pixel side by side), so
+/* With oneDNN's convolutions in fp32 on an AVX-512 or AVX2 machine,
+ * activations between convolutions, batch norms, poolings and residual adds
+ * stay in the blocked layout the primitives compute in (16 channels per
+ * pixel side by side with AVX-512, 8 with AVX2), so
  * no layout change runs between those layers; the rest are CNHW. Off
  * (blocked false, or HERD_LAYOUT=cnhw in the environment when the model is
  * created), every activation is CNHW: the same results within float

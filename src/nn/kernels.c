@@ -22,23 +22,27 @@ static void sgemm_one(char ta, char tb, size_t M, size_t N, size_t K, float alph
     HERD_ASSERT(s == dnnl_success);
 }
 
-/* The split of a product: panels of the output's longer side, their count
- * a power of two from the shape alone (about GEMM_PANEL_FLOPS each, at most
- * GEMM_MAX_PANELS, at least GEMM_MIN_SIDE rows or columns each), never from
- * the thread count, and the same panels in a row at one thread. oneDNN's
- * own split of a product divides K at some shapes (mlp's at 2 threads;
- * linear's too with AVX2), so the model's bits changed with --threads; a
- * panel is one thread's whole sum. */
-enum { GEMM_MAX_PANELS = 16, GEMM_MIN_SIDE = 64, GEMM_ALIGN = 16 };
+/* The split of a product between threads: panels of the output's longer
+ * side, one per thread (fewer where a panel would do under
+ * GEMM_PANEL_FLOPS or have under GEMM_MIN_SIDE rows or columns), each one
+ * single-threaded oneDNN sgemm over the whole of K. oneDNN's own split
+ * divides K at some shapes (mlp's at 2 threads; linear's too with AVX2),
+ * so the model's sums, and its bits, changed with --threads; a
+ * single-threaded sgemm sums an output over K the same way whatever the
+ * rows and columns around it (test threads_model_bits holds linear and mlp
+ * to the same bits at 1 and 2 threads). One thread makes one call: split
+ * there, a dW product (K = batch) ran 2.5x slower, each panel packing the
+ * shared operand again. */
+enum { GEMM_MIN_SIDE = 64, GEMM_ALIGN = 16 };
 #define GEMM_PANEL_FLOPS 4.0e6
 
-static size_t gemm_panels(size_t M, size_t N, size_t K)
+static size_t gemm_panels(size_t M, size_t N, size_t K, size_t threads)
 {
     size_t side = M > N ? M : N;
     double flops = 2.0 * (double)M * (double)N * (double)K;
-    size_t p = 1;
-    while (p < GEMM_MAX_PANELS && flops / (double)(2 * p) >= GEMM_PANEL_FLOPS && side / (2 * p) >= GEMM_MIN_SIDE)
-        p *= 2;
+    size_t p = threads;
+    while (p > 1 && (flops / (double)p < GEMM_PANEL_FLOPS || side / p < GEMM_MIN_SIDE))
+        p--;
     return p;
 }
 
@@ -47,12 +51,12 @@ void herd__sgemm(char ta, char tb, size_t M, size_t N, size_t K, float alpha, co
 {
     if (M == 0 || N == 0)
         return;
-    size_t P = gemm_panels(M, N, K);
-    int nt = omp_get_max_threads();
+    int saved = omp_get_max_threads(), nt = omp_in_parallel() ? 1 : saved;
+    size_t P = gemm_panels(M, N, K, (size_t)nt);
     bool rows = M > N;
     size_t side = rows ? M : N, step = (side / P + GEMM_ALIGN - 1) / GEMM_ALIGN * GEMM_ALIGN;
     omp_set_num_threads(1); /* each panel on its thread alone */
-#pragma omp parallel for if (P > 1 && nt > 1) num_threads(nt) schedule(static)
+#pragma omp parallel for if (P > 1) num_threads((int)P) schedule(static)
     for (size_t p = 0; p < P; p++) {
         size_t lo = p * step, hi = lo + step < side ? lo + step : side;
         if (lo >= hi)
@@ -64,7 +68,7 @@ void herd__sgemm(char ta, char tb, size_t M, size_t N, size_t K, float alpha, co
             sgemm_one(ta, tb, M, hi - lo, K, alpha, A, lda, tb == 'N' ? B + lo : B + lo * ldb, ldb, beta,
                       C + lo, ldc);
     }
-    omp_set_num_threads(nt);
+    omp_set_num_threads(saved);
 }
 
 void herd_nn_set_threads(int nthreads) { omp_set_num_threads(nthreads > 0 ? nthreads : 1); }
@@ -471,208 +475,232 @@ void herd__batchnorm_backward(const float *in, const float *gamma, const float *
 
 /* ---- blocked activations -------------------------------------------------- */
 
-enum { B16 = HERD__BLK };
-
-bool herd__blk_available(void)
+size_t herd__blk_width(void)
 {
+    /* oneDNN's ISA values are nested bit sets */
     unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-    return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+    if ((isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core)
+        return 16;
+    if ((isa & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2)
+        return 8;
+    return 0;
 }
 
-/* One (image, block) of a blocked tensor: HW pixels of 16 channels. */
-static size_t blk_tasks(size_t C, size_t N) { return N * (C / B16); }
+/* The blocked kernels' inner loops run over a block's B lanes (one pixel's
+ * B channels). Each is written once, as an always-inlined body taking B,
+ * and called through BLK_WIDTH with B a constant 8 or 16: the compiler
+ * then turns the lane loops into vector code of that width, where a run-time
+ * B would leave them scalar. */
+enum { BLK_MAX = HERD__BLK_MAX };
+#define BLK_INLINE static inline __attribute__((always_inline))
+#define BLK_WIDTH(B, fn, ...)                        \
+    do {                                             \
+        HERD_ASSERT((B) == 8 || (B) == 16);          \
+        if ((B) == 16)                               \
+            fn(__VA_ARGS__, 16);                     \
+        else                                         \
+            fn(__VA_ARGS__, 8);                      \
+    } while (0)
+
+/* Eight lanes as one vector (GCC's vector extensions: a ymm register with
+ * AVX2 or AVX-512), their doubles and their masks; a block is B/8 of them.
+ * Used only inside this file, inlined, so GCC's note that a 64-byte
+ * vector's ABI differs without AVX-512 concerns nothing. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float v8f __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+static inline v8f ld8(const float *p)
+{
+    v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void st8(void *p, v8f v) { memcpy(p, &v, sizeof v); }
+static inline v8d to_d8(v8f v) { return __builtin_convertvector(v, v8d); }
+/* a where m is set, else b */
+static inline v8f sel8(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
+
+/* One (image, block): HW pixels of B channels. */
+static size_t blk_tasks(size_t C, size_t N, size_t B) { return N * (C / B); }
 
 /* Between a blocked tensor and a plain one whose channel c of image n
  * starts at c * cs + n * ns (CNHW: cs = N*HW, ns = HW; NCHW rows: cs = HW,
  * ns = C*HW). */
-static void blk_unpack(const float *in, float *out, size_t C, size_t N, size_t HW, size_t cs, size_t ns)
+static void blk_unpack(const float *in, float *out, size_t C, size_t N, size_t HW, size_t cs, size_t ns,
+                       size_t B)
 {
-    size_t CB = C / B16, T = blk_tasks(C, N);
+    size_t CB = C / B, T = blk_tasks(C, N, B);
 #pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
     for (size_t t = 0; t < T; t++) {
         size_t n = t / CB, cb = t % CB;
-        const float *restrict src = in + t * HW * B16;
-        for (size_t l = 0; l < B16; l++) {
-            float *restrict p = out + (cb * B16 + l) * cs + n * ns;
+        const float *restrict src = in + t * HW * B;
+        for (size_t l = 0; l < B; l++) {
+            float *restrict p = out + (cb * B + l) * cs + n * ns;
             for (size_t i = 0; i < HW; i++)
-                p[i] = src[i * B16 + l];
+                p[i] = src[i * B + l];
         }
     }
 }
 
 static void blk_pack(const float *in, float *out, size_t C, size_t N, size_t HW, size_t cs, size_t ns,
-                     bool accumulate)
+                     bool accumulate, size_t B)
 {
-    size_t CB = C / B16, T = blk_tasks(C, N);
+    size_t CB = C / B, T = blk_tasks(C, N, B);
 #pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
     for (size_t t = 0; t < T; t++) {
         size_t n = t / CB, cb = t % CB;
-        float *restrict dst = out + t * HW * B16;
-        for (size_t l = 0; l < B16; l++) {
-            const float *restrict p = in + (cb * B16 + l) * cs + n * ns;
+        float *restrict dst = out + t * HW * B;
+        for (size_t l = 0; l < B; l++) {
+            const float *restrict p = in + (cb * B + l) * cs + n * ns;
             if (accumulate)
                 for (size_t i = 0; i < HW; i++)
-                    dst[i * B16 + l] += p[i];
+                    dst[i * B + l] += p[i];
             else
                 for (size_t i = 0; i < HW; i++)
-                    dst[i * B16 + l] = p[i];
+                    dst[i * B + l] = p[i];
         }
     }
 }
 
-void herd__cnhw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW)
+void herd__cnhw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW, size_t B)
 {
-    blk_pack(in, out, C, N, HW, N * HW, HW, false);
+    blk_pack(in, out, C, N, HW, N * HW, HW, false, B);
 }
 
-void herd__blk_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW)
+void herd__blk_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW, size_t B)
 {
-    blk_unpack(in, out, C, N, HW, N * HW, HW);
+    blk_unpack(in, out, C, N, HW, N * HW, HW, B);
 }
 
-void herd__blk_to_nchw(const float *in, float *out, size_t C, size_t N, size_t HW)
+void herd__blk_to_nchw(const float *in, float *out, size_t C, size_t N, size_t HW, size_t B)
 {
-    blk_unpack(in, out, C, N, HW, HW, C * HW);
+    blk_unpack(in, out, C, N, HW, HW, C * HW, B);
 }
 
-void herd__nchw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW, bool accumulate)
+void herd__nchw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW, bool accumulate, size_t B)
 {
-    blk_pack(in, out, C, N, HW, HW, C * HW, accumulate);
+    blk_pack(in, out, C, N, HW, HW, C * HW, accumulate, B);
 }
 
-
-
-/* These vectors never cross a call that is not inlined in this file, so
- * GCC's note that their ABI differs without AVX-512 concerns nothing. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
-/* One pixel's 16 channels as a vector (GCC's vector extensions: one zmm
- * register with AVX-512, split into smaller ones without), its doubles (two
- * zmm) and its lane masks. */
-typedef float v16f __attribute__((vector_size(64)));
-typedef double v16d __attribute__((vector_size(128)));
-typedef int32_t v16i __attribute__((vector_size(64)));
-
-static inline v16f ld16(const float *p)
-{
-    v16f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void st16(float *p, v16f v) { memcpy(p, &v, sizeof v); }
-
-static inline v16d ld16d(const double *p)
-{
-    v16d v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline v16d to_d(v16f v) { return __builtin_convertvector(v, v16d); }
-
-/* v where m is set, else 0 */
-static inline v16f keep(v16f v, v16i m) { return (v16f)((v16i)v & m); }
-
-static inline v16f relu16(v16f v) { return keep(v, v > (v16f){0}); }
-
-/* Per (image, block): s[0..16) and s[16..32) = sums of (x - x0) and
+/* Per (image, block): s[0..B) and s[B..2B) = sums of (x - x0) and
  * (x - x0)^2 over the block's HW pixels, each lane (channel) in pixel
  * order. */
-static void bn_blk_sums(const float *restrict x, size_t HW, const double *restrict x0, double *restrict s)
+BLK_INLINE void bn_blk_sums(const float *restrict x, size_t HW, const double *restrict x0, double *restrict s,
+                            const size_t B)
 {
-    v16d a = {0}, q = {0}, z = ld16d(x0);
-    for (size_t i = 0; i < HW; i++) {
-        v16d d = to_d(ld16(x + i * B16)) - z;
-        a += d;
-        q += d * d;
-    }
-    memcpy(s, &a, sizeof a);
-    memcpy(s + B16, &q, sizeof q);
+    enum { G = BLK_MAX / 8 };
+    v8d a[G] = {{0}}, q[G] = {{0}}, z[G];
+    memcpy(z, x0, B * sizeof(double));
+    for (size_t i = 0; i < HW; i++)
+        for (size_t g = 0; g < B / 8; g++) {
+            v8d d = to_d8(ld8(x + i * B + g * 8)) - z[g];
+            a[g] += d;
+            q[g] += d * d;
+        }
+    memcpy(s, a, B * sizeof(double));
+    memcpy(s + B, q, B * sizeof(double));
 }
 
 /* y = relu?(x * scale + shift) over one (image, block), per lane. */
-static void bn_blk_apply(const float *restrict x, float *restrict y, size_t HW, const float *restrict scale,
-                         const float *restrict shift, bool relu)
+BLK_INLINE void bn_blk_apply_relu(const float *restrict x, float *restrict y, size_t HW,
+                                  const float *restrict scale, const float *restrict shift, const bool relu,
+                                  const size_t B)
 {
-    v16f k = ld16(scale), b = ld16(shift);
+    for (size_t i = 0; i < HW; i++)
+        for (size_t l = 0; l < B; l++) {
+            float v = x[i * B + l] * scale[l] + shift[l];
+            y[i * B + l] = relu ? (v > 0.0f ? v : 0.0f) : v;
+        }
+}
+
+BLK_INLINE void bn_blk_apply(const float *restrict x, float *restrict y, size_t HW, const float *restrict scale,
+                             const float *restrict shift, bool relu, const size_t B)
+{
     if (relu)
-        for (size_t i = 0; i < HW; i++)
-            st16(y + i * B16, relu16(ld16(x + i * B16) * k + b));
+        bn_blk_apply_relu(x, y, HW, scale, shift, true, B);
     else
-        for (size_t i = 0; i < HW; i++)
-            st16(y + i * B16, ld16(x + i * B16) * k + b);
+        bn_blk_apply_relu(x, y, HW, scale, shift, false, B);
 }
 
 /* Max pooling on blocked tensors: the CNHW kernels' windows, ties and
- * indices (a pixel's offset h*W + w in its plane), 16 channels at once. */
-static inline v16f sel16(v16i m, v16f a, v16f b) { return (v16f)(((v16i)a & m) | ((v16i)b & ~m)); }
+ * indices (a pixel's offset h*W + w in its plane), B channels at once. */
+BLK_INLINE void maxpool_fwd_blk(const float *img, float *o, uint32_t *ix, size_t H, size_t W, size_t k,
+                                size_t s, const size_t B)
+{
+    enum { G = BLK_MAX / 8 };
+    size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
+    for (size_t y = 0; y < Ho; y++)
+        for (size_t x = 0; x < Wo; x++) {
+            size_t first = y * s * W + x * s;
+            v8f m[G];
+            v8i at[G];
+            for (size_t g = 0; g < B / 8; g++)
+                m[g] = ld8(img + first * B + g * 8), at[g] = (v8i){0} + (int32_t)first;
+            for (size_t i = 0; i < k; i++)
+                for (size_t j = 0; j < k; j++) {
+                    size_t p = (y * s + i) * W + x * s + j;
+                    for (size_t g = 0; g < B / 8; g++) {
+                        v8f v = ld8(img + p * B + g * 8);
+                        v8i gt = v > m[g]; /* the first maximum wins, as in CNHW */
+                        m[g] = sel8(gt, v, m[g]);
+                        at[g] = (gt & ((v8i){0} + (int32_t)p)) | (at[g] & ~gt);
+                    }
+                }
+            for (size_t g = 0; g < B / 8; g++) {
+                st8(o + (y * Wo + x) * B + g * 8, m[g]);
+                memcpy(ix + (y * Wo + x) * B + g * 8, &at[g], sizeof at[g]);
+            }
+        }
+}
 
 void herd__maxpool_forward_blk(const float *in, float *out, uint32_t *idx, size_t nblocks, size_t H, size_t W,
-                               size_t k, size_t s)
+                               size_t k, size_t s, size_t B)
 {
     size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
-#pragma omp parallel for if (nblocks > 1 && nblocks * H * W * B16 >= HERD__PAR_GRAIN) schedule(static)
-    for (size_t b = 0; b < nblocks; b++) {
-        const float *img = in + b * H * W * B16;
-        float *o = out + b * Ho * Wo * B16;
-        uint32_t *ix = idx + b * Ho * Wo * B16;
-        for (size_t y = 0; y < Ho; y++)
-            for (size_t x = 0; x < Wo; x++) {
-                size_t first = y * s * W + x * s;
-                v16f m = ld16(img + first * B16);
-                v16i at = (v16i){0} + (int32_t)first;
-                for (size_t i = 0; i < k; i++)
-                    for (size_t j = 0; j < k; j++) {
-                        size_t p = (y * s + i) * W + x * s + j;
-                        v16f v = ld16(img + p * B16);
-                        v16i gt = v > m; /* the first maximum wins, as in CNHW */
-                        m = sel16(gt, v, m);
-                        at = (gt & ((v16i){0} + (int32_t)p)) | (at & ~gt);
-                    }
-                st16(o + (y * Wo + x) * B16, m);
-                memcpy(ix + (y * Wo + x) * B16, &at, sizeof at);
-            }
-    }
+#pragma omp parallel for if (nblocks > 1 && nblocks * H * W * B >= HERD__PAR_GRAIN) schedule(static)
+    for (size_t b = 0; b < nblocks; b++)
+        BLK_WIDTH(B, maxpool_fwd_blk, in + b * H * W * B, out + b * Ho * Wo * B, idx + b * Ho * Wo * B, H, W,
+                  k, s);
 }
 
 void herd__maxpool_backward_blk(const float *dout, const uint32_t *idx, const float *relu_in, float *din,
-                                size_t nblocks, size_t H, size_t W, size_t k, size_t s, bool accumulate)
+                                size_t nblocks, size_t H, size_t W, size_t k, size_t s, bool accumulate, size_t B)
 {
     size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
-#pragma omp parallel for if (nblocks > 1 && nblocks * H * W * B16 >= HERD__PAR_GRAIN) schedule(static)
+#pragma omp parallel for if (nblocks > 1 && nblocks * H * W * B >= HERD__PAR_GRAIN) schedule(static)
     for (size_t b = 0; b < nblocks; b++) {
-        float *d = din + b * H * W * B16;
-        const float *g = dout + b * Ho * Wo * B16, *r = relu_in ? relu_in + b * H * W * B16 : NULL;
-        const uint32_t *ix = idx + b * Ho * Wo * B16;
+        float *d = din + b * H * W * B;
+        const float *g = dout + b * Ho * Wo * B, *r = relu_in ? relu_in + b * H * W * B : NULL;
+        const uint32_t *ix = idx + b * Ho * Wo * B;
         if (!accumulate)
-            memset(d, 0, H * W * B16 * sizeof(float));
+            memset(d, 0, H * W * B * sizeof(float));
         for (size_t o = 0; o < Ho * Wo; o++)
-            for (size_t l = 0; l < B16; l++) {
-                size_t at = (size_t)ix[o * B16 + l] * B16 + l;
+            for (size_t l = 0; l < B; l++) {
+                size_t at = (size_t)ix[o * B + l] * B + l;
                 if (!r || r[at] > 0.0f)
-                    d[at] += g[o * B16 + l];
+                    d[at] += g[o * B + l];
             }
     }
 }
 
-
-
-/* work (T x 32 doubles, T = N*C/16) summed over the images in order:
- * out[c] and out[C + c] for channel c = cb*16 + l. */
-static void bn_blk_reduce(const double *work, size_t C, size_t N, double *out)
+/* work (T x 2B doubles, T = N*C/B) summed over the images in order:
+ * out[c] and out[C + c] for channel c = cb*B + l. */
+static void bn_blk_reduce(const double *work, size_t C, size_t N, double *out, size_t B)
 {
-    size_t CB = C / B16;
+    size_t CB = C / B;
     for (size_t c = 0; c < 2 * C; c++)
         out[c] = 0;
     for (size_t n = 0; n < N; n++)
         for (size_t cb = 0; cb < CB; cb++) {
-            const double *w = work + (n * CB + cb) * 2 * B16;
-            for (int l = 0; l < B16; l++) {
-                out[cb * B16 + (size_t)l] += w[l];
-                out[C + cb * B16 + (size_t)l] += w[B16 + l];
+            const double *w = work + (n * CB + cb) * 2 * B;
+            for (size_t l = 0; l < B; l++) {
+                out[cb * B + l] += w[l];
+                out[C + cb * B + l] += w[B + l];
             }
         }
 }
@@ -681,19 +709,19 @@ void herd__batchnorm_forward_train_blk(const float *in, const float *gamma, cons
                                        float *out, float *save_mean, float *save_invstd,
                                        float *run_mean, float *run_var, size_t C, size_t N,
                                        size_t HW, float eps, float momentum, bool relu,
-                                       double *work)
+                                       double *work, size_t B)
 {
-    size_t CB = C / B16, T = blk_tasks(C, N), len = N * HW;
+    size_t CB = C / B, T = blk_tasks(C, N, B), len = N * HW;
     bool par = T > 1 && C * len >= HERD__PAR_GRAIN;
     /* shifted by each channel's first value (image 0, pixel 0), as the CNHW
      * kernel, so the variance does not cancel when |mean| >> std */
-    double *x0 = work + 2 * T * B16, *tot = x0 + C;
+    double *x0 = work + 2 * T * B, *tot = x0 + C;
     for (size_t c = 0; c < C; c++)
-        x0[c] = len ? (double)in[(c / B16) * HW * B16 + c % B16] : 0.0;
+        x0[c] = len ? (double)in[(c / B) * HW * B + c % B] : 0.0;
 #pragma omp parallel for if (par) schedule(static)
     for (size_t t = 0; t < T; t++)
-        bn_blk_sums(in + t * HW * B16, HW, x0 + (t % CB) * B16, work + t * 2 * B16);
-    bn_blk_reduce(work, C, N, tot);
+        BLK_WIDTH(B, bn_blk_sums, in + t * HW * B, HW, x0 + (t % CB) * B, work + t * 2 * B);
+    bn_blk_reduce(work, C, N, tot, B);
     float *scale = (float *)(tot + 2 * C), *shift = scale + C;
     for (size_t c = 0; c < C; c++) {
         double s1 = tot[c], s2 = tot[C + c];
@@ -712,17 +740,17 @@ void herd__batchnorm_forward_train_blk(const float *in, const float *gamma, cons
     }
 #pragma omp parallel for if (par) schedule(static)
     for (size_t t = 0; t < T; t++) {
-        size_t c0 = (t % CB) * B16;
-        bn_blk_apply(in + t * HW * B16, out + t * HW * B16, HW, scale + c0, shift + c0, relu);
+        size_t c0 = (t % CB) * B;
+        BLK_WIDTH(B, bn_blk_apply, in + t * HW * B, out + t * HW * B, HW, scale + c0, shift + c0, relu);
     }
 }
 
 void herd__batchnorm_forward_eval_blk(const float *in, const float *gamma, const float *beta,
                                       float *out, const float *run_mean, const float *run_var,
                                       size_t C, size_t N, size_t HW, float eps, bool relu,
-                                      float *work)
+                                      float *work, size_t B)
 {
-    size_t CB = C / B16, T = blk_tasks(C, N);
+    size_t CB = C / B, T = blk_tasks(C, N, B);
     float *scale = work, *shift = work + C;
     for (size_t c = 0; c < C; c++) {
         scale[c] = gamma[c] / sqrtf(run_var[c] + eps);
@@ -730,43 +758,86 @@ void herd__batchnorm_forward_eval_blk(const float *in, const float *gamma, const
     }
 #pragma omp parallel for if (T > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
     for (size_t t = 0; t < T; t++) {
-        size_t c0 = (t % CB) * B16;
-        bn_blk_apply(in + t * HW * B16, out + t * HW * B16, HW, scale + c0, shift + c0, relu);
+        size_t c0 = (t % CB) * B;
+        BLK_WIDTH(B, bn_blk_apply, in + t * HW * B, out + t * HW * B, HW, scale + c0, shift + c0, relu);
     }
 }
 
 /* Per (image, block): sums of g and g * (x - mean), g masked by the fused
  * ReLU's output ro when there is one (a select per lane). */
-static void bn_blk_dsums(const float *restrict x, const float *restrict g, const float *restrict ro, size_t HW,
-                         const float *restrict mean, double *restrict s)
+BLK_INLINE void bn_blk_dsums_mask(const float *restrict x, const float *restrict g, const float *restrict ro,
+                                  size_t HW, const float *restrict mean, double *restrict s, const bool masked,
+                                  const size_t B)
 {
-    v16d a = {0}, b = {0};
-    v16f mu = ld16(mean);
-    for (size_t i = 0; i < HW; i++) {
-        v16f gg = ld16(g + i * B16);
-        if (ro)
-            gg = keep(gg, ld16(ro + i * B16) > (v16f){0});
-        a += to_d(gg);
-        b += to_d(gg) * to_d(ld16(x + i * B16) - mu);
-    }
-    memcpy(s, &a, sizeof a);
-    memcpy(s + B16, &b, sizeof b);
+    enum { G = BLK_MAX / 8 };
+    v8d a[G] = {{0}}, b[G] = {{0}};
+    for (size_t i = 0; i < HW; i++)
+        for (size_t k = 0; k < B / 8; k++) {
+            size_t j = i * B + k * 8;
+            v8f gg = ld8(g + j);
+            if (masked)
+                gg = sel8(ld8(ro + j) > (v8f){0}, gg, (v8f){0});
+            a[k] += to_d8(gg);
+            b[k] += to_d8(gg) * to_d8(ld8(x + j) - ld8(mean + k * 8));
+        }
+    memcpy(s, a, B * sizeof(double));
+    memcpy(s + B, b, B * sizeof(double));
+}
+
+BLK_INLINE void bn_blk_dsums(const float *restrict x, const float *restrict g, const float *restrict ro,
+                             size_t HW, const float *restrict mean, double *restrict s, const size_t B)
+{
+    if (ro)
+        bn_blk_dsums_mask(x, g, ro, HW, mean, s, true, B);
+    else
+        bn_blk_dsums_mask(x, g, ro, HW, mean, s, false, B);
+}
+
+/* dx (+)= kl * g(masked) - a - (x - mu) * b over one (image, block). */
+BLK_INLINE void bn_blk_dx_mode(const float *restrict x, const float *restrict g, const float *restrict ro,
+                               float *restrict dx, size_t HW, const float *restrict kl, const float *restrict a,
+                               const float *restrict b, const float *restrict mu, const bool masked,
+                               const bool accumulate, const size_t B)
+{
+    for (size_t i = 0; i < HW; i++)
+        for (size_t l = 0; l < B; l++) {
+            size_t j = i * B + l;
+            float gg = g[j];
+            if (masked)
+                gg = ro[j] > 0.0f ? gg : 0.0f;
+            float v = kl[l] * gg - a[l] - (x[j] - mu[l]) * b[l];
+            dx[j] = accumulate ? dx[j] + v : v;
+        }
+}
+
+BLK_INLINE void bn_blk_dx(const float *restrict x, const float *restrict g, const float *restrict ro,
+                          float *restrict dx, size_t HW, const float *restrict kl, const float *restrict a,
+                          const float *restrict b, const float *restrict mu, bool accumulate, const size_t B)
+{
+    if (ro && accumulate)
+        bn_blk_dx_mode(x, g, ro, dx, HW, kl, a, b, mu, true, true, B);
+    else if (ro)
+        bn_blk_dx_mode(x, g, ro, dx, HW, kl, a, b, mu, true, false, B);
+    else if (accumulate)
+        bn_blk_dx_mode(x, g, ro, dx, HW, kl, a, b, mu, false, true, B);
+    else
+        bn_blk_dx_mode(x, g, ro, dx, HW, kl, a, b, mu, false, false, B);
 }
 
 void herd__batchnorm_backward_blk(const float *in, const float *gamma, const float *dout,
                                   const float *relu_out, const float *save_mean,
                                   const float *save_invstd, float *din, float *dgamma,
                                   float *dbeta, size_t C, size_t N, size_t HW, bool accumulate,
-                                  double *work)
+                                  double *work, size_t B)
 {
-    size_t CB = C / B16, T = blk_tasks(C, N), len = N * HW;
+    size_t CB = C / B, T = blk_tasks(C, N, B), len = N * HW;
     bool par = T > 1 && C * len >= HERD__PAR_GRAIN;
-    double *tot = work + 2 * T * B16 + C;
+    double *tot = work + 2 * T * B + C;
 #pragma omp parallel for if (par) schedule(static)
     for (size_t t = 0; t < T; t++)
-        bn_blk_dsums(in + t * HW * B16, dout + t * HW * B16, relu_out ? relu_out + t * HW * B16 : NULL, HW,
-                     save_mean + (t % CB) * B16, work + t * 2 * B16);
-    bn_blk_reduce(work, C, N, tot);
+        BLK_WIDTH(B, bn_blk_dsums, in + t * HW * B, dout + t * HW * B, relu_out ? relu_out + t * HW * B : NULL,
+                  HW, save_mean + (t % CB) * B, work + t * 2 * B);
+    bn_blk_reduce(work, C, N, tot, B);
     float *k = (float *)(tot + 2 * C), *kmg = k + C, *kmgx = k + 2 * C;
     for (size_t c = 0; c < C; c++) {
         double sg = tot[c], sgx = tot[C + c];
@@ -780,18 +851,9 @@ void herd__batchnorm_backward_blk(const float *in, const float *gamma, const flo
     if (din) {
 #pragma omp parallel for if (par) schedule(static)
         for (size_t t = 0; t < T; t++) {
-            size_t c0 = (t % CB) * B16, o = t * HW * B16;
-            const float *x = in + o, *g = dout + o, *ro = relu_out ? relu_out + o : NULL;
-            v16f kl = ld16(k + c0), a = ld16(kmg + c0), b = ld16(kmgx + c0), mu = ld16(save_mean + c0);
-            float *restrict dx = din + o;
-            for (size_t i = 0; i < HW; i++) {
-                size_t j = i * B16;
-                v16f gg = ld16(g + j);
-                if (ro)
-                    gg = keep(gg, ld16(ro + j) > (v16f){0});
-                v16f v = kl * gg - a - (ld16(x + j) - mu) * b;
-                st16(dx + j, accumulate ? ld16(dx + j) + v : v);
-            }
+            size_t c0 = (t % CB) * B, o = t * HW * B;
+            BLK_WIDTH(B, bn_blk_dx, in + o, dout + o, relu_out ? relu_out + o : NULL, din + o, HW, k + c0,
+                      kmg + c0, kmgx + c0, save_mean + c0, accumulate);
         }
     }
 }
@@ -1190,12 +1252,17 @@ herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__con
     dnnl_dim_t ddims[4] = {(dnnl_dim_t)s->N, (dnnl_dim_t)s->K, (dnnl_dim_t)Ho, (dnnl_dim_t)Wo};
     /* herd's layouts: CNHW, or blocked where the model keeps the tensor so
      * (then the primitives normally want it as it is: no reorder) */
+    dnnl_format_tag_t blk_tag = herd__blk_width() == 16 ? dnnl_aBcd16b : dnnl_aBcd8b;
+    if ((s->src_blk || s->dst_blk) && !herd__blk_width()) {
+        st = HERD_EUNSUPPORTED;
+        goto out;
+    }
     if (s->src_blk)
-        DNN_TRY(md_tag(&src_u, 4, sdims, dnnl_aBcd16b));
+        DNN_TRY(md_tag(&src_u, 4, sdims, blk_tag));
     else
         DNN_TRY(md_cnhw(&src_u, s->N, s->C, s->H, s->W));
     if (s->dst_blk)
-        DNN_TRY(md_tag(&dst_u, 4, ddims, dnnl_aBcd16b));
+        DNN_TRY(md_tag(&dst_u, 4, ddims, blk_tag));
     else
         DNN_TRY(md_cnhw(&dst_u, s->N, s->K, Ho, Wo));
     DNN_TRY(md_tag(&wei_u, 4, wdims, dnnl_oihw));

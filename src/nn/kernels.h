@@ -67,42 +67,43 @@ void herd__batchnorm_backward(const float *in, const float *gamma, const float *
                               const float *save_invstd, float *din, float *dgamma, float *dbeta,
                               size_t C, size_t len, bool accumulate);
 
-/* ---- blocked activations ("nChw16c") ----------------------------------
+/* ---- blocked activations ("nChw16c", "nChw8c") -------------------------
  *
  * Between the layers that run on oneDNN's convolutions, an activation of C
- * channels (C a multiple of HERD__BLK) can stay in the layout the
- * primitives compute in: (N, C/16, H, W, 16), each 16 consecutive floats
- * one pixel's 16 channels of one block. The primitives then read and write
- * herd's buffers directly (no reorder), and the batch norm and global
- * average pooling below work on it as they are. model.c decides, per
- * forward, which activations stay blocked (its plan); everything else is
- * CNHW. These kernels never split a channel's sum across threads in a way
- * that depends on their count: per (image, block) partial sums in double,
- * added over the images in order. */
-enum { HERD__BLK = 16 };
+ * channels (C a multiple of the block width B) can stay in the layout the
+ * primitives compute in: (N, C/B, H, W, B), each B consecutive floats one
+ * pixel's B channels of one block; B is 16 where oneDNN has AVX-512, 8 with
+ * AVX2. The primitives then read and write herd's buffers directly (no
+ * reorder), and the batch norm, pooling and global average pooling below
+ * work on it as they are. model.c decides, per forward, which activations
+ * stay blocked (its plan); everything else is CNHW. These kernels never
+ * split a channel's sum across threads in a way that depends on their
+ * count: per (image, block) partial sums in double, added over the images
+ * in order. Every kernel takes B (8 or 16); they run on any CPU. */
+enum { HERD__BLK_MAX = 16 };
 
-/* Whether oneDNN's convolutions here compute in nChw16c (its ISA has
- * AVX-512); without, activations stay CNHW. */
-bool herd__blk_available(void);
+/* The block width oneDNN's convolutions compute in here: 16 (AVX-512), 8
+ * (AVX2), or 0 (neither: activations stay CNHW). */
+size_t herd__blk_width(void);
 
-/* (C, N, HW) CNHW <-> (N, C/16, HW, 16); C a multiple of HERD__BLK. */
-void herd__cnhw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW);
-void herd__blk_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW);
+/* (C, N, HW) CNHW <-> (N, C/B, HW, B); C a multiple of B. */
+void herd__cnhw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW, size_t B);
+void herd__blk_to_cnhw(const float *in, float *out, size_t C, size_t N, size_t HW, size_t B);
 
-/* Max pooling on nblocks = N * C/16 blocked planes of H x W: the CNHW
+/* Max pooling on nblocks = N * C/B blocked planes of H x W: the CNHW
  * kernels' windows and tie order; idx holds, per output lane, the pixel's
  * offset h*W + w in its plane. */
 void herd__maxpool_forward_blk(const float *in, float *out, uint32_t *idx, size_t nblocks, size_t H,
-                               size_t W, size_t k, size_t s);
+                               size_t W, size_t k, size_t s, size_t B);
 void herd__maxpool_backward_blk(const float *dout, const uint32_t *idx, const float *relu_in,
                                 float *din, size_t nblocks, size_t H, size_t W, size_t k, size_t s,
-                                bool accumulate);
+                                bool accumulate, size_t B);
 
-/* Blocked (N, C/16, HW, 16) <-> rows (N, C*HW) in NCHW order: flatten. */
-void herd__blk_to_nchw(const float *in, float *out, size_t C, size_t N, size_t HW);
-void herd__nchw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW, bool accumulate);
+/* Blocked (N, C/B, HW, B) <-> rows (N, C*HW) in NCHW order: flatten. */
+void herd__blk_to_nchw(const float *in, float *out, size_t C, size_t N, size_t HW, size_t B);
+void herd__nchw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW, bool accumulate, size_t B);
 
-/* Batch norm on a blocked (N, C/16, HW, 16) tensor: what the CNHW kernels
+/* Batch norm on a blocked (N, C/B, HW, B) tensor: what the CNHW kernels
  * compute, in that layout. work: HERD__BN_BLK_WORK(N, C) doubles (the
  * per-(image, block) sums, then the per-channel totals and constants);
  * evaluation's: 2 * C floats. */
@@ -111,16 +112,16 @@ void herd__batchnorm_forward_train_blk(const float *in, const float *gamma, cons
                                        float *out, float *save_mean, float *save_invstd,
                                        float *run_mean, float *run_var, size_t C, size_t N,
                                        size_t HW, float eps, float momentum, bool relu,
-                                       double *work);
+                                       double *work, size_t B);
 void herd__batchnorm_forward_eval_blk(const float *in, const float *gamma, const float *beta,
                                       float *out, const float *run_mean, const float *run_var,
                                       size_t C, size_t N, size_t HW, float eps, bool relu,
-                                      float *work);
+                                      float *work, size_t B);
 void herd__batchnorm_backward_blk(const float *in, const float *gamma, const float *dout,
                                   const float *relu_out, const float *save_mean,
                                   const float *save_invstd, float *din, float *dgamma,
                                   float *dbeta, size_t C, size_t N, size_t HW, bool accumulate,
-                                  double *work);
+                                  double *work, size_t B);
 
 /* Softmax cross-entropy, logits (N, K): returns mean loss, writes dlogits
  * (may be NULL) and counts argmax hits. */
@@ -158,7 +159,7 @@ typedef struct herd__conv_shape {
     bool din_accumulate; /* ... and adds it to din instead of overwriting it */
     int nthr;            /* the OpenMP threads it runs on: oneDNN fixes its split when
                           * it makes a primitive (the caller's count then; a key only) */
-    bool src_blk;        /* herd holds src (and din) blocked (nChw16c), not CNHW */
+    bool src_blk;        /* herd holds src (and din) blocked (herd__blk_width), not CNHW */
     bool dst_blk;        /* ... and dst (and dout) */
     bool bf16;           /* src, weights and diff_dst in bf16 (converted by the reorders
                           * into the primitives' layouts); dst, diff_src, diff_weights

@@ -36,7 +36,7 @@ struct herd_layer {
     bool flat;            /* output rows (N, c*h*w) rather than CNHW */
     bool relu;            /* fused ReLU on the output */
     bool dout_masked;     /* its one reader applies the ReLU's mask to dout */
-    bool blk;             /* output (and dout) blocked nChw16c, not CNHW: the plan's */
+    bool blk;             /* output (and dout) blocked (N, C/B, H, W, B), not CNHW: the plan's */
     int nreaders;         /* layers that read this one's output */
     size_t param_off, param_len;
     size_t buf_off, buf_len;
@@ -92,6 +92,7 @@ struct herd_model {
     bool layout_cnhw;    /* HERD_LAYOUT=cnhw: no blocked activations */
     bool blk_failed;     /* a convolution had no primitive for blocked tensors */
     int plan_key;        /* what the layers' blk flags were planned for (-1: nothing) */
+    size_t blk_w;        /* B of the blocked activations (herd__blk_width), 0 when none */
     size_t scratch_len;  /* floats in scratch */
     herd_precision precision;
     /* BF16 only: the weights rounded at the start of each forward, and two
@@ -416,8 +417,8 @@ static void pool_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     (void)train;
     pool_layer *p = (pool_layer *)l;
     if (l->blk)
-        herd__maxpool_forward_blk(in_out(m, l->in), l->out, p->idx, l->c / HERD__BLK * N, p->hin, p->win, p->k,
-                                  p->stride);
+        herd__maxpool_forward_blk(in_out(m, l->in), l->out, p->idx, l->c / m->blk_w * N, p->hin, p->win, p->k,
+                                  p->stride, m->blk_w);
     else
         herd__maxpool_forward(in_out(m, l->in), l->out, p->idx, l->c * N, p->hin, p->win, p->k, p->stride);
     if (l->relu)
@@ -431,8 +432,8 @@ static void pool_backward(herd_layer *l, herd_model *m, size_t N)
     float *din = in_dout(m, l->in);
     const float *relu_in = din && m->layers[l->in]->dout_masked ? in_out(m, l->in) : NULL;
     if (din && l->blk)
-        herd__maxpool_backward_blk(l->dout, p->idx, relu_in, din, l->c / HERD__BLK * N, p->hin, p->win, p->k,
-                                   p->stride, in_accumulates(m, l->in));
+        herd__maxpool_backward_blk(l->dout, p->idx, relu_in, din, l->c / m->blk_w * N, p->hin, p->win, p->k,
+                                   p->stride, in_accumulates(m, l->in), m->blk_w);
     else if (din)
         herd__maxpool_backward(l->dout, p->idx, relu_in, din, l->c * N, p->hin, p->win, p->k, p->stride,
                                in_accumulates(m, l->in));
@@ -454,10 +455,10 @@ static void bn_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     if (l->blk && train)
         herd__batchnorm_forward_train_blk(in_out(m, l->in), gamma, beta, l->out, bn->save_mean,
                                           bn->save_invstd, run_mean, run_var, C, N, l->h * l->w,
-                                          bn_eps, bn_momentum, l->relu, bn->work);
+                                          bn_eps, bn_momentum, l->relu, bn->work, m->blk_w);
     else if (l->blk)
         herd__batchnorm_forward_eval_blk(in_out(m, l->in), gamma, beta, l->out, run_mean, run_var, C,
-                                         N, l->h * l->w, bn_eps, l->relu, (float *)bn->work);
+                                         N, l->h * l->w, bn_eps, l->relu, (float *)bn->work, m->blk_w);
     else if (train)
         herd__batchnorm_forward_train(in_out(m, l->in), gamma, beta, l->out, bn->save_mean,
                                       bn->save_invstd, run_mean, run_var, C, len, bn_eps,
@@ -477,7 +478,7 @@ static void bn_backward(herd_layer *l, herd_model *m, size_t N)
     if (l->blk) {
         herd__batchnorm_backward_blk(in_out(m, l->in), gamma, l->dout, l->relu ? l->out : NULL,
                                      bn->save_mean, bn->save_invstd, in_dout(m, l->in), dgamma, dbeta,
-                                     C, N, l->h * l->w, in_accumulates(m, l->in), bn->work);
+                                     C, N, l->h * l->w, in_accumulates(m, l->in), bn->work, m->blk_w);
         return;
     }
     herd__batchnorm_backward(in_out(m, l->in), gamma, l->dout, l->relu ? l->out : NULL,
@@ -559,7 +560,7 @@ static void flatten_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     const herd_layer *src = l->in < 0 ? NULL : m->layers[l->in];
     size_t C = src ? src->c : m->c, HW = out_dim(l) / C;
     if (src && src->blk)
-        herd__blk_to_nchw(in_out(m, l->in), l->out, C, N, HW);
+        herd__blk_to_nchw(in_out(m, l->in), l->out, C, N, HW, m->blk_w);
     else
         herd__cnhw_to_nchw(in_out(m, l->in), l->out, C, N, HW);
 }
@@ -571,7 +572,7 @@ static void flatten_backward(herd_layer *l, herd_model *m, size_t N)
         return;
     size_t C = m->layers[l->in]->c, HW = out_dim(l) / C;
     if (m->layers[l->in]->blk)
-        herd__nchw_to_blk(l->dout, din, C, N, HW, in_accumulates(m, l->in));
+        herd__nchw_to_blk(l->dout, din, C, N, HW, in_accumulates(m, l->in), m->blk_w);
     else
         herd__nchw_to_cnhw(l->dout, din, C, N, HW, in_accumulates(m, l->in));
 }
@@ -585,17 +586,17 @@ static void gavg_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     const herd_layer *src = m->layers[l->in];
     size_t C = l->c, HW = src->h * src->w;
     const float *in = in_out(m, l->in);
-    if (src->blk) { /* (N, C/16, HW, 16): 16 channels' sums side by side, each in pixel order */
-        size_t CB = C / HERD__BLK;
+    if (src->blk) { /* (N, C/B, HW, B): B channels' sums side by side, each in pixel order */
+        size_t B = m->blk_w, CB = C / B;
 #pragma omp parallel for if (N * CB > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
         for (size_t t = 0; t < N * CB; t++) {
-            const float *p = in + t * HW * HERD__BLK;
-            float s[HERD__BLK] = {0};
+            const float *p = in + t * HW * B;
+            float s[HERD__BLK_MAX] = {0};
             for (size_t i = 0; i < HW; i++)
-                for (int k = 0; k < HERD__BLK; k++)
-                    s[k] += p[i * HERD__BLK + (size_t)k];
-            for (int k = 0; k < HERD__BLK; k++)
-                l->out[t * HERD__BLK + (size_t)k] = s[k] / (float)HW;
+                for (size_t k = 0; k < B; k++)
+                    s[k] += p[i * B + k];
+            for (size_t k = 0; k < B; k++)
+                l->out[t * B + k] = s[k] / (float)HW;
         }
         return;
     }
@@ -619,16 +620,16 @@ static void gavg_backward(herd_layer *l, herd_model *m, size_t N)
     if (!din)
         return;
     if (src->blk) {
-        size_t CB = C / HERD__BLK;
+        size_t B = m->blk_w, CB = C / B;
 #pragma omp parallel for if (N * CB > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
         for (size_t t = 0; t < N * CB; t++) {
-            /* out (N, C) row n, channels of block t % CB: the same t * 16 */
-            const float *g = l->dout + t * HERD__BLK;
-            float *p = din + t * HW * HERD__BLK;
+            /* out (N, C) row n, channels of block t % CB: the same t * B */
+            const float *g = l->dout + t * B;
+            float *p = din + t * HW * B;
             for (size_t i = 0; i < HW; i++)
-                for (int k = 0; k < HERD__BLK; k++) {
+                for (size_t k = 0; k < B; k++) {
                     float v = g[k] / (float)HW;
-                    p[i * HERD__BLK + (size_t)k] = acc ? p[i * HERD__BLK + (size_t)k] + v : v;
+                    p[i * B + k] = acc ? p[i * B + k] + v : v;
                 }
         }
         return;
@@ -1217,24 +1218,25 @@ static void unblock(herd_model *m, int i, bool *changed)
         m->layers[i]->blk = false, *changed = true;
 }
 
-/* Which activations stay blocked (nChw16c) between layers: those a
+/* Which activations stay blocked (nChw16c or nChw8c) between layers: those a
  * convolution, batch norm, max pooling or residual add makes, of a channel
  * count that fills whole blocks, whose every reader takes them so (a
  * convolution; a batch norm, pooling or add, which write the layout they
  * read; global average pooling and flatten, which write rows). An add's two
  * inputs and output share one layout, as do a batch norm's or a pooling's
  * input and output. Only with oneDNN's primitives in fp32, on an ISA where
- * they compute in nChw16c. */
+ * they compute in a blocked layout (AVX-512 or AVX2). */
 static void plan_layouts(herd_model *m)
 {
     bool on = !m->conv_im2col && !m->layout_cnhw && !m->blk_failed &&
-              m->precision == HERD_PRECISION_FP32 && herd__blk_available();
+              m->precision == HERD_PRECISION_FP32 && herd__blk_width();
+    m->blk_w = on ? herd__blk_width() : 0;
     for (size_t i = 0; i < m->nlayers; i++) {
         herd_layer *l = m->layers[i];
         bool kind = l->ops == &conv_ops ||
                     ((l->ops == &bn_ops || l->ops == &pool_ops || l->ops == &add_ops) && l->in >= 0 &&
                      (l->ops != &add_ops || l->in2 >= 0));
-        l->blk = on && kind && !l->flat && l->c % HERD__BLK == 0;
+        l->blk = on && kind && !l->flat && l->c % m->blk_w == 0;
     }
     bool changed = true;
     while (changed) {
