@@ -40,7 +40,7 @@ static size_t gemm_panels(size_t M, size_t N, size_t K, size_t threads)
 {
     size_t side = M > N ? M : N;
     double flops = 2.0 * (double)M * (double)N * (double)K;
-    size_t p = threads;
+    size_t p = HERD__PAR_GRAIN < SIZE_MAX ? threads : 1; /* serial under TSan (core/par.h) */
     while (p > 1 && (flops / (double)p < GEMM_PANEL_FLOPS || side / p < GEMM_MIN_SIDE))
         p--;
     return p;
