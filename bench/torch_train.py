@@ -36,6 +36,11 @@ def parse_args():
     p.add_argument("--gemm", type=int, default=0, metavar="N",
                    help="instead of training, time an NxN float32 torch.mm and print its GFLOP/s")
     p.add_argument("--reps", type=int, default=10, help="--gemm: timed repetitions (default 10)")
+    p.add_argument("--loop", default="step", choices=["step", "plain", "none"],
+                   help="the timed loop: step (default: a step function over 4 cycled batches, "
+                        "gradients zeroed in place), plain (the same statements inline, one batch), "
+                        "none (as step, gradients set to None instead of zeroed); bench/torch-loop "
+                        "compares them")
     a = p.parse_args()
     if a.batch < 1 or a.steps < 1 or a.warmup < 0 or a.threads < 1 or a.reps < 1 or a.gemm < 0:
         p.error("--batch, --steps, --threads and --reps must be at least 1, --warmup and --gemm at least 0")
@@ -181,7 +186,7 @@ def train(a, rank=0):
     ys = [torch.randint(0, 10, (a.batch,)) for _ in range(nb)]
 
     def step(i):
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=a.loop == "none")
         loss = loss_fn(model(xs[i % nb]), ys[i % nb])
         loss.backward()
         opt.step()
@@ -191,10 +196,20 @@ def train(a, rank=0):
         step(i)
     if a.workers > 1:
         torch.distributed.barrier()
-    t0 = time.perf_counter()
-    for i in range(a.steps):
-        loss = step(i)
-    dt = time.perf_counter() - t0
+    if a.loop == "plain":
+        x, y = xs[0], ys[0]
+        t0 = time.perf_counter()
+        for i in range(a.steps):
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+        dt = time.perf_counter() - t0
+    else:
+        t0 = time.perf_counter()
+        for i in range(a.steps):
+            loss = step(i)
+        dt = time.perf_counter() - t0
     if a.workers > 1:  # the run takes as long as its slowest worker
         t = torch.tensor([dt])
         torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
