@@ -491,7 +491,7 @@ size_t herd__blk_width(void)
  * and called through BLK_WIDTH with B a constant 8 or 16: the compiler
  * then turns the lane loops into vector code of that width, where a run-time
  * B would leave them scalar. */
-enum { BLK_MAX = HERD__BLK_MAX };
+enum { BLK_MAX = HERD__BLK_MAX, BLK_G = BLK_MAX / 8 }; /* a block's lanes, its 8-lane vectors at most */
 #define BLK_INLINE static inline __attribute__((always_inline))
 #define BLK_WIDTH(B, fn, ...)                        \
     do {                                             \
@@ -606,9 +606,9 @@ BLK_INLINE void bn_blk_sums_px(const float *restrict x, size_t i, const v8d *z, 
  * fixed order at the end: a single chain of dependent adds waited on the
  * add's latency (the two sums passes took 14% of a 2-thread ResNet-20
  * step on AVX2). */
-enum { BN_U = 4, BN_G = BLK_MAX / 8 };
+enum { BN_U = 4 };
 
-BLK_INLINE void bn_blk_fold(v8d (*a)[BN_G], double *restrict s, const size_t B)
+BLK_INLINE void bn_blk_fold(v8d (*a)[BLK_G], double *restrict s, const size_t B)
 {
     for (size_t g = 0; g < B / 8; g++)
         a[0][g] = (a[0][g] + a[1][g]) + (a[2][g] + a[3][g]);
@@ -618,7 +618,7 @@ BLK_INLINE void bn_blk_fold(v8d (*a)[BN_G], double *restrict s, const size_t B)
 BLK_INLINE void bn_blk_sums(const float *restrict x, size_t HW, const double *restrict x0, double *restrict s,
                             const size_t B)
 {
-    v8d a[BN_U][BN_G] = {{{0}}}, q[BN_U][BN_G] = {{{0}}}, z[BN_G];
+    v8d a[BN_U][BLK_G] = {{{0}}}, q[BN_U][BLK_G] = {{{0}}}, z[BLK_G];
     memcpy(z, x0, B * sizeof(double));
     size_t i = 0;
     for (; i + BN_U <= HW; i += BN_U)
@@ -656,13 +656,12 @@ BLK_INLINE void bn_blk_apply(const float *restrict x, float *restrict y, size_t 
 BLK_INLINE void maxpool_fwd_blk(const float *img, float *o, uint32_t *ix, size_t H, size_t W, size_t k,
                                 size_t s, const size_t B)
 {
-    enum { G = BLK_MAX / 8 };
     size_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
     for (size_t y = 0; y < Ho; y++)
         for (size_t x = 0; x < Wo; x++) {
             size_t first = y * s * W + x * s;
-            v8f m[G];
-            v8i at[G];
+            v8f m[BLK_G];
+            v8i at[BLK_G];
             for (size_t g = 0; g < B / 8; g++)
                 m[g] = ld8(img + first * B + g * 8), at[g] = (v8i){0} + (int32_t)first;
             for (size_t i = 0; i < k; i++)
@@ -809,7 +808,7 @@ BLK_INLINE void bn_blk_dsums_mask(const float *restrict x, const float *restrict
                                   size_t HW, const float *restrict mean, double *restrict s, const bool masked,
                                   const size_t B)
 {
-    v8d a[BN_U][BN_G] = {{{0}}}, b[BN_U][BN_G] = {{{0}}};
+    v8d a[BN_U][BLK_G] = {{{0}}}, b[BN_U][BLK_G] = {{{0}}};
     size_t i = 0;
     for (; i + BN_U <= HW; i += BN_U)
         for (size_t u = 0; u < BN_U; u++)
@@ -1288,8 +1287,9 @@ herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__con
     dnnl_dim_t ddims[4] = {(dnnl_dim_t)s->N, (dnnl_dim_t)s->K, (dnnl_dim_t)Ho, (dnnl_dim_t)Wo};
     /* herd's layouts: CNHW, or blocked where the model keeps the tensor so
      * (then the primitives normally want it as it is: no reorder) */
-    dnnl_format_tag_t blk_tag = herd__blk_width() == 16 ? dnnl_aBcd16b : dnnl_aBcd8b;
-    if ((s->src_blk || s->dst_blk) && !herd__blk_width()) {
+    size_t bw = herd__blk_width();
+    dnnl_format_tag_t blk_tag = bw == 16 ? dnnl_aBcd16b : dnnl_aBcd8b;
+    if ((s->src_blk || s->dst_blk) && !bw) {
         st = HERD_EUNSUPPORTED;
         goto out;
     }
