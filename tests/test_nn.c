@@ -61,9 +61,21 @@ static void test_param_counts(void)
         model_case mc = {cases[i].name, cases[i].c, cases[i].h, cases[i].w, 10, 4};
         herd_model *m = make(&mc, 1);
         ASSERT_EQ_INT(herd_model_nparams(m), cases[i].want);
-        ASSERT_TRUE(herd_model_train_flops(m) > 0);
+        /* backward: two products per forward one, less the input gradient
+         * of each layer that reads the model input (through flatten too) */
+        double fwd = herd_model_forward_flops(m), train = herd_model_train_flops(m);
+        ASSERT_TRUE(fwd > 0 && train >= 2 * fwd && train < 3 * fwd);
         herd_model_free(m);
     }
+    /* linear and mlp in closed form: no product for flatten's gradient */
+    herd_model *m = make(&(model_case){"linear", 1, 28, 28, 10, 4}, 1);
+    ASSERT_NEAR(herd_model_train_flops(m), 2 * (2.0 * 784 * 10), 0, 1e-12);
+    herd_model_free(m);
+    m = make(&(model_case){"mlp", 1, 28, 28, 10, 4}, 1);
+    double f1 = 2.0 * 784 * 1024, f2 = 2.0 * 1024 * 1024, f3 = 2.0 * 1024 * 10;
+    ASSERT_NEAR(herd_model_forward_flops(m), f1 + f2 + f3, 0, 1e-12);
+    ASSERT_NEAR(herd_model_train_flops(m), 2 * f1 + 3 * (f2 + f3), 0, 1e-12);
+    herd_model_free(m);
 }
 
 static void test_create_errors(void)

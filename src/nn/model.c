@@ -38,6 +38,7 @@ struct herd_layer {
     bool dout_masked;     /* its one reader applies the ReLU's mask to dout */
     bool blk;             /* output (and dout) blocked (N, C/B, H, W, B), not CNHW: the plan's */
     int nreaders;         /* layers that read this one's output */
+    bool grad;            /* its dout is wanted: it or a layer before it has weights */
     size_t param_off, param_len;
     size_t buf_off, buf_len;
     double fwd_flops;     /* per example */
@@ -106,8 +107,12 @@ static size_t out_dim(const herd_layer *l) { return l->c * l->h * l->w; }
 
 static const float *in_out(const herd_model *m, int in) { return in < 0 ? m->input : m->layers[in]->out; }
 
-/* The gradient buffer of input `in`, or NULL for the model input. */
-static float *in_dout(const herd_model *m, int in) { return in < 0 ? NULL : m->layers[in]->dout; }
+/* The gradient buffer of input `in`, or NULL where no gradient is wanted:
+ * the model input, and a layer with no weights at or before it (mlp's
+ * flatten: its reader's input gradient would be a product thrown away). */
+static bool in_grad(const herd_model *m, int in) { return in >= 0 && m->layers[in]->grad; }
+
+static float *in_dout(const herd_model *m, int in) { return in_grad(m, in) ? m->layers[in]->dout : NULL; }
 
 static bool in_accumulates(const herd_model *m, int in) { return in >= 0 && m->layers[in]->nreaders > 1; }
 
@@ -251,7 +256,7 @@ static herd__conv *conv_prim(conv_layer *cv, herd_model *m, size_t N)
     herd__conv_shape s = {
         .N = N, .C = cv->cin, .H = cv->hin, .W = cv->win, .K = l->c, .R = cv->k,
         .stride = cv->stride, .pad = cv->pad, .bias = cv->bias, .relu = l->relu,
-        .din = l->in >= 0, .din_accumulate = in_accumulates(m, l->in),
+        .din = in_grad(m, l->in), .din_accumulate = in_accumulates(m, l->in),
         .src_blk = l->in >= 0 && m->layers[l->in]->blk, .dst_blk = l->blk, .nthr = nthr,
         .bf16 = m->precision == HERD_PRECISION_BF16};
     unsigned slot = CONV_PRIMS;
@@ -689,10 +694,11 @@ static int push(builder *b, herd_layer *l, const herd_layer_ops *ops, int in, in
     l->param_off = m->nparams, l->param_len = nparams;
     l->buf_off = m->nbuffers, l->buf_len = nbuf;
     m->nparams += nparams, m->nbuffers += nbuf;
+    l->grad = nparams > 0;
     if (in >= 0)
-        m->layers[in]->nreaders++;
+        m->layers[in]->nreaders++, l->grad |= m->layers[in]->grad;
     if (in2 >= 0)
-        m->layers[in2]->nreaders++;
+        m->layers[in2]->nreaders++, l->grad |= m->layers[in2]->grad;
     m->layers[m->nlayers] = l;
     return (int)m->nlayers++;
 }
@@ -721,7 +727,7 @@ static int conv(builder *b, int in, size_t cout, size_t k, size_t stride, size_t
     cv->cin = c, cv->hin = h, cv->win = w, cv->k = k, cv->stride = stride, cv->pad = pad, cv->bias = bias;
     double macs = (double)cout * (double)(c * k * k) * (double)(ho * wo);
     cv->base.fwd_flops = 2 * macs;
-    cv->base.bwd_flops = 2 * macs * (in < 0 ? 1 : 2);
+    cv->base.bwd_flops = 2 * macs * (in_grad(b->m, in) ? 2 : 1);
     return id;
 }
 
@@ -753,7 +759,7 @@ static int linear(builder *b, int in, size_t nout, bool relu)
         return -2;
     fc->nin = nin;
     fc->base.fwd_flops = 2.0 * (double)nin * (double)nout;
-    fc->base.bwd_flops = fc->base.fwd_flops * (in < 0 ? 1 : 2);
+    fc->base.bwd_flops = fc->base.fwd_flops * (in_grad(b->m, in) ? 2 : 1);
     return id;
 }
 
@@ -1315,10 +1321,12 @@ float herd_model_loss(herd_model *m, const int32_t *y, size_t batch, size_t *nco
 herd_status herd_model_backward(herd_model *m, size_t batch, herd_grad_ready_fn ready, void *ctx)
 {
     for (size_t i = 0; i + 1 < m->nlayers; i++)
-        if (m->layers[i]->nreaders > 1)
+        if (m->layers[i]->nreaders > 1 && m->layers[i]->grad)
             memset(m->layers[i]->dout, 0, batch * out_dim(m->layers[i]) * sizeof(float));
     for (size_t i = m->nlayers; i-- > 0;) {
         herd_layer *l = m->layers[i];
+        if (!l->grad) /* no weights here or before: nothing to send back */
+            continue;
         l->ops->backward(l, m, batch);
         if (ready && l->param_len) {
             herd_status st = ready(ctx, l->param_off, l->param_len);
