@@ -510,7 +510,6 @@ enum { BLK_MAX = HERD__BLK_MAX, BLK_G = BLK_MAX / 8 }; /* a block's lanes, its 8
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 typedef float v8f __attribute__((vector_size(32)));
-typedef double v8d __attribute__((vector_size(64)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 
 static inline v8f ld8(const float *p)
@@ -521,7 +520,29 @@ static inline v8f ld8(const float *p)
 }
 
 static inline void st8(void *p, v8f v) { memcpy(p, &v, sizeof v); }
-static inline v8d to_d8(v8f v) { return __builtin_convertvector(v, v8d); }
+
+/* Batch norm's double sums: DL lanes per vector, the widest the CPU adds
+ * natively (GCC lowers a wider vector through the stack: 8 doubles on AVX2
+ * made the sums passes 4x slower). Each lane's arithmetic is the same at
+ * any DL, so the bits are too. */
+#if defined(__AVX512F__)
+enum { DL = 8 };
+#else
+enum { DL = 4 };
+#endif
+enum { BLK_D = HERD__BLK_MAX / DL }; /* a block's double vectors at most */
+typedef double vd __attribute__((vector_size(DL * sizeof(double))));
+typedef float vdf __attribute__((vector_size(DL * sizeof(float))));
+typedef int32_t vdi __attribute__((vector_size(DL * sizeof(int32_t))));
+
+static inline vdf ldf(const float *p)
+{
+    vdf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline vd to_d(vdf v) { return __builtin_convertvector(v, vd); }
 /* a where m is set, else b */
 static inline v8f sel8(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
 
@@ -592,10 +613,10 @@ void herd__nchw_to_blk(const float *in, float *out, size_t C, size_t N, size_t H
  * order. */
 /* Pixel i of one (image, block) into the running sums a, q of (x - x0)
  * and (x - x0)^2. */
-BLK_INLINE void bn_blk_sums_px(const float *restrict x, size_t i, const v8d *z, v8d *a, v8d *q, const size_t B)
+BLK_INLINE void bn_blk_sums_px(const float *restrict x, size_t i, const vd *z, vd *a, vd *q, const size_t B)
 {
-    for (size_t g = 0; g < B / 8; g++) {
-        v8d d = to_d8(ld8(x + i * B + g * 8)) - z[g];
+    for (size_t g = 0; g < B / DL; g++) {
+        vd d = to_d(ldf(x + i * B + g * DL)) - z[g];
         a[g] += d;
         q[g] += d * d;
     }
@@ -608,9 +629,9 @@ BLK_INLINE void bn_blk_sums_px(const float *restrict x, size_t i, const v8d *z, 
  * step on AVX2). */
 enum { BN_U = 4 };
 
-BLK_INLINE void bn_blk_fold(v8d (*a)[BLK_G], double *restrict s, const size_t B)
+BLK_INLINE void bn_blk_fold(vd (*a)[BLK_D], double *restrict s, const size_t B)
 {
-    for (size_t g = 0; g < B / 8; g++)
+    for (size_t g = 0; g < B / DL; g++)
         a[0][g] = (a[0][g] + a[1][g]) + (a[2][g] + a[3][g]);
     memcpy(s, a[0], B * sizeof(double));
 }
@@ -618,7 +639,7 @@ BLK_INLINE void bn_blk_fold(v8d (*a)[BLK_G], double *restrict s, const size_t B)
 BLK_INLINE void bn_blk_sums(const float *restrict x, size_t HW, const double *restrict x0, double *restrict s,
                             const size_t B)
 {
-    v8d a[BN_U][BLK_G] = {{{0}}}, q[BN_U][BLK_G] = {{{0}}}, z[BLK_G];
+    vd a[BN_U][BLK_D] = {{{0}}}, q[BN_U][BLK_D] = {{{0}}}, z[BLK_D];
     memcpy(z, x0, B * sizeof(double));
     size_t i = 0;
     for (; i + BN_U <= HW; i += BN_U)
@@ -791,16 +812,16 @@ void herd__batchnorm_forward_eval_blk(const float *in, const float *gamma, const
 /* Pixel i into the running sums a of g and b of g * (x - mean), g masked
  * by ro when masked. */
 BLK_INLINE void bn_blk_dsums_px(const float *restrict x, const float *restrict g, const float *restrict ro,
-                                size_t i, const float *restrict mean, v8d *a, v8d *b, const bool masked,
+                                size_t i, const float *restrict mean, vd *a, vd *b, const bool masked,
                                 const size_t B)
 {
-    for (size_t k = 0; k < B / 8; k++) {
-        size_t j = i * B + k * 8;
-        v8f gg = ld8(g + j);
+    for (size_t k = 0; k < B / DL; k++) {
+        size_t j = i * B + k * DL;
+        vdf gg = ldf(g + j);
         if (masked)
-            gg = sel8(ld8(ro + j) > (v8f){0}, gg, (v8f){0});
-        a[k] += to_d8(gg);
-        b[k] += to_d8(gg) * to_d8(ld8(x + j) - ld8(mean + k * 8));
+            gg = (vdf)((vdi)gg & (ldf(ro + j) > (vdf){0}));
+        a[k] += to_d(gg);
+        b[k] += to_d(gg) * to_d(ldf(x + j) - ldf(mean + k * DL));
     }
 }
 
@@ -808,7 +829,7 @@ BLK_INLINE void bn_blk_dsums_mask(const float *restrict x, const float *restrict
                                   size_t HW, const float *restrict mean, double *restrict s, const bool masked,
                                   const size_t B)
 {
-    v8d a[BN_U][BLK_G] = {{{0}}}, b[BN_U][BLK_G] = {{{0}}};
+    vd a[BN_U][BLK_D] = {{{0}}}, b[BN_U][BLK_D] = {{{0}}};
     size_t i = 0;
     for (; i + BN_U <= HW; i += BN_U)
         for (size_t u = 0; u < BN_U; u++)
