@@ -10,9 +10,13 @@
  * threads (herd_nn_set_threads(2) gives 2 even on one core); not under
  * ThreadSanitizer, where they stay serial (par.h says why). */
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fixtures.h"
 #include "harness.h"
@@ -415,20 +419,54 @@ static int displays(herd_test_cmd *o, const char *policy, const char *spin, cons
     return n;
 }
 
-/* herd re-executes itself once with GOMP_SPINCOUNT=1000 where neither it
- * nor OMP_WAIT_POLICY is set: libgomp loads twice, the second time with
- * that spin count (not its default, 300000). A user's setting is left
- * alone: one image, the user's figure. */
+/* herd re-executes itself once with GOMP_SPINCOUNT set where neither it
+ * nor OMP_WAIT_POLICY is: libgomp loads twice, the second time with one
+ * of herd's spin counts (not its default, 300000): the short one beside a
+ * process that runs all the time (a child here spins while herd starts).
+ * A user's setting is left alone: one image, the user's figure. */
 static void test_wait_policy(void)
 {
     herd_test_cmd o;
     const char *last = NULL;
     ASSERT_EQ_INT(displays(&o, NULL, NULL, &last), 2);
+    ASSERT_TRUE(strstr(last, "GOMP_SPINCOUNT = '" HERD_NN_SPINCOUNT "'") ||
+                strstr(last, "GOMP_SPINCOUNT = '" HERD_NN_SPINCOUNT_IDLE "'"));
+    pid_t busy = fork();
+    ASSERT_TRUE(busy >= 0);
+    if (busy == 0) {
+        alarm(60); /* never outlives a test that lost it */
+        for (volatile unsigned long i = 0;; i++)
+            ;
+    }
+    int n = displays(&o, NULL, NULL, &last);
+    kill(busy, SIGKILL);
+    waitpid(busy, NULL, 0);
+    ASSERT_EQ_INT(n, 2);
     ASSERT_STR_CONTAINS(last, "GOMP_SPINCOUNT = '" HERD_NN_SPINCOUNT "'");
     ASSERT_EQ_INT(displays(&o, NULL, "5000", &last), 1);
     ASSERT_STR_CONTAINS(last, "GOMP_SPINCOUNT = '5000'");
+    /* bench train's JSON names the policy it ran under */
+    unsetenv("OMP_DISPLAY_ENV");
+    HERD_TEST_RUN(&o, "bench", "train", "--model", "linear", "--steps", "2", "--warmup", "1", "--json");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "\"wait_policy\":\"GOMP_SPINCOUNT=5000\"");
     ASSERT_EQ_INT(displays(&o, "active", NULL, &last), 1);
     ASSERT_STR_CONTAINS(last, "OMP_WAIT_POLICY = 'ACTIVE'");
+}
+
+/* The long spin only where a read of /proc/loadavg showed herd alone
+ * running; the short one for anything else, unreadable lines included. */
+static void test_spincount_choice(void)
+{
+    const char *alone[] = {"0.00 0.01 0.05 1/120 4242\n"};
+    const char *busy[] = {"1.00 0.80 0.50 2/121 4243\n", "1.00 0.80 0.50 3/121 4243\n"};
+    const char *once[] = {"1.00 0.80 0.50 2/121 4243\n", "1.00 0.80 0.50 1/121 4243\n"};
+    const char *bad[] = {NULL, "garbage", "1.0 1.0 1.0"};
+    ASSERT_TRUE(!strcmp(herd_nn_spincount_for(alone, 1), HERD_NN_SPINCOUNT_IDLE));
+    ASSERT_TRUE(!strcmp(herd_nn_spincount_for(busy, 2), HERD_NN_SPINCOUNT));
+    ASSERT_TRUE(!strcmp(herd_nn_spincount_for(once, 2), HERD_NN_SPINCOUNT_IDLE));
+    ASSERT_TRUE(!strcmp(herd_nn_spincount_for(bad, 3), HERD_NN_SPINCOUNT));
+    ASSERT_TRUE(!strcmp(herd_nn_spincount_for(NULL, 0), HERD_NN_SPINCOUNT));
 }
 
 /* ---- adaptive threads (herd_nn_adapt), on a simulated clock ---- */
@@ -500,6 +538,7 @@ const herd_test herd_tests_threads[] = {
     {"threads_train_bits", test_train_bits, 60},
     {"threads_default_count", test_default_count, 60},
     {"threads_default_count_cli", test_default_count_cli, 60},
+    {"threads_spincount_choice", test_spincount_choice, 10},
     {"threads_wait_policy", test_wait_policy, 30},
     {"threads_adapt", test_adapt_threads, 30},
     HERD_TEST_END,

@@ -194,13 +194,23 @@ int herd_nn_threads(void);
  * wait policy only when it loads, so a program calls this first thing in
  * main(), before it starts a thread or opens a file: where neither
  * OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, it re-executes the program
- * (same arguments, same pid) with GOMP_SPINCOUNT=HERD_NN_SPINCOUNT, a
- * short spin, then sleep; it returns where either was set (a user's
- * choice, or this call's own, in the new image) or the exec failed (the
- * run goes on with libgomp's default). Not for a program whose main() runs
- * more than once per process (SimGrid's ranks, a fuzzer). */
+ * (same arguments, same pid) with GOMP_SPINCOUNT set, then sleep: the
+ * longer HERD_NN_SPINCOUNT_IDLE where no other task was running on the
+ * machine as it started (herd_nn_spincount_for), else HERD_NN_SPINCOUNT.
+ * It returns where either variable was set (a user's choice, or this
+ * call's own, in the new image) or the exec failed (the run goes on with
+ * libgomp's default). Not for a program whose main() runs more than once
+ * per process (SimGrid's ranks, a fuzzer). */
 #define HERD_NN_SPINCOUNT "1000"
+#define HERD_NN_SPINCOUNT_IDLE "10000"
 void herd_nn_wait_policy(char **argv);
+
+/* The spin count for a process that found, in each of its reads of
+ * /proc/loadavg (lines such as "0.50 0.40 0.30 2/345 6789"), the running
+ * count there; `nlines` reads, its own task counted in each. The idle
+ * figure where some read showed this task alone running, else the short
+ * one (also for a line it cannot read). */
+const char *herd_nn_spincount_for(const char *const *lines, size_t nlines);
 
 /* Adaptive compute threads (herd train / herd bench train --adapt-threads).
  * A team of N threads splits each layer's work statically, so beside a busy

@@ -602,6 +602,25 @@ static int bench_allreduce(int argc, char **argv)
     return wrong ? 1 : 0;
 }
 
+
+/* The OpenMP wait policy this process runs under, for bench train's JSON:
+ * OMP_WAIT_POLICY's value, else GOMP_SPINCOUNT's (herd's own choice unless
+ * the user set it, herd_nn_wait_policy), else "default"; a value with any
+ * character outside [A-Za-z0-9] reads "other". */
+static const char *wait_policy(char *buf, size_t len)
+{
+    const char *v = getenv("OMP_WAIT_POLICY");
+    const char *pre = "OMP_WAIT_POLICY=";
+    if (!v || !*v)
+        v = getenv("GOMP_SPINCOUNT"), pre = "GOMP_SPINCOUNT=";
+    if (!v || !*v)
+        return "default";
+    if (strlen(v) > 24 || strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != strlen(v))
+        return "other";
+    snprintf(buf, len, "%s%s", pre, v);
+    return buf;
+}
+
 static int bench_train(int argc, char **argv)
 {
     bench_cli bo = bench_defaults();
@@ -655,13 +674,14 @@ static int bench_train(int argc, char **argv)
     if (bo.adapt && bo.threads > 1)
         fprintf(stderr, " (%zu threads in %.0f%% of steps, %zu switches)", bo.threads, 100 * full, adapt.switches);
     fputc('\n', stderr);
+    char policy[64];
     if (bo.json)
         printf("{\"impl\":\"herd\",\"model\":\"%s\",\"batch\":%zu,\"steps\":%zu,\"threads\":%zu,"
-               "\"adapt_threads\":%s,\"threads_full_share\":%.4f,\"threads_switches\":%zu,"
+               "\"adapt_threads\":%s,\"threads_full_share\":%.4f,\"threads_switches\":%zu,\"wait_policy\":\"%s\","
                "\"img_per_s\":%.3f,\"step_ms\":%.6f,\"gflops\":%.3f,\"train_mflop_per_img\":%.4f,"
                "\"fwd_mflop_per_img\":%.6f,\"nparams\":%zu}\n",
-               bo.model, bo.batch, bo.steps, bo.threads, bo.adapt ? "true" : "false", full, adapt.switches, ips,
-               1e3 * dt / (double)bo.steps, gflops, herd_model_train_flops(m) * 1e-6,
+               bo.model, bo.batch, bo.steps, bo.threads, bo.adapt ? "true" : "false", full, adapt.switches,
+               wait_policy(policy, sizeof policy), ips, 1e3 * dt / (double)bo.steps, gflops, herd_model_train_flops(m) * 1e-6,
                herd_model_forward_flops(m) * 1e-6, herd_model_nparams(m));
     herd_optim_free(&o);
     herd_model_free(m);

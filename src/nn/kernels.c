@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "herd/herd_nn.h"
@@ -80,11 +81,45 @@ int herd_nn_threads(void) { return omp_get_max_threads(); }
  * same binary with the same arguments, the variable now set. The variable
  * is the guard: the new image finds it set and goes on. readlink, not
  * execv("/proc/self/exe"): under valgrind the link names the program, the
- * exe the tool. The figure (bench/README.md, bench/threads): 1000 spins
- * bridge the gap between one parallel region and the next on an idle
- * machine (2 threads 1.38-1.59x one, where sleeping at once, passive, gave
- * 0.98-1.33x) and stop spinning long before a busy neighbour's time slice
- * (libgomp's 300000 made 2 threads 3-12x slower than one there). */
+ * exe the tool. The figures (bench/README.md, bench/threads): 1000 spins
+ * bridge most gaps between one parallel region and the next on an idle
+ * machine and stop spinning long before a busy neighbour's time slice
+ * (libgomp's 300000 made 2 threads 3-12x slower than one there); 10000
+ * bridge more of them (ResNet-20, 2 threads: 1.93x one thread against
+ * 1.49x at 1000, idle) but cost more beside a busy process (0.60x against
+ * 0.86x). So the machine as herd starts decides: 10000 where nothing else
+ * runs. A neighbour that starts later meets the long spin; a shared
+ * machine's runs want --adapt-threads. */
+const char *herd_nn_spincount_for(const char *const *lines, size_t nlines)
+{
+    for (size_t i = 0; i < nlines; i++) {
+        unsigned running = 0, total = 0;
+        if (lines[i] && sscanf(lines[i], "%*f %*f %*f %u/%u", &running, &total) == 2 && running == 1)
+            return HERD_NN_SPINCOUNT_IDLE;
+    }
+    return HERD_NN_SPINCOUNT;
+}
+
+/* Reads /proc/loadavg a few times, 2 ms apart: a task that runs all the
+ * time shows in every read, one that woke for a moment in few. */
+static const char *spincount_here(void)
+{
+    enum { READS = 5, LINE = 128 };
+    char buf[READS][LINE];
+    const char *lines[READS];
+    for (int i = 0; i < READS; i++) {
+        lines[i] = NULL;
+        FILE *f = fopen("/proc/loadavg", "r");
+        if (f && fgets(buf[i], LINE, f))
+            lines[i] = buf[i];
+        if (f)
+            fclose(f);
+        if (i + 1 < READS)
+            nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
+    }
+    return herd_nn_spincount_for(lines, READS);
+}
+
 void herd_nn_wait_policy(char **argv)
 {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
@@ -94,7 +129,7 @@ void herd_nn_wait_policy(char **argv)
     if (n <= 0 || (size_t)n >= sizeof self - 1)
         return;
     self[n] = '\0';
-    if (setenv("GOMP_SPINCOUNT", HERD_NN_SPINCOUNT, 1) != 0)
+    if (setenv("GOMP_SPINCOUNT", spincount_here(), 1) != 0)
         return;
     execv(self, argv);
     unsetenv("GOMP_SPINCOUNT"); /* no exec (a binary deleted since it started): as before */
