@@ -224,6 +224,8 @@ static const conv_shape conv_shapes[] = {
     {2, 2, 9, 16, 3, 3, 1, 1},   // a 16-wide row (a specialised copy length)
     {3, 1, 28, 28, 6, 5, 1, 2},  // LeNet conv1
     {3, 6, 14, 14, 16, 5, 1, 0}, // LeNet conv2
+    {2, 1, 4, 3, 9, 3, 1, 2},    // one input channel: padding only at the border, 9 outputs (two lane blocks)
+    {2, 1, 8, 7, 3, 5, 2, 2},    // one input channel, kernel 5, stride 2
 };
 
 static size_t conv_ho(const conv_shape *s) { return (s->H + 2 * s->pad - s->R) / s->stride + 1; }
@@ -546,8 +548,9 @@ static void conv_dnn_over(const conv_shape *shapes, size_t n, uint64_t seed)
     herd__dnn *dnn = NULL;
     ASSERT_OK(herd__dnn_create(&dnn));
     for (size_t t = 0; t < n; t++)
-        for (int cfg = 0; cfg < 4; cfg++) // bias/relu/din/accumulate in the combinations models use
-            conv_dnn_case(dnn, &shapes[t], &rng, cfg == 1 || cfg == 3, cfg == 1, cfg != 2, cfg == 3);
+        for (int cfg = 0; cfg < 5; cfg++) // bias/relu/din/accumulate in the combinations models use
+            conv_dnn_case(dnn, &shapes[t], &rng, cfg == 1 || cfg >= 3, cfg == 1 || cfg == 4, cfg < 2 || cfg == 3,
+                          cfg == 3);
     herd__dnn_free(dnn);
 }
 
@@ -1138,7 +1141,9 @@ static void test_batchnorm_blk_vs_cnhw(void)
 
 /* A convolution whose input and output herd holds blocked gives what the
  * CNHW one gives: forward (bias, ReLU), backward-data overwriting and
- * accumulating, backward-weights; stride 2, 1x1, batch 1. */
+ * accumulating, backward-weights; stride 2, 1x1, batch 1. A first layer
+ * (one input channel, no din: c1_bwd_weights) reads its input plain and
+ * its dout blocked. */
 static void test_conv_dnn_blk_vs_cnhw(void)
 {
     const herd__conv_shape shapes[] = {
@@ -1148,6 +1153,9 @@ static void test_conv_dnn_blk_vs_cnhw(void)
         {.N = 1, .C = 16, .H = 6, .W = 6, .K = 16, .R = 3, .stride = 1, .pad = 1, .bias = true, .relu = true,
          .din = true},
         {.N = 2, .C = 48, .H = 7, .W = 5, .K = 32, .R = 3, .stride = 1, .pad = 1, .din = true},
+        {.N = 3, .C = 1, .H = 9, .W = 7, .K = 32, .R = 5, .stride = 1, .pad = 2, .bias = true, .relu = true},
+        {.N = 2, .C = 1, .H = 8, .W = 8, .K = 16, .R = 3, .stride = 2, .pad = 1},
+        {.N = 1, .C = 1, .H = 6, .W = 5, .K = 24, .R = 5, .stride = 2, .pad = 0, .bias = true},
     };
     size_t B = herd__blk_width();
     if (!B)
@@ -1158,14 +1166,19 @@ static void test_conv_dnn_blk_vs_cnhw(void)
     ASSERT_OK(herd__dnn_create(&dnn));
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         herd__conv_shape s = shapes[t], sb = s;
-        sb.src_blk = sb.dst_blk = true;
+        if (s.K % B)
+            continue; /* not blocked at this width */
+        sb.src_blk = s.C > 1, sb.dst_blk = true;
         size_t Ho = (s.H + 2 * s.pad - s.R) / s.stride + 1, Wo = (s.W + 2 * s.pad - s.R) / s.stride + 1;
         size_t nin = s.N * s.C * s.H * s.W, nout = s.N * s.K * Ho * Wo, nw = s.K * s.C * s.R * s.R + s.K;
         double *tmp = alloc_d(nin + nout + nw);
         float *x = alloc_f(nin), *xb = alloc_f(nin), *w = alloc_f(nw), *g = alloc_f(nout), *gb = alloc_f(nout);
         fill_normal(&rng, tmp, nin + nout + nw, 1.0, 0.0);
         to_float(tmp, x, nin), to_float(tmp + nin, g, nout), to_float(tmp + nin + nout, w, nw);
-        herd__cnhw_to_blk(x, xb, s.C, s.N, s.H * s.W, B);
+        if (sb.src_blk)
+            herd__cnhw_to_blk(x, xb, s.C, s.N, s.H * s.W, B);
+        else
+            memcpy(xb, x, nin * sizeof(float));
         herd__cnhw_to_blk(g, gb, s.K, s.N, Ho * Wo, B);
         herd__conv *c = NULL, *cb = NULL;
         ASSERT_OK(herd__conv_create(dnn, &s, &c));
@@ -1179,11 +1192,14 @@ static void test_conv_dnn_blk_vs_cnhw(void)
         float *din = alloc_f(nin), *dinb = alloc_f(nin), *dw = alloc_f(nw), *dwb = alloc_f(nw);
         for (size_t i = 0; i < nin; i++)
             din[i] = s.din_accumulate ? 0.25f * (float)(i % 7) : NAN;
-        herd__cnhw_to_blk(din, dinb, s.C, s.N, s.H * s.W, B);
-        herd__conv_backward(c, x, w, g, din, dw, s.bias ? dw + s.K * s.C * s.R * s.R : NULL);
-        herd__conv_backward(cb, xb, w, gb, dinb, dwb, s.bias ? dwb + s.K * s.C * s.R * s.R : NULL);
-        herd__blk_to_cnhw(dinb, back, s.C, s.N, s.H * s.W, B);
-        CHECK_NEAR("blocked conv din", back, din, nin, 1e-5);
+        if (sb.src_blk)
+            herd__cnhw_to_blk(din, dinb, s.C, s.N, s.H * s.W, B);
+        herd__conv_backward(c, x, w, g, s.din ? din : NULL, dw, s.bias ? dw + s.K * s.C * s.R * s.R : NULL);
+        herd__conv_backward(cb, xb, w, gb, s.din ? dinb : NULL, dwb, s.bias ? dwb + s.K * s.C * s.R * s.R : NULL);
+        if (s.din) {
+            herd__blk_to_cnhw(dinb, back, s.C, s.N, s.H * s.W, B);
+            CHECK_NEAR("blocked conv din", back, din, nin, 1e-5);
+        }
         CHECK_NEAR("blocked conv dw", dwb, dw, s.bias ? nw : nw - s.K, 1e-5);
         herd__conv_free(c), herd__conv_free(cb);
         free(tmp), free(x), free(xb), free(w), free(g), free(gb), free(o), free(ob), free(back);
