@@ -602,7 +602,6 @@ static int bench_allreduce(int argc, char **argv)
     return wrong ? 1 : 0;
 }
 
-
 /* The OpenMP wait policy this process runs under, for bench train's JSON:
  * OMP_WAIT_POLICY's value, else GOMP_SPINCOUNT's (herd's own choice unless
  * the user set it, herd_nn_wait_policy), else "default"; a value with any
@@ -681,8 +680,8 @@ static int bench_train(int argc, char **argv)
                "\"img_per_s\":%.3f,\"step_ms\":%.6f,\"gflops\":%.3f,\"train_mflop_per_img\":%.4f,"
                "\"fwd_mflop_per_img\":%.6f,\"nparams\":%zu}\n",
                bo.model, bo.batch, bo.steps, bo.threads, bo.adapt ? "true" : "false", full, adapt.switches,
-               wait_policy(policy, sizeof policy), ips, 1e3 * dt / (double)bo.steps, gflops, herd_model_train_flops(m) * 1e-6,
-               herd_model_forward_flops(m) * 1e-6, herd_model_nparams(m));
+               wait_policy(policy, sizeof policy), ips, 1e3 * dt / (double)bo.steps, gflops,
+               herd_model_train_flops(m) * 1e-6, herd_model_forward_flops(m) * 1e-6, herd_model_nparams(m));
     herd_optim_free(&o);
     herd_model_free(m);
     herd_dataset_free(&d);

@@ -1502,10 +1502,9 @@ enum { C1_MAX_R = 5, C1_ROWS_5 = 2, C1_ROWS_3 = 3 };
 /* The dout of channels k0..k0+8 of image n as rows of 8 lanes: a pointer
  * into a blocked dout (stride B), or gathered from CNHW planes into buf
  * (lanes past K zero). */
-static const float *c1_panel(const herd__conv_shape *s, const float *dout, size_t n, size_t k0, size_t B,
-                             bool blk, float *buf, size_t *stride)
+static const float *c1_panel(const herd__conv_shape *s, const float *dout, size_t HWo, size_t n, size_t k0,
+                             size_t B, bool blk, float *buf, size_t *stride)
 {
-    size_t HWo = ((s->H + 2 * s->pad - s->R) / s->stride + 1) * ((s->W + 2 * s->pad - s->R) / s->stride + 1);
     if (blk) {
         *stride = B;
         return dout + ((n * (s->K / B) + k0 / B) * HWo) * B + k0 % B;
@@ -1563,7 +1562,7 @@ static void c1_bwd_weights(const herd__conv_shape *s, const float *in, const flo
                 for (size_t y = 0; y < s->H; y++) /* the image inside its zero border */
                     memcpy(xp + (y + s->pad) * wp + s->pad, in + (n * s->H + y) * s->W, s->W * sizeof(float));
                 size_t gs;
-                const float *g = c1_panel(s, dout, n, k0, B, blk, buf, &gs);
+                const float *g = c1_panel(s, dout, Ho * Wo, n, k0, B, blk, buf, &gs);
                 if (R == 5 && nr == 2)
                     c1_rows(g, gs, xp, wp, Ho, Wo, s->stride, r0, one, bias ? &g1 : NULL, 5, 2);
                 else if (R == 5)
