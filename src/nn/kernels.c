@@ -1391,10 +1391,12 @@ herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__con
                                                &any_src, &any_wei, s->bias ? &bias_u : NULL,
                                                &any_dst, strides, pad, pad));
     DNN_TRY(dnnl_primitive_desc_create(&fpd, &fd, attr, d->engine, NULL));
-    DNN_TRY(dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &any_src,
-                                                        &any_wei_out, s->bias ? &bias_u : NULL,
-                                                        &any_dst_in, strides, pad, pad));
-    DNN_TRY(dnnl_primitive_desc_create(&wpd, &wd, attr_bwd, d->engine, fpd));
+    if (!c->c1_weights) { /* herd's own kernel computes these gradients: no primitive, no memory */
+        DNN_TRY(dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &any_src,
+                                                            &any_wei_out, s->bias ? &bias_u : NULL,
+                                                            &any_dst_in, strides, pad, pad));
+        DNN_TRY(dnnl_primitive_desc_create(&wpd, &wd, attr_bwd, d->engine, fpd));
+    }
     if (s->din) {
         DNN_TRY(dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &any_src_out,
                                                          &any_wei, &any_dst_in, strides, pad, pad));
@@ -1421,16 +1423,20 @@ herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__con
     }
     /* Backward-weights reuses forward's blocked src, and backward-data's
      * blocked diff_dst, when it wants the same layouts (it usually does). */
-    c->w_src_is_f_src = dnnl_memory_desc_equal(Q(wpd, dnnl_query_src_md), Q(fpd, dnnl_query_src_md));
-    if (!c->w_src_is_f_src)
-        HERD_TRY(dnn_port_init(d, &c->w_src, &src_u, Q(wpd, dnnl_query_src_md), true, false, DNN_SRC2));
-    c->w_ddst_is_d_ddst = s->din && dnnl_memory_desc_equal(Q(wpd, dnnl_query_diff_dst_md),
-                                                           Q(dpd, dnnl_query_diff_dst_md));
-    if (!c->w_ddst_is_d_ddst)
-        HERD_TRY(dnn_port_init(d, &c->w_ddst, &dst_u, Q(wpd, dnnl_query_diff_dst_md), true, false, DNN_DDST2));
-    HERD_TRY(dnn_port_init(d, &c->w_dwei, &wei_u, Q(wpd, dnnl_query_diff_weights_md), false, false, DNN_DWEI));
-    HERD_TRY(dnn_primitive(wpd, &c->bwd_weights));
-    HERD_TRY(dnn_scratchpad(d, wpd, &c->pad_w));
+    if (wpd) {
+        c->w_src_is_f_src = dnnl_memory_desc_equal(Q(wpd, dnnl_query_src_md), Q(fpd, dnnl_query_src_md));
+        if (!c->w_src_is_f_src)
+            HERD_TRY(dnn_port_init(d, &c->w_src, &src_u, Q(wpd, dnnl_query_src_md), true, false, DNN_SRC2));
+        c->w_ddst_is_d_ddst = s->din && dnnl_memory_desc_equal(Q(wpd, dnnl_query_diff_dst_md),
+                                                               Q(dpd, dnnl_query_diff_dst_md));
+        if (!c->w_ddst_is_d_ddst)
+            HERD_TRY(dnn_port_init(d, &c->w_ddst, &dst_u, Q(wpd, dnnl_query_diff_dst_md), true, false,
+                                   DNN_DDST2));
+        HERD_TRY(dnn_port_init(d, &c->w_dwei, &wei_u, Q(wpd, dnnl_query_diff_weights_md), false, false,
+                               DNN_DWEI));
+        HERD_TRY(dnn_primitive(wpd, &c->bwd_weights));
+        HERD_TRY(dnn_scratchpad(d, wpd, &c->pad_w));
+    }
 #undef Q
     const char *impl = NULL;
     if (dnnl_primitive_desc_query(fpd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
