@@ -79,13 +79,14 @@ $(BUILD)/mpi-checks: $(BUILD)/tests/mpi/mpi_checks.o $(BUILD)/libherd.a
 test-mpi: $(BUILD)/mpi-checks $(BUILD)/herd
 	@test -n "$(MPI_LIBS)" || { echo "test-mpi: herd was built without MPI (no mpicc)"; exit 1; }
 	@fail=0; for n in 1 2 3 4 5 8; do timeout 120 $(MPIRUN) -np $$n $(BUILD)/mpi-checks || fail=1; done; \
+	for n in 2 4; do timeout 120 $(MPIRUN) -np $$n $(BUILD)/mpi-checks --progress || fail=1; done; \
 	tests/mpi/train_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
 	tests/mpi/ckpt_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
 	tests/mpi/fail_matrix.sh $(BUILD)/herd "$(MPIRUN)" $(BUILD)/mpi-checks || fail=1; exit $$fail
 
 # The mpi engine on two hosts: network namespaces joined by a 1 Gbit/s veth
 # link, every algorithm family across them (as root; otherwise SKIPPED).
-test-multihost: $(BUILD)/herd
+test-multihost: $(BUILD)/herd $(BUILD)/mpi-checks
 	@test -n "$(MPI_LIBS)" || { echo "test-multihost: herd was built without MPI (no mpicc)"; exit 1; }
 	tests/mpi/multihost.sh $(BUILD)/herd
 

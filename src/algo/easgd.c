@@ -60,8 +60,8 @@
  * worker waited in its exchanges (lock, allreduce, and the flush or unlock
  * that completes a transfer; eawild's completion after the next backward
  * counts too, so its blocked_s shows what the overlap did not hide). The
- * flush/unlock part also goes into the worker's comm_wait_s (comm counts
- * lock and allreduce waits itself).
+ * window calls' part is in comm's own wait count (comm times every window
+ * call); the messages' drain adds what comm did not time.
  * Checkpoints: easgd saves its copy of the center (its local step keeps no
  * momentum): a resume is bit for bit. The asynchronous ones checkpoint with
  * every worker between two steps (ckpt_run.h): each worker first completes
@@ -239,14 +239,12 @@ static void record_exchange(ea_state *s, double sq)
 }
 
 /* Flush or unlock of shard k: where a transfer's time is spent on the mpi
- * engine, and which comm does not count as waiting (it counts lock waits). */
-static herd_status complete(ea_state *s, herd_worker *w, size_t k, herd_status (*fn)(herd__center *, size_t))
+ * engine (comm counts it as waiting too). */
+static herd_status complete(ea_state *s, size_t k, herd_status (*fn)(herd__center *, size_t))
 {
     double t0 = herd__now();
     herd_status st = fn(&s->center, k);
-    double t = herd__now() - t0;
-    s->blocked_s += t;
-    w->comm_wait_s += t;
+    s->blocked_s += herd__now() - t0;
     return st;
 }
 
@@ -269,7 +267,7 @@ static herd_status complete_pending(ea_state *s, herd_worker *w)
     s->pending = false;
     herd_status st = HERD_OK;
     if (s->held)
-        st = complete(s, w, s->held - 1, herd__center_unlock);
+        st = complete(s, s->held - 1, herd__center_unlock);
     s->held = 0;
     if (st == HERD_OK) {
         float *t = s->c;
@@ -294,12 +292,12 @@ static herd_status exchange_locked(ea_state *s, herd_worker *w)
         HERD_TRY(lock_center(s, k, exclusive));
         st = herd__center_get(ctr, k, 0, c);
         if (st == HERD_OK)
-            st = complete(s, w, k, herd__center_flush);
+            st = complete(s, k, herd__center_flush);
         if (st == HERD_OK) {
             sq += elastic_pull(s, w, c, lo, hi); /* reads c[i] before writing d[i]: same array, same index */
             st = herd__center_accumulate(ctr, k, 0, s->d);
         }
-        HERD_KEEP_FIRST(st, complete(s, w, k, herd__center_unlock));
+        HERD_KEEP_FIRST(st, complete(s, k, herd__center_unlock));
     }
     record_exchange(s, sq);
 out:
@@ -356,7 +354,7 @@ static herd_status exchange_wild(ea_state *s, herd_worker *w)
             st = herd__center_get(ctr, k, 0, s->c_next);
         if (st == HERD_OK && k + 1 < ctr->shards) {
             s->held = 0;
-            st = complete(s, w, k, herd__center_unlock);
+            st = complete(s, k, herd__center_unlock);
         }
     }
 out:
@@ -412,10 +410,10 @@ static herd_status quiesce(ea_state *s, herd_worker *w)
 {
     if (!s->messages)
         return complete_pending(s, w);
-    double waited = 0;
+    double waited = 0, comm0 = w->comm->wait_s;
     herd_status st = herd__mcenter_drain(&s->mc, w, s->c, &waited);
     s->blocked_s += waited;
-    w->comm_wait_s += waited;
+    w->comm_wait_s += waited - (w->comm->wait_s - comm0); /* what comm did not time itself */
     return st;
 }
 

@@ -275,7 +275,7 @@ typedef herd_status (*ps_ready_fn)(ps_state *s, herd_worker *w, size_t arg, bool
 static herd_status wait_until(ps_state *s, herd_worker *w, ps_ready_fn ready, size_t arg)
 {
     herd_status st;
-    double t0 = herd__now(), deadline = t0 + w->comm->timeout_s;
+    double t0 = herd__now(), deadline = t0 + w->comm->timeout_s, comm0 = w->comm->wait_s;
     herd__backoff nap = {.us = 20, .max_us = 2000, .clamp = true};
     bool ok = false;
     for (;;) {
@@ -290,7 +290,7 @@ static herd_status wait_until(ps_state *s, herd_worker *w, ps_ready_fn ready, si
     }
     double t = herd__now() - t0;
     s->blocked_s += t;
-    w->comm_wait_s += t;
+    w->comm_wait_s += t - (w->comm->wait_s - comm0); /* what comm did not time itself */
     return st;
 }
 

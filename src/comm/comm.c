@@ -1,7 +1,9 @@
 /* The herd_comm_* wrappers: every caller goes through them, whatever the
  * engine. They check arguments (naming the bad one in c->err), count bytes
  * (posted sends and receives, window traffic), time the waits into
- * c->wait_s and turn c->timeout_s into the engines' deadlines.
+ * c->wait_s and turn c->timeout_s into the engines' deadlines. Every window
+ * call is timed, not only the lock: across hosts a get, an accumulate, a
+ * flush or an unlock may wait for the target as long as a lock does.
  * herd_comm_wait always ends the request, also when it fails (timeout,
  * failed peer); so does a herd_comm_test that fails. For that, an engine's
  * wait frees the request only when it returns HERD_OK, its test only when
@@ -189,7 +191,12 @@ herd_status herd_comm_win_lock(herd_comm *c, herd_win *w, size_t target, bool ex
 herd_status herd_comm_win_unlock(herd_comm *c, herd_win *w, size_t target)
 {
     herd_status st = check_win(c, w, target, "win_unlock");
-    return st < 0 ? st : c->ops->win_unlock(c, w, target);
+    if (st < 0)
+        return st;
+    double t0 = herd__now();
+    st = c->ops->win_unlock(c, w, target);
+    c->wait_s += herd__now() - t0;
+    return st;
 }
 
 herd_status herd_comm_win_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes)
@@ -197,7 +204,9 @@ herd_status herd_comm_win_get(herd_comm *c, herd_win *w, size_t target, size_t o
     herd_status st;
     if ((st = check_win(c, w, target, "win_get")) < 0 || (st = check_buf(c, dst, bytes, "win_get", "dst")) < 0)
         return st;
+    double t0 = herd__now();
     st = c->ops->win_get(c, w, target, offset, dst, bytes);
+    c->wait_s += herd__now() - t0;
     if (st == HERD_OK)
         c->bytes_recv += bytes;
     return st;
@@ -208,7 +217,9 @@ herd_status herd_comm_win_put(herd_comm *c, herd_win *w, size_t target, size_t o
     herd_status st;
     if ((st = check_win(c, w, target, "win_put")) < 0 || (st = check_buf(c, src, bytes, "win_put", "src")) < 0)
         return st;
+    double t0 = herd__now();
     st = c->ops->win_put(c, w, target, offset, src, bytes);
+    c->wait_s += herd__now() - t0;
     if (st == HERD_OK)
         c->bytes_sent += bytes;
     return st;
@@ -224,7 +235,9 @@ herd_status herd_comm_win_accumulate(herd_comm *c, herd_win *w, size_t target, s
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: win_accumulate: count %zu is too large", c->rank, count);
     if ((st = check_buf(c, src, count * sizeof(float), "win_accumulate", "src")) < 0)
         return st;
+    double t0 = herd__now();
     st = c->ops->win_accumulate(c, w, target, offset, src, count);
+    c->wait_s += herd__now() - t0;
     if (st == HERD_OK)
         c->bytes_sent += count * sizeof(float);
     return st;
@@ -233,7 +246,12 @@ herd_status herd_comm_win_accumulate(herd_comm *c, herd_win *w, size_t target, s
 herd_status herd_comm_win_flush(herd_comm *c, herd_win *w, size_t target)
 {
     herd_status st = check_win(c, w, target, "win_flush");
-    return st < 0 ? st : c->ops->win_flush(c, w, target);
+    if (st < 0)
+        return st;
+    double t0 = herd__now();
+    st = c->ops->win_flush(c, w, target);
+    c->wait_s += herd__now() - t0;
+    return st;
 }
 
 herd_status herd_comm_win_free(herd_comm *c, herd_win *w)

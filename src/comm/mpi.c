@@ -6,20 +6,37 @@
  *
  * Waits poll MPI_Test with a short sleep between polls so that a deadline can
  * be enforced (MPI has no timed wait) without spinning a core; windows are
- * passive-target RMA, which works without the target's participation.
- * In herd-sim (HERD_SIM, SimGrid's SMPI) waits block instead, which is exact
- * in simulated time, and three SimGrid 3.32 defects are avoided (the
- * #ifdef HERD_SIM blocks say which).
+ * passive-target RMA. In herd-sim (HERD_SIM, SimGrid's SMPI) waits block
+ * instead, which is exact in simulated time, and three SimGrid 3.32 defects
+ * are avoided (the #ifdef HERD_SIM blocks say which).
+ *
+ * The communication agent. Passive-target windows need the target's MPI
+ * library to answer: across hosts over TCP, Open MPI carries them through
+ * its pt2pt component, where every lock, get and accumulate is a message the
+ * target answers only from inside an MPI call of its own. A rank computing
+ * (or sleeping as a straggler) outside MPI would stall every rank that reads
+ * its shard, center slice or mailbox, and so would a rendezvous send to it.
+ * So every endpoint has an agent: a thread that enters MPI every
+ * HERD_MPI_PROGRESS_US microseconds (default AGENT_US below; 0: no agent)
+ * while the worker is elsewhere, and so answers the window traffic and
+ * moves the messages in flight on the worker's behalf. Open MPI 4's pt2pt
+ * component refuses MPI_THREAD_MULTIPLE, so the thread level stays
+ * SERIALIZED and every MPI call of the endpoint (the worker's, an allreduce
+ * overlap thread's, the agent's) is made holding the endpoint's `mpi_lock`.
+ * A call that blocks inside MPI (a window lock awaiting its grant, a
+ * collective) keeps the lock, which is right: while it is inside MPI this
+ * rank's progress is made by that call. The agent's polls take the lock for
+ * about a microsecond; an MPI_Iprobe on a communicator of its own, which
+ * never matches, is what runs the library's progress engine.
  *
  * The window calls that wait for the target (lock, unlock, flush, and the
  * get/put/accumulate that Open MPI's pt2pt component may hold until the lock
  * is granted) have no nonblocking form, and with Open MPI 4.1 they wait for
- * as long as the target computes without entering MPI (passive-target
- * progress needs it there), or forever if it is stuck. A watchdog thread per
- * endpoint bounds them: each such call is armed with its deadline, and a call
- * still inside MPI past it ends this process with a message naming the peer,
- * since nothing can interrupt MPI or call it from a second thread under
- * MPI_THREAD_SERIALIZED; mpirun then ends the job, naming this rank.
+ * as long as the target's agent takes to answer, or forever if its process
+ * is stuck. A watchdog thread per endpoint bounds them: each such call is
+ * armed with its deadline, and a call still inside MPI past it ends this
+ * process with a message naming the peer, since nothing can interrupt MPI;
+ * mpirun then ends the job, naming this rank.
  */
 #include "comm/comm_internal.h"
 #include "core/clock.h"
@@ -51,10 +68,24 @@ typedef struct watchdog {
     size_t rank;
 } watchdog;
 
+/* The communication agent (see the top of this file). */
+typedef struct agent {
+    MPI_Comm quiet;   /* the agent's own duplicate, on which nothing is ever sent */
+    long period_ns;   /* between polls */
+    atomic_bool quit;
+    bool running;
+    pthread_t thread;
+    uint64_t polls;   /* written by the agent thread only; read after it ends */
+} agent;
+
 typedef struct mpi_comm {
     herd_comm base;
     MPI_Comm world;
+    /* Held across every MPI call of this endpoint (MPI_THREAD_SERIALIZED:
+     * the worker, an overlap thread and the agent take turns). */
+    pthread_mutex_t mpi_lock;
     watchdog dog;
+    agent agent;
 } mpi_comm;
 
 struct herd_req {
@@ -73,19 +104,37 @@ struct herd_win {
     unsigned flags; /* HERD_WIN_* */
 };
 
+#ifdef HERD_SIM
+/* SimGrid's ranks are actors of one process that never preempt each other,
+ * and herd-sim has no agent */
+static void mpi_enter(herd_comm *c) { (void)c; }
+
+static void mpi_leave(herd_comm *c) { (void)c; }
+#else
+static void mpi_enter(herd_comm *c) { pthread_mutex_lock(&((mpi_comm *)c)->mpi_lock); }
+
+static void mpi_leave(herd_comm *c) { pthread_mutex_unlock(&((mpi_comm *)c)->mpi_lock); }
+#endif
+
+/* Called without the endpoint's MPI lock held. */
 static herd_status mpi_fail(herd_comm *c, int rc, const char *what)
 {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
+    mpi_enter(c);
     MPI_Error_string(rc, msg, &len);
+    mpi_leave(c);
     return herd_err_set(&c->err, HERD_EIO, "rank %zu: %s failed: %.*s", c->rank, what, len, msg);
 }
 
-#define MPI_TRY(c, call)                          \
-    do {                                          \
-        int herd__rc = (call);                    \
-        if (herd__rc != MPI_SUCCESS)              \
-            return mpi_fail((c), herd__rc, #call); \
+/* Makes one MPI call holding the endpoint's MPI lock; its return code. */
+#define MPI_LOCKED(c, call) (mpi_enter(c), herd__mpi_rc = (call), mpi_leave(c), herd__mpi_rc)
+
+#define MPI_TRY(c, call)                               \
+    do {                                               \
+        int herd__mpi_rc;                              \
+        if (MPI_LOCKED(c, call) != MPI_SUCCESS)        \
+            return mpi_fail((c), herd__mpi_rc, #call); \
     } while (0)
 
 static MPI_Comm world_of(herd_comm *c) { return ((mpi_comm *)c)->world; }
@@ -134,6 +183,77 @@ static void watchdog_stop(mpi_comm *m)
     m->dog.running = false;
 }
 
+/* The agent's period where HERD_MPI_PROGRESS_US does not set one: a window
+ * request waits for the target's agent half of it on average. */
+#define AGENT_US 50
+
+#ifndef HERD_SIM
+static void *agent_main(void *p)
+{
+    mpi_comm *m = p;
+    agent *a = &m->agent;
+    struct timespec nap = {0, a->period_ns};
+    while (!atomic_load_explicit(&a->quit, memory_order_relaxed)) {
+        int flag = 0;
+        /* an uncontended turn: the worker holds the lock only inside MPI,
+         * where its own call makes this rank's progress anyway */
+        if (pthread_mutex_trylock(&m->mpi_lock) == 0) {
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, a->quiet, &flag, MPI_STATUS_IGNORE);
+            pthread_mutex_unlock(&m->mpi_lock);
+            a->polls++;
+        }
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+#endif
+
+#ifndef HERD_SIM
+/* The agent's period in microseconds: HERD_MPI_PROGRESS_US, else AGENT_US;
+ * 0: none. */
+static long agent_period_us(void)
+{
+    const char *s = getenv("HERD_MPI_PROGRESS_US");
+    if (!s || !*s)
+        return AGENT_US;
+    char *end;
+    long us = strtol(s, &end, 10);
+    return *end || us < 0 || us > 1000000 ? AGENT_US : us;
+}
+#endif
+
+/* Starts m's agent where MPI gives a thread level that allows one and more
+ * than one rank needs it; where it cannot start, the endpoint works
+ * without, progressing only inside its worker's calls. */
+static void agent_start(mpi_comm *m, int provided)
+{
+    agent *a = &m->agent;
+    a->quiet = MPI_COMM_NULL;
+#ifdef HERD_SIM
+    (void)provided; /* SimGrid's windows and sends need no target: nothing to model */
+#else
+    long us = agent_period_us();
+    if (us == 0 || m->base.size < 2 || provided < MPI_THREAD_SERIALIZED)
+        return;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &a->quiet) != MPI_SUCCESS) {
+        a->quiet = MPI_COMM_NULL;
+        return;
+    }
+    a->period_ns = us * 1000L;
+    a->running = pthread_create(&a->thread, NULL, agent_main, m) == 0;
+#endif
+}
+
+static void agent_stop(mpi_comm *m)
+{
+    agent *a = &m->agent;
+    if (!a->running)
+        return;
+    atomic_store(&a->quit, true);
+    pthread_join(a->thread, NULL);
+    a->running = false;
+}
+
 /* Runs one window call under the watchdog, deadline the caller's or now
  * plus the timeout. */
 #define GUARDED(c, what_, peer_, deadline_, call)                                  \
@@ -143,7 +263,8 @@ static void watchdog_stop(mpi_comm *m)
         atomic_store(&herd__d->what, (what_));                                     \
         atomic_store(&herd__d->peer, (peer_));                                     \
         atomic_store(&herd__d->deadline, (deadline_));                             \
-        int herd__grc = (call);                                                    \
+        int herd__mpi_rc;                                                          \
+        int herd__grc = MPI_LOCKED(c, call);                                       \
         atomic_store(&herd__d->deadline, 0.0);                                     \
         if (herd__grc != MPI_SUCCESS)                                              \
             return mpi_fail((c), herd__grc, #call);                                \
@@ -157,8 +278,9 @@ static herd_status m_start(herd_comm *c, size_t peer, int tag, void *buf, size_t
     if (!r)
         return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
     r->peer = peer, r->tag = tag, r->recv = recv;
-    int rc = recv ? MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r)
-                  : MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r);
+    int herd__mpi_rc;
+    int rc = recv ? MPI_LOCKED(c, MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r))
+                  : MPI_LOCKED(c, MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r));
     if (rc != MPI_SUCCESS) {
         free(r);
         return mpi_fail(c, rc, recv ? "MPI_Irecv" : "MPI_Isend");
@@ -229,9 +351,10 @@ static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
 
 static void m_cancel(herd_comm *c, herd_req *req)
 {
-    (void)c;
+    mpi_enter(c);
     MPI_Cancel(&req->r);
     MPI_Request_free(&req->r);
+    mpi_leave(c);
     free(req);
 }
 
@@ -275,7 +398,8 @@ static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, unsigned
         *out = w;
         return HERD_OK;
     }
-    int rc = MPI_Win_create(base, (MPI_Aint)bytes, 1, MPI_INFO_NULL, world_of(c), &w->win);
+    int herd__mpi_rc;
+    int rc = MPI_LOCKED(c, MPI_Win_create(base, (MPI_Aint)bytes, 1, MPI_INFO_NULL, world_of(c), &w->win));
     if (rc != MPI_SUCCESS) {
         free(w);
         return mpi_fail(c, rc, "MPI_Win_create");
@@ -283,7 +407,7 @@ static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, unsigned
     /* a window's errors are fatal by default (they do not follow the
      * communicator's handler): a peer that died in the middle of a put
      * would end this process inside MPI, before herd could say who */
-    MPI_Win_set_errhandler(w->win, MPI_ERRORS_RETURN);
+    (void)MPI_LOCKED(c, MPI_Win_set_errhandler(w->win, MPI_ERRORS_RETURN));
     *out = w;
     return HERD_OK;
 }
@@ -379,7 +503,8 @@ static herd_status m_win_free(herd_comm *c, herd_win *w)
         free(w);
         return HERD_OK;
     }
-    int rc = MPI_Win_free(&w->win);
+    int herd__mpi_rc;
+    int rc = MPI_LOCKED(c, MPI_Win_free(&w->win));
     free(w);
     if (rc != MPI_SUCCESS)
         return mpi_fail(c, rc, "MPI_Win_free");
@@ -415,9 +540,14 @@ static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, co
 static void m_free(herd_comm *c)
 {
     mpi_comm *m = (mpi_comm *)c;
+    agent_stop(m);
     watchdog_stop(m);
-    if (!c->failed) /* collective, as win_free */
+    if (!c->failed) { /* collective, as win_free */
         MPI_Comm_free(&m->world);
+        if (m->agent.quiet != MPI_COMM_NULL)
+            MPI_Comm_free(&m->agent.quiet);
+    }
+    pthread_mutex_destroy(&m->mpi_lock);
     free(m);
 }
 
@@ -509,6 +639,8 @@ static herd_status new_endpoint(herd_comm **out, herd_err *err)
     m->base.size = (size_t)size;
     m->base.timeout_s = 60;
     m->base.any_thread = provided >= MPI_THREAD_SERIALIZED;
+    pthread_mutex_init(&m->mpi_lock, NULL);
+    agent_start(m, provided);
     watchdog_start(m);
     *out = &m->base;
     return HERD_OK;

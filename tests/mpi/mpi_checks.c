@@ -110,6 +110,191 @@ static int lock_stall(herd_comm *c)
     return 1;
 }
 
+/* ---- progress: a rank's exchanges go on while it computes ------------------
+ * (mpi_checks --progress; make test-mpi on one host, make test-multihost
+ * across two). The last rank, the target, holds what the others read (a
+ * shard, a center slice, a model to average with, a mailbox, the batch
+ * counter) and spends PROGRESS_AWAY_S outside MPI, as a worker computing a
+ * long step does; meanwhile rank 0 times one exchange of each family on
+ * it, as its algorithm makes it, and every other rank makes it as well (so
+ * the target serves several at once). Each must end within
+ * PROGRESS_LIMIT_S: whatever answers for the target must answer while it
+ * is away. Then the target checks what arrived. */
+#define PROGRESS_AWAY_S 2.0
+#define PROGRESS_LIMIT_S 0.5
+#define PROGRESS_FLOATS 65536 /* a model of 256 KiB, lenet's size: past any eager limit */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One family's exchange by rank `c->rank` on `target`'s window over `mem`
+ * (PROGRESS_FLOATS floats; for "counter" one uint64_t); buf is the
+ * origin's scratch. */
+typedef herd_status (*exchange_fn)(herd_comm *c, herd_win *w, size_t target, float *buf);
+
+/* parameter server: push a gradient slice into the shard, pull the shard */
+static herd_status ex_ps(herd_comm *c, herd_win *w, size_t target, float *buf)
+{
+    herd_status st;
+    for (size_t i = 0; i < PROGRESS_FLOATS; i++)
+        buf[i] = 1.0f;
+    if ((st = herd_comm_win_lock(c, w, target, true)) < 0)
+        return st;
+    if ((st = herd_comm_win_accumulate(c, w, target, 0, buf, PROGRESS_FLOATS)) == HERD_OK)
+        st = herd_comm_win_get(c, w, target, 0, buf, PROGRESS_FLOATS * sizeof(float));
+    herd_status st2 = herd_comm_win_unlock(c, w, target);
+    return st < 0 ? st : st2;
+}
+
+/* elastic center slice: add the elastic difference and read the slice
+ * under a shared lock (readers and adders never exclude each other) */
+static herd_status ex_elastic(herd_comm *c, herd_win *w, size_t target, float *buf)
+{
+    herd_status st;
+    for (size_t i = 0; i < PROGRESS_FLOATS; i++)
+        buf[i] = 1.0f;
+    if ((st = herd_comm_win_lock(c, w, target, false)) < 0)
+        return st;
+    if ((st = herd_comm_win_accumulate(c, w, target, 0, buf, PROGRESS_FLOATS)) == HERD_OK)
+        st = herd_comm_win_get(c, w, target, 0, buf, PROGRESS_FLOATS * sizeof(float));
+    herd_status st2 = herd_comm_win_unlock(c, w, target);
+    return st < 0 ? st : st2;
+}
+
+/* AD-PSGD's pairwise average: read the peer's model, write back the mean */
+static herd_status ex_adpsgd(herd_comm *c, herd_win *w, size_t target, float *buf)
+{
+    herd_status st;
+    if ((st = herd_comm_win_lock(c, w, target, true)) < 0)
+        return st;
+    if ((st = herd_comm_win_get(c, w, target, 0, buf, PROGRESS_FLOATS * sizeof(float))) == HERD_OK &&
+        (st = herd_comm_win_flush(c, w, target)) == HERD_OK) {
+        for (size_t i = 0; i < PROGRESS_FLOATS; i++)
+            buf[i] = 0.5f * (buf[i] + 3.0f);
+        st = herd_comm_win_put(c, w, target, 0, buf, PROGRESS_FLOATS * sizeof(float));
+    }
+    herd_status st2 = herd_comm_win_unlock(c, w, target);
+    return st < 0 ? st : st2;
+}
+
+/* the shared batch counter: fetch-and-add by get, flush, put */
+static herd_status ex_counter(herd_comm *c, herd_win *w, size_t target, float *buf)
+{
+    (void)buf;
+    uint64_t v = 0;
+    herd_status st;
+    if ((st = herd_comm_win_lock(c, w, target, true)) < 0)
+        return st;
+    if ((st = herd_comm_win_get(c, w, target, 0, &v, sizeof v)) == HERD_OK &&
+        (st = herd_comm_win_flush(c, w, target)) == HERD_OK) {
+        v++;
+        st = herd_comm_win_put(c, w, target, 0, &v, sizeof v);
+    }
+    herd_status st2 = herd_comm_win_unlock(c, w, target);
+    return st < 0 ? st : st2;
+}
+
+/* One family: the target goes away for PROGRESS_AWAY_S while the others
+ * exchange; 0 when rank 0's exchange (and every rank's) was in time and
+ * right, else 1. Push-sum (mailbox, tag 1 + rank) has no window. */
+static int progress_family(herd_comm *c, const char *family, exchange_fn fn, int tag)
+{
+    size_t target = c->size - 1, me = c->rank;
+    bool counter = fn == ex_counter, mailbox = fn == NULL;
+    float *mem = calloc(PROGRESS_FLOATS, sizeof(float)), *buf = calloc(PROGRESS_FLOATS, sizeof(float));
+    float *inbox = me == target && mailbox ? calloc(c->size * (size_t)PROGRESS_FLOATS, sizeof(float)) : NULL;
+    herd_req **reqs = calloc(c->size, sizeof *reqs);
+    herd_win *w = NULL;
+    int bad = !mem || !buf || !reqs || (me == target && mailbox && !inbox);
+    if (!bad && !mailbox)
+        bad = herd_comm_win_create(c, mem, me == target ? (counter ? sizeof(uint64_t) : PROGRESS_FLOATS * sizeof(float)) : 0,
+                                   &w) != HERD_OK;
+    for (size_t j = 0; !bad && mailbox && me == target && j < target; j++) /* posted before it goes away */
+        bad = herd_comm_irecv(c, j, tag + (int)j, inbox + j * PROGRESS_FLOATS, PROGRESS_FLOATS * sizeof(float),
+                              &reqs[j]) != HERD_OK;
+    bad |= herd_comm_barrier(c) != HERD_OK;
+    double took = 0;
+    if (!bad && me == target) {
+        struct timespec away = {(time_t)PROGRESS_AWAY_S, (long)((PROGRESS_AWAY_S - (double)(time_t)PROGRESS_AWAY_S) * 1e9)};
+        nanosleep(&away, NULL); /* outside MPI, as compute is */
+    } else if (!bad) {
+        for (size_t i = 0; i < PROGRESS_FLOATS; i++)
+            buf[i] = (float)(me + 1);
+        double t0 = now_s();
+        if (mailbox) {
+            herd_req *r;
+            bad = herd_comm_isend(c, target, tag + (int)me, buf, PROGRESS_FLOATS * sizeof(float), &r) != HERD_OK ||
+                  herd_comm_wait(c, r) != HERD_OK;
+        } else {
+            bad = fn(c, w, target, buf) != HERD_OK;
+        }
+        took = now_s() - t0;
+        if (bad)
+            fprintf(stderr, "rank %zu: FAIL progress %s: %s\n", me, family, herd_comm_last_error(c));
+        else if (took > PROGRESS_LIMIT_S)
+            fprintf(stderr, "rank %zu: FAIL progress %s: the exchange with rank %zu took %.3f s while it was away "
+                            "(limit %.1f s)\n", me, family, target, took, PROGRESS_LIMIT_S), bad = 1;
+    }
+    for (size_t j = 0; mailbox && me == target && j < target; j++)
+        if (reqs[j])
+            bad |= herd_comm_wait(c, reqs[j]) != HERD_OK;
+    bad |= herd_comm_barrier(c) != HERD_OK;
+    if (!bad && me == target) { /* what every other rank's exchange left */
+        float others = (float)target;
+        if (counter) {
+            uint64_t v;
+            memcpy(&v, mem, sizeof v);
+            bad = v != (uint64_t)target;
+        } else if (mailbox) {
+            for (size_t j = 0; j < target && !bad; j++)
+                bad = inbox[j * PROGRESS_FLOATS + 7] != (float)(j + 1);
+        } else if (fn == ex_adpsgd) {
+            bad = mem[7] != 3.0f - 3.0f * powf(0.5f, others); /* each mean halves the distance to 3 */
+        } else {
+            bad = mem[7] != others;
+        }
+        if (bad)
+            fprintf(stderr, "rank %zu: FAIL progress %s: wrong contents after the exchanges\n", me, family);
+    }
+    if (w)
+        bad |= herd_comm_win_free(c, w) != HERD_OK;
+    if (me == 0 && !bad)
+        printf("progress %-9s rank 0's exchange with rank %zu took %.4f s while it was away %.1f s (limit %.1f)\n",
+               family, target, took, PROGRESS_AWAY_S, PROGRESS_LIMIT_S);
+    free(mem), free(buf), free(inbox), free(reqs);
+    return bad;
+}
+
+static int progress(herd_comm *c)
+{
+    if (c->size < 2) {
+        fprintf(stderr, "mpi_checks --progress: needs 2 ranks or more\n");
+        return 2;
+    }
+    c->timeout_s = 30;
+    int failed = 0, total = 0;
+    failed += progress_family(c, "ps", ex_ps, 0), total++;
+    failed += progress_family(c, "elastic", ex_elastic, 0), total++;
+    failed += progress_family(c, "adpsgd", ex_adpsgd, 0), total++;
+    failed += progress_family(c, "push-sum", NULL, 100), total++;
+    failed += progress_family(c, "counter", ex_counter, 0), total++;
+    int mine[2] = {failed, total}, *all = malloc(c->size * sizeof mine);
+    if (!all || herd_allgather(c, mine, all, sizeof mine) != HERD_OK)
+        return 2;
+    int f = 0, t = 0;
+    for (size_t r = 0; r < c->size; r++)
+        f += all[2 * r], t += all[2 * r + 1];
+    if (c->rank == 0)
+        printf("mpi engine progress, %zu ranks (checks counted once per rank): %d passed, %d failed\n", c->size, t - f,
+               f);
+    free(all);
+    return f ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     herd_comm *c = NULL;
@@ -131,6 +316,13 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && !strcmp(argv[1], "--lock-stall"))
         return lock_stall(c);
+    if (argc > 1 && !strcmp(argv[1], "--progress")) {
+        int rc = progress(c);
+        herd_comm_free(c);
+        herd_world_free(world);
+        herd_comm_shutdown();
+        return rc;
+    }
     c->timeout_s = 30;
     size_t n = c->size, counts[] = {0, 1, n > 1 ? n - 1 : 1, n, n + 1, 1000, 100003};
     int failed = 0, total = 0;

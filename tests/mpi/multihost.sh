@@ -19,6 +19,11 @@
 #     placement; over 2 epochs 24 runs spread over 0.72-0.75. A pair that
 #     still disagrees is run once more, and the line says so: a broken
 #     exchange fails both times.
+# Then progress across the link (mpi_checks --progress, beside HERD_BIN):
+# with 2 and 4 ranks spread over both hosts, the last rank stays out of MPI
+# for 2 s while rank 0, on the other host, makes one exchange of each family
+# on it (a parameter-server shard, a center slice, AD-PSGD's average, a
+# push-sum message, the batch counter); each must end within 0.5 s.
 # Then a user's own choice of one-sided component is kept: with
 # `--mca osc rdma`, which cannot reach across hosts over TCP, a window
 # algorithm stops with MPI_Win_create's error.
@@ -29,6 +34,7 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/netns.sh"
 bin=$(realpath "$1")
+checks_bin=$(dirname "$bin")/mpi-checks
 shift
 checks=("$@")
 [ ${#checks[@]} -gt 0 ] || checks=(
@@ -53,7 +59,7 @@ if [ -n "$why" ]; then
     echo "test-multihost: SKIPPED: $why"
     exit 0
 fi
-if ! netns_up 1gbit 2; then
+if ! netns_up 1gbit; then
     echo "test-multihost: SKIPPED: cannot make two hosts here: $(echo $NETNS_ERR)"
     exit 0
 fi
@@ -120,6 +126,20 @@ for check in "${checks[@]}"; do
         verdict $ok "$name on two hosts ($mb MB over the link, $epochs epochs): test_acc $acc2, on one host $acc1 (within 0.08)$again" "$out.two"
     fi
 done
+
+# every family's exchange goes on while its target is away from MPI
+if [ -x "$checks_bin" ]; then
+    for np in 2 4; do
+        netns_run 120 "$out.progress" "${NETNS_MPIRUN[@]}" --map-by node -np $np "$checks_bin" --progress
+        rc=$?
+        ok=0
+        [ $rc -eq 0 ] && grep -q " 0 failed" "$out.progress" && ok=1
+        verdict $ok "progress across the hosts, $np ranks: $(grep -c '^progress ' "$out.progress") families answered while the target was away (exit $rc)" "$out.progress"
+        [ $ok = 0 ] || sed 's/^/      /' "$out.progress" | grep "^      progress "
+    done
+else
+    verdict 0 "progress across the hosts: no $checks_bin (make $checks_bin)"
+fi
 
 # rank 0 said which one-sided components herd chose, once
 n=$(grep -c "one-sided windows over Open MPI's osc" "$out.two.err")

@@ -9,14 +9,25 @@
 # MPI sees two nodes: between them its ranks talk TCP over the veth, never
 # shared memory. mpirun runs on host 0 and starts host 1's daemon through an
 # rsh agent that enters host 1's namespaces (there is no sshd). Needs root,
-# ip and tc (iproute2), unshare (util-linux) and Open MPI's mpirun.
+# ip and tc (iproute2), unshare and taskset (util-linux) and Open MPI's
+# mpirun.
+#
+# Each host has its own share of the machine's cores, as a real host has
+# its own: host 0 the first half of this process's CPUs, host 1 the rest
+# (taskset; on 2 cores, one each), and says so in its slots, so that Open
+# MPI yields where a host runs more ranks than it has cores, as on one host
+# with --oversubscribe. The ranks are left unbound (--bind-to none: Open
+# MPI's binding would ignore the host's share) and take the host's cores
+# over its ranks for their threads, as herd does anywhere.
 #
 #   netns_usable          prints why two hosts cannot be made here, or nothing
-#   netns_up RATE SLOTS   makes them (RATE: tc tbf rate such as 1gbit, empty:
-#                         not shaped; SLOTS: ranks per host before mpirun
-#                         oversubscribes); where it fails, NETNS_ERR says why
+#   netns_up RATE         makes them (RATE: tc tbf rate such as 1gbit, empty:
+#                         not shaped); where it fails, NETNS_ERR says why
 #   NETNS_MPIRUN          (an array, set by netns_up) mpirun with its ranks
-#                         on both hosts, SLOTS at a time: "${NETNS_MPIRUN[@]}" -np 4 ...
+#                         on both hosts, a host's cores at a time, the rest
+#                         oversubscribed: "${NETNS_MPIRUN[@]}" -np 4 ...
+#   NETNS_CPUS            (set by netns_up) "CPUS0 CPUS1": each host's cores,
+#                         as taskset lists them
 #   netns_link_bytes      bytes the two hosts have sent each other so far
 #   netns_run S OUT CMD   runs CMD for at most S seconds, stdout into OUT and
 #                         stderr into OUT.err; its exit status (124: timed
@@ -35,6 +46,7 @@ NETNS_SHAPED=
 NETNS_MPIRUN=()
 NETNS_CHILD=
 NETNS_ERR=
+NETNS_CPUS=
 
 
 # runs a command of netns_up; where it fails, NETNS_ERR is it and its message
@@ -48,13 +60,27 @@ netns__do() {
 netns_usable() {
     [ "$(id -u)" -eq 0 ] || { echo "not root (network namespaces need root)"; return; }
     local c
-    for c in ip tc unshare mpirun; do
+    for c in ip tc unshare taskset mpirun; do
         command -v "$c" > /dev/null || { echo "no '$c' command (apt-get install iproute2 util-linux openmpi-bin)"; return; }
     done
 }
 
+# this process's CPUs (taskset's list syntax) split in two halves, "A B"
+netns__split_cpus() {
+    local list cpus=() part i a b
+    list=$(taskset -cp $$ 2> /dev/null | sed 's/.*: *//')
+    IFS=, read -r -a parts <<< "$list"
+    for part in "${parts[@]}"; do
+        a=${part%-*} b=${part#*-}
+        for ((i = a; i <= b; i++)); do cpus+=("$i"); done
+    done
+    [ ${#cpus[@]} -ge 2 ] || { echo "${cpus[0]:-0} ${cpus[0]:-0}"; return; }
+    local half=$((${#cpus[@]} / 2))
+    echo "$(IFS=,; echo "${cpus[*]:0:half}") $(IFS=,; echo "${cpus[*]:half}")"
+}
+
 netns_up() {
-    local rate=$1 slots=$2 tag="herd-$$-$RANDOM" i
+    local rate=$1 tag="herd-$$-$RANDOM" i cpus0 cpus1 slots0 slots1
     NETNS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/herd-multihost.XXXXXX") ||
         { NETNS_ERR="cannot make a directory in ${TMPDIR:-/tmp}"; return 1; }
     for i in 0 1; do
@@ -79,26 +105,29 @@ netns_up() {
         done
         NETNS_SHAPED=$rate
     fi
-    printf '%s slots=%s\n' "$NETNS_NET.1" "$slots" "$NETNS_NET.2" "$slots" > "$NETNS_DIR/hosts"
+    NETNS_CPUS=$(netns__split_cpus)
+    read -r cpus0 cpus1 <<< "$NETNS_CPUS"
+    slots0=$(echo "$cpus0" | tr , '\n' | wc -l) slots1=$(echo "$cpus1" | tr , '\n' | wc -l)
+    printf '%s slots=%s\n' "$NETNS_NET.1" "$slots0" "$NETNS_NET.2" "$slots1" > "$NETNS_DIR/hosts"
     # mpirun's rsh agent: "agent HOST COMMAND..." runs COMMAND, a shell
     # command line, on HOST (it is only ever asked for host 1's daemon)
     cat > "$NETNS_DIR/agent" << EOF
 #!/bin/sh
 case \$1 in
-$NETNS_NET.1) ns=$tag-0 name=host0-$$ ;;
-$NETNS_NET.2) ns=$tag-1 name=host1-$$ ;;
+$NETNS_NET.1) ns=$tag-0 name=host0-$$ cpus=$cpus0 ;;
+$NETNS_NET.2) ns=$tag-1 name=host1-$$ cpus=$cpus1 ;;
 *) echo "herd multihost agent: no host \$1" >&2; exit 1 ;;
 esac
 shift
-exec ip netns exec "\$ns" unshare --uts sh -c 'hostname "\$0" && exec sh -c "\$1"' "\$name" "\$*"
+exec taskset -c "\$cpus" ip netns exec "\$ns" unshare --uts sh -c 'hostname "\$0" && exec sh -c "\$1"' "\$name" "\$*"
 EOF
     chmod +x "$NETNS_DIR/agent"
     # the two hosts answer each other (bounded: no wait without a timeout)
     timeout 10 ip netns exec "$tag-0" bash -c "exec 3<>/dev/tcp/$NETNS_NET.2/1" 2> /dev/null
     [ $? -ne 124 ] || { NETNS_ERR="host 1 ($NETNS_NET.2) does not answer host 0"; return 1; }
     # TMPDIR: Open MPI's session directories, removed with NETNS_DIR
-    NETNS_MPIRUN=(ip netns exec "$tag-0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "host0-$$"
-        env TMPDIR="$NETNS_DIR" mpirun --allow-run-as-root --oversubscribe --hostfile "$NETNS_DIR/hosts"
+    NETNS_MPIRUN=(taskset -c "$cpus0" ip netns exec "$tag-0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "host0-$$"
+        env TMPDIR="$NETNS_DIR" mpirun --allow-run-as-root --oversubscribe --bind-to none --hostfile "$NETNS_DIR/hosts"
         --mca plm_rsh_agent "$NETNS_DIR/agent" --mca oob_tcp_if_include "$NETNS_NET.0/24"
         --mca btl_tcp_if_include "$NETNS_NET.0/24")
 }
@@ -147,7 +176,7 @@ netns_down() {
         done
         ip netns del "$ns" 2> /dev/null # its end of the veth pair goes with it
     done
-    NETNS_MADE=() NETNS_MPIRUN=()
+    NETNS_MADE=() NETNS_MPIRUN=() NETNS_CPUS=
     [ -z "$NETNS_DIR" ] || rm -rf "$NETNS_DIR"
     NETNS_DIR=
 }
