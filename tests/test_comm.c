@@ -1354,8 +1354,16 @@ static void test_engine_registry(void)
         ASSERT_EQ_INT(c->ops->allreduce_native != NULL, (e->caps & HERD_ENGINE_NATIVE_ALLREDUCE) != 0);
         ASSERT_EQ_INT(herd_comm_any_thread(c), (e->caps & HERD_ENGINE_ANY_THREAD) != 0);
         ASSERT_TRUE(strcmp(c->ops->name, e->name) == 0);
+        ASSERT_TRUE(c->clock == e->clock);
         herd_comm_free(c);
         herd_world_free(w);
+    }
+    /* a virtual clock comes with every hook that charges it, and only then */
+    for (size_t i = 0; herd_engines[i]; i++) {
+        const herd_engine *e = herd_engines[i];
+        const herd_engine_clock *k = e->clock;
+        ASSERT_EQ_INT(k != NULL, (e->caps & HERD_ENGINE_VIRTUAL_CLOCK) != 0);
+        ASSERT_TRUE(!k || (k->step_begin && k->compute && k->span_begin && k->span_reach));
     }
 }
 
@@ -1368,6 +1376,7 @@ static void test_engine_pick(void)
     for (size_t i = 0; herd_engines[i] && !launched; i++)
         if (herd_engines[i]->launched && herd_engines[i]->launched())
             launched = herd_engines[i];
+    ASSERT_TRUE(herd_engine_launcher() == launched);
     ASSERT_OK(herd_engine_pick(NULL, &e, &err));
     ASSERT_TRUE(e == (launched ? launched : herd_engine_find("threads")));
     ASSERT_OK(herd_engine_pick("", &e, &err));
@@ -1380,6 +1389,65 @@ static void test_engine_pick(void)
     for (size_t i = 0; herd_engines[i]; i++)
         ASSERT_STR_CONTAINS(err.msg, herd_engines[i]->name);
     ASSERT_EQ_INT(herd_engine_pick(NULL, NULL, &err), HERD_EINVAL);
+}
+
+/* A clock for test_engine_clock: it writes each call into the endpoint's
+ * err.msg, the one text an endpoint owns (the tests keep no globals). */
+static void log_call(herd_comm *c, const char *what, double v)
+{
+    size_t len = strlen(c->err.msg);
+    snprintf(c->err.msg + len, sizeof c->err.msg - len, "%s %g; ", what, v);
+}
+static void tc_step_begin(herd_comm *c) { log_call(c, "step", 0); }
+static void tc_compute(herd_comm *c, double flops) { log_call(c, "compute", flops); }
+static void tc_span_begin(herd_comm *c, herd_compute_span *s)
+{
+    *s = (herd_compute_span){.start = 5, .rate = 2};
+    log_call(c, "span", 0);
+}
+static void tc_span_reach(herd_comm *c, const herd_compute_span *s, double flops)
+{
+    log_call(c, "reach", s->start + flops / s->rate);
+}
+static const herd_engine_clock test_clock = {tc_step_begin, tc_compute, tc_span_begin, tc_span_reach};
+
+/* A worker's compute reaches its engine's clock hooks, with the endpoint,
+ * as said (a combine: 2 FLOPs a float); an engine without a clock is
+ * told nothing, and a span on it is empty. The engine with a clock is
+ * loopback's table with test_clock added. */
+static void test_engine_clock(void)
+{
+    const herd_engine *loopback = herd_engine_find("loopback");
+    herd_engine timed = *loopback;
+    timed.caps |= HERD_ENGINE_VIRTUAL_CLOCK;
+    timed.clock = &test_clock;
+    herd_world *w = NULL;
+    herd_comm *c = NULL;
+    herd_err err = {0};
+    herd_compute_span span = {.start = -1, .rate = -1};
+    ASSERT_OK(herd_world_create(loopback, 1, &w, &err));
+    ASSERT_OK(herd_world_endpoint(w, 0, &c, &err));
+    ASSERT_TRUE(c->clock == NULL);
+    herd_comm_step_begin(c);
+    herd_comm_compute(c, 10);
+    herd_comm_combined(c, 3);
+    herd_comm_span_begin(c, &span);
+    herd_comm_span_reach(c, &span, 4);
+    ASSERT_TRUE(span.start == 0 && span.rate == 0);
+    ASSERT_TRUE(c->err.msg[0] == 0);
+    herd_comm_free(c);
+    w->engine = &timed; /* the world is loopback's; its endpoints now timed's */
+    ASSERT_OK(herd_world_endpoint(w, 0, &c, &err));
+    ASSERT_TRUE(c->clock == &test_clock);
+    herd_comm_step_begin(c);
+    herd_comm_compute(c, 10);
+    herd_comm_combined(c, 3);
+    herd_comm_span_begin(c, &span);
+    herd_comm_span_reach(c, &span, 4);
+    ASSERT_STR_CONTAINS(c->err.msg, "step 0; compute 10; compute 6; span 0; reach 7; ");
+    ASSERT_TRUE(strlen(c->err.msg) == strlen("step 0; compute 10; compute 6; span 0; reach 7; "));
+    herd_comm_free(c);
+    herd_world_free(w);
 }
 
 /* The lifecycle through the table: the world says which ranks are local,
@@ -1633,6 +1701,7 @@ const herd_test herd_tests_comm[] = {
     {"comm_engine_registry", test_engine_registry, 10},
     {"comm_engine_pick", test_engine_pick, 10},
     {"comm_engine_world", test_engine_world, 10},
+    {"comm_engine_clock", test_engine_clock, 10},
     {"comm_engine_self_messages", test_engine_self_messages, 10},
     {"comm_engine_loopback_unmatched", test_engine_loopback_unmatched, 10},
     {"comm_engine_loopback_windows", test_engine_loopback_windows, 10},

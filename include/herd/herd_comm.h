@@ -101,6 +101,10 @@ struct herd_comm {
      * then releases local resources only, as the collective calls would
      * wait for peers that may be gone or stuck. */
     bool failed;
+    /* The engine's clock hooks (herd_engine_clock), set by
+     * herd_world_endpoint; NULL where compute takes real time. Callers use
+     * herd_comm_compute and the rest, below. */
+    const herd_engine_clock *clock;
 };
 
 /* The wrappers: argument checks, byte counts, timeouts. */
@@ -134,6 +138,48 @@ bool herd_comm_any_thread(const herd_comm *c);
  * help from the target (the threads engine): there a window beats any
  * exchange of messages. */
 bool herd_comm_windows_local(const herd_comm *c);
+
+/* ---- a worker's own compute, as its engine's clock counts it ---------
+ * A worker says here what it computes, where it computes it; the engine
+ * counts it on its clock. On the engines whose workers run on the
+ * machine's clock (threads, mpi, loopback) these calls do nothing: the
+ * compute took the time it took. An engine with a virtual clock
+ * (HERD_ENGINE_VIRTUAL_CLOCK: the sim engine, herd sim) charges it there,
+ * in one place (its herd_engine_clock); the worker never knows whether it
+ * is simulated. The sim engine (src/comm/sim.h) charges what a worker
+ * says in FLOPs at its simulated host's speed, so a simulation repeats to
+ * the bit: a step's forward pass, its backward pass layer by layer against
+ * a clock that runs beside communication (a layer's gradients are ready at
+ * span start + backward FLOPs down to it / speed, so an exchange started
+ * from grad_ready overlaps the layers still to come, as a GPU's stream and
+ * its communication thread would), its local update, and the receive side
+ * of an exchange where received floats are combined into the worker's own;
+ * plus a fixed cost per step (herd sim --step-overhead). Reductions inside
+ * a collective are not charged: they run inside its transfers' pipeline,
+ * as a GPU's collective library runs them. Arithmetic nobody reports is
+ * free there (evaluation is, on purpose: it observes the run). */
+
+/* A step of the worker's training begins (before its forward pass is
+ * charged): the engine adds what a step costs beside its arithmetic. */
+void herd_comm_step_begin(herd_comm *c);
+/* The worker has just done flops of arithmetic on its own data. */
+void herd_comm_compute(herd_comm *c, double flops);
+/* What combining one received float into the worker's own costs: a
+ * multiply and an add (x += f (y - x) is three, a weighted sum two; two
+ * stands for all). */
+#define HERD_COMM_COMBINE_FLOPS 2.0
+/* The worker has combined nfloats received floats into its own (gossip's
+ * average, push-sum's mix, an elastic pull, a center's update):
+ * herd_comm_compute of HERD_COMM_COMBINE_FLOPS each. */
+void herd_comm_combined(herd_comm *c, size_t nfloats);
+/* Compute that runs beside this worker's communication begins now
+ * (backward, whose gradients go out as each layer's are ready): s marks
+ * where, for herd_comm_span_reach. */
+void herd_comm_span_begin(herd_comm *c, herd_compute_span *s);
+/* The first flops of the compute begun at s are done: the worker's time is
+ * brought up to when they would be, unless its communication since s has
+ * taken it past that already. */
+void herd_comm_span_reach(herd_comm *c, const herd_compute_span *s, double flops);
 
 /* Every registered engine's shutdown hook (MPI_Finalize), before the
  * program exits; harmless when none was started. */

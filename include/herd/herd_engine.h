@@ -17,7 +17,12 @@
  *     other hook may be NULL, meaning nothing to do (launched: never started
  *     by a launcher); the window hooks of herd_comm_ops all or none
  *     (HERD_ENGINE_WINDOWS says which), allreduce_native optional
- *     (HERD_ENGINE_NATIVE_ALLREDUCE).
+ *     (HERD_ENGINE_NATIVE_ALLREDUCE); clock with HERD_ENGINE_VIRTUAL_CLOCK
+ *     only, all its hooks.
+ *   - Time: an engine whose workers' compute runs on a clock of its own
+ *     (a simulator's) charges it in one place, its clock hooks, for what
+ *     the workers say they compute (herd_comm.h, "a worker's own compute");
+ *     the workers never know whose clock it is.
  *   - A world starts with a herd_world (engine, size, first_rank, nlocal,
  *     note) filled by world_create; the process runs the workers first_rank ..
  *     first_rank + nlocal - 1 of size in all. world_create(workers): the
@@ -90,7 +95,47 @@ enum {
      * does (exits, aborts, is killed), and the others must survive it or
      * report it; workers share no memory, only messages and windows. */
     HERD_ENGINE_PROCESS_PER_WORKER = 1u << 7,
+    /* The workers run on a simulator's virtual clock, not the machine's
+     * (the sim engine: SimGrid's simulated time, each worker a host of a
+     * given speed): what a worker computes takes the virtual time the
+     * engine's clock hooks (herd_engine_clock) charge for what the worker
+     * says it computed (herd_comm_compute and the rest, herd_comm.h), and its
+     * real duration counts for nothing. So a worker gains nothing from more
+     * than one compute thread, nor from warming its kernels up. The simulator
+     * runs every worker of the run in this one process, one at a time, each
+     * from main(): what a program does once per process (re-executing
+     * itself, setting its environment) it must not do where such an engine
+     * launched it (herd_engine_launcher). */
+    HERD_ENGINE_VIRTUAL_CLOCK = 1u << 8,
 };
+
+/* Where a stretch of a worker's compute that runs beside its communication
+ * began, on the engine's clock (herd_comm_span_begin); the engine's to fill
+ * and read. */
+typedef struct herd_compute_span {
+    double start; /* the clock's time when the stretch began */
+    double rate;  /* flop/s of the worker's compute then */
+} herd_compute_span;
+
+/* How an engine with a virtual clock (HERD_ENGINE_VIRTUAL_CLOCK) charges a
+ * worker's own compute: the hooks behind herd_comm_step_begin,
+ * herd_comm_compute, herd_comm_span_begin and herd_comm_span_reach
+ * (herd_comm.h), each called on the thread that drives the endpoint, all
+ * required. An engine whose workers' compute takes the real time it takes
+ * has none (its table's clock is NULL) and those calls do nothing. */
+typedef struct herd_engine_clock {
+    /* A step of the worker's training begins: what a step costs beside its
+     * arithmetic (a framework's kernel launches, Python). */
+    void (*step_begin)(herd_comm *c);
+    /* The worker has just done flops of arithmetic on its own data. */
+    void (*compute)(herd_comm *c, double flops);
+    /* Compute that runs beside communication begins now: fills s. */
+    void (*span_begin)(herd_comm *c, herd_compute_span *s);
+    /* The first flops of the stretch begun at s are done: the worker's time
+     * is brought up to when that happens, s->start + flops / s->rate, unless
+     * it is past it already. */
+    void (*span_reach)(herd_comm *c, const herd_compute_span *s, double flops);
+} herd_engine_clock;
 
 /* The part of every engine's world that callers read; an engine's own world
  * struct starts with it. */
@@ -108,7 +153,9 @@ struct herd_engine {
     const char *name; /* what --engine takes */
     unsigned caps;    /* HERD_ENGINE_* */
     /* Whether this process was started by the engine's launcher (mpirun,
-     * srun, smpirun): herd_engine_pick(NULL) then picks it. */
+     * srun, smpirun): herd_engine_pick(NULL) then picks it. Reads the
+     * environment only (a program asks herd_engine_launcher first thing in
+     * main). */
     bool (*launched)(void);
     herd_status (*world_create)(size_t workers, herd_world **out, herd_err *err);
     /* The endpoint of local rank `rank` (herd_world_endpoint checked it). */
@@ -127,6 +174,10 @@ struct herd_engine {
      * the whole job with exit status `code` (MPI_Abort) rather than leave the
      * others waiting; returns at once where there is no such job. */
     void (*abort)(int code);
+    /* HERD_ENGINE_VIRTUAL_CLOCK: how the workers' compute is charged on its
+     * clock; NULL otherwise. herd_world_endpoint hands it to each endpoint
+     * (herd_comm's clock). */
+    const herd_engine_clock *clock;
 };
 
 /* Every engine built into this herd, NULL-terminated; the first is the
@@ -135,6 +186,10 @@ extern const herd_engine *const herd_engines[];
 
 /* The engine called name, or NULL. */
 const herd_engine *herd_engine_find(const char *name);
+/* The engine whose launcher started this process (its launched hook says
+ * so), or NULL: what a program asks before doing what it does once per
+ * process (HERD_ENGINE_VIRTUAL_CLOCK). Reads the environment only. */
+const herd_engine *herd_engine_launcher(void);
 /* name NULL or empty: the engine whose launcher started this process, else
  * the default; otherwise the engine of that name, or HERD_EINVAL listing
  * the registered names. */

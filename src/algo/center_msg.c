@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "core/simcharge.h"
 
 enum { TAG_MC_REQ = 0x6d63, TAG_MC_REP = 0x6d64 };
 enum { MC_DATA = 1, MC_MARK = 2, MC_REPLY = 3 };
@@ -165,7 +164,7 @@ static herd_status serve(herd__mcenter *m, size_t j)
     } else {
         HERD_TRY(finish_send(comm, &in->sreq));
         HERD_TRY(own_shard(c, me, body(in->rbuf), body(in->sbuf)));
-        herd__sim_mixed(slice_len(c, me));
+        herd_comm_combined(comm, slice_len(c, me));
         hdr(in->sbuf)->kind = MC_REPLY;
         hdr(in->sbuf)->seq = hdr(in->rbuf)->seq;
         HERD_TRY(herd_comm_isend(comm, j, TAG_MC_REP, in->sbuf, msg_bytes(c, me), &in->sreq));
@@ -266,7 +265,7 @@ herd_status herd__mcenter_push(herd__mcenter *m, const herd_worker *w, size_t k,
     const float *src = d + c->lo[k];
     if (k == c->comm->rank) {
         HERD_TRY(own_shard(c, k, src, view + c->lo[k]));
-        herd__sim_mixed(slice_len(c, k));
+        herd_comm_combined(c->comm, slice_len(c, k));
         goto out;
     }
     herd__mc_out *o = &m->out[k];

@@ -83,7 +83,6 @@
 #include "algo/center.h"
 #include "algo/state_io.h"
 #include "core/clock.h"
-#include "core/simcharge.h"
 
 typedef enum ea_kind { EA_SYNC, EA_ASYNC, EA_MOMENTUM, EA_HOGWILD, EA_WILD } ea_kind;
 
@@ -227,7 +226,7 @@ static double elastic_pull(ea_state *s, herd_worker *w, const float *c, size_t l
         s->d[i] = s->alpha * diff;
         w->params[i] -= s->d[i];
     }
-    herd__sim_mixed(hi - lo);
+    herd_comm_combined(w->comm, hi - lo);
     return sq;
 }
 

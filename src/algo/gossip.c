@@ -55,7 +55,6 @@
 #include "algo/algos.h"
 #include "algo/gossip.h"
 #include "algo/state_io.h"
-#include "core/simcharge.h"
 #include "herd/herd_rng.h"
 
 /* Tags below 32768, apart from the collectives' 0x7a1x. */
@@ -312,7 +311,7 @@ static herd_status dp_after_backward(herd_algo *a, herd_worker *w, herd_step_res
                 sum += s->recv[k * n + e];
             x[e] = sum * wt;
         }
-        herd__sim_mixed(s->deg * n);
+        herd_comm_combined(w->comm, s->deg * n);
     }
 out:
     if (st < 0) {
@@ -538,7 +537,7 @@ static herd_status ad_after_backward(herd_algo *a, herd_worker *w, herd_step_res
         /* x_i is snap: only this worker writes its own model */
         for (size_t k = 0; k < n; k++)
             s->peer[k] = 0.5f * (s->snap[k] + s->peer[k]);
-        herd__sim_mixed(n);
+        herd_comm_combined(w->comm, n);
         st = herd_comm_win_put(w->comm, s->win, j, 0, s->peer, bytes);
     }
     HERD_KEEP_FIRST(st, herd_comm_win_unlock(w->comm, s->win, j));

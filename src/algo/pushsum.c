@@ -74,7 +74,6 @@
 #include "algo/gossip.h"
 #include "algo/state_io.h"
 #include "core/clock.h"
-#include "core/simcharge.h"
 #include "herd/herd_rng.h"
 
 enum { TAG_PUSHSUM = 0x7073 };
@@ -254,7 +253,7 @@ static herd_status mix(sgp_state *s, herd_worker *w, sgp_in *in, uint64_t k)
         float *z = w->params;
         for (size_t e = 0; e < w->nparams; e++)
             z[e] += f * (d[e] - z[e]);
-        herd__sim_mixed(w->nparams);
+        herd_comm_combined(w->comm, w->nparams);
         s->wt += h->w;
     }
     if (h->step < k)

@@ -797,12 +797,13 @@ static int dispatch(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
-#ifndef HERD_SIM
     /* OpenMP's idle threads spin briefly, then sleep, unless the user says
-     * otherwise (herd_nn.h). Not in herd-sim, whose main() runs once per
-     * simulated rank in one process: it inherits herd sim's environment. */
-    herd_nn_wait_policy(argv);
-#endif
+     * otherwise (herd_nn.h). Not where a simulator launched this process
+     * (HERD_ENGINE_VIRTUAL_CLOCK), whose main() runs once per simulated rank
+     * in one process: it inherits herd sim's environment. */
+    const herd_engine *launcher = herd_engine_launcher();
+    if (!launcher || !(launcher->caps & HERD_ENGINE_VIRTUAL_CLOCK))
+        herd_nn_wait_policy(argv);
     return flushed(dispatch(argc, argv));
 }
 

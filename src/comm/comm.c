@@ -278,3 +278,35 @@ const char *herd_comm_last_error(const herd_comm *c) { return c->err.msg; }
 bool herd_comm_any_thread(const herd_comm *c) { return c->any_thread; }
 
 bool herd_comm_windows_local(const herd_comm *c) { return c->local_windows; }
+
+/* A worker's own compute: the engine's clock hooks where it has them
+ * (herd_engine_clock), nothing elsewhere. */
+void herd_comm_step_begin(herd_comm *c)
+{
+    if (c->clock)
+        c->clock->step_begin(c);
+}
+
+void herd_comm_compute(herd_comm *c, double flops)
+{
+    if (c->clock)
+        c->clock->compute(c, flops);
+}
+
+void herd_comm_combined(herd_comm *c, size_t nfloats)
+{
+    herd_comm_compute(c, HERD_COMM_COMBINE_FLOPS * (double)nfloats);
+}
+
+void herd_comm_span_begin(herd_comm *c, herd_compute_span *s)
+{
+    *s = (herd_compute_span){0};
+    if (c->clock)
+        c->clock->span_begin(c, s);
+}
+
+void herd_comm_span_reach(herd_comm *c, const herd_compute_span *s, double flops)
+{
+    if (c->clock)
+        c->clock->span_reach(c, s, flops);
+}

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "herd/herd_comm.h"
+#include "comm/sim.h" /* what the mpi engine's table adds in herd-sim */
 
 /* c's wait limit in seconds (c->timeout_s, or 60 when unset). */
 double herd__comm_timeout(const herd_comm *c);

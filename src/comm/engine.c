@@ -51,18 +51,22 @@ void herd_engine_names(char *buf, size_t cap)
         len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", herd_engines[i]->name);
 }
 
+const herd_engine *herd_engine_launcher(void)
+{
+    for (size_t i = 0; herd_engines[i]; i++)
+        if (herd_engines[i]->launched && herd_engines[i]->launched())
+            return herd_engines[i];
+    return NULL;
+}
+
 herd_status herd_engine_pick(const char *name, const herd_engine **out, herd_err *err)
 {
     if (!out)
         return herd_err_set(err, HERD_EINVAL, "herd_engine_pick: out is NULL");
     *out = NULL;
     if (!name || !*name) {
-        for (size_t i = 0; herd_engines[i]; i++)
-            if (herd_engines[i]->launched && herd_engines[i]->launched()) {
-                *out = herd_engines[i];
-                return HERD_OK;
-            }
-        *out = herd_engines[0];
+        const herd_engine *l = herd_engine_launcher();
+        *out = l ? l : herd_engines[0];
         return HERD_OK;
     }
     if ((*out = herd_engine_find(name)))
@@ -95,7 +99,10 @@ herd_status herd_world_endpoint(herd_world *w, size_t rank, herd_comm **out, her
         return herd_err_set(err, HERD_EINVAL,
                             "the %s engine: rank %zu is not run by this process (it runs ranks %zu to %zu of %zu)",
                             w->engine->name, rank, w->first_rank, w->first_rank + w->nlocal - 1, w->size);
-    return w->engine->endpoint(w, rank, out, err);
+    herd_status st = w->engine->endpoint(w, rank, out, err);
+    if (st == HERD_OK && *out)
+        (*out)->clock = w->engine->clock;
+    return st;
 }
 
 void herd_world_fail(herd_world *w, size_t rank)

@@ -719,17 +719,19 @@ static void e_abort(int code)
 /* No fail or close hook: a failed rank's process ends (herd_comm_abort
  * ends the job), and its peers' waits end by their deadlines. Windows and
  * the endpoint may be driven from a second thread where MPI gives
- * MPI_THREAD_SERIALIZED (herd_comm_any_thread says). */
+ * MPI_THREAD_SERIALIZED (herd_comm_any_thread says). In herd-sim this is
+ * the sim engine: a virtual clock, and the clock that charges it (sim.h). */
 const herd_engine herd__engine_mpi = {
     .name = "mpi",
     .caps = HERD_ENGINE_WINDOWS | HERD_ENGINE_NATIVE_ALLREDUCE | HERD_ENGINE_ANY_THREAD | HERD_ENGINE_LAUNCHER_SIZED |
-            HERD_ENGINE_PROCESS_PER_WORKER | HERD_ENGINE_CHECKPOINT,
+            HERD_ENGINE_PROCESS_PER_WORKER | HERD_ENGINE_CHECKPOINT | HERD__SIM_CAPS,
     .launched = mpi_launched,
     .world_create = e_world_create,
     .endpoint = e_endpoint,
     .world_free = e_world_free,
     .shutdown = e_shutdown,
     .abort = e_abort,
+    .clock = HERD__SIM_CLOCK,
 };
 
 #endif

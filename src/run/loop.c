@@ -19,7 +19,6 @@
 #include "core/finite.h"
 #include "run/ckpt_run.h"
 #include "run/log.h"
-#include "run/simtime.h"
 #include "run/run.h"
 
 /* What the algorithm may ask of the run (herd_algo.h, herd_peers). */
@@ -45,11 +44,30 @@ static void straggle(const herd_run *r, double s)
     }
 }
 
+/* A step's compute is told to the engine where it happens (herd_comm.h, "a
+ * worker's own compute"): where the workers run on a virtual clock that is
+ * what a step costs there; elsewhere it took the time it took, and the
+ * calls do nothing. The local update's FLOPs per parameter: SGD with
+ * momentum and weight decay (herd_optim_step: v = mu v + g + wd p;
+ * p -= lr v). */
+#define HERD__UPDATE_FLOPS_PER_PARAM 6.0
 
+/* The step has begun and its forward pass is done; backward begins, beside
+ * what grad_ready starts. */
+static void compute_forward(worker_ctx *c, size_t batch)
+{
+    herd_comm_step_begin(c->w.comm);
+    herd_comm_compute(c->w.comm, herd_model_forward_flops(c->w.model) * (double)batch);
+    herd_comm_span_begin(c->w.comm, &c->backward);
+}
+
+/* Backward has produced the gradients of the layer whose parameters start at
+ * off: the worker's time is what that took since backward began. */
 static herd_status on_grad_ready(void *p, size_t off, size_t len)
 {
     worker_ctx *c = p;
-    herd__simtime_backward(&c->simclock, c->w.model, off); /* sim engine: when this layer's backward ends */
+    herd_comm_span_reach(c->w.comm, &c->backward,
+                         herd_model_backward_flops_done(c->w.model, off) * (double)c->run->cfg->batch);
     herd__nf_grads_arrived(c, off, len);
     return c->algo.ops->grad_ready(&c->algo, &c->w, off, len);
 }
@@ -390,7 +408,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     bool async = r->algo_ops->async, skip = false;
     c->nf = (nonfinite_step){.loss = !isfinite(loss)};
     c->nf.poison = c->nf.loss || herd__nf_injected(c);
-    herd__simtime_step_begin(&c->simclock, w->model, cfg->batch); /* sim engine: overhead, forward */
+    compute_forward(c, cfg->batch);
     /* a synchronous worker goes through backward whatever its loss: the
      * others reduce with it */
     if (!(async && c->nf.loss)) {
@@ -398,7 +416,8 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
         if (!c->algo.ops->grad_ready)
             herd__nf_grads_arrived(c, 0, w->nparams);
     }
-    herd__simtime_backward_end(&c->simclock, w->model);
+    herd_comm_span_reach(w->comm, &c->backward,
+                         (herd_model_train_flops(w->model) - herd_model_forward_flops(w->model)) * (double)cfg->batch);
     /* --slow scales this worker's compute (forward and backward), not its
      * waiting: the extra time is spent here, between the pull of
      * before_step and the push of after_backward/step, as a slower
@@ -425,7 +444,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
         HERD_TRY(herd__nf_sync(c, e, &res, &skip));
     /* the update, in one place; a skipped step still runs the algorithm's
      * exchanges (of finite weights): its peers count on them */
-    herd__simtime_update(w->model);
+    herd_comm_compute(w->comm, HERD__UPDATE_FLOPS_PER_PARAM * (double)herd_model_nparams(w->model));
     HERD_TRY(herd_algo_update(&c->algo, w, &res, skip));
     CALL_HOOK(c, after_step);
     herd__trace_span(c, HERD__SPAN_EXCHANGE, t_exchange, herd__now());
@@ -651,17 +670,15 @@ out:
  * milliseconds that would otherwise fall on each worker's first step at a
  * different time. Asynchronous workers that start out of step divide the
  * batches unevenly: a small run's batches all went to the workers whose
- * kernels were ready first. Not on the sim engine, where compute is charged
- * by model and 256 ranks would each pay it in real time. */
+ * kernels were ready first. Not on an engine with a virtual clock, where
+ * compute is charged by what it is, not by how long it takes, and 256
+ * ranks would each pay it in real time. */
 static herd_status warm_up(worker_ctx *c)
 {
-#ifdef HERD_SIM
-    (void)c;
-    return HERD_OK;
-#else
+    if (c->run->world->engine->caps & HERD_ENGINE_VIRTUAL_CLOCK)
+        return HERD_OK;
     herd_status st = herd_model_warm_up(c->w.model);
     return st < 0 ? herd_err_set(&c->w.err, st, "out of memory for the warm-up pass") : st;
-#endif
 }
 
 static herd_status worker_loop(worker_ctx *c)

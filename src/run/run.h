@@ -30,7 +30,6 @@
 #include "herd/herd_run.h"
 #include "run/ckpt_run.h"
 #include "run/log.h"
-#include "run/simtime.h"
 
 typedef struct herd_run {
     const herd_train_config *cfg;
@@ -120,7 +119,7 @@ typedef struct worker_ctx {
     bool agreed_stop;     /* stopped on a non-finite value with every worker, at the same step */
     held_nonfinite held;  /* where the workers settle at the epoch's end (herd__nf_settles) */
     double stop_read_at;  /* herd_worker_stopping: when the stop word was last read */
-    herd__simclock simclock; /* the sim engine's compute clock through backward (simtime.h) */
+    herd_compute_span backward; /* where this step's backward began on the engine's clock (herd_comm.h) */
     float *eval_buf;      /* 2 x nparams, where the algorithm has eval_params */
     herd__ckpt_cursor resume; /* --resume: where this worker starts (step 0: from scratch) */
     herd__div div;        /* worker 0: is the run diverging? */

@@ -24,7 +24,6 @@
 #include "core/json.h"
 #include "run/ckpt_run.h"
 #include "run/log.h"
-#include "run/simtime.h"
 #include "run/run.h"
 
 static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_err *err)
@@ -108,14 +107,13 @@ static herd_status open_world(const herd_train_config *cfg, herd_run *r, herd_tr
     *refused = true;
     HERD_TRY(herd__check_names(cfg, err));
     HERD_TRY(herd_engine_pick(cfg->engine, &e, err));
-#ifdef HERD_SIM
-    /* herd sim's ranks are the simulated hosts: another engine would run
-     * every worker inside each rank, on no simulated clock */
-    if (!(e->caps & HERD_ENGINE_PROCESS_PER_WORKER))
+    /* A simulator's ranks are its hosts: another engine than the one it
+     * launched would run every worker inside each rank, on no virtual clock */
+    const herd_engine *l = herd_engine_launcher();
+    if (l && (l->caps & HERD_ENGINE_VIRTUAL_CLOCK) && e != l)
         return herd_err_set(err, HERD_EINVAL,
-                            "--engine %s: herd sim runs the mpi engine, one rank per simulated host (drop --engine)",
-                            e->name);
-#endif
+                            "--engine %s: herd sim runs the %s engine, one rank per simulated host (drop --engine)",
+                            e->name, l->name);
     bool sized = e->caps & HERD_ENGINE_LAUNCHER_SIZED;
     if (!sized)
         HERD_TRY(herd__check_workers(cfg, err));
@@ -209,8 +207,8 @@ static size_t env_count(const char *name)
  * (threads 0): OMP_NUM_THREADS where set; else this process's cores shared
  * by the workers that run on them: its own (threads engine) and, where a
  * launcher says how many processes of the run share this host (Open MPI's
- * mpirun, MPICH's Hydra), theirs. herd-sim's ranks are threads of one
- * process timed by a model of the host: one thread each. */
+ * mpirun, MPICH's Hydra), theirs. On a virtual clock
+ * (HERD_ENGINE_VIRTUAL_CLOCK) more threads buy no time: one each. */
 static void choose_threads(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, size_t cores)
 {
     size_t omp = env_count("OMP_NUM_THREADS");
@@ -224,11 +222,11 @@ static void choose_threads(const herd_train_config *cfg, herd_run *r, herd_train
         r->threads_from = "OMP_NUM_THREADS";
         return;
     }
-#ifdef HERD_SIM
-    (void)cores;
-    eff->threads = 1;
-    r->threads_from = "sim";
-#else
+    if (r->world->engine->caps & HERD_ENGINE_VIRTUAL_CLOCK) {
+        eff->threads = 1;
+        r->threads_from = "sim"; /* the summary's word since herd sim's ranks were the only such */
+        return;
+    }
     size_t procs = env_count("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (!procs)
         procs = env_count("MPI_LOCALNRANKS");
@@ -237,7 +235,6 @@ static void choose_threads(const herd_train_config *cfg, herd_run *r, herd_train
     if (eff->threads > 256)
         eff->threads = 256;
     r->threads_from = sharers > 1 ? "cores/workers" : "cores";
-#endif
 }
 
 /* Engine, configuration, the algorithm's options, the model: everything

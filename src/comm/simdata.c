@@ -1,73 +1,24 @@
-/* The sim engine's compute-time model and shared data sets (simtime.h). */
-#include "run/simtime.h"
+/* The sim engine's data sets, shared by the simulated ranks (sim.h).
+ *
+ * All simulated ranks live in one process; herd-sim is linked with
+ * --wrap=herd_data_open,--wrap=herd_dataset_free (mk/sim.mk) so that ranks
+ * opening the same data set (spec, seed) share one read-only copy (data
+ * sets are read-only after loading, herd_data.h) instead of holding one
+ * each: 256 ranks of Fashion-MNIST would otherwise need 56 GB. The registry
+ * of shared copies is reached through the environment, the one piece of
+ * state SimGrid does not privatize per rank; ranks never run at the same
+ * time (SimGrid schedules one at a time), so it needs no lock. It is the
+ * engine's because sharing one process is. */
+#include "comm/sim.h"
 
 #ifdef HERD_SIM
 
-#include <simgrid/engine.h>
-#include <simgrid/host.h>
-#include <smpi/smpi.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/simcharge.h"
 #include "herd/herd_data.h"
-
-static bool measured(void)
-{
-    const char *mode = getenv("HERD_SIM_COMPUTE");
-    return mode && !strcmp(mode, "measured");
-}
-
-static void charge(double flops) { herd__sim_charge_flops(flops); }
-
-/* Brings this rank's simulated time up to t (nothing if it is past t). */
-static void run_until(const herd__simclock *k, double t)
-{
-    double now = simgrid_get_clock();
-    if (t > now)
-        smpi_execute_flops((t - now) * k->speed);
-}
-
-double herd__simtime_step_overhead(void)
-{
-    const char *s = getenv("HERD_SIM_STEP_OVERHEAD");
-    double v = s ? strtod(s, NULL) : 0.0;
-    return v > 0 ? v : 0.0;
-}
-
-void herd__simtime_step_begin(herd__simclock *k, const herd_model *m, size_t batch)
-{
-    k->speed = sg_host_get_speed(sg_host_self());
-    k->batch = batch;
-    double overhead = herd__simtime_step_overhead();
-    if (overhead > 0)
-        smpi_execute_flops(overhead * k->speed);
-    charge(herd_model_forward_flops(m) * (double)batch);
-    k->t0 = simgrid_get_clock();
-}
-
-void herd__simtime_backward(const herd__simclock *k, const herd_model *m, size_t param_off)
-{
-    if (!measured())
-        run_until(k, k->t0 + herd_model_backward_flops_done(m, param_off) * (double)k->batch / k->speed);
-}
-
-void herd__simtime_backward_end(const herd__simclock *k, const herd_model *m)
-{
-    if (!measured())
-        run_until(k, k->t0 + (herd_model_train_flops(m) - herd_model_forward_flops(m)) * (double)k->batch / k->speed);
-}
-
-void herd__simtime_update(const herd_model *m)
-{
-    charge(HERD_SIM_UPDATE_FLOPS_PER_PARAM * (double)herd_model_nparams(m));
-}
-
-
-/* ---- data sets shared by the simulated ranks ---- */
 
 #define REGISTRY_ENV "HERD_SIM_DATA_CACHE"
 
@@ -155,23 +106,5 @@ void __wrap_herd_dataset_free(herd_dataset *d)
     }
     __real_herd_dataset_free(d);
 }
-
-#else
-
-void herd__simtime_step_begin(herd__simclock *k, const herd_model *m, size_t batch)
-{
-    (void)k, (void)m, (void)batch;
-}
-
-void herd__simtime_backward(const herd__simclock *k, const herd_model *m, size_t param_off)
-{
-    (void)k, (void)m, (void)param_off;
-}
-
-void herd__simtime_backward_end(const herd__simclock *k, const herd_model *m) { (void)k, (void)m; }
-
-void herd__simtime_update(const herd_model *m) { (void)m; }
-
-double herd__simtime_step_overhead(void) { return 0.0; }
 
 #endif
