@@ -16,8 +16,9 @@
  * target answers only from inside an MPI call of its own. A rank computing
  * (or sleeping as a straggler) outside MPI would stall every rank that reads
  * its shard, center slice or mailbox, and so would a rendezvous send to it.
- * So every endpoint has an agent: a thread that enters MPI every
- * HERD_MPI_PROGRESS_US microseconds (default AGENT_US below; 0: no agent)
+ * So every endpoint has an agent: a thread that enters MPI when input
+ * reaches one of the process's sockets, and at least every
+ * HERD_MPI_PROGRESS_US microseconds (default AGENT_US below; 0: no agent),
  * while the worker is elsewhere, and so answers the window traffic and
  * moves the messages in flight on the worker's behalf. Open MPI 4's pt2pt
  * component refuses MPI_THREAD_MULTIPLE, so the thread level stays
@@ -25,8 +26,8 @@
  * overlap thread's, the agent's) is made holding the endpoint's `mpi_lock`.
  * A call that blocks inside MPI (a window lock awaiting its grant, a
  * collective) keeps the lock, which is right: while it is inside MPI this
- * rank's progress is made by that call. The agent's polls take the lock for
- * about a microsecond; an MPI_Iprobe on a communicator of its own, which
+ * rank's progress is made by that call. The agent's turns take the lock for
+ * a few microseconds; an MPI_Iprobe on a communicator of its own, which
  * never matches, is what runs the library's progress engine.
  *
  * The window calls that wait for the target (lock, unlock, flush, and the
@@ -39,6 +40,7 @@
  * mpirun then ends the job, naming this rank.
  */
 #include "comm/comm_internal.h"
+#include "comm/sockwatch.h"
 #include "core/clock.h"
 
 #include <sched.h>
@@ -71,7 +73,7 @@ typedef struct watchdog {
 /* The communication agent (see the top of this file). */
 typedef struct agent {
     MPI_Comm quiet;   /* the agent's own duplicate, on which nothing is ever sent */
-    long period_ns;   /* between polls */
+    long period_us;   /* the longest sleep between turns */
     atomic_bool quit;
     bool running;
     pthread_t thread;
@@ -84,6 +86,7 @@ typedef struct mpi_comm {
     /* Held across every MPI call of this endpoint (MPI_THREAD_SERIALIZED:
      * the worker, an overlap thread and the agent take turns). */
     pthread_mutex_t mpi_lock;
+    atomic_uint_fast64_t entries; /* MPI calls begun under mpi_lock, for the agent */
     watchdog dog;
     agent agent;
 } mpi_comm;
@@ -111,7 +114,12 @@ static void mpi_enter(herd_comm *c) { (void)c; }
 
 static void mpi_leave(herd_comm *c) { (void)c; }
 #else
-static void mpi_enter(herd_comm *c) { pthread_mutex_lock(&((mpi_comm *)c)->mpi_lock); }
+static void mpi_enter(herd_comm *c)
+{
+    mpi_comm *m = (mpi_comm *)c;
+    pthread_mutex_lock(&m->mpi_lock);
+    atomic_fetch_add_explicit(&m->entries, 1, memory_order_relaxed);
+}
 
 static void mpi_leave(herd_comm *c) { pthread_mutex_unlock(&((mpi_comm *)c)->mpi_lock); }
 #endif
@@ -183,27 +191,60 @@ static void watchdog_stop(mpi_comm *m)
     m->dog.running = false;
 }
 
-/* The agent's period where HERD_MPI_PROGRESS_US does not set one: a window
- * request waits for the target's agent half of it on average. */
-#define AGENT_US 50
+/* The agent's longest sleep where HERD_MPI_PROGRESS_US does not set one.
+ * A message over TCP wakes it at once (sockwatch.h); one over shared
+ * memory (a rank of the same host, when the window spans hosts and Open
+ * MPI serves all of it by messages) waits for the agent's next turn, half
+ * of this on average. Every turn costs the core a switch away from compute
+ * and back, some 30 us on this project's virtual machines: at 50 us a
+ * computing rank lost a fifth of its speed. */
+#define AGENT_US 250
 
 #ifndef HERD_SIM
+/* Takes one turn in MPI where the worker took none since the last (seen:
+ * the entries counted then); whether it did. */
+static bool agent_turn(mpi_comm *m, uint_fast64_t *seen)
+{
+    /* a worker (or its overlap thread) that entered MPI made progress
+     * itself, and one holding the lock is inside MPI doing so */
+    uint_fast64_t now = atomic_load_explicit(&m->entries, memory_order_relaxed);
+    bool idle = now == *seen;
+    *seen = now;
+    if (!idle || pthread_mutex_trylock(&m->mpi_lock) != 0)
+        return false;
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, m->agent.quiet, &flag, MPI_STATUS_IGNORE);
+    pthread_mutex_unlock(&m->mpi_lock);
+    m->agent.polls++;
+    return true;
+}
+
 static void *agent_main(void *p)
 {
     mpi_comm *m = p;
     agent *a = &m->agent;
-    struct timespec nap = {0, a->period_ns};
+    herd__sockwatch sw;
+    herd__sockwatch_init(&sw);
+    uint_fast64_t seen = 0;
+    long nap_us = 0; /* input that stays after a turn: not MPI's to read now */
     while (!atomic_load_explicit(&a->quit, memory_order_relaxed)) {
-        int flag = 0;
-        /* an uncontended turn: the worker holds the lock only inside MPI,
-         * where its own call makes this rank's progress anyway */
-        if (pthread_mutex_trylock(&m->mpi_lock) == 0) {
-            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, a->quiet, &flag, MPI_STATUS_IGNORE);
-            pthread_mutex_unlock(&m->mpi_lock);
-            a->polls++;
+        bool input = herd__sockwatch_wait(&sw, a->period_us);
+        bool turned = agent_turn(m, &seen);
+        if (!input) {
+            nap_us = 0;
+            continue;
         }
-        nanosleep(&nap, NULL);
+        /* input that wakes it again at once (the worker inside MPI reads
+         * it, or the socket is another thread's): back off to the period */
+        nap_us = turned && nap_us == 0 ? 0 : (nap_us ? 2 * nap_us : 10);
+        if (nap_us > a->period_us)
+            nap_us = a->period_us;
+        if (nap_us) {
+            struct timespec ts = {0, nap_us * 1000L};
+            nanosleep(&ts, NULL);
+        }
     }
+    herd__sockwatch_free(&sw);
     return NULL;
 }
 #endif
@@ -239,7 +280,7 @@ static void agent_start(mpi_comm *m, int provided)
         a->quiet = MPI_COMM_NULL;
         return;
     }
-    a->period_ns = us * 1000L;
+    a->period_us = us;
     a->running = pthread_create(&a->thread, NULL, agent_main, m) == 0;
 #endif
 }
