@@ -53,7 +53,7 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -c $< -o $@
 
-$(BUILD)/src/comm/mpi.o: CPPFLAGS += $(MPI_CFLAGS)
+$(BUILD)/src/comm/mpi.o $(BUILD)/src/comm/mpi_am.o: CPPFLAGS += $(MPI_CFLAGS)
 # the engine registry lists the mpi engine where mpi.c defines it
 $(BUILD)/src/comm/engine.o: CPPFLAGS += $(if $(MPI_CFLAGS),-DHERD_HAVE_MPI)
 
@@ -80,6 +80,8 @@ test-mpi: $(BUILD)/mpi-checks $(BUILD)/herd
 	@test -n "$(MPI_LIBS)" || { echo "test-mpi: herd was built without MPI (no mpicc)"; exit 1; }
 	@fail=0; for n in 1 2 3 4 5 8; do timeout 120 $(MPIRUN) -np $$n $(BUILD)/mpi-checks || fail=1; done; \
 	for n in 2 4; do timeout 120 $(MPIRUN) -np $$n $(BUILD)/mpi-checks --progress || fail=1; done; \
+	for n in 2 3 4 8; do HERD_MPI_WINDOWS=agent timeout 120 $(MPIRUN) -x HERD_MPI_WINDOWS -np $$n $(BUILD)/mpi-checks || fail=1; done; \
+	HERD_MPI_WINDOWS=agent timeout 120 $(MPIRUN) -x HERD_MPI_WINDOWS -np 4 $(BUILD)/mpi-checks --progress || fail=1; \
 	tests/mpi/train_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
 	tests/mpi/ckpt_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
 	tests/mpi/fail_matrix.sh $(BUILD)/herd "$(MPIRUN)" $(BUILD)/mpi-checks || fail=1; exit $$fail

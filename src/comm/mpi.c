@@ -52,80 +52,12 @@
 
 #ifdef HERD_HAVE_MPI
 
-#include <mpi.h>
-#include <pthread.h>
+#include "comm/mpi_internal.h"
+
+#include <fcntl.h>
 #include <unistd.h>
 
-/* The watchdog of the window calls (see the top of this file). The calling
- * thread arms it with plain atomic stores (no lock on the hot path); the
- * watchdog looks every 20 ms. */
-typedef struct watchdog {
-    _Atomic double deadline;    /* 0: disarmed */
-    _Atomic(const char *) what; /* the armed call: a string literal */
-    atomic_size_t peer;
-    atomic_bool quit;
-    bool running;
-    pthread_t thread;
-    _Atomic double timeout_s;   /* for the message */
-    size_t rank;
-} watchdog;
-
-/* The communication agent (see the top of this file). */
-typedef struct agent {
-    MPI_Comm quiet;   /* the agent's own duplicate, on which nothing is ever sent */
-    long period_us;   /* the longest sleep between turns */
-    atomic_bool quit;
-    bool running;
-    pthread_t thread;
-    uint64_t polls;   /* written by the agent thread only; read after it ends */
-} agent;
-
-typedef struct mpi_comm {
-    herd_comm base;
-    MPI_Comm world;
-    /* Held across every MPI call of this endpoint (MPI_THREAD_SERIALIZED:
-     * the worker, an overlap thread and the agent take turns). */
-    pthread_mutex_t mpi_lock;
-    atomic_uint_fast64_t entries; /* MPI calls begun under mpi_lock, for the agent */
-    watchdog dog;
-    agent agent;
-} mpi_comm;
-
-struct herd_req {
-    MPI_Request r;
-    size_t peer;
-    int tag;
-    bool recv;
-};
-
-/* A window. In a world of one rank it is plain local memory (`local`):
- * Open MPI 4.1's default one-sided components refuse a one-rank window, and
- * nobody else can reach it anyway. */
-struct herd_win {
-    MPI_Win win;
-    char *local;
-    unsigned flags; /* HERD_WIN_* */
-};
-
-#ifdef HERD_SIM
-/* SimGrid's ranks are actors of one process that never preempt each other,
- * and herd-sim has no agent */
-static void mpi_enter(herd_comm *c) { (void)c; }
-
-static void mpi_leave(herd_comm *c) { (void)c; }
-#else
-static void mpi_enter(herd_comm *c)
-{
-    mpi_comm *m = (mpi_comm *)c;
-    pthread_mutex_lock(&m->mpi_lock);
-    atomic_fetch_add_explicit(&m->entries, 1, memory_order_relaxed);
-}
-
-static void mpi_leave(herd_comm *c) { pthread_mutex_unlock(&((mpi_comm *)c)->mpi_lock); }
-#endif
-
-/* Called without the endpoint's MPI lock held. */
-static herd_status mpi_fail(herd_comm *c, int rc, const char *what)
+herd_status herd__mpi_fail(herd_comm *c, int rc, const char *what)
 {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -135,6 +67,7 @@ static herd_status mpi_fail(herd_comm *c, int rc, const char *what)
     return herd_err_set(&c->err, HERD_EIO, "rank %zu: %s failed: %.*s", c->rank, what, len, msg);
 }
 
+
 /* Makes one MPI call holding the endpoint's MPI lock; its return code. */
 #define MPI_LOCKED(c, call) (mpi_enter(c), herd__mpi_rc = (call), mpi_leave(c), herd__mpi_rc)
 
@@ -142,7 +75,7 @@ static herd_status mpi_fail(herd_comm *c, int rc, const char *what)
     do {                                               \
         int herd__mpi_rc;                              \
         if (MPI_LOCKED(c, call) != MPI_SUCCESS)        \
-            return mpi_fail((c), herd__mpi_rc, #call); \
+            return herd__mpi_fail((c), herd__mpi_rc, #call); \
     } while (0)
 
 static MPI_Comm world_of(herd_comm *c) { return ((mpi_comm *)c)->world; }
@@ -199,6 +132,8 @@ static void watchdog_stop(mpi_comm *m)
  * and back, some 30 us on this project's virtual machines: at 50 us a
  * computing rank lost a fifth of its speed. */
 #define AGENT_US 250
+/* The sleep after a turn that served a window request. */
+#define AGENT_AFTER_US 20
 
 #ifndef HERD_SIM
 /* Takes one turn in MPI where the worker took none since the last (seen:
@@ -219,6 +154,20 @@ static bool agent_turn(mpi_comm *m, uint_fast64_t *seen)
     return true;
 }
 
+/* The agent's turn where it serves windows (mpi_am.c): every turn, as the
+ * worker's own calls serve none; whether it served a request. */
+static bool agent_serve(mpi_comm *m)
+{
+    char drop[64];
+    while (read(m->agent.wake[0], drop, sizeof drop) > 0)
+        continue; /* the wakes so far are answered by this turn */
+    pthread_mutex_lock(&m->mpi_lock);
+    bool served = herd__am_serve(m);
+    pthread_mutex_unlock(&m->mpi_lock);
+    m->agent.polls++;
+    return served;
+}
+
 static void *agent_main(void *p)
 {
     mpi_comm *m = p;
@@ -227,8 +176,14 @@ static void *agent_main(void *p)
     herd__sockwatch_init(&sw);
     uint_fast64_t seen = 0;
     long nap_us = 0; /* input that stays after a turn: not MPI's to read now */
+    bool served = false;
     while (!atomic_load_explicit(&a->quit, memory_order_relaxed)) {
-        bool input = herd__sockwatch_wait(&sw, a->period_us);
+        /* after a request, look again soon: its epoch's next ones follow */
+        bool input = herd__sockwatch_wait(&sw, served ? AGENT_AFTER_US : a->period_us, a->wake[0]);
+        if (m->am) {
+            served = agent_serve(m);
+            continue;
+        }
         bool turned = agent_turn(m, &seen);
         if (!input) {
             nap_us = 0;
@@ -270,6 +225,7 @@ static void agent_start(mpi_comm *m, int provided)
 {
     agent *a = &m->agent;
     a->quiet = MPI_COMM_NULL;
+    a->wake[0] = a->wake[1] = -1;
 #ifdef HERD_SIM
     (void)provided; /* SimGrid's windows and sends need no target: nothing to model */
 #else
@@ -281,6 +237,12 @@ static void agent_start(mpi_comm *m, int provided)
         return;
     }
     a->period_us = us;
+    if (pipe(a->wake) != 0) {
+        a->wake[0] = a->wake[1] = -1;
+        return;
+    }
+    fcntl(a->wake[0], F_SETFL, O_NONBLOCK);
+    fcntl(a->wake[1], F_SETFL, O_NONBLOCK);
     a->running = pthread_create(&a->thread, NULL, agent_main, m) == 0;
 #endif
 }
@@ -293,6 +255,9 @@ static void agent_stop(mpi_comm *m)
     atomic_store(&a->quit, true);
     pthread_join(a->thread, NULL);
     a->running = false;
+    close(a->wake[0]);
+    close(a->wake[1]);
+    a->wake[0] = a->wake[1] = -1;
 }
 
 /* Runs one window call under the watchdog, deadline the caller's or now
@@ -308,7 +273,7 @@ static void agent_stop(mpi_comm *m)
         int herd__grc = MPI_LOCKED(c, call);                                       \
         atomic_store(&herd__d->deadline, 0.0);                                     \
         if (herd__grc != MPI_SUCCESS)                                              \
-            return mpi_fail((c), herd__grc, #call);                                \
+            return herd__mpi_fail((c), herd__grc, #call);                                \
     } while (0)
 
 static herd_status m_start(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, bool recv, herd_req **req)
@@ -324,7 +289,7 @@ static herd_status m_start(herd_comm *c, size_t peer, int tag, void *buf, size_t
                   : MPI_LOCKED(c, MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r));
     if (rc != MPI_SUCCESS) {
         free(r);
-        return mpi_fail(c, rc, recv ? "MPI_Irecv" : "MPI_Isend");
+        return herd__mpi_fail(c, rc, recv ? "MPI_Irecv" : "MPI_Isend");
     }
     *req = r;
     return HERD_OK;
@@ -353,7 +318,7 @@ static herd_status m_test(herd_comm *c, herd_req *req, bool *done)
 /* Between polls: yield the core for the first 20 ms of a wait (a transfer
  * in flight completes within that), then sleep 50 us, and 1 ms after the
  * first second, so a rank waiting for a slow peer stays nearly idle. */
-static void backoff(double t_start)
+void herd__mpi_backoff(double t_start)
 {
     double waited = herd__now() - t_start;
     if (waited < 0.02) {
@@ -386,7 +351,7 @@ static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
             return herd_err_set(&c->err, HERD_ETIMEOUT,
                                 "rank %zu: timed out after %g s waiting to %s rank %zu (tag %d)", c->rank,
                                 c->timeout_s, saved.recv ? "receive from" : "send to", saved.peer, saved.tag);
-        backoff(t_start);
+        herd__mpi_backoff(t_start);
     }
 }
 
@@ -399,8 +364,7 @@ static void m_cancel(herd_comm *c, herd_req *req)
     free(req);
 }
 
-/* Polls a nonblocking collective until it completes or the deadline passes. */
-static herd_status poll_collective(herd_comm *c, MPI_Request *r, double deadline, const char *what)
+herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const char *what)
 {
 #ifdef HERD_SIM
     (void)deadline, (void)what; /* as m_wait */
@@ -416,7 +380,7 @@ static herd_status poll_collective(herd_comm *c, MPI_Request *r, double deadline
         if (herd__now() >= deadline)
             return herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s in %s", c->rank,
                                 c->timeout_s, what);
-        backoff(t_start);
+        herd__mpi_backoff(t_start);
     }
 }
 
@@ -424,7 +388,7 @@ static herd_status m_barrier(herd_comm *c, double deadline)
 {
     MPI_Request r;
     MPI_TRY(c, MPI_Ibarrier(world_of(c), &r));
-    return poll_collective(c, &r, deadline, "a barrier (some rank never arrived)");
+    return herd__mpi_poll(c, &r, deadline, "a barrier (some rank never arrived)");
 }
 
 static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, unsigned flags, herd_win **out)
@@ -439,11 +403,20 @@ static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, unsigned
         *out = w;
         return HERD_OK;
     }
+    if (((mpi_comm *)c)->am) {
+        herd_status st = herd__am_win_create(c, w, base, bytes, herd__comm_deadline(c));
+        if (st < 0) {
+            free(w);
+            return st;
+        }
+        *out = w;
+        return HERD_OK;
+    }
     int herd__mpi_rc;
     int rc = MPI_LOCKED(c, MPI_Win_create(base, (MPI_Aint)bytes, 1, MPI_INFO_NULL, world_of(c), &w->win));
     if (rc != MPI_SUCCESS) {
         free(w);
-        return mpi_fail(c, rc, "MPI_Win_create");
+        return herd__mpi_fail(c, rc, "MPI_Win_create");
     }
     /* a window's errors are fatal by default (they do not follow the
      * communicator's handler): a peer that died in the middle of a put
@@ -457,6 +430,8 @@ static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exc
 {
     if (w->local)
         return HERD_OK;
+    if (w->am)
+        return herd__am_lock(c, w, target, exclusive, deadline);
 #ifdef HERD_SIM
     /* SimGrid 3.32 keeps one mode per window for all holders: an exclusive
      * lock taken while a shared one is held is not exclusive, and their
@@ -481,6 +456,8 @@ static herd_status m_win_unlock(herd_comm *c, herd_win *w, size_t target)
 {
     if (w->local)
         return HERD_OK;
+    if (w->am)
+        return herd__am_unlock(c, w, target, herd__comm_deadline(c));
 #ifdef HERD_SIM
     /* SimGrid 3.32 releases the lock before a put in flight lands, so the
      * next holder can read the old value (lost fetch-and-add increments). */
@@ -496,6 +473,8 @@ static herd_status m_win_get(herd_comm *c, herd_win *w, size_t target, size_t of
         memcpy(dst, w->local + offset, bytes);
         return HERD_OK;
     }
+    if (w->am)
+        return herd__am_get(c, w, target, offset, dst, bytes);
     GUARDED(c, "MPI_Get", target, herd__comm_deadline(c),
             MPI_Get(dst, (int)bytes, MPI_BYTE, (int)target, (MPI_Aint)offset, (int)bytes, MPI_BYTE, w->win));
     return HERD_OK;
@@ -507,6 +486,8 @@ static herd_status m_win_put(herd_comm *c, herd_win *w, size_t target, size_t of
         memcpy(w->local + offset, src, bytes);
         return HERD_OK;
     }
+    if (w->am)
+        return herd__am_put(c, w, target, offset, src, bytes);
     GUARDED(c, "MPI_Put", target, herd__comm_deadline(c),
             MPI_Put(src, (int)bytes, MPI_BYTE, (int)target, (MPI_Aint)offset, (int)bytes, MPI_BYTE, w->win));
     return HERD_OK;
@@ -524,6 +505,8 @@ static herd_status m_win_accumulate(herd_comm *c, herd_win *w, size_t target, si
         }
         return HERD_OK;
     }
+    if (w->am)
+        return herd__am_accumulate(c, w, target, offset, src, count);
     GUARDED(c, "MPI_Accumulate", target, herd__comm_deadline(c),
             MPI_Accumulate(src, (int)count, MPI_FLOAT, (int)target, (MPI_Aint)offset, (int)count, MPI_FLOAT, MPI_SUM,
                            w->win));
@@ -534,12 +517,19 @@ static herd_status m_win_flush(herd_comm *c, herd_win *w, size_t target)
 {
     if (w->local)
         return HERD_OK;
+    if (w->am)
+        return herd__am_flush(c, w, target, herd__comm_deadline(c));
     GUARDED(c, "MPI_Win_flush", target, herd__comm_deadline(c), MPI_Win_flush((int)target, w->win));
     return HERD_OK;
 }
 
 static herd_status m_win_free(herd_comm *c, herd_win *w)
 {
+    if (w->am) {
+        herd_status st = herd__am_win_free(c, w, herd__comm_deadline(c));
+        free(w);
+        return st;
+    }
     if (w->local || c->failed) { /* failed: the job is about to be aborted */
         free(w);
         return HERD_OK;
@@ -548,7 +538,7 @@ static herd_status m_win_free(herd_comm *c, herd_win *w)
     int rc = MPI_LOCKED(c, MPI_Win_free(&w->win));
     free(w);
     if (rc != MPI_SUCCESS)
-        return mpi_fail(c, rc, "MPI_Win_free");
+        return herd__mpi_fail(c, rc, "MPI_Win_free");
     return HERD_OK;
 }
 
@@ -565,7 +555,7 @@ static herd_status m_allreduce_sum(herd_comm *c, float *buf, size_t count, doubl
     return HERD_OK;
 #endif
     MPI_TRY(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c), &r));
-    return poll_collective(c, &r, deadline, "MPI_Allreduce");
+    return herd__mpi_poll(c, &r, deadline, "MPI_Allreduce");
 }
 
 static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *o,
@@ -583,6 +573,7 @@ static void m_free(herd_comm *c)
     mpi_comm *m = (mpi_comm *)c;
     agent_stop(m);
     watchdog_stop(m);
+    herd__am_free(m);
     if (!c->failed) { /* collective, as win_free */
         MPI_Comm_free(&m->world);
         if (m->agent.quiet != MPI_COMM_NULL)
@@ -661,8 +652,9 @@ static herd_status mpi_start(int *argc, char ***argv, bool *osc, herd_err *err)
     return HERD_OK;
 }
 
-/* This rank's endpoint, on its own duplicate of MPI_COMM_WORLD (collective). */
-static herd_status new_endpoint(herd_comm **out, herd_err *err)
+/* This rank's endpoint, on its own duplicate of MPI_COMM_WORLD
+ * (collective); am: its windows are served by the agents (mpi_am.c). */
+static herd_status new_endpoint(bool am, herd_comm **out, herd_err *err)
 {
     int provided = 0;
     MPI_Query_thread(&provided);
@@ -684,12 +676,66 @@ static herd_status new_endpoint(herd_comm **out, herd_err *err)
     agent_start(m, provided);
     watchdog_start(m);
     *out = &m->base;
+#ifndef HERD_SIM
+    if (am && herd__am_create(m, &m->am) < 0) {
+        *err = m->base.err;
+        m_free(&m->base);
+        *out = NULL;
+        return HERD_EIO;
+    }
+    if (am && !m->agent.running) { /* nobody would serve this rank's windows */
+        herd_err_set(err, HERD_EIO,
+                     "rank %d: no communication agent (HERD_MPI_PROGRESS_US=0, or no thread), and the windows "
+                     "need one across hosts (HERD_MPI_WINDOWS=mpi takes Open MPI's)", rank);
+        m->base.failed = true;
+        m_free(&m->base);
+        *out = NULL;
+        return HERD_EIO;
+    }
+#else
+    (void)am;
+#endif
     return HERD_OK;
 }
 
 /* ---- the engine table ------------------------------------------------- */
 
 extern const herd_engine herd__engine_mpi; /* below */
+
+typedef struct mpi_world {
+    herd_world base;
+    bool am; /* windows served by the agents (mpi_am.c) */
+} mpi_world;
+
+/* Whether the windows are to be served by the agents over messages
+ * (collective): HERD_MPI_WINDOWS=agent or =mpi says; else where the ranks
+ * span several hosts (Open MPI would carry its windows by pt2pt, several
+ * round trips an operation) and the user chose no one-sided component
+ * (osc: herd chose it). Never in herd-sim, whose windows need no target. */
+static bool windows_by_agent(bool osc)
+{
+#ifdef HERD_SIM
+    (void)osc;
+    return false;
+#else
+    const char *e = getenv("HERD_MPI_WINDOWS");
+    if (e && !strcmp(e, "agent"))
+        return true;
+    if (e && !strcmp(e, "mpi"))
+        return false;
+    MPI_Comm node;
+    int size = 0, local = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return false;
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+    /* every rank answers alike: one with all its host's ranks sees the others off it */
+    int spread = local < size, any = 0;
+    MPI_Allreduce(&spread, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any && osc;
+#endif
+}
 
 static herd_status e_world_create(size_t workers, herd_world **out, herd_err *err)
 {
@@ -704,24 +750,28 @@ static herd_status e_world_create(size_t workers, herd_world **out, herd_err *er
         return herd_err_set(err, HERD_EINVAL,
                             "--workers %zu does not match the %d MPI ranks (on the mpi engine each rank is one worker)",
                             workers, size);
-    herd_world *w = malloc(sizeof *w);
+    mpi_world *w = malloc(sizeof *w);
     if (!w)
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
-    *w = (herd_world){.engine = &herd__engine_mpi, .size = (size_t)size, .first_rank = (size_t)rank, .nlocal = 1};
-    if (osc && size > 1)
-        w->note = "mpi: one-sided windows over Open MPI's osc " OSC_CHOICE
-                  " (pt2pt where the ranks are on several hosts; set OMPI_MCA_osc to choose)";
-    *out = w;
+    w->base = (herd_world){.engine = &herd__engine_mpi, .size = (size_t)size, .first_rank = (size_t)rank, .nlocal = 1};
+    w->am = size > 1 && windows_by_agent(osc);
+    if (w->am)
+        w->base.note = "mpi: one-sided windows served by each rank's agent over messages (the ranks span several "
+                       "hosts; HERD_MPI_WINDOWS=mpi takes Open MPI's own)";
+    else if (osc && size > 1)
+        w->base.note = "mpi: one-sided windows over Open MPI's osc " OSC_CHOICE
+                       " (pt2pt where the ranks are on several hosts; set OMPI_MCA_osc to choose)";
+    *out = &w->base;
     return HERD_OK;
 }
 
 static herd_status e_endpoint(herd_world *w, size_t rank, herd_comm **out, herd_err *err)
 {
-    (void)w, (void)rank; /* the one local rank: herd_world_endpoint checked it */
-    return new_endpoint(out, err);
+    (void)rank; /* the one local rank: herd_world_endpoint checked it */
+    return new_endpoint(((mpi_world *)w)->am, out, err);
 }
 
-static void e_world_free(herd_world *w) { free(w); }
+static void e_world_free(herd_world *w) { free((mpi_world *)w); }
 
 static void e_shutdown(void)
 {

@@ -55,10 +55,13 @@ static void scan(herd__sockwatch *s)
     closedir(d);
 }
 
-bool herd__sockwatch_wait(herd__sockwatch *s, long timeout_us)
+bool herd__sockwatch_wait(herd__sockwatch *s, long timeout_us, int extra_fd)
 {
-    if (herd__now() >= s->next_scan)
+    if (herd__now() >= s->next_scan) {
         scan(s);
+        if (extra_fd >= 0)
+            add_fd(s, extra_fd);
+    }
     struct timespec ts = {timeout_us / 1000000, (timeout_us % 1000000) * 1000L};
     int k = ppoll(s->fds, s->n, &ts, NULL);
     if (k <= 0)

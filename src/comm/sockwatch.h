@@ -21,11 +21,11 @@ typedef struct herd__sockwatch {
 
 /* Starts with no sockets: the first wait scans. */
 void herd__sockwatch_init(herd__sockwatch *s);
-/* Waits until a socket of this process has input (true) or timeout_us
- * microseconds pass (false). Sockets are looked up again every
+/* Waits until a socket of this process, or extra_fd (when >= 0), has
+ * input (true) or timeout_us microseconds pass (false). Sockets are looked up again every
  * HERD__SOCKWATCH_RESCAN_S (connections open as peers first talk); one that
  * closes is left out until then. */
-bool herd__sockwatch_wait(herd__sockwatch *s, long timeout_us);
+bool herd__sockwatch_wait(herd__sockwatch *s, long timeout_us, int extra_fd);
 void herd__sockwatch_free(herd__sockwatch *s);
 
 #define HERD__SOCKWATCH_RESCAN_S 0.05

@@ -1,0 +1,126 @@
+/* mpi_internal.h — what the mpi engine's two files share: mpi.c (the
+ * engine: messages, collectives, MPI's windows, the agent and watchdog) and
+ * mpi_am.c (windows served by the agent over messages). Internal to
+ * src/comm, the only place besides them that sees mpi.h. See mpi.c's top
+ * comment for the threads and the MPI lock. */
+#ifndef HERD_COMM_MPI_INTERNAL_H
+#define HERD_COMM_MPI_INTERNAL_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm/comm_internal.h"
+
+/* The watchdog of the window calls (see the top of this file). The calling
+ * thread arms it with plain atomic stores (no lock on the hot path); the
+ * watchdog looks every 20 ms. */
+typedef struct watchdog {
+    _Atomic double deadline;    /* 0: disarmed */
+    _Atomic(const char *) what; /* the armed call: a string literal */
+    atomic_size_t peer;
+    atomic_bool quit;
+    bool running;
+    pthread_t thread;
+    _Atomic double timeout_s;   /* for the message */
+    size_t rank;
+} watchdog;
+
+/* The communication agent (see the top of mpi.c). */
+typedef struct agent {
+    MPI_Comm quiet;   /* the agent's own duplicate, on which nothing is ever sent */
+    long period_us;   /* the longest sleep between turns */
+    atomic_bool quit;
+    bool running;
+    pthread_t thread;
+    int wake[2];      /* a pipe: writing a byte wakes the agent at once */
+    uint64_t polls;   /* written by the agent thread only; read after it ends */
+} agent;
+
+typedef struct am_state am_state; /* mpi_am.c */
+typedef struct am_win am_win;     /* mpi_am.c */
+
+typedef struct mpi_comm {
+    herd_comm base;
+    MPI_Comm world;
+    /* Held across every MPI call of this endpoint (MPI_THREAD_SERIALIZED:
+     * the worker, an overlap thread and the agent take turns). */
+    pthread_mutex_t mpi_lock;
+    atomic_uint_fast64_t entries; /* MPI calls begun under mpi_lock, for the agent */
+    watchdog dog;
+    agent agent;
+    am_state *am; /* not NULL: windows are served by the agents over messages (mpi_am.c) */
+} mpi_comm;
+
+struct herd_req {
+    MPI_Request r;
+    size_t peer;
+    int tag;
+    bool recv;
+};
+
+/* A window. In a world of one rank it is plain local memory (`local`):
+ * Open MPI 4.1's default one-sided components refuse a one-rank window, and
+ * nobody else can reach it anyway. */
+struct herd_win {
+    MPI_Win win;
+    char *local;
+    unsigned flags; /* HERD_WIN_* */
+    am_win *am;     /* not NULL: served over messages (mpi_am.c), win unused */
+};
+
+#ifdef HERD_SIM
+/* SimGrid's ranks are actors of one process that never preempt each other,
+ * and herd-sim has no agent */
+static inline void mpi_enter(herd_comm *c) { (void)c; }
+
+static inline void mpi_leave(herd_comm *c) { (void)c; }
+#else
+static inline void mpi_enter(herd_comm *c)
+{
+    mpi_comm *m = (mpi_comm *)c;
+    pthread_mutex_lock(&m->mpi_lock);
+    atomic_fetch_add_explicit(&m->entries, 1, memory_order_relaxed);
+}
+
+static inline void mpi_leave(herd_comm *c) { pthread_mutex_unlock(&((mpi_comm *)c)->mpi_lock); }
+#endif
+
+/* c's error for MPI's return code rc in `what`; called without the MPI lock. */
+herd_status herd__mpi_fail(herd_comm *c, int rc, const char *what);
+/* Between the polls of a wait that started at t_start (monotonic s). */
+void herd__mpi_backoff(double t_start);
+/* Polls a nonblocking collective (or any request) until it completes or the
+ * deadline passes, the MPI lock held only for each test. */
+herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const char *what);
+
+/* ---- windows over messages (mpi_am.c) ----------------------------------
+ * Used where the ranks span several hosts and the user chose no one-sided
+ * component: there Open MPI's windows (osc pt2pt) take several round trips
+ * per operation, each answered only when the target enters MPI. Here an
+ * operation is one message to the target's agent, which applies it to the
+ * window's memory or answers with the data: a lock, a get, an accumulate
+ * and the unlock of one exchange travel back to back, and the origin waits
+ * once, for the answers. Locks are the agent's (shared or exclusive per
+ * window, granted in order of arrival); the target's own worker takes them
+ * too, without a message. */
+/* Collective, at the endpoint's creation: *out NULL where it fails. */
+herd_status herd__am_create(mpi_comm *m, am_state **out);
+void herd__am_free(mpi_comm *m);
+/* The agent's turn: serves every request that has come (the MPI lock
+ * held); whether it served any. */
+bool herd__am_serve(mpi_comm *m);
+herd_status herd__am_win_create(herd_comm *c, herd_win *w, void *base, size_t bytes, double deadline);
+herd_status herd__am_win_free(herd_comm *c, herd_win *w, double deadline);
+herd_status herd__am_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive, double deadline);
+herd_status herd__am_unlock(herd_comm *c, herd_win *w, size_t target, double deadline);
+herd_status herd__am_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);
+herd_status herd__am_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);
+herd_status herd__am_accumulate(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
+                                size_t count);
+herd_status herd__am_flush(herd_comm *c, herd_win *w, size_t target, double deadline);
+
+#endif
+
