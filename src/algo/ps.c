@@ -190,7 +190,6 @@ typedef struct ps_state {
     size_t ssp_who;      /* the worker an SSP wait is waiting for */
     float group_have;    /* gradients in the open softsync group, as last seen */
     float *pulled;       /* per shard: COUNT at the pull */
-    float *counts;       /* per shard: COUNT and GROUP as a push read them */
     float *upd;          /* nparams */
     float *buf;          /* nparams */
     /* per-epoch figures */
@@ -233,10 +232,9 @@ static herd_status ps_init(herd_algo *a, herd_worker *w)
                             "%.0f gradients is more than the parameter server's counters hold exactly (2^24)", updates);
     size_t shards = pc->shards ? pc->shards : w->nworkers;
     s->pulled = calloc(shards, sizeof *s->pulled);
-    s->counts = calloc(2 * shards, sizeof *s->counts);
     s->upd = malloc(w->nparams * sizeof(float));
     s->buf = malloc(w->nparams * sizeof(float));
-    if (!s->pulled || !s->counts || !s->upd || !s->buf)
+    if (!s->pulled || !s->upd || !s->buf)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the parameter server state");
     /* every worker starts from the same weights (same seed), so any copy
      * seeds the server */
@@ -350,20 +348,15 @@ static herd_status ps_before_step(herd_algo *a, herd_worker *w)
     HERD_TRY(check_servers(s, w));
     if (s->ssp_win)
         HERD_TRY(ssp_wait(s, w));
-    /* every shard's read is in flight before any is waited for: where a
-     * holder answers by message (another host) the pull costs one round
-     * trip, not one per shard */
-    size_t locked = 0;
-    for (size_t k = 0; k < s->center.shards && st == HERD_OK; k++) {
-        if ((st = herd__center_lock(&s->center, k, false)) < 0)
-            break;
-        locked++;
+    for (size_t k = 0; k < s->center.shards; k++) {
+        HERD_TRY(herd__center_lock(&s->center, k, false));
         st = herd__center_get(&s->center, k, SLOT_W, w->params);
         if (st == HERD_OK)
             st = herd__center_get_count(&s->center, k, CNT_COUNT, &s->pulled[k]);
-    }
-    for (size_t k = 0; k < locked; k++)
         HERD_KEEP_FIRST(st, herd__center_unlock(&s->center, k));
+        if (st < 0)
+            goto out;
+    }
 out:
     return st;
 }
@@ -479,76 +472,53 @@ out:
     return st;
 }
 
-/* The push to shard k once its lock is held and its counters (COUNT,
- * GROUP) are in v: the update, scaled by its staleness; softsync adds it
- * to the open group instead, and applies the group when it fills. */
-static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, const float *v, float eta_base)
+static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, float eta_base)
 {
     herd_status st = HERD_OK;
     herd__center *c = &s->center;
     size_t lo, hi, softsync = opts_of(w)->softsync;
     herd__center_range(c, k, &lo, &hi);
+    float v[2] = {0}; /* COUNT, GROUP */
+    HERD_TRY(herd__center_lock(c, k, true));
+    st = read_counts(c, k, v, softsync > 1 ? 2 : 1);
     float count = v[CNT_COUNT], group = v[CNT_GROUP];
-    float eta = stale_eta(s, w, k, count, eta_base);
-    if (softsync == 1) {
-        scaled(s->upd, w->grads, lo, hi, eta);
-        HERD_TRY(apply_update(s, w, k, lo, hi));
-    } else {
-        scaled(s->upd, w->grads, lo, hi, eta / (float)softsync);
-        HERD_TRY(herd__center_accumulate(c, k, SLOT_ACC, s->upd));
-        HERD_TRY(herd__center_add_count(c, k, CNT_GROUP, 1.0f));
-        if (group + 1 >= (float)softsync)
-            HERD_TRY(apply_group(s, w, k, group + 1));
+    if (st == HERD_OK) {
+        float eta = stale_eta(s, w, k, count, eta_base);
+        if (softsync == 1) {
+            scaled(s->upd, w->grads, lo, hi, eta);
+            st = apply_update(s, w, k, lo, hi);
+        } else {
+            scaled(s->upd, w->grads, lo, hi, eta / (float)softsync);
+            st = herd__center_accumulate(c, k, SLOT_ACC, s->upd);
+            if (st == HERD_OK)
+                st = herd__center_add_count(c, k, CNT_GROUP, 1.0f);
+            if (st == HERD_OK && group + 1 >= (float)softsync)
+                st = apply_group(s, w, k, group + 1);
+        }
+        s->pulled[k] = count; /* now: COUNT at the push, for the softsync wait */
     }
-    s->pulled[k] = count; /* now: COUNT at the push, for the softsync wait */
+    HERD_KEEP_FIRST(st, herd__center_unlock(c, k));
 out:
     return st;
 }
 
-/* hogwild: adds the update under a shared lock, nobody excluded. */
-static herd_status push_hogwild(ps_state *s, herd_worker *w, size_t k, const float *v, float eta_base)
+static herd_status push_hogwild(ps_state *s, herd_worker *w, size_t k, float eta_base)
 {
     herd_status st = HERD_OK;
     herd__center *c = &s->center;
     size_t lo, hi;
     herd__center_range(c, k, &lo, &hi);
-    scaled(s->upd, w->grads, lo, hi, -stale_eta(s, w, k, v[CNT_COUNT], eta_base));
-    HERD_TRY(herd__center_accumulate(c, k, SLOT_W, s->upd));
-    HERD_TRY(herd__center_add_count(c, k, CNT_COUNT, 1.0f));
-out:
-    return st;
-}
-
-/* Pushes the gradient to every shard. Exclusive locks are taken one
- * shard at a time: a worker holding one while it waits for another could
- * wait in a cycle, as holders grant locks in the order requests reach
- * them. hogwild takes shared locks only, which exclude nobody: every
- * shard's counter read is in flight before any is waited for, so where a
- * holder answers by message (another host) its push costs two round trips,
- * not two per shard. */
-static herd_status push_all(ps_state *s, herd_worker *w)
-{
-    herd_status st = HERD_OK;
-    herd__center *c = &s->center;
-    bool hog = s->kind == PS_HOGWILD;
-    size_t n = c->shards, nv = opts_of(w)->softsync > 1 ? 2 : 1;
-    float *v = s->counts; /* per shard: COUNT, GROUP */
-    for (size_t k0 = 0; k0 < n && st == HERD_OK; k0 = hog ? n : k0 + 1) {
-        size_t k1 = hog ? n : k0 + 1, locked = k0;
-        for (size_t k = k0; k < k1 && st == HERD_OK; k++) {
-            if ((st = herd__center_lock(c, k, !hog)) < 0)
-                break;
-            locked++;
-            for (size_t i = 0; i < nv && st == HERD_OK; i++)
-                st = herd__center_get_count(c, k, i, &v[2 * k + i]);
-        }
-        for (size_t k = k0; k < locked && st == HERD_OK; k++)
-            st = herd__center_flush(c, k);
-        for (size_t k = k0; k < locked && st == HERD_OK; k++)
-            st = hog ? push_hogwild(s, w, k, &v[2 * k], w->lr) : push_locked(s, w, k, &v[2 * k], w->lr);
-        for (size_t k = k0; k < locked; k++)
-            HERD_KEEP_FIRST(st, herd__center_unlock(c, k));
+    float count;
+    HERD_TRY(herd__center_lock(c, k, false));
+    st = read_counts(c, k, &count, 1);
+    if (st == HERD_OK) {
+        scaled(s->upd, w->grads, lo, hi, -stale_eta(s, w, k, count, eta_base));
+        st = herd__center_accumulate(c, k, SLOT_W, s->upd);
+        if (st == HERD_OK)
+            st = herd__center_add_count(c, k, CNT_COUNT, 1.0f);
     }
+    HERD_KEEP_FIRST(st, herd__center_unlock(c, k));
+out:
     return st;
 }
 
@@ -557,7 +527,8 @@ static herd_status ps_step(herd_algo *a, herd_worker *w)
     herd_status st = HERD_OK;
     ps_state *s = a->state;
     herd_optim_direction(&w->optim, w->grads, w->params);
-    HERD_TRY(push_all(s, w));
+    for (size_t k = 0; k < s->center.shards; k++)
+        HERD_TRY(s->kind == PS_HOGWILD ? push_hogwild(s, w, k, w->lr) : push_locked(s, w, k, w->lr));
     /* SSP counts a step as finished once its gradient is pushed: a worker
      * waiting for its softsync group must not hold back the workers that
      * would fill it */
@@ -688,7 +659,6 @@ static void ps_free(herd_algo *a, herd_worker *w)
     free(s->ssp_steps);
     free(s->ssp_view);
     free(s->pulled);
-    free(s->counts);
     free(s->upd);
     free(s->buf);
     free(s);

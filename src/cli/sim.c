@@ -454,7 +454,7 @@ typedef struct sim_opts {
     const char *platform, *link, *host_speed, *real_speed, *keep, *bin, *paje;
     herd__str_list slow, cfg;
     bool measured, dry_run, verbose, list;
-    double timeout_s, step_overhead_s;
+    double timeout_s, step_overhead_s, agent_wake_us;
 } sim_opts;
 
 static void sim_usage(FILE *out);
@@ -471,6 +471,8 @@ static void sim_flags(sim_opts *o, herd__flag *f)
         {"measured-compute", HERD__FLAG_BOOL, &o->measured, NULL, "time compute by measuring it here, not from FLOPs (not repeatable)", NULL},
         {"real-speed", HERD__FLAG_STR, &o->real_speed, "SPEED", "--measured-compute: this machine's rate (default 20Gf)", NULL},
         {"step-overhead", HERD__FLAG_DOUBLE, &o->step_overhead_s, "S", "a framework's cost per step, in seconds, beside the FLOPs (default 0)", NULL},
+        {"agent-wake-us", HERD__FLAG_DOUBLE, &o->agent_wake_us, "US",
+         "the time a rank's communication agent takes to wake and answer a window request, in microseconds, beside the network's (default 0)", NULL},
         {"sim-cfg", HERD__FLAG_LIST, &o->cfg, "KEY:VALUE", "a SimGrid --cfg option (repeatable)", NULL},
         {"paje", HERD__FLAG_STR, &o->paje, "FILE",
          "write SimGrid's trace of every rank's MPI calls and compute (Paje format: vite, paje tools) to FILE", NULL},
@@ -485,7 +487,7 @@ static void sim_flags(sim_opts *o, herd__flag *f)
     memcpy(f, t, sizeof t);
 }
 
-enum { SIM_NFLAGS = 18 };
+enum { SIM_NFLAGS = 19 };
 
 static void sim_usage(FILE *out)
 {
@@ -861,8 +863,8 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
         smpirun_line_make(o, c, workers, bin, xml, hosts, cmd, ncmd, train && !user_json, &line) != 0)
         goto out;
     if (o->dry_run || o->verbose) {
-        fprintf(stderr, "HERD_SIM_COMPUTE=%s HERD_SIM_STEP_OVERHEAD=%.9g", o->measured ? "measured" : "model",
-                o->step_overhead_s);
+        fprintf(stderr, "HERD_SIM_COMPUTE=%s HERD_SIM_STEP_OVERHEAD=%.9g HERD_SIM_AGENT_US=%.9g",
+                o->measured ? "measured" : "model", o->step_overhead_s, o->agent_wake_us);
         for (size_t i = 0; line.argv[i]; i++)
             fprintf(stderr, " %s", line.argv[i]);
         fputc('\n', stderr);
@@ -873,12 +875,14 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
     }
     char overhead[64];
     snprintf(overhead, sizeof overhead, "HERD_SIM_STEP_OVERHEAD=%.17g", o->step_overhead_s);
+    char wake[64];
+    snprintf(wake, sizeof wake, "HERD_SIM_AGENT_US=%.17g", o->agent_wake_us);
     /* SMPI's temporary files (a copy of herd-sim per rank) into herd's
      * directory: they go with it, however smpirun ends (smpirun's own
      * -tmpdir takes the directory for the program) */
     char tmpdir[PATH_MAX + 8];
     snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", dir);
-    char *env[] = {o->measured ? "HERD_SIM_COMPUTE=measured" : "HERD_SIM_COMPUTE=model", overhead,
+    char *env[] = {o->measured ? "HERD_SIM_COMPUTE=measured" : "HERD_SIM_COMPUTE=model", overhead, wake,
                    o->keep ? NULL : tmpdir, NULL};
     double real_s = 0;
     herd__spawn run = {.argv = line.argv, .env = env, .timeout_s = o->timeout_s > 0 ? o->timeout_s : 86400,
@@ -953,6 +957,10 @@ int herd__cli_sim(int argc, char **argv)
     }
     if (!(o.step_overhead_s >= 0 && o.step_overhead_s <= 3600)) {
         fprintf(stderr, "herd: --step-overhead must be in [0, 3600] seconds, got %g\n", o.step_overhead_s);
+        return 2;
+    }
+    if (!(o.agent_wake_us >= 0 && o.agent_wake_us <= 1e6)) {
+        fprintf(stderr, "herd: --agent-wake-us must be in [0, 1000000] microseconds, got %g\n", o.agent_wake_us);
         return 2;
     }
     if (!(o.timeout_s > 0)) {

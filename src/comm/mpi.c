@@ -462,6 +462,8 @@ static herd_status m_win_unlock(herd_comm *c, herd_win *w, size_t target)
     /* SimGrid 3.32 releases the lock before a put in flight lands, so the
      * next holder can read the old value (lost fetch-and-add increments). */
     MPI_TRY(c, MPI_Win_flush((int)target, w->win));
+    if (target != c->rank)
+        herd__sim_agent_answer();
 #endif
     GUARDED(c, "MPI_Win_unlock", target, herd__comm_deadline(c), MPI_Win_unlock((int)target, w->win));
     return HERD_OK;
@@ -519,6 +521,10 @@ static herd_status m_win_flush(herd_comm *c, herd_win *w, size_t target)
         return HERD_OK;
     if (w->am)
         return herd__am_flush(c, w, target, herd__comm_deadline(c));
+#ifdef HERD_SIM
+    if (target != c->rank)
+        herd__sim_agent_answer();
+#endif
     GUARDED(c, "MPI_Win_flush", target, herd__comm_deadline(c), MPI_Win_flush((int)target, w->win));
     return HERD_OK;
 }

@@ -4,6 +4,7 @@
 
 #ifdef HERD_SIM
 
+#include <simgrid/actor.h>
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
 #include <smpi/smpi.h>
@@ -19,6 +20,14 @@ static bool measured(void)
 }
 
 static double host_speed(void) { return sg_host_get_speed(sg_host_self()); }
+
+void herd__sim_agent_answer(void)
+{
+    const char *s = getenv("HERD_SIM_AGENT_US");
+    double us = s ? strtod(s, NULL) : 0.0;
+    if (us > 0)
+        sg_actor_sleep_for(us * 1e-6);
+}
 
 /* herd sim --step-overhead S, in seconds (charged in either mode: SimGrid
  * cannot measure a framework herd does not have). */

@@ -269,6 +269,42 @@ static int progress_family(herd_comm *c, const char *family, exchange_fn fn, int
     return bad;
 }
 
+/* mpi_checks --pull-latency (bench/sim-predict's calibration of herd sim
+ * --agent-wake-us): for 2 s rank 0 pulls 100 floats from the last rank
+ * under a shared lock, one pull after another, while that rank computes
+ * outside MPI; rank 0 prints the mean time of a pull in microseconds. */
+static int pull_latency(herd_comm *c)
+{
+    if (c->size < 2)
+        return 2;
+    c->timeout_s = 30;
+    size_t target = c->size - 1, n = 100;
+    float mem[100] = {0}, buf[100];
+    herd_win *w = NULL;
+    if (herd_comm_win_create(c, mem, c->rank == target ? sizeof mem : 0, &w) != HERD_OK ||
+        herd_comm_barrier(c) != HERD_OK)
+        return 2;
+    int bad = 0;
+    if (c->rank == target) {
+        volatile double x = 0;
+        for (double t0 = now_s(); now_s() - t0 < 2.5;)
+            for (int i = 0; i < 100000; i++)
+                x += i * 1e-9;
+    } else if (c->rank == 0) {
+        long k = 0;
+        double t0 = now_s();
+        for (; now_s() - t0 < 2.0 && !bad; k++)
+            bad = herd_comm_win_lock(c, w, target, false) != HERD_OK ||
+                  herd_comm_win_get(c, w, target, 0, buf, n * sizeof(float)) != HERD_OK ||
+                  herd_comm_win_unlock(c, w, target) != HERD_OK;
+        if (!bad)
+            printf("pull_latency_us %.1f (%ld pulls of 100 floats from rank %zu while it computed)\n",
+                   (now_s() - t0) / (double)k * 1e6, k, target);
+    }
+    bad |= herd_comm_barrier(c) != HERD_OK || herd_comm_win_free(c, w) != HERD_OK;
+    return bad;
+}
+
 static int progress(herd_comm *c)
 {
     if (c->size < 2) {
@@ -316,8 +352,8 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && !strcmp(argv[1], "--lock-stall"))
         return lock_stall(c);
-    if (argc > 1 && !strcmp(argv[1], "--progress")) {
-        int rc = progress(c);
+    if (argc > 1 && (!strcmp(argv[1], "--progress") || !strcmp(argv[1], "--pull-latency"))) {
+        int rc = !strcmp(argv[1], "--progress") ? progress(c) : pull_latency(c);
         herd_comm_free(c);
         herd_world_free(world);
         herd_comm_shutdown();

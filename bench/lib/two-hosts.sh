@@ -1,0 +1,56 @@
+# shellcheck shell=bash
+# Sourced by the bench scripts that set a simulation beside two real hosts
+# (tests/mpi/netns.sh): the SimGrid platform of the same shape.
+#
+# two_hosts_speed CORES NP
+#   Each simulated host's rate in flop/s: SimGrid times a rank's real
+#   compute at 20 Gflop/s (herd sim --measured-compute --real-speed 20Gf),
+#   and NP real ranks share this machine's CORES (at most one core each).
+# two_hosts_platform NP RATE_MBIT LAT_US SPEED
+#   Prints the platform: hosts a0.. and b0.. (NP/2 each, as mpirun places
+#   ranks 0..NP/2-1 on the first host), joined inside a host by shared
+#   memory and across by one link of RATE_MBIT and LAT_US each way (the
+#   veth pair with one tbf per direction).
+
+two_hosts_speed() {
+    awk -v c="$1" -v n="$2" 'BEGIN { s = 20e9 * c / n; if (s > 20e9) s = 20e9; printf "%.6g", s }'
+}
+
+two_hosts_platform() {
+    local np=$1 rate=$2 lat=$3 speed=$4 h i s d
+    echo "<?xml version='1.0'?>"
+    echo '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">'
+    echo '<platform version="4.1">'
+    echo '  <zone id="two-hosts" routing="Full">'
+    for h in a b; do
+        for i in $(seq 0 $((np / 2 - 1))); do echo "    <host id=\"$h$i\" speed=\"${speed}f\"/>"; done
+    done
+    echo '    <link id="mem-a" bandwidth="4GBps" latency="1us"/>'
+    echo '    <link id="mem-b" bandwidth="4GBps" latency="1us"/>'
+    echo "    <link id=\"ab\" bandwidth=\"${rate}Mbps\" latency=\"${lat}us\"/>"
+    echo "    <link id=\"ba\" bandwidth=\"${rate}Mbps\" latency=\"${lat}us\"/>"
+    for s in $(seq 0 $((np / 2 - 1))); do
+        for d in $(seq 0 $((np / 2 - 1))); do
+            [ "$s" = "$d" ] || for h in a b; do
+                echo "    <route src=\"$h$s\" dst=\"$h$d\" symmetrical=\"NO\"><link_ctn id=\"mem-$h\"/></route>"
+            done
+            echo "    <route src=\"a$s\" dst=\"b$d\" symmetrical=\"NO\"><link_ctn id=\"ab\"/></route>"
+            echo "    <route src=\"b$d\" dst=\"a$s\" symmetrical=\"NO\"><link_ctn id=\"ba\"/></route>"
+        done
+    done
+    echo '  </zone>'
+    echo '</platform>'
+}
+
+# two_hosts_wake CHECKS LAT_US (after netns_up, with netns_run's $out)
+#   Calibrates herd sim --agent-wake-us: mpi_checks --pull-latency (CHECKS)
+#   times a lock, a 100-float get and an unlock on a rank of the other host
+#   while it computes; the wake is that less the two link latencies
+#   SimGrid charges itself. Sets PULL_US and WAKE_US; returns 1 on failure.
+two_hosts_wake() {
+    local checks=$1 lat=$2 f=$NETNS_DIR/pull-latency
+    netns_run 60 "$f" "${NETNS_MPIRUN[@]}" --map-by node -np 2 "$checks" --pull-latency || return 1
+    PULL_US=$(sed -n 's/^pull_latency_us \([0-9.]*\).*/\1/p' "$f")
+    [ -n "$PULL_US" ] || return 1
+    WAKE_US=$(awk -v p="$PULL_US" -v l="$lat" 'BEGIN { w = p - 2 * l; printf "%.0f", w > 0 ? w : 0 }')
+}
