@@ -52,5 +52,5 @@ two_hosts_wake() {
     netns_run 60 "$f" "${NETNS_MPIRUN[@]}" --map-by node -np 2 "$checks" --pull-latency || return 1
     PULL_US=$(sed -n 's/^pull_latency_us \([0-9.]*\).*/\1/p' "$f")
     [ -n "$PULL_US" ] || return 1
-    WAKE_US=$(awk -v p="$PULL_US" -v l="$lat" 'BEGIN { w = p - 2 * l; printf "%.0f", w > 0 ? w : 0 }')
+    WAKE_US=$(awk -v p="$PULL_US" -v l="$lat" 'BEGIN { w = p - 2 * l; if (w < 0) w = 0; printf "%.0f", w }')
 }
