@@ -8,7 +8,7 @@
  * link of bandwidth BW and latency LAT/2 to a crossbar, so a message between
  * two hosts sees latency LAT and bandwidth BW (SimGrid's CM02 model without
  * SMPI's calibration factors: the numbers of a platform mean what they say).
- * Compute costs the step's FLOPs over the host's speed (src/run/simtime.h);
+ * Compute costs the step's FLOPs over the host's speed (src/comm/sim.h);
  * --slow makes one host's speed FACTOR times lower. */
 #include "cli/sim.h"
 

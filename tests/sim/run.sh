@@ -10,7 +10,7 @@
 #      speed as written and reported, platforms/*.xml as herd sim writes
 #      them, a slow host, the alpha-beta time of a ring allreduce, overlap
 #      of backward and allreduce, the receive side of an exchange, the step
-#      overhead, and herd compare on a
+#      overhead, the communication agent's wake, and herd compare on a
 #      simulated platform, and its crossover map (--sweep);
 #   4. --sim-cfg against SimGrid's own list of keys, a platform file of the
 #      user's, and SIGTERM/SIGINT to herd sim and herd compare (no smpirun,
@@ -193,6 +193,27 @@ if [ "$steps" = 32 ] && [ "$(field "$tmp/so-0.001.json" step_overhead_s)" = 0.00
     ok "--step-overhead 0.001: 32 steps, $a s -> $b s simulated"
 else
     bad "--step-overhead 0.001: steps '$steps' (want 32), '$a' s -> '$b' s (want +0.032 s)"
+fi
+
+# --agent-wake-us W: the agent's answer, W us each time a window epoch on another rank completes.
+# 2 workers of asgd: worker 0 completes at least 3 a step on worker 1's shard (the pull's unlock, the
+# push's flush and unlock), so its training time grows by at least 3 x steps x W; dpsgd exchanges by
+# messages only, and its simulated times stay the same to the last digit
+for wk in 0 1000; do
+    for al in asgd dpsgd; do
+        timeout 120 "$herd" sim --workers 2 --host-speed 1Gf --agent-wake-us "$wk" -- train --algo "$al" \
+            --data synthetic:1x12x12:4 --model linear --epochs 1 --batch 16 --train-limit 512 --test-limit 64 \
+            --no-progress --quiet --json >"$tmp/wake-$al-$wk.json" 2>/dev/null
+    done
+done
+a=$(field "$tmp/wake-asgd-0.json" train_s) b=$(field "$tmp/wake-asgd-1000.json" train_s)
+steps=$(field "$tmp/wake-asgd-1000.json" steps_min)
+d0=$(field "$tmp/wake-dpsgd-0.json" wall_s) d1=$(field "$tmp/wake-dpsgd-1000.json" wall_s)
+if [ -n "$steps" ] && [ -n "$d0" ] && [ "$d0" = "$d1" ] &&
+    awk -v a="$a" -v b="$b" -v n="$steps" 'BEGIN { exit !(a != "" && b - a >= 3 * n * 0.001 * 0.9999) }'; then
+    ok "--agent-wake-us 1000: asgd's training $a s -> $b s simulated (>= 3 x $steps steps x 1 ms more); dpsgd's $d0 s both"
+else
+    bad "--agent-wake-us 1000: asgd '$a' s -> '$b' s (want >= +3 x '$steps' x 1 ms); dpsgd '$d0' s -> '$d1' s (want equal)"
 fi
 
 # the named platforms: the generated file and the summary carry the table's link and host speed
