@@ -472,6 +472,15 @@ out:
     return st;
 }
 
+/* Whether a push to shard k reads its counters first: the staleness-aware
+ * rate and the softsync group need them, and the staleness figures
+ * (recorded on shard 0). A plain push to another shard does not, and so
+ * saves the round trip of the read where the holder is on another host. */
+static bool push_reads_counts(const herd_worker *w, size_t k)
+{
+    return k == 0 || opts_of(w)->staleness_lr || opts_of(w)->softsync > 1;
+}
+
 static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, float eta_base)
 {
     herd_status st = HERD_OK;
@@ -479,8 +488,10 @@ static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, float eta_
     size_t lo, hi, softsync = opts_of(w)->softsync;
     herd__center_range(c, k, &lo, &hi);
     float v[2] = {0}; /* COUNT, GROUP */
+    bool reads = push_reads_counts(w, k);
     HERD_TRY(herd__center_lock(c, k, true));
-    st = read_counts(c, k, v, softsync > 1 ? 2 : 1);
+    if (reads)
+        st = read_counts(c, k, v, softsync > 1 ? 2 : 1);
     float count = v[CNT_COUNT], group = v[CNT_GROUP];
     if (st == HERD_OK) {
         float eta = stale_eta(s, w, k, count, eta_base);
@@ -495,7 +506,8 @@ static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, float eta_
             if (st == HERD_OK && group + 1 >= (float)softsync)
                 st = apply_group(s, w, k, group + 1);
         }
-        s->pulled[k] = count; /* now: COUNT at the push, for the softsync wait */
+        if (reads)
+            s->pulled[k] = count; /* now: COUNT at the push, for the softsync wait */
     }
     HERD_KEEP_FIRST(st, herd__center_unlock(c, k));
 out:
@@ -508,9 +520,10 @@ static herd_status push_hogwild(ps_state *s, herd_worker *w, size_t k, float eta
     herd__center *c = &s->center;
     size_t lo, hi;
     herd__center_range(c, k, &lo, &hi);
-    float count;
+    float count = 0;
     HERD_TRY(herd__center_lock(c, k, false));
-    st = read_counts(c, k, &count, 1);
+    if (push_reads_counts(w, k))
+        st = read_counts(c, k, &count, 1);
     if (st == HERD_OK) {
         scaled(s->upd, w->grads, lo, hi, -stale_eta(s, w, k, count, eta_base));
         st = herd__center_accumulate(c, k, SLOT_W, s->upd);
