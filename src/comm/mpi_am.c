@@ -533,9 +533,13 @@ herd_status herd__am_win_free(herd_comm *c, herd_win *win, double deadline)
         st = rc != MPI_SUCCESS ? herd__mpi_fail(c, rc, "MPI_Ibarrier (a window's release)")
                                : herd__mpi_poll(c, &r, deadline, "a window's release (some rank never arrived)");
     }
-    pthread_mutex_lock(&s->tab_mu); /* the agent looks windows up under it */
+    /* out of the table between two of the agent's turns (it serves under
+     * the MPI lock): none is using it, and no request for it can come */
+    mpi_enter(c);
+    pthread_mutex_lock(&s->tab_mu);
     s->wins[w->id] = NULL;
     pthread_mutex_unlock(&s->tab_mu);
+    mpi_leave(c);
     for (size_t i = 0; i < w->nranks; i++) {
         for (am_msg *q = w->qhead[i], *next; q; q = next) {
             next = q->next;
