@@ -134,6 +134,10 @@ static void watchdog_stop(mpi_comm *m)
 #define AGENT_US 250
 /* The sleep after a turn that served a window request. */
 #define AGENT_AFTER_US 20
+/* The agent's sleep while the endpoint has no window: only messages to
+ * move (a rendezvous send to a computing rank), which wait for it as long;
+ * nothing wakes it sooner, as every wake costs the computing core. */
+#define AGENT_NO_WINDOW_US 2000
 
 #ifndef HERD_SIM
 /* Takes one turn in MPI where the worker took none since the last (seen:
@@ -178,10 +182,26 @@ static void *agent_main(void *p)
     long nap_us = 0; /* input that stays after a turn: not MPI's to read now */
     bool served = false;
     while (!atomic_load_explicit(&a->quit, memory_order_relaxed)) {
+        /* While the worker (or its overlap thread) is in and out of MPI it
+         * makes the progress, and serves the windows as it waits: the
+         * agent sleeps its period through, not woken by the traffic of the
+         * worker's own exchanges (a wake costs the core ~30 us here). */
+        uint_fast64_t now = atomic_load_explicit(&m->entries, memory_order_relaxed);
+        bool windows = atomic_load_explicit(&a->windows, memory_order_relaxed) > 0;
+        if ((now != seen && !served) || !windows) {
+            seen = now;
+            long us = windows || a->period_us > AGENT_NO_WINDOW_US ? a->period_us : AGENT_NO_WINDOW_US;
+            struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
+            nanosleep(&ts, NULL);
+            if (!windows)
+                agent_turn(m, &seen);
+            continue;
+        }
         /* after a request, look again soon: its epoch's next ones follow */
         bool input = herd__sockwatch_wait(&sw, served ? AGENT_AFTER_US : a->period_us, a->wake[0]);
         if (m->am) {
             served = agent_serve(m);
+            seen = atomic_load_explicit(&m->entries, memory_order_relaxed);
             continue;
         }
         bool turned = agent_turn(m, &seen);
@@ -229,13 +249,16 @@ static void agent_start(mpi_comm *m, int provided)
 #ifdef HERD_SIM
     (void)provided; /* SimGrid's windows and sends need no target: nothing to model */
 #else
-    long us = agent_period_us();
-    if (us == 0 || m->base.size < 2 || provided < MPI_THREAD_SERIALIZED)
+    if (m->base.size < 2 || provided < MPI_THREAD_SERIALIZED)
         return;
+    /* collective: on every rank, whatever its environment says */
     if (MPI_Comm_dup(MPI_COMM_WORLD, &a->quiet) != MPI_SUCCESS) {
         a->quiet = MPI_COMM_NULL;
         return;
     }
+    long us = agent_period_us();
+    if (us == 0)
+        return;
     a->period_us = us;
     if (pipe(a->wake) != 0) {
         a->wake[0] = a->wake[1] = -1;
@@ -318,6 +341,21 @@ static herd_status m_test(herd_comm *c, herd_req *req, bool *done)
 /* Between polls: yield the core for the first 20 ms of a wait (a transfer
  * in flight completes within that), then sleep 50 us, and 1 ms after the
  * first second, so a rank waiting for a slow peer stays nearly idle. */
+void herd__mpi_idle(herd_comm *c, double t_start)
+{
+#ifndef HERD_SIM
+    mpi_comm *m = (mpi_comm *)c;
+    if (m->am) { /* a waiting worker serves its windows itself, sparing its agent a wake */
+        mpi_enter(c);
+        herd__am_serve(m);
+        mpi_leave(c);
+    }
+#else
+    (void)c;
+#endif
+    herd__mpi_backoff(t_start);
+}
+
 void herd__mpi_backoff(double t_start)
 {
     double waited = herd__now() - t_start;
@@ -351,7 +389,7 @@ static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
             return herd_err_set(&c->err, HERD_ETIMEOUT,
                                 "rank %zu: timed out after %g s waiting to %s rank %zu (tag %d)", c->rank,
                                 c->timeout_s, saved.recv ? "receive from" : "send to", saved.peer, saved.tag);
-        herd__mpi_backoff(t_start);
+        herd__mpi_idle(c, t_start);
     }
 }
 
@@ -380,7 +418,7 @@ herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const 
         if (herd__now() >= deadline)
             return herd_err_set(&c->err, HERD_ETIMEOUT, "rank %zu: timed out after %g s in %s", c->rank,
                                 c->timeout_s, what);
-        herd__mpi_backoff(t_start);
+        herd__mpi_idle(c, t_start);
     }
 }
 
@@ -403,9 +441,11 @@ static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, unsigned
         *out = w;
         return HERD_OK;
     }
+    atomic_fetch_add(&((mpi_comm *)c)->agent.windows, 1); /* requests may come from now on */
     if (((mpi_comm *)c)->am) {
         herd_status st = herd__am_win_create(c, w, base, bytes, herd__comm_deadline(c));
         if (st < 0) {
+            atomic_fetch_sub(&((mpi_comm *)c)->agent.windows, 1);
             free(w);
             return st;
         }
@@ -415,6 +455,7 @@ static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, unsigned
     int herd__mpi_rc;
     int rc = MPI_LOCKED(c, MPI_Win_create(base, (MPI_Aint)bytes, 1, MPI_INFO_NULL, world_of(c), &w->win));
     if (rc != MPI_SUCCESS) {
+        atomic_fetch_sub(&((mpi_comm *)c)->agent.windows, 1);
         free(w);
         return herd__mpi_fail(c, rc, "MPI_Win_create");
     }
@@ -531,6 +572,8 @@ static herd_status m_win_flush(herd_comm *c, herd_win *w, size_t target)
 
 static herd_status m_win_free(herd_comm *c, herd_win *w)
 {
+    if (!w->local)
+        atomic_fetch_sub(&((mpi_comm *)c)->agent.windows, 1);
     if (w->am) {
         herd_status st = herd__am_win_free(c, w, herd__comm_deadline(c));
         free(w);
@@ -678,17 +721,21 @@ static herd_status new_endpoint(bool am, herd_comm **out, herd_err *err)
     m->base.size = (size_t)size;
     m->base.timeout_s = 60;
     m->base.any_thread = provided >= MPI_THREAD_SERIALIZED;
+    m->agent.quiet = MPI_COMM_NULL;
+    m->agent.wake[0] = m->agent.wake[1] = -1;
     pthread_mutex_init(&m->mpi_lock, NULL);
+#ifndef HERD_SIM
+    /* the windows' state before the agent that serves them starts */
+    if (am && herd__am_create(m, &m->am) < 0) {
+        *err = m->base.err;
+        m_free(&m->base);
+        return HERD_EIO;
+    }
+#endif
     agent_start(m, provided);
     watchdog_start(m);
     *out = &m->base;
 #ifndef HERD_SIM
-    if (am && herd__am_create(m, &m->am) < 0) {
-        *err = m->base.err;
-        m_free(&m->base);
-        *out = NULL;
-        return HERD_EIO;
-    }
     if (am && !m->agent.running) { /* nobody would serve this rank's windows */
         herd_err_set(err, HERD_EIO,
                      "rank %d: no communication agent (HERD_MPI_PROGRESS_US=0, or no thread), and the windows "

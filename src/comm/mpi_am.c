@@ -407,7 +407,7 @@ static herd_status complete(herd_comm *c, herd_win *win, size_t target, double d
             return herd_err_set(&c->err, HERD_ETIMEOUT,
                                 "rank %zu: timed out after %g s waiting for rank %zu to answer %s on its window",
                                 c->rank, herd__comm_timeout(c), target, what);
-        herd__mpi_backoff(t0);
+        herd__mpi_idle(c, t0);
     }
     for (size_t i = 0; i < o->n; i++)
         free(o->bufs[i]);

@@ -36,6 +36,7 @@ typedef struct agent {
     bool running;
     pthread_t thread;
     int wake[2];      /* a pipe: writing a byte wakes the agent at once */
+    atomic_int windows; /* the endpoint's windows on other ranks: requests may come */
     uint64_t polls;   /* written by the agent thread only; read after it ends */
 } agent;
 
@@ -92,6 +93,9 @@ static inline void mpi_leave(herd_comm *c) { pthread_mutex_unlock(&((mpi_comm *)
 herd_status herd__mpi_fail(herd_comm *c, int rc, const char *what);
 /* Between the polls of a wait that started at t_start (monotonic s). */
 void herd__mpi_backoff(double t_start);
+/* The same for c's worker, which first serves the requests that have come
+ * to its windows (mpi_am.c), as it is in MPI anyway. */
+void herd__mpi_idle(herd_comm *c, double t_start);
 /* Polls a nonblocking collective (or any request) until it completes or the
  * deadline passes, the MPI lock held only for each test. */
 herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const char *what);
