@@ -14,6 +14,7 @@
  */
 #include "harness.h"
 #include "comm/comm_internal.h"
+#include "comm/sockwatch.h"
 #include "core/clock.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_rng.h"
@@ -23,7 +24,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- running bodies on N ranks ------------------------------------ */
 
@@ -1687,6 +1690,42 @@ static void test_engine_bench_allreduce(void)
     ASSERT_STR_CONTAINS(err.msg, "exactly one worker");
 }
 
+/* The mpi engine's agent sleeps in herd__sockwatch_wait: it must return
+ * at once when a socket of the process has input (a request from another
+ * host), or the extra descriptor does (the own worker's wake), and not
+ * before its timeout otherwise; a socket made after a scan is found by
+ * the next one. */
+static void test_sockwatch(void)
+{
+    int sv[2], pf[2];
+    ASSERT_TRUE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    ASSERT_TRUE(pipe(pf) == 0);
+    herd__sockwatch w;
+    herd__sockwatch_init(&w);
+    double t0 = herd__now();
+    ASSERT_TRUE(!herd__sockwatch_wait(&w, 20000, pf[0])); /* nothing: the whole 20 ms */
+    ASSERT_TRUE(herd__now() - t0 >= 0.019);
+    ASSERT_TRUE(write(sv[1], "x", 1) == 1);
+    t0 = herd__now();
+    ASSERT_TRUE(herd__sockwatch_wait(&w, 5000000, pf[0])); /* input on a socket: at once, not in 5 s */
+    ASSERT_TRUE(herd__now() - t0 < 1.0);
+    char b;
+    ASSERT_TRUE(read(sv[0], &b, 1) == 1);
+    ASSERT_TRUE(write(pf[1], "x", 1) == 1); /* the extra descriptor, a pipe */
+    ASSERT_TRUE(herd__sockwatch_wait(&w, 5000000, pf[0]));
+    ASSERT_TRUE(read(pf[0], &b, 1) == 1);
+    int late[2]; /* made after the scan: found once it is rescanned */
+    ASSERT_TRUE(socketpair(AF_UNIX, SOCK_STREAM, 0, late) == 0);
+    ASSERT_TRUE(write(late[1], "x", 1) == 1);
+    struct timespec rescan = {0, (long)(HERD__SOCKWATCH_RESCAN_S * 1e9) + 1000000L};
+    nanosleep(&rescan, NULL);
+    t0 = herd__now();
+    ASSERT_TRUE(herd__sockwatch_wait(&w, 5000000, pf[0]));
+    ASSERT_TRUE(herd__now() - t0 < 1.0);
+    herd__sockwatch_free(&w);
+    close(sv[0]), close(sv[1]), close(pf[0]), close(pf[1]), close(late[0]), close(late[1]);
+}
+
 const herd_test herd_tests_comm[] = {
     {"comm_p2p_tags", test_p2p_tags, 10},
     {"comm_p2p_many_recv_first", test_p2p_many_recv_first, 20},
@@ -1702,6 +1741,7 @@ const herd_test herd_tests_comm[] = {
     {"comm_engine_pick", test_engine_pick, 10},
     {"comm_engine_world", test_engine_world, 10},
     {"comm_engine_clock", test_engine_clock, 10},
+    {"comm_sockwatch", test_sockwatch, 10},
     {"comm_engine_self_messages", test_engine_self_messages, 10},
     {"comm_engine_loopback_unmatched", test_engine_loopback_unmatched, 10},
     {"comm_engine_loopback_windows", test_engine_loopback_windows, 10},

@@ -6,24 +6,31 @@
 #   Each simulated host's rate in flop/s: SimGrid times a rank's real
 #   compute at 20 Gflop/s (herd sim --measured-compute --real-speed 20Gf),
 #   and NP real ranks share this machine's CORES (at most one core each).
-# two_hosts_platform NP RATE_MBIT LAT_US SPEED
+# two_hosts_platform NP RATE_MBIT LAT_US SPEED [RANK:FACTOR]
 #   Prints the platform: hosts a0.. and b0.. (NP/2 each, as mpirun places
 #   ranks 0..NP/2-1 on the first host), joined inside a host by shared
 #   memory and across by one link of RATE_MBIT and LAT_US each way (the
-#   veth pair with one tbf per direction).
+#   veth pair with one tbf per direction); rank RANK's host FACTOR times
+#   slower (herd sim's --slow, which a platform file does not take).
 
 two_hosts_speed() {
     awk -v c="$1" -v n="$2" 'BEGIN { s = 20e9 * c / n; if (s > 20e9) s = 20e9; printf "%.6g", s }'
 }
 
 two_hosts_platform() {
-    local np=$1 rate=$2 lat=$3 speed=$4 h i s d
+    local np=$1 rate=$2 lat=$3 speed=$4 slow=${5:-} h i s d r=0 sp
     echo "<?xml version='1.0'?>"
     echo '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">'
     echo '<platform version="4.1">'
     echo '  <zone id="two-hosts" routing="Full">'
     for h in a b; do
-        for i in $(seq 0 $((np / 2 - 1))); do echo "    <host id=\"$h$i\" speed=\"${speed}f\"/>"; done
+        for i in $(seq 0 $((np / 2 - 1))); do
+            sp=$speed
+            [ -z "$slow" ] || [ "${slow%%:*}" != "$r" ] ||
+                sp=$(awk -v s="$speed" -v f="${slow#*:}" 'BEGIN { printf "%.6g", s / f }')
+            echo "    <host id=\"$h$i\" speed=\"${sp}f\"/>"
+            r=$((r + 1))
+        done
     done
     echo '    <link id="mem-a" bandwidth="4GBps" latency="1us"/>'
     echo '    <link id="mem-b" bandwidth="4GBps" latency="1us"/>'

@@ -487,6 +487,10 @@ static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exc
     } else {
         exclusive = true;
     }
+    /* the target's agent wakes to grant it (and serves what follows in the
+     * same turn), before the lock is held */
+    if (target != c->rank)
+        herd__sim_agent_answer();
 #endif
     GUARDED(c, "MPI_Win_lock", target, deadline,
             MPI_Win_lock(exclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, (int)target, 0, w->win));
@@ -503,8 +507,6 @@ static herd_status m_win_unlock(herd_comm *c, herd_win *w, size_t target)
     /* SimGrid 3.32 releases the lock before a put in flight lands, so the
      * next holder can read the old value (lost fetch-and-add increments). */
     MPI_TRY(c, MPI_Win_flush((int)target, w->win));
-    if (target != c->rank)
-        herd__sim_agent_answer();
 #endif
     GUARDED(c, "MPI_Win_unlock", target, herd__comm_deadline(c), MPI_Win_unlock((int)target, w->win));
     return HERD_OK;

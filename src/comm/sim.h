@@ -62,10 +62,11 @@ extern const herd_engine_clock herd__sim_clock;
  * would; what a real agent adds is the time to wake (or to preempt the
  * target's compute) and answer, which `herd sim --agent-wake-us` gives
  * (HERD_SIM_AGENT_US; measured on two real hosts by bench/sim-predict).
- * The origin waits it once each time it completes a window epoch on
- * another rank (an unlock or a flush): the requests of an epoch travel
- * back to back and the agent answers them in one turn. A wait, not
- * compute: the origin's host is idle meanwhile. */
+ * The origin waits it once as it locks another rank's window, before the
+ * lock is held (the agent wakes to grant it and serves the epoch's
+ * requests, sent back to back, in the same turn), and once more at each
+ * flush, with the lock held (what follows a flush waits for another
+ * turn). A wait, not compute: the origin's host is idle meanwhile. */
 void herd__sim_agent_answer(void);
 #define HERD__SIM_CAPS HERD_ENGINE_VIRTUAL_CLOCK
 #define HERD__SIM_CLOCK (&herd__sim_clock)
