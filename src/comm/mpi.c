@@ -154,7 +154,6 @@ static bool agent_turn(mpi_comm *m, uint_fast64_t *seen)
     int flag = 0;
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, m->agent.quiet, &flag, MPI_STATUS_IGNORE);
     pthread_mutex_unlock(&m->mpi_lock);
-    m->agent.polls++;
     return true;
 }
 
@@ -168,7 +167,6 @@ static bool agent_serve(mpi_comm *m)
     pthread_mutex_lock(&m->mpi_lock);
     bool served = herd__am_serve(m);
     pthread_mutex_unlock(&m->mpi_lock);
-    m->agent.polls++;
     return served;
 }
 
@@ -341,6 +339,17 @@ static herd_status m_test(herd_comm *c, herd_req *req, bool *done)
 /* Between polls: yield the core for the first 20 ms of a wait (a transfer
  * in flight completes within that), then sleep 50 us, and 1 ms after the
  * first second, so a rank waiting for a slow peer stays nearly idle. */
+static void backoff(double t_start)
+{
+    double waited = herd__now() - t_start;
+    if (waited < 0.02) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, waited < 1.0 ? 50000L : 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 void herd__mpi_idle(herd_comm *c, double t_start)
 {
 #ifndef HERD_SIM
@@ -353,18 +362,7 @@ void herd__mpi_idle(herd_comm *c, double t_start)
 #else
     (void)c;
 #endif
-    herd__mpi_backoff(t_start);
-}
-
-void herd__mpi_backoff(double t_start)
-{
-    double waited = herd__now() - t_start;
-    if (waited < 0.02) {
-        sched_yield();
-        return;
-    }
-    struct timespec ts = {0, waited < 1.0 ? 50000L : 1000000L};
-    nanosleep(&ts, NULL);
+    backoff(t_start);
 }
 
 static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
@@ -542,12 +540,7 @@ static herd_status m_win_accumulate(herd_comm *c, herd_win *w, size_t target, si
                                     size_t count)
 {
     if (w->local) {
-        for (size_t i = 0; i < count; i++) {
-            float f;
-            memcpy(&f, w->local + offset + i * sizeof f, sizeof f);
-            f += src[i];
-            memcpy(w->local + offset + i * sizeof f, &f, sizeof f);
-        }
+        herd__mpi_add_floats(w->local + offset, src, count);
         return HERD_OK;
     }
     if (w->am)

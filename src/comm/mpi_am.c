@@ -214,13 +214,8 @@ static bool apply(am_state *s, am_win *w, int from, const unsigned char *buf)
             memcpy(w->base + h.off, data, h.len);
         break;
     case AM_ACC:
-        for (size_t i = 0; inside && i + sizeof(float) <= h.len; i += sizeof(float)) {
-            float a, b;
-            memcpy(&a, w->base + h.off + i, sizeof a);
-            memcpy(&b, data + i, sizeof b);
-            a += b;
-            memcpy(w->base + h.off + i, &a, sizeof a);
-        }
+        if (inside)
+            herd__mpi_add_floats(w->base + h.off, data, h.len / sizeof(float));
         break;
     case AM_GET: {
         void *copy = h.len ? malloc(h.len) : NULL;
@@ -636,12 +631,7 @@ herd_status herd__am_accumulate(herd_comm *c, herd_win *win, size_t target, size
     am_win *w = win->am;
     if (target == c->rank) {
         pthread_mutex_lock(&w->mu);
-        for (size_t i = 0; i < count; i++) {
-            float a;
-            memcpy(&a, w->base + offset + i * sizeof a, sizeof a);
-            a += src[i];
-            memcpy(w->base + offset + i * sizeof a, &a, sizeof a);
-        }
+        herd__mpi_add_floats(w->base + offset, src, count);
         pthread_mutex_unlock(&w->mu);
         return HERD_OK;
     }

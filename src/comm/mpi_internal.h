@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "comm/comm_internal.h"
 
@@ -37,7 +38,6 @@ typedef struct agent {
     pthread_t thread;
     int wake[2];      /* a pipe: writing a byte wakes the agent at once */
     atomic_int windows; /* the endpoint's windows on other ranks: requests may come */
-    uint64_t polls;   /* written by the agent thread only; read after it ends */
 } agent;
 
 typedef struct am_state am_state; /* mpi_am.c */
@@ -91,11 +91,24 @@ static inline void mpi_leave(herd_comm *c) { pthread_mutex_unlock(&((mpi_comm *)
 
 /* c's error for MPI's return code rc in `what`; called without the MPI lock. */
 herd_status herd__mpi_fail(herd_comm *c, int rc, const char *what);
-/* Between the polls of a wait that started at t_start (monotonic s). */
-void herd__mpi_backoff(double t_start);
-/* The same for c's worker, which first serves the requests that have come
- * to its windows (mpi_am.c), as it is in MPI anyway. */
+/* Between the polls of c's worker's wait that started at t_start
+ * (monotonic s); it first serves the requests that have come to its
+ * windows (mpi_am.c), as it is in MPI anyway. */
 void herd__mpi_idle(herd_comm *c, double t_start);
+
+/* dst[i] += src[i] for count floats, at any alignment (window memory, a
+ * message's payload): an accumulate applied locally. */
+static inline void herd__mpi_add_floats(char *dst, const void *src, size_t count)
+{
+    const char *s = src;
+    for (size_t i = 0; i < count; i++) {
+        float a, b;
+        memcpy(&a, dst + i * sizeof a, sizeof a);
+        memcpy(&b, s + i * sizeof b, sizeof b);
+        a += b;
+        memcpy(dst + i * sizeof a, &a, sizeof a);
+    }
+}
 /* Polls a nonblocking collective (or any request) until it completes or the
  * deadline passes, the MPI lock held only for each test. */
 herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const char *what);

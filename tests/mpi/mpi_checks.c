@@ -136,13 +136,13 @@ static double now_s(void)
  * origin's scratch. */
 typedef herd_status (*exchange_fn)(herd_comm *c, herd_win *w, size_t target, float *buf);
 
-/* parameter server: push a gradient slice into the shard, pull the shard */
-static herd_status ex_ps(herd_comm *c, herd_win *w, size_t target, float *buf)
+/* Adds ones into target's memory and reads it back, under one lock. */
+static herd_status push_pull(herd_comm *c, herd_win *w, size_t target, float *buf, bool exclusive)
 {
     herd_status st;
     for (size_t i = 0; i < PROGRESS_FLOATS; i++)
         buf[i] = 1.0f;
-    if ((st = herd_comm_win_lock(c, w, target, true)) < 0)
+    if ((st = herd_comm_win_lock(c, w, target, exclusive)) < 0)
         return st;
     if ((st = herd_comm_win_accumulate(c, w, target, 0, buf, PROGRESS_FLOATS)) == HERD_OK)
         st = herd_comm_win_get(c, w, target, 0, buf, PROGRESS_FLOATS * sizeof(float));
@@ -150,19 +150,17 @@ static herd_status ex_ps(herd_comm *c, herd_win *w, size_t target, float *buf)
     return st < 0 ? st : st2;
 }
 
+/* parameter server: push a gradient slice into the shard, pull the shard */
+static herd_status ex_ps(herd_comm *c, herd_win *w, size_t target, float *buf)
+{
+    return push_pull(c, w, target, buf, true);
+}
+
 /* elastic center slice: add the elastic difference and read the slice
  * under a shared lock (readers and adders never exclude each other) */
 static herd_status ex_elastic(herd_comm *c, herd_win *w, size_t target, float *buf)
 {
-    herd_status st;
-    for (size_t i = 0; i < PROGRESS_FLOATS; i++)
-        buf[i] = 1.0f;
-    if ((st = herd_comm_win_lock(c, w, target, false)) < 0)
-        return st;
-    if ((st = herd_comm_win_accumulate(c, w, target, 0, buf, PROGRESS_FLOATS)) == HERD_OK)
-        st = herd_comm_win_get(c, w, target, 0, buf, PROGRESS_FLOATS * sizeof(float));
-    herd_status st2 = herd_comm_win_unlock(c, w, target);
-    return st < 0 ? st : st2;
+    return push_pull(c, w, target, buf, false);
 }
 
 /* AD-PSGD's pairwise average: read the peer's model, write back the mean */
