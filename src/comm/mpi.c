@@ -733,8 +733,8 @@ static herd_status new_endpoint(bool am, herd_comm **out, herd_err *err)
 #ifndef HERD_SIM
     if (am && !m->agent.running) { /* nobody would serve this rank's windows */
         herd_err_set(err, HERD_EIO,
-                     "rank %d: no communication agent (HERD_MPI_PROGRESS_US=0, or no thread), and the windows "
-                     "need one across hosts (HERD_MPI_WINDOWS=mpi takes Open MPI's)", rank);
+                     "rank %d: no communication agent (HERD_MPI_PROGRESS_US=0, or no thread) to serve the windows "
+                     "HERD_MPI_WINDOWS=agent asks for (HERD_MPI_WINDOWS=mpi takes Open MPI's)", rank);
         m->base.failed = true;
         m_free(&m->base);
         *out = NULL;
@@ -756,8 +756,8 @@ typedef struct mpi_world {
 } mpi_world;
 
 /* Whether the windows are to be served by the agents over messages
- * (collective): HERD_MPI_WINDOWS=agent or =mpi says; else where the ranks
- * span several hosts (Open MPI would carry its windows by pt2pt, several
+ * (collective): HERD_MPI_WINDOWS=agent or =mpi says; else where the agents
+ * run (HERD_MPI_PROGRESS_US is not 0) and the ranks span several hosts (Open MPI would carry its windows by pt2pt, several
  * round trips an operation) and the user chose no one-sided component
  * (osc: herd chose it). Never in herd-sim, whose windows need no target. */
 static bool windows_by_agent(bool osc)
@@ -769,7 +769,7 @@ static bool windows_by_agent(bool osc)
     const char *e = getenv("HERD_MPI_WINDOWS");
     if (e && !strcmp(e, "agent"))
         return true;
-    if (e && !strcmp(e, "mpi"))
+    if ((e && !strcmp(e, "mpi")) || agent_period_us() == 0) /* no agent to serve them: MPI's */
         return false;
     MPI_Comm node;
     int size = 0, local = 0;
@@ -802,8 +802,11 @@ static herd_status e_world_create(size_t workers, herd_world **out, herd_err *er
     if (!w)
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
     w->base = (herd_world){.engine = &herd__engine_mpi, .size = (size_t)size, .first_rank = (size_t)rank, .nlocal = 1};
+    const char *forced = getenv("HERD_MPI_WINDOWS");
     w->am = size > 1 && windows_by_agent(osc);
-    if (w->am)
+    if (w->am && forced && !strcmp(forced, "agent"))
+        w->base.note = "mpi: one-sided windows served by each rank's agent over messages (HERD_MPI_WINDOWS=agent)";
+    else if (w->am)
         w->base.note = "mpi: one-sided windows served by each rank's agent over messages (the ranks span several "
                        "hosts; HERD_MPI_WINDOWS=mpi takes Open MPI's own)";
     else if (osc && size > 1)
