@@ -132,7 +132,8 @@ static void watchdog_stop(mpi_comm *m)
  * and back, some 30 us on this project's virtual machines: at 50 us a
  * computing rank lost a fifth of its speed. */
 #define AGENT_US 250
-/* The sleep after a turn that served a window request. */
+/* The sleep after a turn that served a window request, and while an
+ * answer is still leaving. */
 #define AGENT_AFTER_US 20
 /* The agent's sleep while the endpoint has no window: only messages to
  * move (a rendezvous send to a computing rank), which wait for it as long;
@@ -158,7 +159,8 @@ static bool agent_turn(mpi_comm *m, uint_fast64_t *seen)
 }
 
 /* The agent's turn where it serves windows (mpi_am.c): every turn, as the
- * worker's own calls serve none; whether it served a request. */
+ * worker's own calls serve none; whether it served a request or an answer
+ * is still leaving. */
 static bool agent_serve(mpi_comm *m)
 {
     char drop[64];

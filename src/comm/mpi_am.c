@@ -290,12 +290,24 @@ bool herd__am_serve(mpi_comm *m)
                 drain(s, s->wins[i]);
         pthread_mutex_unlock(&s->tab_mu);
     }
+    /* Open MPI's MPI_Improbe looks for a match before it progresses, so a
+     * request that only this call reads off the socket is found by the next
+     * one: a turn that finds nothing probes once more (without it, the
+     * request a wake was for waited a whole period for the agent's next
+     * turn: a pull across hosts took 0.43 ms instead of 0.11) */
+    bool again = true;
     for (int k = 0; k < 256; k++) {
         int flag = 0, bytes = 0;
         MPI_Message msg;
         MPI_Status status;
-        if (MPI_Improbe(MPI_ANY_SOURCE, AM_TAG_REQ, s->comm, &flag, &msg, &status) != MPI_SUCCESS || !flag)
+        if (MPI_Improbe(MPI_ANY_SOURCE, AM_TAG_REQ, s->comm, &flag, &msg, &status) != MPI_SUCCESS)
             break;
+        if (!flag) {
+            if (!again)
+                break;
+            again = false;
+            continue;
+        }
         MPI_Get_count(&status, MPI_BYTE, &bytes);
         unsigned char *buf = malloc(bytes > 0 ? (size_t)bytes : 1);
         if (!buf || MPI_Mrecv(buf, bytes, MPI_BYTE, &msg, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
@@ -320,7 +332,7 @@ bool herd__am_serve(mpi_comm *m)
             drain(s, w);
     }
     reap_answers(s);
-    return served;
+    return served || s->nsends > 0;
 }
 
 /* ---- the origin ------------------------------------------------------------ */

@@ -127,7 +127,8 @@ herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const 
 herd_status herd__am_create(mpi_comm *m, am_state **out);
 void herd__am_free(mpi_comm *m);
 /* The agent's turn: serves every request that has come (the MPI lock
- * held); whether it served any. */
+ * held); whether it served any or an answer is still on its way (a large
+ * one moves only while MPI is called: the agent looks again soon). */
 bool herd__am_serve(mpi_comm *m);
 herd_status herd__am_win_create(herd_comm *c, herd_win *w, void *base, size_t bytes, double deadline);
 herd_status herd__am_win_free(herd_comm *c, herd_win *w, double deadline);

@@ -23,7 +23,10 @@
 # with 2 and 4 ranks spread over both hosts, the last rank stays out of MPI
 # for 2 s while rank 0, on the other host, makes one exchange of each family
 # on it (a parameter-server shard, a center slice, AD-PSGD's average, a
-# push-sum message, the batch counter); each must end within 0.5 s.
+# push-sum message, the batch counter); each must end within 0.5 s. Then
+# one rank pulls from a computing rank of the other host with the agents'
+# period at 100 ms (HERD_MPI_PROGRESS_US): a request that comes over the
+# link is served as it arrives, so a pull takes well under 5 ms.
 # Across hosts the windows are served by the ranks' agents over messages
 # (src/comm/mpi_am.c), and rank 0 says so once.
 # Then a user's own choice of one-sided component is kept: with
@@ -139,6 +142,18 @@ if [ -x "$checks_bin" ]; then
         verdict $ok "progress across the hosts, $np ranks: $(grep -c '^progress ' "$out.progress") families answered while the target was away (exit $rc)" "$out.progress"
         [ $ok = 0 ] || sed 's/^/      /' "$out.progress" | grep "^      progress "
     done
+    # a request from the other host wakes the target's agent and is served
+    # in that turn: with the agents' period at 100 ms, pulls from a rank that
+    # computes take a round trip each (~0.1 ms here), where a request left
+    # for the next turn would take the period
+    netns_run 120 "$out.wake" "${NETNS_MPIRUN[@]}" -x HERD_MPI_PROGRESS_US=100000 --map-by node -np 2 \
+        "$checks_bin" --pull-latency
+    rc=$?
+    us=$(sed -n 's/^pull_latency_us \([0-9.]*\).*/\1/p' "$out.wake")
+    ok=0
+    [ $rc -eq 0 ] && [ -n "$us" ] && awk -v u="$us" 'BEGIN { exit !(u < 5000) }' && ok=1
+    verdict $ok "a pull across the hosts with the agents' period at 100 ms: ${us:-?} us (limit 5000: served as it arrives)" \
+        "$out.wake"
 else
     verdict 0 "progress across the hosts: no $checks_bin (make $checks_bin)"
 fi
