@@ -82,6 +82,8 @@ test-mpi: $(BUILD)/mpi-checks $(BUILD)/herd
 	for n in 2 4; do timeout 120 $(MPIRUN) -np $$n $(BUILD)/mpi-checks --progress || fail=1; done; \
 	for n in 2 3 4 8; do HERD_MPI_WINDOWS=agent timeout 120 $(MPIRUN) -x HERD_MPI_WINDOWS -np $$n $(BUILD)/mpi-checks || fail=1; done; \
 	HERD_MPI_WINDOWS=agent timeout 120 $(MPIRUN) -x HERD_MPI_WINDOWS -np 4 $(BUILD)/mpi-checks --progress || fail=1; \
+	HERD_MPI_WINDOWS=agent HERD_MPI_PROGRESS_US=100000 timeout 60 $(MPIRUN) -x HERD_MPI_WINDOWS -x HERD_MPI_PROGRESS_US \
+	    -np 2 $(BUILD)/mpi-checks --pull-latency 5000 2000 || fail=1; \
 	tests/mpi/train_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
 	tests/mpi/ckpt_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
 	tests/mpi/fail_matrix.sh $(BUILD)/herd "$(MPIRUN)" $(BUILD)/mpi-checks || fail=1; exit $$fail

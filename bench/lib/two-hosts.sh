@@ -50,13 +50,14 @@ two_hosts_platform() {
 }
 
 # two_hosts_wake CHECKS LAT_US (after netns_up, with netns_run's $out)
-#   Calibrates herd sim --agent-wake-us: mpi_checks --pull-latency (CHECKS)
+#   Calibrates herd sim --agent-wake-us: mpi_checks --pull-latency (CHECKS),
+#   pulls 2 ms apart so that each finds the agent asleep,
 #   times a lock, a 100-float get and an unlock on a rank of the other host
 #   while it computes; the wake is that less the two link latencies
 #   SimGrid charges itself. Sets PULL_US and WAKE_US; returns 1 on failure.
 two_hosts_wake() {
     local checks=$1 lat=$2 f=$NETNS_DIR/pull-latency
-    netns_run 60 "$f" "${NETNS_MPIRUN[@]}" --map-by node -np 2 "$checks" --pull-latency || return 1
+    netns_run 60 "$f" "${NETNS_MPIRUN[@]}" --map-by node -np 2 "$checks" --pull-latency 0 2000 || return 1
     PULL_US=$(sed -n 's/^pull_latency_us \([0-9.]*\).*/\1/p' "$f")
     [ -n "$PULL_US" ] || return 1
     WAKE_US=$(awk -v p="$PULL_US" -v l="$lat" 'BEGIN { w = p - 2 * l; if (w < 0) w = 0; printf "%.0f", w }')

@@ -55,6 +55,10 @@
 #include "comm/mpi_internal.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 herd_status herd__mpi_fail(herd_comm *c, int rc, const char *what)
@@ -124,13 +128,17 @@ static void watchdog_stop(mpi_comm *m)
     m->dog.running = false;
 }
 
-/* The agent's longest sleep where HERD_MPI_PROGRESS_US does not set one.
- * A message over TCP wakes it at once (sockwatch.h); one over shared
- * memory (a rank of the same host, when the window spans hosts and Open
- * MPI serves all of it by messages) waits for the agent's next turn, half
- * of this on average. Every turn costs the core a switch away from compute
+/* The agent's period where HERD_MPI_PROGRESS_US does not set one: its
+ * sleep while the worker is in and out of MPI, and its longest sleep with
+ * windows open where requests may come that nothing announces (Open MPI's
+ * own windows across hosts: its pt2pt component's messages over shared
+ * memory, and the agents' windows where ranks cannot poke each other).
+ * A message over TCP wakes the agent at once (sockwatch.h), and so does a
+ * poke from a rank of its host (herd__mpi_poke); elsewhere it sleeps
+ * AGENT_NO_WINDOW_US. Every turn costs the core a switch away from compute
  * and back, some 30 us on this project's virtual machines: at 50 us a
- * computing rank lost a fifth of its speed. */
+ * computing rank lost a fifth of its speed, and two agents a core at 250 us
+ * cost lenet on two hosts 10-15% of its speed against 2 ms. */
 #define AGENT_US 250
 /* The sleep after a turn that served a window request, and while an
  * answer is still leaving. */
@@ -161,11 +169,16 @@ static bool agent_turn(mpi_comm *m, uint_fast64_t *seen)
 /* The agent's turn where it serves windows (mpi_am.c): every turn, as the
  * worker's own calls serve none; whether it served a request or an answer
  * is still leaving. */
-static bool agent_serve(mpi_comm *m)
+static void drain_wakes(agent *a)
 {
     char drop[64];
-    while (read(m->agent.wake[0], drop, sizeof drop) > 0)
+    while (read(a->wake[0], drop, sizeof drop) > 0)
         continue; /* the wakes so far are answered by this turn */
+}
+
+static bool agent_serve(mpi_comm *m)
+{
+    drain_wakes(&m->agent);
     pthread_mutex_lock(&m->mpi_lock);
     bool served = herd__am_serve(m);
     pthread_mutex_unlock(&m->mpi_lock);
@@ -182,28 +195,39 @@ static void *agent_main(void *p)
     long nap_us = 0; /* input that stays after a turn: not MPI's to read now */
     bool served = false;
     while (!atomic_load_explicit(&a->quit, memory_order_relaxed)) {
-        /* While the worker (or its overlap thread) is in and out of MPI it
-         * makes the progress, and serves the windows as it waits: the
-         * agent sleeps its period through, not woken by the traffic of the
-         * worker's own exchanges (a wake costs the core ~30 us here). */
         uint_fast64_t now = atomic_load_explicit(&m->entries, memory_order_relaxed);
         bool windows = atomic_load_explicit(&a->windows, memory_order_relaxed) > 0;
-        if ((now != seen && !served) || !windows) {
-            seen = now;
-            long us = windows || a->period_us > AGENT_NO_WINDOW_US ? a->period_us : AGENT_NO_WINDOW_US;
+        if (!windows) {
+            long us = a->period_us > AGENT_NO_WINDOW_US ? a->period_us : AGENT_NO_WINDOW_US;
             struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
             nanosleep(&ts, NULL);
-            if (!windows)
-                agent_turn(m, &seen);
+            agent_turn(m, &seen);
             continue;
         }
-        /* after a request, look again soon: its epoch's next ones follow */
-        bool input = herd__sockwatch_wait(&sw, served ? AGENT_AFTER_US : a->period_us, a->wake[0]);
+        bool input;
+        if (now != seen && !served) {
+            /* While the worker (or its overlap thread) is in and out of MPI
+             * it makes the progress, and serves the windows as it waits:
+             * the agent sleeps its period through, not woken by the
+             * traffic of the worker's own exchanges (a wake costs the core
+             * ~30 us here), only by a poke. */
+            seen = now;
+            struct pollfd pf = {.fd = a->wake[0], .events = POLLIN};
+            struct timespec ts = {a->period_us / 1000000, (a->period_us % 1000000) * 1000L};
+            if (ppoll(&pf, 1, &ts, NULL) <= 0)
+                continue;
+            input = true;
+        } else {
+            /* after a request, look again soon: its epoch's next ones follow */
+            input = herd__sockwatch_wait(&sw, served ? AGENT_AFTER_US : a->idle_us, a->wake[0]);
+        }
         if (m->am) {
             served = agent_serve(m);
             seen = atomic_load_explicit(&m->entries, memory_order_relaxed);
             continue;
         }
+        if (input)
+            drain_wakes(a);
         bool turned = agent_turn(m, &seen);
         if (!input) {
             nap_us = 0;
@@ -238,6 +262,95 @@ static long agent_period_us(void)
 }
 #endif
 
+#ifndef HERD_SIM
+/* The address of rank's poke socket: in Linux's abstract namespace (of the
+ * network namespace, which a host's ranks share), so that nothing is left
+ * in the file system; job tells one run's endpoints from another's. */
+static socklen_t poke_addr(uint64_t job, size_t rank, struct sockaddr_un *sa)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "herd-%016llx-%zu", (unsigned long long)job, rank);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* The poke sockets (collective): a rank whose window requests go to a rank
+ * of its own host over shared memory wakes that rank's agent with a
+ * datagram (herd__mpi_poke), so that the agent need not wake on a timer to
+ * find them. Where one rank cannot have its socket, nobody pokes. Sets
+ * a->job, a->local and the poke socket as wake[0]; *spans: the ranks are on
+ * several hosts. */
+static void pokes_start(mpi_comm *m, bool *spans)
+{
+    agent *a = &m->agent;
+    uint64_t job = 0;
+    if (m->base.rank == 0)
+        job = (uint64_t)getpid() << 32 ^ (uint64_t)(herd__now() * 1e9) ^ (uint64_t)(uintptr_t)m;
+    MPI_Bcast(&job, 1, MPI_UINT64_T, 0, m->world);
+    struct sockaddr_un sa;
+    socklen_t len = poke_addr(job, m->base.rank, &sa);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, len) == 0, all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, m->world);
+    /* this host's ranks */
+    bool *local = calloc(m->base.size, sizeof *local);
+    int *in = malloc(m->base.size * sizeof *in), *out = malloc(m->base.size * sizeof *out);
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Group g_node, g_world;
+    int n = 0;
+    if (MPI_Comm_split_type(m->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &n);
+        if (local && in && out) {
+            MPI_Comm_group(node, &g_node);
+            MPI_Comm_group(m->world, &g_world);
+            for (int i = 0; i < n; i++)
+                in[i] = i;
+            if (MPI_Group_translate_ranks(g_node, n, in, g_world, out) == MPI_SUCCESS)
+                for (int i = 0; i < n; i++)
+                    if (out[i] >= 0 && (size_t)out[i] < m->base.size)
+                        local[out[i]] = true;
+            MPI_Group_free(&g_node);
+            MPI_Group_free(&g_world);
+        }
+        MPI_Comm_free(&node);
+    }
+    int spread = n > 0 && (size_t)n < m->base.size, any = 0;
+    MPI_Allreduce(&spread, &any, 1, MPI_INT, MPI_MAX, m->world);
+    *spans = any;
+    free(in), free(out);
+    if (!all || !local) {
+        if (fd >= 0)
+            close(fd);
+        free(local);
+        return;
+    }
+    a->job = job;
+    a->local = local;
+    a->wake[0] = fd;
+}
+#endif
+
+void herd__mpi_poke(mpi_comm *m, size_t rank)
+{
+#ifndef HERD_SIM
+    agent *a = &m->agent;
+    if (rank == m->base.rank && a->wake[1] >= 0) {
+        char one = 1;
+        if (write(a->wake[1], &one, 1) < 0)
+            one = 0; /* a full pipe wakes it already */
+        return;
+    }
+    if (!a->local || rank >= m->base.size || !a->local[rank] || a->wake[0] < 0)
+        return;
+    struct sockaddr_un sa;
+    socklen_t len = poke_addr(a->job, rank, &sa);
+    /* a full queue wakes it already; a rank gone is the watchdog's */
+    (void)sendto(a->wake[0], "", 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&sa, len);
+#else
+    (void)m, (void)rank;
+#endif
+}
+
 /* Starts m's agent where MPI gives a thread level that allows one and more
  * than one rank needs it; where it cannot start, the endpoint works
  * without, progressing only inside its worker's calls. */
@@ -256,16 +369,26 @@ static void agent_start(mpi_comm *m, int provided)
         a->quiet = MPI_COMM_NULL;
         return;
     }
+    bool spans = false;
+    pokes_start(m, &spans);
     long us = agent_period_us();
     if (us == 0)
         return;
     a->period_us = us;
-    if (pipe(a->wake) != 0) {
-        a->wake[0] = a->wake[1] = -1;
-        return;
+    /* with windows open and the worker elsewhere: where every request wakes
+     * it (a socket, a poke) or none needs it (the ranks on one host, where
+     * Open MPI's windows go without the target), the agent sleeps long */
+    const char *set = getenv("HERD_MPI_PROGRESS_US");
+    bool woken = m->am ? a->local != NULL : !spans;
+    a->idle_us = (set && *set) || !woken ? us : AGENT_NO_WINDOW_US;
+    if (a->wake[0] < 0) {
+        if (pipe(a->wake) != 0) {
+            a->wake[0] = a->wake[1] = -1;
+            return;
+        }
+        fcntl(a->wake[0], F_SETFL, O_NONBLOCK);
+        fcntl(a->wake[1], F_SETFL, O_NONBLOCK);
     }
-    fcntl(a->wake[0], F_SETFL, O_NONBLOCK);
-    fcntl(a->wake[1], F_SETFL, O_NONBLOCK);
     a->running = pthread_create(&a->thread, NULL, agent_main, m) == 0;
 #endif
 }
@@ -278,9 +401,18 @@ static void agent_stop(mpi_comm *m)
     atomic_store(&a->quit, true);
     pthread_join(a->thread, NULL);
     a->running = false;
-    close(a->wake[0]);
-    close(a->wake[1]);
+}
+
+static void agent_free(mpi_comm *m)
+{
+    agent *a = &m->agent;
+    agent_stop(m);
+    for (int i = 0; i < 2; i++)
+        if (a->wake[i] >= 0)
+            close(a->wake[i]);
     a->wake[0] = a->wake[1] = -1;
+    free(a->local);
+    a->local = NULL;
 }
 
 /* Runs one window call under the watchdog, deadline the caller's or now
@@ -617,7 +749,7 @@ static herd_status m_allreduce_native(herd_comm *c, float *buf, size_t count, co
 static void m_free(herd_comm *c)
 {
     mpi_comm *m = (mpi_comm *)c;
-    agent_stop(m);
+    agent_free(m);
     watchdog_stop(m);
     herd__am_free(m);
     if (!c->failed) { /* collective, as win_free */

@@ -401,6 +401,8 @@ static herd_status complete(herd_comm *c, herd_win *win, size_t target, double d
 {
     am_out *o = &win->am->out[target];
     double t0 = herd__now();
+    if (o->n) /* a rank of this host hears the requests through shared memory: wake it */
+        herd__mpi_poke((mpi_comm *)c, target);
     while (o->n) {
         int done = 0;
         mpi_enter(c);
@@ -468,9 +470,7 @@ static void own_unlock(herd_comm *c, am_win *w)
     /* an origin's lock may wait in the agent's queue */
     mpi_comm *m = (mpi_comm *)c;
     atomic_store(&m->am->kick, true);
-    char one = 1;
-    if (m->agent.wake[1] >= 0 && write(m->agent.wake[1], &one, 1) < 0)
-        one = 0; /* a full pipe wakes it already */
+    herd__mpi_poke(m, c->rank);
 }
 
 /* ---- the window calls ---------------------------------------------------- */

@@ -32,11 +32,17 @@ typedef struct watchdog {
 /* The communication agent (see the top of mpi.c). */
 typedef struct agent {
     MPI_Comm quiet;   /* the agent's own duplicate, on which nothing is ever sent */
-    long period_us;   /* the longest sleep between turns */
+    long period_us;   /* its sleep while the worker is in and out of MPI */
+    long idle_us;     /* its longest sleep with windows open and the worker elsewhere */
     atomic_bool quit;
     bool running;
     pthread_t thread;
-    int wake[2];      /* a pipe: writing a byte wakes the agent at once */
+    /* The agent waits on wake[0]: its poke socket (wake[1] -1), where every
+     * rank of its host can wake it (herd__mpi_poke), else a pipe whose
+     * wake[1] this process writes. */
+    int wake[2];
+    uint64_t job;     /* names the ranks' poke sockets */
+    bool *local;      /* per rank: on this host, woken by a poke (NULL: no pokes) */
     atomic_int windows; /* the endpoint's windows on other ranks: requests may come */
 } agent;
 
@@ -126,6 +132,10 @@ herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const 
 /* Collective, at the endpoint's creation: *out NULL where it fails. */
 herd_status herd__am_create(mpi_comm *m, am_state **out);
 void herd__am_free(mpi_comm *m);
+/* Wakes rank's agent at once where a message alone would not: this rank's
+ * own, or one of its host's, which shared memory does not wake (a message
+ * over a socket wakes its agent by itself: sockwatch.h). */
+void herd__mpi_poke(mpi_comm *m, size_t rank);
 /* The agent's turn: serves every request that has come (the MPI lock
  * held); whether it served any or an answer is still on its way (a large
  * one moves only while MPI is called: the agent looks again soon). */

@@ -267,11 +267,13 @@ static int progress_family(herd_comm *c, const char *family, exchange_fn fn, int
     return bad;
 }
 
-/* mpi_checks --pull-latency (bench/sim-predict's calibration of herd sim
- * --agent-wake-us): for 2 s rank 0 pulls 100 floats from the last rank
- * under a shared lock, one pull after another, while that rank computes
- * outside MPI; rank 0 prints the mean time of a pull in microseconds. */
-static int pull_latency(herd_comm *c)
+/* mpi_checks --pull-latency [MAX_US [GAP_US]] (bench/sim-predict's
+ * calibration of herd sim --agent-wake-us): for 2 s rank 0 pulls 100
+ * floats from the last rank under a shared lock, one pull after another
+ * (GAP_US apart: the target's agent has gone back to sleep by the next),
+ * while that rank computes outside MPI; rank 0 prints the mean time of a
+ * pull in microseconds, and fails where it is MAX_US or more. */
+static int pull_latency(herd_comm *c, double max_us, double gap_us)
 {
     if (c->size < 2)
         return 2;
@@ -290,14 +292,25 @@ static int pull_latency(herd_comm *c)
                 x += i * 1e-9;
     } else if (c->rank == 0) {
         long k = 0;
-        double t0 = now_s();
-        for (; now_s() - t0 < 2.0 && !bad; k++)
+        double t0 = now_s(), pulling = 0;
+        struct timespec gap = {(time_t)(gap_us / 1e6), (long)(fmod(gap_us, 1e6) * 1e3)};
+        for (; now_s() - t0 < 2.0 && !bad; k++) {
+            if (gap_us > 0)
+                nanosleep(&gap, NULL);
+            double t1 = now_s();
             bad = herd_comm_win_lock(c, w, target, false) != HERD_OK ||
                   herd_comm_win_get(c, w, target, 0, buf, n * sizeof(float)) != HERD_OK ||
                   herd_comm_win_unlock(c, w, target) != HERD_OK;
+            pulling += now_s() - t1;
+        }
+        double us = pulling / (double)k * 1e6;
         if (!bad)
-            printf("pull_latency_us %.1f (%ld pulls of 100 floats from rank %zu while it computed)\n",
-                   (now_s() - t0) / (double)k * 1e6, k, target);
+            printf("pull_latency_us %.1f (%ld pulls of 100 floats from rank %zu while it computed, %g us apart)\n", us,
+                   k, target, gap_us);
+        if (!bad && max_us > 0 && us >= max_us) {
+            fprintf(stderr, "rank 0: FAIL a pull from rank %zu took %.1f us, limit %g\n", target, us, max_us);
+            bad = 1;
+        }
     }
     bad |= herd_comm_barrier(c) != HERD_OK || herd_comm_win_free(c, w) != HERD_OK;
     return bad;
@@ -351,7 +364,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "--lock-stall"))
         return lock_stall(c);
     if (argc > 1 && (!strcmp(argv[1], "--progress") || !strcmp(argv[1], "--pull-latency"))) {
-        int rc = !strcmp(argv[1], "--progress") ? progress(c) : pull_latency(c);
+        int rc = !strcmp(argv[1], "--progress") ? progress(c) : pull_latency(c, argc > 2 ? atof(argv[2]) : 0, argc > 3 ? atof(argv[3]) : 0);
         herd_comm_free(c);
         herd_world_free(world);
         herd_comm_shutdown();

@@ -147,7 +147,7 @@ if [ -x "$checks_bin" ]; then
     # computes take a round trip each (~0.1 ms here), where a request left
     # for the next turn would take the period
     netns_run 120 "$out.wake" "${NETNS_MPIRUN[@]}" -x HERD_MPI_PROGRESS_US=100000 --map-by node -np 2 \
-        "$checks_bin" --pull-latency
+        "$checks_bin" --pull-latency 0 2000
     rc=$?
     us=$(sed -n 's/^pull_latency_us \([0-9.]*\).*/\1/p' "$out.wake")
     ok=0
