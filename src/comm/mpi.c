@@ -180,7 +180,7 @@ static bool agent_serve(mpi_comm *m)
 {
     drain_wakes(&m->agent);
     pthread_mutex_lock(&m->mpi_lock);
-    bool served = herd__am_serve(m);
+    bool served = herd__am_serve(m, true);
     pthread_mutex_unlock(&m->mpi_lock);
     return served;
 }
@@ -415,6 +415,14 @@ static void agent_free(mpi_comm *m)
     a->local = NULL;
 }
 
+/* herd-sim: the rank no longer waits inside MPI (sim.h; a call that fails
+ * leaves it marked, and the run stops). */
+#ifdef HERD_SIM
+#define SIM_WAITED(c) herd__sim_waiting((c)->rank, false)
+#else
+#define SIM_WAITED(c) ((void)0)
+#endif
+
 /* Runs one window call under the watchdog, deadline the caller's or now
  * plus the timeout. */
 #define GUARDED(c, what_, peer_, deadline_, call)                                  \
@@ -490,7 +498,7 @@ void herd__mpi_idle(herd_comm *c, double t_start)
     mpi_comm *m = (mpi_comm *)c;
     if (m->am) { /* a waiting worker serves its windows itself, sparing its agent a wake */
         mpi_enter(c);
-        herd__am_serve(m);
+        herd__am_serve(m, false);
         mpi_leave(c);
     }
 #else
@@ -506,7 +514,11 @@ static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
      * add its own sleeps and SimGrid's per-MPI_Test charge to every transfer),
      * and it is bounded: the simulator stops a run whose ranks all block. */
     (void)deadline;
-    MPI_TRY(c, MPI_Wait(&req->r, MPI_STATUS_IGNORE));
+    herd__sim_waiting(c->rank, true);
+    int rc = MPI_Wait(&req->r, MPI_STATUS_IGNORE);
+    herd__sim_waiting(c->rank, false);
+    if (rc != MPI_SUCCESS)
+        return herd__mpi_fail(c, rc, "MPI_Wait");
     free(req);
     return HERD_OK;
 #endif
@@ -538,7 +550,11 @@ herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const 
 {
 #ifdef HERD_SIM
     (void)deadline, (void)what; /* as m_wait */
-    MPI_TRY(c, MPI_Wait(r, MPI_STATUS_IGNORE));
+    herd__sim_waiting(c->rank, true);
+    int rc = MPI_Wait(r, MPI_STATUS_IGNORE);
+    herd__sim_waiting(c->rank, false);
+    if (rc != MPI_SUCCESS)
+        return herd__mpi_fail(c, rc, "MPI_Wait");
     return HERD_OK;
 #endif
     double t_start = herd__now();
@@ -621,11 +637,13 @@ static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exc
     }
     /* the target's agent wakes to grant it (and serves what follows in the
      * same turn), before the lock is held */
+    herd__sim_waiting(c->rank, true); /* it serves its own windows meanwhile */
     if (target != c->rank)
-        herd__sim_agent_answer();
+        herd__sim_agent_answer(target);
 #endif
     GUARDED(c, "MPI_Win_lock", target, deadline,
             MPI_Win_lock(exclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, (int)target, 0, w->win));
+    SIM_WAITED(c);
     return HERD_OK;
 }
 
@@ -638,9 +656,11 @@ static herd_status m_win_unlock(herd_comm *c, herd_win *w, size_t target)
 #ifdef HERD_SIM
     /* SimGrid 3.32 releases the lock before a put in flight lands, so the
      * next holder can read the old value (lost fetch-and-add increments). */
+    herd__sim_waiting(c->rank, true);
     MPI_TRY(c, MPI_Win_flush((int)target, w->win));
 #endif
     GUARDED(c, "MPI_Win_unlock", target, herd__comm_deadline(c), MPI_Win_unlock((int)target, w->win));
+    SIM_WAITED(c);
     return HERD_OK;
 }
 
@@ -692,10 +712,12 @@ static herd_status m_win_flush(herd_comm *c, herd_win *w, size_t target)
     if (w->am)
         return herd__am_flush(c, w, target, herd__comm_deadline(c));
 #ifdef HERD_SIM
+    herd__sim_waiting(c->rank, true);
     if (target != c->rank)
-        herd__sim_agent_answer();
+        herd__sim_agent_answer(target);
 #endif
     GUARDED(c, "MPI_Win_flush", target, herd__comm_deadline(c), MPI_Win_flush((int)target, w->win));
+    SIM_WAITED(c);
     return HERD_OK;
 }
 
@@ -729,7 +751,11 @@ static herd_status m_allreduce_sum(herd_comm *c, float *buf, size_t count, doubl
     /* SimGrid 3.32's in-place MPI_Iallreduce corrupts buffers of 64 KiB and
      * more; the blocking call is right (and herd-sim waits blocking anyway). */
     (void)r, (void)deadline;
-    MPI_TRY(c, MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c)));
+    herd__sim_waiting(c->rank, true);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c));
+    herd__sim_waiting(c->rank, false);
+    if (rc != MPI_SUCCESS)
+        return herd__mpi_fail(c, rc, "MPI_Allreduce");
     return HERD_OK;
 #endif
     MPI_TRY(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c), &r));

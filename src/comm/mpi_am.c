@@ -279,7 +279,7 @@ static am_win *lookup(am_state *s, uint32_t id)
     return w;
 }
 
-bool herd__am_serve(mpi_comm *m)
+bool herd__am_serve(mpi_comm *m, bool again)
 {
     am_state *s = m->am;
     bool served = false;
@@ -292,10 +292,10 @@ bool herd__am_serve(mpi_comm *m)
     }
     /* Open MPI's MPI_Improbe looks for a match before it progresses, so a
      * request that only this call reads off the socket is found by the next
-     * one: a turn that finds nothing probes once more (without it, the
-     * request a wake was for waited a whole period for the agent's next
-     * turn: a pull across hosts took 0.43 ms instead of 0.11) */
-    bool again = true;
+     * one: an agent's turn that finds nothing probes once more (without
+     * it, the request a wake was for waited a whole period for the agent's
+     * next turn: a pull across hosts took 0.43 ms instead of 0.11); a
+     * waiting caller, which probes again soon, does not */
     for (int k = 0; k < 256; k++) {
         int flag = 0, bytes = 0;
         MPI_Message msg;

@@ -138,8 +138,9 @@ void herd__am_free(mpi_comm *m);
 void herd__mpi_poke(mpi_comm *m, size_t rank);
 /* The agent's turn: serves every request that has come (the MPI lock
  * held); whether it served any or an answer is still on its way (a large
- * one moves only while MPI is called: the agent looks again soon). */
-bool herd__am_serve(mpi_comm *m);
+ * one moves only while MPI is called: the agent looks again soon). again:
+ * where none is found, look once more (an agent's turn after a wake). */
+bool herd__am_serve(mpi_comm *m, bool again);
 herd_status herd__am_win_create(herd_comm *c, herd_win *w, void *base, size_t bytes, double deadline);
 herd_status herd__am_win_free(herd_comm *c, herd_win *w, double deadline);
 herd_status herd__am_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive, double deadline);

@@ -55,6 +55,9 @@
 
 #include "herd/herd_engine.h"
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #ifdef HERD_SIM
 extern const herd_engine_clock herd__sim_clock;
 /* The mpi engine's agent (mpi.c), as the simulator models it. SimGrid's
@@ -66,8 +69,14 @@ extern const herd_engine_clock herd__sim_clock;
  * lock is held (the agent wakes to grant it and serves the epoch's
  * requests, sent back to back, in the same turn), and once more at each
  * flush, with the lock held (what follows a flush waits for another
- * turn). A wait, not compute: the origin's host is idle meanwhile. */
-void herd__sim_agent_answer(void);
+ * turn). A wait, not compute: the origin's host is idle meanwhile. It is
+ * not charged where the target itself waits inside MPI at that simulated
+ * instant: a real worker that waits serves its own windows at once
+ * (herd__mpi_idle), no agent to wake. mpi.c says when a rank waits
+ * (herd__sim_waiting), in a table the process's ranks share, reached
+ * through the environment as simdata.c's registry is. */
+void herd__sim_agent_answer(size_t target);
+void herd__sim_waiting(size_t rank, bool on);
 #define HERD__SIM_CAPS HERD_ENGINE_VIRTUAL_CLOCK
 #define HERD__SIM_CLOCK (&herd__sim_clock)
 #else

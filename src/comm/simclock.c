@@ -9,6 +9,7 @@
 #include <simgrid/host.h>
 #include <smpi/smpi.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,12 +22,50 @@ static bool measured(void)
 
 static double host_speed(void) { return sg_host_get_speed(sg_host_self()); }
 
-void herd__sim_agent_answer(void)
+static double agent_us(void)
 {
     const char *s = getenv("HERD_SIM_AGENT_US");
-    double us = s ? strtod(s, NULL) : 0.0;
-    if (us > 0)
-        sg_actor_sleep_for(us * 1e-6);
+    return s ? strtod(s, NULL) : 0.0;
+}
+
+/* Per rank, whether it waits inside MPI (sim.h); ranks past the table are
+ * taken to compute. NULL where it cannot be had. */
+#define WAITING_ENV "HERD_SIM_WAITING_TABLE"
+#define WAITING_RANKS 65536
+
+static unsigned char *waiting_table(void)
+{
+    const char *s = getenv(WAITING_ENV);
+    void *p = NULL;
+    if (s && sscanf(s, "%p", &p) == 1 && p)
+        return p;
+    p = calloc(WAITING_RANKS, 1);
+    char buf[32];
+    if (!p || snprintf(buf, sizeof buf, "%p", p) >= (int)sizeof buf || setenv(WAITING_ENV, buf, 1) != 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void herd__sim_waiting(size_t rank, bool on)
+{
+    if (agent_us() <= 0 || rank >= WAITING_RANKS)
+        return;
+    unsigned char *t = waiting_table();
+    if (t)
+        t[rank] = on;
+}
+
+void herd__sim_agent_answer(size_t target)
+{
+    double us = agent_us();
+    if (us <= 0)
+        return;
+    unsigned char *t = waiting_table();
+    if (t && target < WAITING_RANKS && t[target])
+        return; /* it serves its windows itself as it waits */
+    sg_actor_sleep_for(us * 1e-6);
 }
 
 /* herd sim --step-overhead S, in seconds (charged in either mode: SimGrid

@@ -196,24 +196,45 @@ else
 fi
 
 # --agent-wake-us W: the agent's answer, W us as an origin locks another rank's window and at each
-# flush. 2 workers of asgd: worker 0 locks worker 1's shard twice a step (the pull, the push), so its
-# training time grows by at least 2 x steps x W; dpsgd exchanges by messages only, and its simulated
-# times stay the same to the last digit
+# flush, where that rank computes; one that waits inside MPI serves its windows itself, at once.
+# 2 workers of asgd, each locking the other's shard twice a step (the pull, the push):
+# - worker 1 20x slower (10 Mflop/s hosts: compute is most of a step), so it computes whenever
+#   worker 0 locks its shard: worker 0, the one with the most steps (epoch_s_min), grows by at
+#   least 1.5 x steps x W (2 x with every lock charged);
+# - compute next to nothing (1 Gflop/s): each worker mostly waits in an exchange, where it
+#   serves the other's locks, and the slowest grows by less than steps x W (at least 2 x steps x W
+#   with every lock charged);
+# - dpsgd exchanges by messages only, and its simulated times stay the same to the last digit
+wake_run() { # name: the rest are herd sim's flags before --
+    local name=$1 al=$2
+    shift 2
+    timeout 120 "$herd" sim --workers 2 "$@" -- train --algo "$al" --data synthetic:1x12x12:4 --model linear \
+        --epochs 1 --batch 16 --train-limit 512 --test-limit 64 --no-progress --quiet --json >"$tmp/wake-$name.json" 2>/dev/null
+}
 for wk in 0 1000; do
-    for al in asgd dpsgd; do
-        timeout 120 "$herd" sim --workers 2 --host-speed 1Gf --agent-wake-us "$wk" -- train --algo "$al" \
-            --data synthetic:1x12x12:4 --model linear --epochs 1 --batch 16 --train-limit 512 --test-limit 64 \
-            --no-progress --quiet --json >"$tmp/wake-$al-$wk.json" 2>/dev/null
-    done
+    wake_run "slow-$wk" asgd --host-speed 10Mf --slow 1:20 --agent-wake-us "$wk"
+    wake_run "idle-$wk" asgd --host-speed 1Gf --agent-wake-us "$wk"
+    wake_run "dpsgd-$wk" dpsgd --host-speed 1Gf --agent-wake-us "$wk"
 done
-a=$(field "$tmp/wake-asgd-0.json" train_s) b=$(field "$tmp/wake-asgd-1000.json" train_s)
-steps=$(field "$tmp/wake-asgd-1000.json" steps_min)
-d0=$(field "$tmp/wake-dpsgd-0.json" wall_s) d1=$(field "$tmp/wake-dpsgd-1000.json" wall_s)
-if [ -n "$steps" ] && [ -n "$d0" ] && [ "$d0" = "$d1" ] &&
-    awk -v a="$a" -v b="$b" -v n="$steps" 'BEGIN { exit !(a != "" && b - a >= 2 * n * 0.001 * 0.9999) }'; then
-    ok "--agent-wake-us 1000: asgd's training $a s -> $b s simulated (>= 2 x $steps steps x 1 ms more); dpsgd's $d0 s both"
+a=$(field "$tmp/wake-slow-0.json" epoch_s_min) b=$(field "$tmp/wake-slow-1000.json" epoch_s_min)
+steps=$(field "$tmp/wake-slow-1000.json" steps_max)
+if [ -n "$steps" ] && awk -v a="$a" -v b="$b" -v n="$steps" 'BEGIN { exit !(a != "" && b - a >= 1.5 * n * 0.001) }'; then
+    ok "--agent-wake-us 1000, target computing: worker 0's epoch $a s -> $b s simulated (>= 1.5 x $steps steps x 1 ms more)"
 else
-    bad "--agent-wake-us 1000: asgd '$a' s -> '$b' s (want >= +2 x '$steps' x 1 ms); dpsgd '$d0' s -> '$d1' s (want equal)"
+    bad "--agent-wake-us 1000, target computing: worker 0's epoch '$a' s -> '$b' s (want >= +1.5 x '$steps' x 1 ms)"
+fi
+a=$(field "$tmp/wake-idle-0.json" train_s) b=$(field "$tmp/wake-idle-1000.json" train_s)
+steps=$(field "$tmp/wake-idle-1000.json" steps_max)
+if [ -n "$steps" ] && awk -v a="$a" -v b="$b" -v n="$steps" 'BEGIN { exit !(a != "" && b > a && b - a < n * 0.001) }'; then
+    ok "--agent-wake-us 1000, targets waiting: asgd's training $a s -> $b s simulated (more, but < $steps steps x 1 ms)"
+else
+    bad "--agent-wake-us 1000, targets waiting: asgd '$a' s -> '$b' s (want more, but < '$steps' x 1 ms)"
+fi
+d0=$(field "$tmp/wake-dpsgd-0.json" wall_s) d1=$(field "$tmp/wake-dpsgd-1000.json" wall_s)
+if [ -n "$d0" ] && [ "$d0" = "$d1" ]; then
+    ok "--agent-wake-us 1000: dpsgd's $d0 s simulated both (messages only)"
+else
+    bad "--agent-wake-us 1000: dpsgd '$d0' s -> '$d1' s (want equal)"
 fi
 
 # the named platforms: the generated file and the summary carry the table's link and host speed
