@@ -216,20 +216,19 @@ for wk in 0 1000; do
     wake_run "idle-$wk" asgd --host-speed 1Gf --agent-wake-us "$wk"
     wake_run "dpsgd-$wk" dpsgd --host-speed 1Gf --agent-wake-us "$wk"
 done
-a=$(field "$tmp/wake-slow-0.json" epoch_s_min) b=$(field "$tmp/wake-slow-1000.json" epoch_s_min)
-steps=$(field "$tmp/wake-slow-1000.json" steps_max)
-if [ -n "$steps" ] && awk -v a="$a" -v b="$b" -v n="$steps" 'BEGIN { exit !(a != "" && b - a >= 1.5 * n * 0.001) }'; then
-    ok "--agent-wake-us 1000, target computing: worker 0's epoch $a s -> $b s simulated (>= 1.5 x $steps steps x 1 ms more)"
-else
-    bad "--agent-wake-us 1000, target computing: worker 0's epoch '$a' s -> '$b' s (want >= +1.5 x '$steps' x 1 ms)"
-fi
-a=$(field "$tmp/wake-idle-0.json" train_s) b=$(field "$tmp/wake-idle-1000.json" train_s)
-steps=$(field "$tmp/wake-idle-1000.json" steps_max)
-if [ -n "$steps" ] && awk -v a="$a" -v b="$b" -v n="$steps" 'BEGIN { exit !(a != "" && b > a && b - a < n * 0.001) }'; then
-    ok "--agent-wake-us 1000, targets waiting: asgd's training $a s -> $b s simulated (more, but < $steps steps x 1 ms)"
-else
-    bad "--agent-wake-us 1000, targets waiting: asgd '$a' s -> '$b' s (want more, but < '$steps' x 1 ms)"
-fi
+# wake_check NAME FIELD WANT SAYS: FIELD of runs NAME-0 and NAME-1000 as a and b, steps_max of the
+# latter as n; WANT (awk) must hold
+wake_check() {
+    local a b n
+    a=$(field "$tmp/wake-$1-0.json" "$2") b=$(field "$tmp/wake-$1-1000.json" "$2") n=$(field "$tmp/wake-$1-1000.json" steps_max)
+    if [ -n "$n" ] && [ -n "$a" ] && awk -v a="$a" -v b="$b" -v n="$n" "BEGIN { exit !($3) }"; then
+        ok "--agent-wake-us 1000, $4: $2 $a s -> $b s simulated, $n steps"
+    else
+        bad "--agent-wake-us 1000, $4: $2 '$a' s -> '$b' s, '$n' steps (want $3)"
+    fi
+}
+wake_check slow epoch_s_min "b - a >= 1.5 * n * 0.001" "target computing (worker 0's epoch: >= 1.5 x steps x 1 ms more)"
+wake_check idle train_s "b > a && b - a < n * 0.001" "targets waiting (more, but < steps x 1 ms)"
 d0=$(field "$tmp/wake-dpsgd-0.json" wall_s) d1=$(field "$tmp/wake-dpsgd-1000.json" wall_s)
 if [ -n "$d0" ] && [ "$d0" = "$d1" ]; then
     ok "--agent-wake-us 1000: dpsgd's $d0 s simulated both (messages only)"
