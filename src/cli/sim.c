@@ -472,7 +472,7 @@ static void sim_flags(sim_opts *o, herd__flag *f)
         {"real-speed", HERD__FLAG_STR, &o->real_speed, "SPEED", "--measured-compute: this machine's rate (default 20Gf)", NULL},
         {"step-overhead", HERD__FLAG_DOUBLE, &o->step_overhead_s, "S", "a framework's cost per step, in seconds, beside the FLOPs (default 0)", NULL},
         {"agent-wake-us", HERD__FLAG_DOUBLE, &o->agent_wake_us, "US",
-         "the time a rank's communication agent takes to wake and answer a window request, in microseconds, beside the network's (default 0)", NULL},
+         "the time a rank's communication agent takes to wake and answer a window request, in microseconds, beside the network's (default: HERD_SIM_AGENT_US, else 0)", NULL},
         {"sim-cfg", HERD__FLAG_LIST, &o->cfg, "KEY:VALUE", "a SimGrid --cfg option (repeatable)", NULL},
         {"paje", HERD__FLAG_STR, &o->paje, "FILE",
          "write SimGrid's trace of every rank's MPI calls and compute (Paje format: vite, paje tools) to FILE", NULL},
@@ -917,6 +917,18 @@ int herd__cli_sim(int argc, char **argv)
 {
     /* --workers unset is SIZE_MAX here (the platform's size); a 0 given is refused */
     sim_opts o = {.timeout_s = 86400, .workers = SIZE_MAX};
+    /* the agent's wake: a property of the hosts, set once for every run a
+     * protocol (herd compare, bench/) makes: HERD_SIM_AGENT_US, a number
+     * (a bad one is refused below, as the flag's would be) */
+    const char *wake = getenv("HERD_SIM_AGENT_US");
+    if (wake && *wake) {
+        char *end;
+        o.agent_wake_us = strtod(wake, &end);
+        if (*end || end == wake) {
+            fprintf(stderr, "herd: HERD_SIM_AGENT_US='%.64s' is not a number of microseconds\n", wake);
+            return 2;
+        }
+    }
     herd__flag f[SIM_NFLAGS];
     sim_flags(&o, f);
     int dash = herd__flags_parse(&(herd__flag_cmd){.cmd = "sim", .flags = f, .usage = sim_usage}, argc, argv, 2, false);
@@ -960,7 +972,8 @@ int herd__cli_sim(int argc, char **argv)
         return 2;
     }
     if (!(o.agent_wake_us >= 0 && o.agent_wake_us <= 1e6)) {
-        fprintf(stderr, "herd: --agent-wake-us must be in [0, 1000000] microseconds, got %g\n", o.agent_wake_us);
+        fprintf(stderr, "herd: --agent-wake-us (or HERD_SIM_AGENT_US) must be in [0, 1000000] microseconds, got %g\n",
+                o.agent_wake_us);
         return 2;
     }
     if (!(o.timeout_s > 0)) {

@@ -236,6 +236,19 @@ else
     bad "--agent-wake-us 1000: dpsgd '$d0' s -> '$d1' s (want equal)"
 fi
 
+# HERD_SIM_AGENT_US sets --agent-wake-us's default (a protocol's every run); the flag wins; a value
+# that is no number is refused
+w_env=$(HERD_SIM_AGENT_US=12.5 timeout 30 "$herd" sim --workers 2 --dry-run -- train 2>&1 | grep -o 'HERD_SIM_AGENT_US=[^ ]*')
+w_flag=$(HERD_SIM_AGENT_US=12.5 timeout 30 "$herd" sim --workers 2 --agent-wake-us 3 --dry-run -- train 2>&1 |
+    grep -o 'HERD_SIM_AGENT_US=[^ ]*')
+HERD_SIM_AGENT_US=12x timeout 30 "$herd" sim --workers 2 --dry-run -- train >/dev/null 2>&1
+w_bad=$?
+if [ "$w_env" = HERD_SIM_AGENT_US=12.5 ] && [ "$w_flag" = HERD_SIM_AGENT_US=3 ] && [ $w_bad = 2 ]; then
+    ok "HERD_SIM_AGENT_US=12.5: the runs' wake 12.5 us; --agent-wake-us 3 beside it: 3; '12x': exit 2"
+else
+    bad "HERD_SIM_AGENT_US: '$w_env' (want =12.5), with --agent-wake-us 3 '$w_flag' (want =3), '12x' exit $w_bad (want 2)"
+fi
+
 # the named platforms: the generated file and the summary carry the table's link and host speed
 # (name, Gb/s, us host to host, Gflop/s; the file's latency is per link, half of host to host)
 for spec in "ib-100g 100 1 680" "ib-56g 56 1.5 14000" "10gbe 10 25 8000" "slow-cloud 1 500 200"; do
