@@ -251,14 +251,49 @@ static void *agent_main(void *p)
 #ifndef HERD_SIM
 /* The agent's period in microseconds: HERD_MPI_PROGRESS_US, else AGENT_US;
  * 0: none. */
-static long agent_period_us(void)
+static long agent_period_us(bool *given)
 {
     const char *s = getenv("HERD_MPI_PROGRESS_US");
-    if (!s || !*s)
-        return AGENT_US;
     char *end;
-    long us = strtol(s, &end, 10);
-    return *end || us < 0 || us > 1000000 ? AGENT_US : us;
+    long us = s && *s ? strtol(s, &end, 10) : -1;
+    bool ok = us >= 0 && us <= 1000000 && !*end;
+    if (given)
+        *given = ok;
+    return ok ? us : AGENT_US;
+}
+#endif
+
+#ifndef HERD_SIM
+/* Collective over comm: whether its ranks span several hosts (every rank
+ * answers alike: one with all its host's ranks sees the others off it);
+ * local (NULL: not wanted) marks, per rank of comm, those of this host. */
+static bool host_ranks(MPI_Comm comm, bool *local)
+{
+    MPI_Comm node;
+    int size = 0, n = 0;
+    MPI_Comm_size(comm, &size);
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &n);
+        int *in = local ? malloc((size_t)n * sizeof *in) : NULL, *out = local ? malloc((size_t)n * sizeof *out) : NULL;
+        MPI_Group g_node, g_world;
+        if (in && out) {
+            MPI_Comm_group(node, &g_node);
+            MPI_Comm_group(comm, &g_world);
+            for (int i = 0; i < n; i++)
+                in[i] = i;
+            if (MPI_Group_translate_ranks(g_node, n, in, g_world, out) == MPI_SUCCESS)
+                for (int i = 0; i < n; i++)
+                    if (out[i] >= 0 && out[i] < size)
+                        local[out[i]] = true;
+            MPI_Group_free(&g_node);
+            MPI_Group_free(&g_world);
+        }
+        free(in), free(out);
+        MPI_Comm_free(&node);
+    }
+    int spread = n > 0 && n < size, any = 0;
+    MPI_Allreduce(&spread, &any, 1, MPI_INT, MPI_MAX, comm);
+    return any;
 }
 #endif
 
@@ -292,32 +327,8 @@ static void pokes_start(mpi_comm *m, bool *spans)
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, len) == 0, all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, m->world);
-    /* this host's ranks */
     bool *local = calloc(m->base.size, sizeof *local);
-    int *in = malloc(m->base.size * sizeof *in), *out = malloc(m->base.size * sizeof *out);
-    MPI_Comm node = MPI_COMM_NULL;
-    MPI_Group g_node, g_world;
-    int n = 0;
-    if (MPI_Comm_split_type(m->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-        MPI_Comm_size(node, &n);
-        if (local && in && out) {
-            MPI_Comm_group(node, &g_node);
-            MPI_Comm_group(m->world, &g_world);
-            for (int i = 0; i < n; i++)
-                in[i] = i;
-            if (MPI_Group_translate_ranks(g_node, n, in, g_world, out) == MPI_SUCCESS)
-                for (int i = 0; i < n; i++)
-                    if (out[i] >= 0 && (size_t)out[i] < m->base.size)
-                        local[out[i]] = true;
-            MPI_Group_free(&g_node);
-            MPI_Group_free(&g_world);
-        }
-        MPI_Comm_free(&node);
-    }
-    int spread = n > 0 && (size_t)n < m->base.size, any = 0;
-    MPI_Allreduce(&spread, &any, 1, MPI_INT, MPI_MAX, m->world);
-    *spans = any;
-    free(in), free(out);
+    *spans = host_ranks(m->world, local);
     if (!all || !local) {
         if (fd >= 0)
             close(fd);
@@ -371,16 +382,16 @@ static void agent_start(mpi_comm *m, int provided)
     }
     bool spans = false;
     pokes_start(m, &spans);
-    long us = agent_period_us();
+    bool given;
+    long us = agent_period_us(&given);
     if (us == 0)
         return;
     a->period_us = us;
     /* with windows open and the worker elsewhere: where every request wakes
      * it (a socket, a poke) or none needs it (the ranks on one host, where
      * Open MPI's windows go without the target), the agent sleeps long */
-    const char *set = getenv("HERD_MPI_PROGRESS_US");
     bool woken = m->am ? a->local != NULL : !spans;
-    a->idle_us = (set && *set) || !woken ? us : AGENT_NO_WINDOW_US;
+    a->idle_us = given || !woken ? us : AGENT_NO_WINDOW_US;
     if (a->wake[0] < 0) {
         if (pipe(a->wake) != 0) {
             a->wake[0] = a->wake[1] = -1;
@@ -415,13 +426,6 @@ static void agent_free(mpi_comm *m)
     a->local = NULL;
 }
 
-/* herd-sim: the rank no longer waits inside MPI (sim.h; a call that fails
- * leaves it marked, and the run stops). */
-#ifdef HERD_SIM
-#define SIM_WAITED(c) herd__sim_waiting((c)->rank, false)
-#else
-#define SIM_WAITED(c) ((void)0)
-#endif
 
 /* Runs one window call under the watchdog, deadline the caller's or now
  * plus the timeout. */
@@ -507,6 +511,23 @@ void herd__mpi_idle(herd_comm *c, double t_start)
     backoff(t_start);
 }
 
+/* herd-sim: the rank waits inside MPI for a blocking call (sim.h), where
+ * it serves its own windows; SIM_WAITED ends such a wait (a call that
+ * fails leaves it marked, and the run stops). */
+#ifdef HERD_SIM
+#define SIM_WAITED(c) herd__sim_waiting((c)->rank, false)
+#define SIM_BLOCKING(c, what, call)                                            \
+    do {                                                                       \
+        herd__sim_waiting((c)->rank, true);                                    \
+        int herd__sim_rc = (call);                                             \
+        SIM_WAITED(c);                                                         \
+        if (herd__sim_rc != MPI_SUCCESS)                                       \
+            return herd__mpi_fail((c), herd__sim_rc, (what));                  \
+    } while (0)
+#else
+#define SIM_WAITED(c) ((void)0)
+#endif
+
 static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
 {
 #ifdef HERD_SIM
@@ -514,11 +535,7 @@ static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
      * add its own sleeps and SimGrid's per-MPI_Test charge to every transfer),
      * and it is bounded: the simulator stops a run whose ranks all block. */
     (void)deadline;
-    herd__sim_waiting(c->rank, true);
-    int rc = MPI_Wait(&req->r, MPI_STATUS_IGNORE);
-    herd__sim_waiting(c->rank, false);
-    if (rc != MPI_SUCCESS)
-        return herd__mpi_fail(c, rc, "MPI_Wait");
+    SIM_BLOCKING(c, "MPI_Wait", MPI_Wait(&req->r, MPI_STATUS_IGNORE));
     free(req);
     return HERD_OK;
 #endif
@@ -550,11 +567,7 @@ herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const 
 {
 #ifdef HERD_SIM
     (void)deadline, (void)what; /* as m_wait */
-    herd__sim_waiting(c->rank, true);
-    int rc = MPI_Wait(r, MPI_STATUS_IGNORE);
-    herd__sim_waiting(c->rank, false);
-    if (rc != MPI_SUCCESS)
-        return herd__mpi_fail(c, rc, "MPI_Wait");
+    SIM_BLOCKING(c, "MPI_Wait", MPI_Wait(r, MPI_STATUS_IGNORE));
     return HERD_OK;
 #endif
     double t_start = herd__now();
@@ -751,11 +764,7 @@ static herd_status m_allreduce_sum(herd_comm *c, float *buf, size_t count, doubl
     /* SimGrid 3.32's in-place MPI_Iallreduce corrupts buffers of 64 KiB and
      * more; the blocking call is right (and herd-sim waits blocking anyway). */
     (void)r, (void)deadline;
-    herd__sim_waiting(c->rank, true);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c));
-    herd__sim_waiting(c->rank, false);
-    if (rc != MPI_SUCCESS)
-        return herd__mpi_fail(c, rc, "MPI_Allreduce");
+    SIM_BLOCKING(c, "MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c)));
     return HERD_OK;
 #endif
     MPI_TRY(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, world_of(c), &r));
@@ -929,19 +938,9 @@ static bool windows_by_agent(bool osc)
     const char *e = getenv("HERD_MPI_WINDOWS");
     if (e && !strcmp(e, "agent"))
         return true;
-    if ((e && !strcmp(e, "mpi")) || agent_period_us() == 0) /* no agent to serve them: MPI's */
+    if ((e && !strcmp(e, "mpi")) || agent_period_us(NULL) == 0) /* no agent to serve them: MPI's */
         return false;
-    MPI_Comm node;
-    int size = 0, local = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
-        return false;
-    MPI_Comm_size(node, &local);
-    MPI_Comm_free(&node);
-    /* every rank answers alike: one with all its host's ranks sees the others off it */
-    int spread = local < size, any = 0;
-    MPI_Allreduce(&spread, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return any && osc;
+    return host_ranks(MPI_COMM_WORLD, NULL) && osc;
 #endif
 }
 
