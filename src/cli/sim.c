@@ -730,7 +730,7 @@ static void sim_workdir_remove(const char *dir)
 /* smpirun's command line and the strings it points to. */
 typedef struct smpirun_line {
     char **argv;
-    char np[32], speed_cfg[96], paje_cfg[4200];
+    char np[32], speed_env[96], paje_cfg[4200];
     char **cfgs; /* "--cfg=KEY:VALUE" of each --sim-cfg */
     size_t ncfgs;
 } smpirun_line;
@@ -792,12 +792,12 @@ static int smpirun_line_make(const sim_opts *o, const sim_cluster *c, size_t wor
             fprintf(stderr, "herd: --real-speed: expected a rate such as 20Gf, got '%s'\n", o->real_speed);
             return -1;
         }
-        snprintf(l->speed_cfg, sizeof l->speed_cfg, "--cfg=smpi/host-speed:%.17gf", rs);
-        argv[n++] = "--cfg=smpi/simulate-computation:yes";
-        argv[n++] = l->speed_cfg;
-    } else {
-        argv[n++] = "--cfg=smpi/simulate-computation:no";
+        /* herd-sim times the compute itself (src/comm/sim.h), by each rank's
+         * thread's CPU time: a thread per rank */
+        snprintf(l->speed_env, sizeof l->speed_env, "HERD_SIM_REAL_SPEED=%.17g", rs);
+        argv[n++] = "--cfg=contexts/factory:thread";
     }
+    argv[n++] = "--cfg=smpi/simulate-computation:no";
     if (o->paje) { /* SimGrid writes it from smpirun's directory: the path is made absolute */
         char cwd[4000] = "";
         if (o->paje[0] != '/' && !getcwd(cwd, sizeof cwd)) {
@@ -865,6 +865,8 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
     if (o->dry_run || o->verbose) {
         fprintf(stderr, "HERD_SIM_COMPUTE=%s HERD_SIM_STEP_OVERHEAD=%.9g HERD_SIM_AGENT_US=%.9g",
                 o->measured ? "measured" : "model", o->step_overhead_s, o->agent_wake_us);
+        if (o->measured)
+            fprintf(stderr, " %s", line.speed_env);
         for (size_t i = 0; line.argv[i]; i++)
             fprintf(stderr, " %s", line.argv[i]);
         fputc('\n', stderr);
@@ -882,8 +884,12 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
      * -tmpdir takes the directory for the program) */
     char tmpdir[PATH_MAX + 8];
     snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", dir);
-    char *env[] = {o->measured ? "HERD_SIM_COMPUTE=measured" : "HERD_SIM_COMPUTE=model", overhead, wake,
-                   o->keep ? NULL : tmpdir, NULL};
+    char *env[6] = {o->measured ? "HERD_SIM_COMPUTE=measured" : "HERD_SIM_COMPUTE=model", overhead, wake};
+    size_t nenv = 3;
+    if (o->measured)
+        env[nenv++] = line.speed_env;
+    if (!o->keep)
+        env[nenv++] = tmpdir;
     double real_s = 0;
     herd__spawn run = {.argv = line.argv, .env = env, .timeout_s = o->timeout_s > 0 ? o->timeout_s : 86400,
                        .grace_s = HERD__SPAWN_GRACE_S, .on_line = train ? on_train_line : NULL, .ctx = &out};

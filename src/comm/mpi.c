@@ -518,9 +518,11 @@ void herd__mpi_idle(herd_comm *c, double t_start)
 #define SIM_WAITED(c) herd__sim_waiting((c)->rank, false)
 #define SIM_BLOCKING(c, what, call)                                            \
     do {                                                                       \
+        mpi_enter(c);                                                          \
         herd__sim_waiting((c)->rank, true);                                    \
         int herd__sim_rc = (call);                                             \
         SIM_WAITED(c);                                                         \
+        mpi_leave(c);                                                          \
         if (herd__sim_rc != MPI_SUCCESS)                                       \
             return herd__mpi_fail((c), herd__sim_rc, (what));                  \
     } while (0)
@@ -650,6 +652,8 @@ static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exc
     }
     /* the target's agent wakes to grant it (and serves what follows in the
      * same turn), before the lock is held */
+    mpi_enter(c); /* the compute before the request is done before the wake */
+    mpi_leave(c);
     herd__sim_waiting(c->rank, true); /* it serves its own windows meanwhile */
     if (target != c->rank)
         herd__sim_agent_answer(target);
@@ -888,6 +892,9 @@ static herd_status new_endpoint(bool am, herd_comm **out, herd_err *err)
     m->agent.quiet = MPI_COMM_NULL;
     m->agent.wake[0] = m->agent.wake[1] = -1;
     pthread_mutex_init(&m->mpi_lock, NULL);
+#ifdef HERD_SIM
+    herd__sim_bench_init(&m->bench);
+#endif
 #ifndef HERD_SIM
     /* the windows' state before the agent that serves them starts */
     if (am && herd__am_create(m, &m->am) < 0) {
@@ -1016,6 +1023,10 @@ static void e_abort(int code)
     nanosleep(&grace, NULL);
     MPI_Abort(MPI_COMM_WORLD, code);
 }
+
+#ifdef HERD_SIM
+herd__sim_bench *herd__sim_bench_of(herd_comm *c) { return &((mpi_comm *)c)->bench; }
+#endif
 
 /* No fail or close hook: a failed rank's process ends (herd_comm_abort
  * ends the job), and its peers' waits end by their deadlines. Windows and

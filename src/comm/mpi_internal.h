@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "comm/comm_internal.h"
+#include "comm/sim.h"
 
 /* The watchdog of the window calls (see the top of this file). The calling
  * thread arms it with plain atomic stores (no lock on the hot path); the
@@ -59,6 +60,9 @@ typedef struct mpi_comm {
     watchdog dog;
     agent agent;
     am_state *am; /* not NULL: windows are served by the agents over messages (mpi_am.c) */
+#ifdef HERD_SIM
+    herd__sim_bench bench; /* herd sim --measured-compute: this rank's compute, timed (sim.h) */
+#endif
 } mpi_comm;
 
 struct herd_req {
@@ -80,10 +84,19 @@ struct herd_win {
 
 #ifdef HERD_SIM
 /* SimGrid's ranks are actors of one process that never preempt each other,
- * and herd-sim has no agent */
-static inline void mpi_enter(herd_comm *c) { (void)c; }
+ * and herd-sim has no agent: no lock. Where compute is measured, an MPI
+ * call ends the stretch of compute before it (sim.h). */
+static inline void mpi_enter(herd_comm *c)
+{
+    if (((mpi_comm *)c)->bench.on)
+        herd__sim_bench_enter(&((mpi_comm *)c)->bench);
+}
 
-static inline void mpi_leave(herd_comm *c) { (void)c; }
+static inline void mpi_leave(herd_comm *c)
+{
+    if (((mpi_comm *)c)->bench.on)
+        herd__sim_bench_leave(&((mpi_comm *)c)->bench);
+}
 #else
 static inline void mpi_enter(herd_comm *c)
 {

@@ -47,9 +47,21 @@
  * accounts for (an evaluation of 500 examples every 8 global steps of batch
  * 32 is about 40% of worker 0's compute: its time to a target would come
  * out that much short).
- * HERD_SIM_COMPUTE=measured (herd sim --measured-compute) leaves the timing
- * to SimGrid's measurement of the real compute: the clock then charges the
- * step overhead only. */
+ * HERD_SIM_COMPUTE=measured (herd sim --measured-compute) times the real
+ * compute instead of counting its FLOPs, as SMPI's own benchmarking would
+ * (a stretch of compute between two MPI calls, run on a host of
+ * HERD_SIM_REAL_SPEED flop/s, takes its seconds x that rate in FLOPs on the
+ * simulated host), but herd does the timing itself, with SMPI's off, so that
+ * backward still runs beside communication: SMPI would charge backward's
+ * compute at the first MPI call after it, so that a bucket's reduction
+ * started from grad_ready would wait for the layers computed meanwhile. The
+ * stretches (herd__sim_bench) end at each MPI call (mpi_enter) and at each of
+ * the clock's hooks; outside a span each is charged as it ends, inside one
+ * it is added to the span's compute clock, and the rank's time is brought
+ * up to that clock as in the FLOP mode. A stretch is the rank's thread's CPU
+ * time, which counts nothing of other ranks only if each rank has a thread
+ * of its own: herd sim runs SimGrid's thread contexts in this mode. The
+ * step overhead is charged in either mode. */
 #ifndef HERD_COMM_SIM_H
 #define HERD_COMM_SIM_H
 
@@ -77,6 +89,26 @@ extern const herd_engine_clock herd__sim_clock;
  * through the environment as simdata.c's registry is. */
 void herd__sim_agent_answer(size_t target);
 void herd__sim_waiting(size_t rank, bool on);
+
+/* A rank's measured compute (HERD_SIM_COMPUTE=measured; see above). */
+typedef struct herd__sim_bench {
+    bool on;            /* compute is measured: the rest is used */
+    double real_speed;  /* flop/s of this machine, as herd sim --real-speed says */
+    double mark;        /* the thread's CPU time where the current stretch began */
+    bool in_span;       /* a span (backward) is open: stretches go to its clock */
+    double span_start;  /* its start, in simulated seconds */
+    double span_cpu;    /* the compute done in it so far, in real seconds */
+    double span_rate;   /* the simulated host's flop/s */
+} herd__sim_bench;
+
+void herd__sim_bench_init(herd__sim_bench *b);
+/* The rank enters MPI: its compute since the last mark is charged (or
+ * added to the open span, its time brought up to the span's clock). */
+void herd__sim_bench_enter(herd__sim_bench *b);
+/* It leaves MPI: its compute counts from here. */
+void herd__sim_bench_leave(herd__sim_bench *b);
+/* c's bench (mpi.c). */
+herd__sim_bench *herd__sim_bench_of(herd_comm *c);
 #define HERD__SIM_CAPS HERD_ENGINE_VIRTUAL_CLOCK
 #define HERD__SIM_CLOCK (&herd__sim_clock)
 #else

@@ -12,13 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* herd sim --measured-compute: SimGrid times the real arithmetic. */
-static bool measured(void)
-{
-    const char *mode = getenv("HERD_SIM_COMPUTE");
-    return mode && !strcmp(mode, "measured");
-}
+#include <time.h>
 
 static double host_speed(void) { return sg_host_get_speed(sg_host_self()); }
 
@@ -68,36 +62,113 @@ void herd__sim_agent_answer(size_t target)
     sg_actor_sleep_for(us * 1e-6);
 }
 
-/* herd sim --step-overhead S, in seconds (charged in either mode: SimGrid
- * cannot measure a framework herd does not have). */
+/* The calling thread's CPU time, in seconds. SMPI's clock_gettime (a macro
+ * in code smpicc compiles) gives simulated time whatever the clock asked:
+ * the parentheses call the C library's. */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    if ((clock_gettime)(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0.0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void herd__sim_bench_init(herd__sim_bench *b)
+{
+    *b = (herd__sim_bench){0};
+    const char *mode = getenv("HERD_SIM_COMPUTE"), *speed = getenv("HERD_SIM_REAL_SPEED");
+    if (!mode || strcmp(mode, "measured") != 0)
+        return;
+    b->on = true;
+    b->real_speed = speed ? strtod(speed, NULL) : 0.0;
+    if (!(b->real_speed > 0))
+        b->real_speed = 20e9; /* herd sim --real-speed's default */
+    b->mark = cpu_now();
+}
+
+/* The stretch of compute that ends now, in real seconds; the next begins. */
+static double stretch(herd__sim_bench *b)
+{
+    double now = cpu_now(), d = now - b->mark;
+    b->mark = now;
+    return d > 0 ? d : 0.0;
+}
+
+/* The rank's time brought up to the open span's compute clock. */
+static void span_catch_up(herd__sim_bench *b)
+{
+    double t = b->span_start + b->span_cpu * b->real_speed / b->span_rate, now = simgrid_get_clock();
+    if (t > now)
+        smpi_execute_flops((t - now) * b->span_rate);
+}
+
+/* The stretch that ends now goes where it belongs: the open span's clock,
+ * or the rank's time. The time its charge takes is no compute of the
+ * rank's (a wait in SimGrid), so the next stretch starts after it. */
+static void stretch_end(herd__sim_bench *b)
+{
+    double d = stretch(b);
+    if (b->in_span) {
+        b->span_cpu += d;
+        span_catch_up(b);
+    } else if (d > 0) {
+        smpi_execute_flops(d * b->real_speed);
+    }
+    b->mark = cpu_now();
+}
+
+void herd__sim_bench_enter(herd__sim_bench *b) { stretch_end(b); }
+
+void herd__sim_bench_leave(herd__sim_bench *b) { b->mark = cpu_now(); }
+
+/* The hooks other than the span's end an open span (backward is done). */
+static herd__sim_bench *bench_close(herd_comm *c)
+{
+    herd__sim_bench *b = herd__sim_bench_of(c);
+    if (!b->on)
+        return NULL;
+    stretch_end(b);
+    b->in_span = false;
+    return b;
+}
+
+/* herd sim --step-overhead S, in seconds (charged in either mode: a
+ * framework herd does not have cannot be measured). */
 static void sim_step_begin(herd_comm *c)
 {
-    (void)c;
+    herd__sim_bench *b = bench_close(c);
     const char *s = getenv("HERD_SIM_STEP_OVERHEAD");
     double overhead = s ? strtod(s, NULL) : 0.0;
     if (overhead > 0)
         smpi_execute_flops(overhead * host_speed());
+    if (b)
+        b->mark = cpu_now();
 }
 
 static void sim_compute(herd_comm *c, double flops)
 {
-    (void)c;
-    if (flops > 0 && !measured())
+    if (!bench_close(c) && flops > 0)
         smpi_execute_flops(flops);
 }
 
 static void sim_span_begin(herd_comm *c, herd_compute_span *s)
 {
-    (void)c;
+    herd__sim_bench *b = bench_close(c);
     s->rate = host_speed();
     s->start = simgrid_get_clock();
+    if (b) {
+        b->in_span = true;
+        b->span_start = s->start, b->span_rate = s->rate, b->span_cpu = 0.0;
+    }
 }
 
 static void sim_span_reach(herd_comm *c, const herd_compute_span *s, double flops)
 {
-    (void)c;
-    if (measured())
+    herd__sim_bench *b = herd__sim_bench_of(c);
+    if (b->on) { /* the layers' compute as measured, not their FLOPs */
+        stretch_end(b);
         return;
+    }
     double t = s->start + flops / s->rate, now = simgrid_get_clock();
     if (t > now)
         smpi_execute_flops((t - now) * s->rate);
