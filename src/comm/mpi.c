@@ -7,8 +7,9 @@
  * Waits poll MPI_Test with a short sleep between polls so that a deadline can
  * be enforced (MPI has no timed wait) without spinning a core; windows are
  * passive-target RMA. In herd-sim (HERD_SIM, SimGrid's SMPI) waits block
- * instead, which is exact in simulated time, and three SimGrid 3.32 defects
- * are avoided (the #ifdef HERD_SIM blocks say which).
+ * instead, which is exact in simulated time, windows are served by agents
+ * that are SimGrid actors (simwin.c) rather than SMPI's, and SimGrid 3.32's
+ * other defects are avoided (the #ifdef HERD_SIM blocks say which).
  *
  * The communication agent. Passive-target windows need the target's MPI
  * library to answer: across hosts over TCP, Open MPI carries them through
@@ -371,7 +372,7 @@ static void agent_start(mpi_comm *m, int provided)
     a->quiet = MPI_COMM_NULL;
     a->wake[0] = a->wake[1] = -1;
 #ifdef HERD_SIM
-    (void)provided; /* SimGrid's windows and sends need no target: nothing to model */
+    (void)provided; /* SimGrid's sends need no target; the windows' agents are actors (simwin.c) */
 #else
     if (m->base.size < 2 || provided < MPI_THREAD_SERIALIZED)
         return;
@@ -526,6 +527,16 @@ void herd__mpi_idle(herd_comm *c, double t_start)
         if (herd__sim_rc != MPI_SUCCESS)                                       \
             return herd__mpi_fail((c), herd__sim_rc, (what));                  \
     } while (0)
+/* A call on herd-sim's windows (simwin.c): where it waits, the rank waits
+ * inside MPI; its compute before it ends there (sim.h). */
+#define SIM_WIN(c, st, call)                                                   \
+    do {                                                                       \
+        mpi_enter(c);                                                          \
+        herd__sim_waiting((c)->rank, true);                                    \
+        (st) = (call);                                                         \
+        SIM_WAITED(c);                                                         \
+        mpi_leave(c);                                                          \
+    } while (0)
 #else
 #define SIM_WAITED(c) ((void)0)
 #endif
@@ -604,6 +615,16 @@ static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, unsigned
         *out = w;
         return HERD_OK;
     }
+#ifdef HERD_SIM
+    herd_status sst;
+    SIM_WIN(c, sst, herd__simwin_create(c, w, base, bytes));
+    if (sst < 0) {
+        free(w);
+        return sst;
+    }
+    *out = w;
+    return HERD_OK;
+#endif
     atomic_fetch_add(&((mpi_comm *)c)->agent.windows, 1); /* requests may come from now on */
     if (((mpi_comm *)c)->am) {
         herd_status st = herd__am_win_create(c, w, base, bytes, herd__comm_deadline(c));
@@ -637,26 +658,9 @@ static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exc
     if (w->am)
         return herd__am_lock(c, w, target, exclusive, deadline);
 #ifdef HERD_SIM
-    /* SimGrid 3.32 keeps one mode per window for all holders: an exclusive
-     * lock taken while a shared one is held is not exclusive, and their
-     * unlocks can leave the window locked for good (a simulated deadlock).
-     * Exclusive locks alone are right, readers taking turns; shared locks
-     * alone are right too (a shared lock there takes no mutex: holders never
-     * wait for each other), on the windows made for them. */
-    if (w->flags & HERD_WIN_SHARED_LOCKS) {
-        if (exclusive)
-            return herd_err_set(&c->err, HERD_EUNSUPPORTED,
-                                "rank %zu: an exclusive lock on a window of shared locks (target %zu)", c->rank, target);
-    } else {
-        exclusive = true;
-    }
-    /* the target's agent wakes to grant it (and serves what follows in the
-     * same turn), before the lock is held */
-    mpi_enter(c); /* the compute before the request is done before the wake */
-    mpi_leave(c);
-    herd__sim_waiting(c->rank, true); /* it serves its own windows meanwhile */
-    if (target != c->rank)
-        herd__sim_agent_answer(target);
+    herd_status sst;
+    SIM_WIN(c, sst, herd__simwin_lock(c, w, target, exclusive));
+    return sst;
 #endif
     GUARDED(c, "MPI_Win_lock", target, deadline,
             MPI_Win_lock(exclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, (int)target, 0, w->win));
@@ -671,10 +675,9 @@ static herd_status m_win_unlock(herd_comm *c, herd_win *w, size_t target)
     if (w->am)
         return herd__am_unlock(c, w, target, herd__comm_deadline(c));
 #ifdef HERD_SIM
-    /* SimGrid 3.32 releases the lock before a put in flight lands, so the
-     * next holder can read the old value (lost fetch-and-add increments). */
-    herd__sim_waiting(c->rank, true);
-    MPI_TRY(c, MPI_Win_flush((int)target, w->win));
+    herd_status sst;
+    SIM_WIN(c, sst, herd__simwin_unlock(c, w, target));
+    return sst;
 #endif
     GUARDED(c, "MPI_Win_unlock", target, herd__comm_deadline(c), MPI_Win_unlock((int)target, w->win));
     SIM_WAITED(c);
@@ -689,6 +692,11 @@ static herd_status m_win_get(herd_comm *c, herd_win *w, size_t target, size_t of
     }
     if (w->am)
         return herd__am_get(c, w, target, offset, dst, bytes);
+#ifdef HERD_SIM
+    herd_status sst;
+    SIM_WIN(c, sst, herd__simwin_get(c, w, target, offset, dst, bytes));
+    return sst;
+#endif
     GUARDED(c, "MPI_Get", target, herd__comm_deadline(c),
             MPI_Get(dst, (int)bytes, MPI_BYTE, (int)target, (MPI_Aint)offset, (int)bytes, MPI_BYTE, w->win));
     return HERD_OK;
@@ -702,6 +710,11 @@ static herd_status m_win_put(herd_comm *c, herd_win *w, size_t target, size_t of
     }
     if (w->am)
         return herd__am_put(c, w, target, offset, src, bytes);
+#ifdef HERD_SIM
+    herd_status sst;
+    SIM_WIN(c, sst, herd__simwin_put(c, w, target, offset, src, bytes));
+    return sst;
+#endif
     GUARDED(c, "MPI_Put", target, herd__comm_deadline(c),
             MPI_Put(src, (int)bytes, MPI_BYTE, (int)target, (MPI_Aint)offset, (int)bytes, MPI_BYTE, w->win));
     return HERD_OK;
@@ -716,6 +729,11 @@ static herd_status m_win_accumulate(herd_comm *c, herd_win *w, size_t target, si
     }
     if (w->am)
         return herd__am_accumulate(c, w, target, offset, src, count);
+#ifdef HERD_SIM
+    herd_status sst;
+    SIM_WIN(c, sst, herd__simwin_accumulate(c, w, target, offset, src, count));
+    return sst;
+#endif
     GUARDED(c, "MPI_Accumulate", target, herd__comm_deadline(c),
             MPI_Accumulate(src, (int)count, MPI_FLOAT, (int)target, (MPI_Aint)offset, (int)count, MPI_FLOAT, MPI_SUM,
                            w->win));
@@ -729,9 +747,9 @@ static herd_status m_win_flush(herd_comm *c, herd_win *w, size_t target)
     if (w->am)
         return herd__am_flush(c, w, target, herd__comm_deadline(c));
 #ifdef HERD_SIM
-    herd__sim_waiting(c->rank, true);
-    if (target != c->rank)
-        herd__sim_agent_answer(target);
+    herd_status sst;
+    SIM_WIN(c, sst, herd__simwin_flush(c, w, target));
+    return sst;
 #endif
     GUARDED(c, "MPI_Win_flush", target, herd__comm_deadline(c), MPI_Win_flush((int)target, w->win));
     SIM_WAITED(c);
@@ -740,6 +758,14 @@ static herd_status m_win_flush(herd_comm *c, herd_win *w, size_t target)
 
 static herd_status m_win_free(herd_comm *c, herd_win *w)
 {
+#ifdef HERD_SIM
+    if (w->sim) {
+        herd_status sst;
+        SIM_WIN(c, sst, herd__simwin_free(c, w));
+        free(w);
+        return sst;
+    }
+#endif
     if (!w->local)
         atomic_fetch_sub(&((mpi_comm *)c)->agent.windows, 1);
     if (w->am) {

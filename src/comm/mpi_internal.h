@@ -49,6 +49,8 @@ typedef struct agent {
 
 typedef struct am_state am_state; /* mpi_am.c */
 typedef struct am_win am_win;     /* mpi_am.c */
+typedef struct sim_win sim_win;     /* simwin.c */
+typedef struct sim_agent sim_agent; /* simwin.c */
 
 typedef struct mpi_comm {
     herd_comm base;
@@ -62,6 +64,7 @@ typedef struct mpi_comm {
     am_state *am; /* not NULL: windows are served by the agents over messages (mpi_am.c) */
 #ifdef HERD_SIM
     herd__sim_bench bench; /* herd sim --measured-compute: this rank's compute, timed (sim.h) */
+    sim_agent *sim_agent;  /* its windows' agent (simwin.c), from the first window on */
 #endif
 } mpi_comm;
 
@@ -80,6 +83,7 @@ struct herd_win {
     char *local;
     unsigned flags; /* HERD_WIN_* */
     am_win *am;     /* not NULL: served over messages (mpi_am.c), win unused */
+    sim_win *sim;   /* herd-sim: served by the agents' actors (simwin.c), win unused */
 };
 
 #ifdef HERD_SIM
@@ -163,6 +167,19 @@ herd_status herd__am_put(herd_comm *c, herd_win *w, size_t target, size_t offset
 herd_status herd__am_accumulate(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
                                 size_t count);
 herd_status herd__am_flush(herd_comm *c, herd_win *w, size_t target, double deadline);
+
+#ifdef HERD_SIM
+/* herd-sim's windows, served by the agents' actors (simwin.c). */
+herd_status herd__simwin_create(herd_comm *c, herd_win *w, void *base, size_t bytes);
+herd_status herd__simwin_free(herd_comm *c, herd_win *w);
+herd_status herd__simwin_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive);
+herd_status herd__simwin_unlock(herd_comm *c, herd_win *w, size_t target);
+herd_status herd__simwin_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);
+herd_status herd__simwin_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);
+herd_status herd__simwin_accumulate(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
+                                    size_t count);
+herd_status herd__simwin_flush(herd_comm *c, herd_win *w, size_t target);
+#endif
 
 #endif
 

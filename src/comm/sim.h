@@ -5,7 +5,8 @@
  * model, in one process whose ranks SimGrid runs one at a time. What makes
  * it the sim engine is in src/comm alone, behind the engine's table:
  *   - mpi.c waits blocking (exact in simulated time) and avoids SimGrid's
- *     defects where its #ifdef HERD_SIM blocks say;
+ *     defects where its #ifdef HERD_SIM blocks say; windows are served by
+ *     the ranks' agents, SimGrid actors (simwin.c), not by SMPI;
  *   - its table adds HERD__SIM_CAPS (HERD_ENGINE_VIRTUAL_CLOCK: run code
  *     asks that capability, never whether it is simulated) and
  *     HERD__SIM_CLOCK, the clock below;
@@ -72,21 +73,20 @@
 
 #ifdef HERD_SIM
 extern const herd_engine_clock herd__sim_clock;
-/* The mpi engine's agent (mpi.c), as the simulator models it. SimGrid's
- * windows complete without the target, as an agent that answers at once
- * would; what a real agent adds is the time to wake (or to preempt the
- * target's compute) and answer, which `herd sim --agent-wake-us` gives
- * (HERD_SIM_AGENT_US; measured on two real hosts by bench/sim-predict).
- * The origin waits it once as it locks another rank's window, before the
- * lock is held (the agent wakes to grant it and serves the epoch's
- * requests, sent back to back, in the same turn), and once more at each
- * flush, with the lock held (what follows a flush waits for another
- * turn). A wait, not compute: the origin's host is idle meanwhile. It is
- * not charged where the target itself waits inside MPI at that simulated
- * instant: a real worker that waits serves its own windows at once
- * (herd__mpi_idle), no agent to wake. mpi.c says when a rank waits
- * (herd__sim_waiting), in a table the process's ranks share, reached
- * through the environment as simdata.c's registry is. */
+/* The mpi engine's agent (mpi.c), as the simulator models it: an actor of
+ * SimGrid on each rank's host that serves the windows' requests over
+ * simulated messages, as the real agents' protocol does (simwin.c). What a
+ * real agent adds beyond the messages is the time to wake (or to preempt
+ * the target's compute) and answer, which `herd sim --agent-wake-us` gives
+ * (HERD_SIM_AGENT_US; measured on two real hosts by bench/sim-predict):
+ * the agent sleeps that long before it serves a lock (it then serves the
+ * epoch's requests, sent back to back, in the same turn) and before each
+ * flush (what follows a flush waits for another turn). The origin's host
+ * is not busy meanwhile. It is not charged where the target itself waits
+ * inside MPI at that simulated instant: a real worker that waits serves
+ * its own windows at once (herd__mpi_idle), no agent to wake. mpi.c says
+ * when a rank waits (herd__sim_waiting), in a table the process's ranks
+ * share, reached through the environment as simdata.c's registry is. */
 void herd__sim_agent_answer(size_t target);
 void herd__sim_waiting(size_t rank, bool on);
 

@@ -316,6 +316,47 @@ static int pull_latency(herd_comm *c, double max_us, double gap_us)
     return bad;
 }
 
+/* mpi_checks --cross-pull BYTES (test-sim): every rank pulls BYTES from the
+ * next rank's window at once (rank r r ms after rank 0), under a shared
+ * lock; rank 0 prints the time the slowest took from rank 0's start. Where the links of the ranks' hosts carry each way at
+ * once, one pull's wire time; where the pulls take turns, the sum of
+ * them. */
+static int cross_pull(herd_comm *c, size_t bytes)
+{
+    if (c->size < 2 || bytes == 0)
+        return 2;
+    c->timeout_s = 30;
+    char *mem = calloc(bytes, 1), *buf = malloc(bytes);
+    herd_win *w = NULL;
+    if (!mem || !buf || herd_comm_win_create(c, mem, bytes, &w) != HERD_OK || herd_comm_barrier(c) != HERD_OK)
+        return 2;
+    memset(mem, (int)(c->rank + 1), bytes);
+    size_t from = (c->rank + 1) % c->size;
+    int bad = herd_comm_barrier(c) != HERD_OK;
+    double t0 = now_s();
+    /* rank r starts r ms late, as ranks do that compute: an overlap, not a
+     * lockstep */
+    struct timespec late = {0, (long)c->rank * 1000000L};
+    nanosleep(&late, NULL);
+    bad |= herd_comm_win_lock(c, w, from, false) != HERD_OK ||
+           herd_comm_win_get(c, w, from, 0, buf, bytes) != HERD_OK || herd_comm_win_unlock(c, w, from) != HERD_OK;
+    double took = now_s() - t0, all = 0;
+    for (size_t i = 0; i < bytes && !bad; i++)
+        bad = buf[i] != (char)(from + 1);
+    double *each = malloc(c->size * sizeof *each);
+    if (!each || herd_allgather(c, &took, each, sizeof took) != HERD_OK)
+        return 2;
+    for (size_t r = 0; r < c->size; r++)
+        all = each[r] > all ? each[r] : all;
+    if (c->rank == 0 && !bad)
+        printf("cross_pull_s %.9f (%zu ranks, %zu bytes each from the next)\n", all, c->size, bytes);
+    if (bad)
+        fprintf(stderr, "rank %zu: FAIL cross pull: wrong contents from rank %zu\n", c->rank, from);
+    bad |= herd_comm_barrier(c) != HERD_OK || herd_comm_win_free(c, w) != HERD_OK;
+    free(each), free(mem), free(buf);
+    return bad;
+}
+
 static int progress(herd_comm *c)
 {
     if (c->size < 2) {
@@ -363,8 +404,12 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && !strcmp(argv[1], "--lock-stall"))
         return lock_stall(c);
-    if (argc > 1 && (!strcmp(argv[1], "--progress") || !strcmp(argv[1], "--pull-latency"))) {
-        int rc = !strcmp(argv[1], "--progress") ? progress(c) : pull_latency(c, argc > 2 ? atof(argv[2]) : 0, argc > 3 ? atof(argv[3]) : 0);
+    if (argc > 1 && (!strcmp(argv[1], "--progress") || !strcmp(argv[1], "--pull-latency") ||
+                     !strcmp(argv[1], "--cross-pull"))) {
+        int rc = !strcmp(argv[1], "--progress")     ? progress(c)
+                 : !strcmp(argv[1], "--cross-pull") ? cross_pull(c, argc > 2 ? (size_t)atol(argv[2]) : 0)
+                                                    : pull_latency(c, argc > 2 ? atof(argv[2]) : 0,
+                                                                   argc > 3 ? atof(argv[3]) : 0);
         herd_comm_free(c);
         herd_world_free(world);
         herd_comm_shutdown();
