@@ -84,6 +84,9 @@ test-mpi: $(BUILD)/mpi-checks $(BUILD)/herd
 	HERD_MPI_WINDOWS=agent timeout 120 $(MPIRUN) -x HERD_MPI_WINDOWS -np 4 $(BUILD)/mpi-checks --progress || fail=1; \
 	HERD_MPI_WINDOWS=agent HERD_MPI_PROGRESS_US=100000 timeout 60 $(MPIRUN) -x HERD_MPI_WINDOWS -x HERD_MPI_PROGRESS_US \
 	    -np 2 $(BUILD)/mpi-checks --pull-latency 5000 2000 || fail=1; \
+	timeout 60 $(MPIRUN) -np 2 $(BUILD)/mpi-checks --env OMPI_MCA_btl_tcp_eager_limit 1048576 || fail=1; \
+	OMPI_MCA_btl_tcp_eager_limit=65536 timeout 60 $(MPIRUN) -x OMPI_MCA_btl_tcp_eager_limit -np 2 \
+	    $(BUILD)/mpi-checks --env OMPI_MCA_btl_tcp_max_send_size unset || fail=1; \
 	tests/mpi/train_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
 	tests/mpi/ckpt_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
 	tests/mpi/fail_matrix.sh $(BUILD)/herd "$(MPIRUN)" $(BUILD)/mpi-checks || fail=1; exit $$fail

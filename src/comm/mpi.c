@@ -881,6 +881,35 @@ static bool choose_osc(void)
 #endif
 }
 
+/* Open MPI's TCP transport sends a message above btl_tcp_eager_limit (64
+ * KiB by default) by rendezvous: its first 64 KiB, then the rest only once
+ * the receiver's answer is back. Across a loaded link that answer waits
+ * behind the data going the other way: two ranks exchanging a lenet model
+ * (247 KB) each way over 100 Mbit/s took 41 ms a step, twice the link's
+ * time, where with a 1 MiB limit they take 24 ms, the link's 20 plus the
+ * compute (tests/mpi/netns.sh's hosts, 2026-11-27). Unless the user set any
+ * of the three (the environment, or `mpirun --mca`), messages up to 1 MiB
+ * go eagerly; larger ones keep the rendezvous, the receiver's memory
+ * bounded. Shared memory between the ranks of a host is not this
+ * transport. Before MPI_Init, from the program's only thread (setenv). */
+static void choose_tcp_eager(void)
+{
+#ifndef HERD_SIM
+    static const char *const vars[] = {"OMPI_MCA_btl_tcp_eager_limit", "OMPI_MCA_btl_tcp_rndv_eager_limit",
+                                       "OMPI_MCA_btl_tcp_max_send_size"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i]))
+            return;
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(version, &len);
+    if (strncmp(version, "Open MPI v", 10) != 0)
+        return;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        (void)setenv(vars[i], "1048576", 0);
+#endif
+}
+
 /* Initializes MPI unless done already (argc and argv may be NULL); *osc:
  * whether herd chose the one-sided components (choose_osc). */
 static herd_status mpi_start(int *argc, char ***argv, bool *osc, herd_err *err)
@@ -888,6 +917,8 @@ static herd_status mpi_start(int *argc, char ***argv, bool *osc, herd_err *err)
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
     *osc = !inited && choose_osc();
+    if (!inited)
+        choose_tcp_eager();
     /* SERIALIZED lets the allreduce overlap thread make the calls while the
      * compute thread makes none; where the library gives less, no overlap. */
     if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)

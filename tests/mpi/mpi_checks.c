@@ -357,6 +357,26 @@ static int cross_pull(herd_comm *c, size_t bytes)
     return bad;
 }
 
+/* mpi_checks --env NAME EXPECT (test-mpi): NAME's value in every rank's
+ * environment once the engine has started MPI ("unset" where it has none)
+ * is EXPECT: what herd chose for the MPI library, or left to the user. */
+static int env_check(herd_comm *c, const char *name, const char *expect)
+{
+    const char *v = getenv(name);
+    int bad = strcmp(v ? v : "unset", expect) != 0;
+    if (bad)
+        fprintf(stderr, "rank %zu: FAIL %s is '%s', want '%s'\n", c->rank, name, v ? v : "unset", expect);
+    int all = 0, *each = malloc(c->size * sizeof bad);
+    if (!each || herd_allgather(c, &bad, each, sizeof bad) != HERD_OK)
+        return 2;
+    for (size_t r = 0; r < c->size; r++)
+        all |= each[r];
+    if (c->rank == 0 && !all)
+        printf("env %s=%s on all %zu ranks\n", name, expect, c->size);
+    free(each);
+    return all;
+}
+
 static int progress(herd_comm *c)
 {
     if (c->size < 2) {
@@ -405,9 +425,10 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "--lock-stall"))
         return lock_stall(c);
     if (argc > 1 && (!strcmp(argv[1], "--progress") || !strcmp(argv[1], "--pull-latency") ||
-                     !strcmp(argv[1], "--cross-pull"))) {
+                     !strcmp(argv[1], "--cross-pull") || !strcmp(argv[1], "--env"))) {
         int rc = !strcmp(argv[1], "--progress")     ? progress(c)
                  : !strcmp(argv[1], "--cross-pull") ? cross_pull(c, argc > 2 ? (size_t)atol(argv[2]) : 0)
+                 : !strcmp(argv[1], "--env")        ? (argc > 3 ? env_check(c, argv[2], argv[3]) : 2)
                                                     : pull_latency(c, argc > 2 ? atof(argv[2]) : 0,
                                                                    argc > 3 ? atof(argv[3]) : 0);
         herd_comm_free(c);
