@@ -53,8 +53,9 @@ two_hosts_platform() {
 #   Calibrates herd sim --agent-wake-us: mpi_checks --pull-latency (CHECKS),
 #   pulls 2 ms apart so that each finds the agent asleep,
 #   times a lock, a 100-float get and an unlock on a rank of the other host
-#   while it computes; the wake is that less the two link latencies
-#   SimGrid charges itself. Sets PULL_US and WAKE_US; returns 1 on failure.
+#   while it computes; the wake is that less the two link latencies of the
+#   round trip, which herd sim's agents' messages take themselves. Sets
+#   PULL_US and WAKE_US; returns 1 on failure.
 two_hosts_wake() {
     local checks=$1 lat=$2 f=$NETNS_DIR/pull-latency
     netns_run 60 "$f" "${NETNS_MPIRUN[@]}" --map-by node -np 2 "$checks" --pull-latency 0 2000 || return 1
