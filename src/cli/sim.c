@@ -944,9 +944,16 @@ int herd__cli_sim(int argc, char **argv)
     }
     if (o.workers == SIZE_MAX)
         o.workers = 0;
-    for (size_t i = 0; i < o.cfg.n; i++)
+    for (size_t i = 0; i < o.cfg.n; i++) {
         if (check_sim_cfg(o.cfg.v[i]) != 0)
             return 2;
+        /* measured compute is each rank's thread's CPU time (src/comm/sim.h) */
+        if (o.measured && !strncmp(o.cfg.v[i], "contexts/factory:", strlen("contexts/factory:"))) {
+            fprintf(stderr, "herd: --sim-cfg %s: --measured-compute runs SimGrid's thread contexts (it times each "
+                            "rank's thread)\n", o.cfg.v[i]);
+            return 2;
+        }
+    }
     if (o.list) {
         for (size_t i = 0; i < NPLATFORMS; i++)
             printf("%-12s %s\n", platforms[i].name, platforms[i].desc);

@@ -542,8 +542,14 @@ done <<<"$cfg_list"
 timeout 30 "$herd" sim --workers 1 --sim-cfg herd/no-such-key:0 --bin /bin/true --keep "$tmp/cfgd" --dry-run -- train \
     >/dev/null 2>&1
 rc=$?
+# --measured-compute times each rank's thread: SimGrid's context factory is herd's then
+timeout 30 "$herd" sim --workers 1 --measured-compute --sim-cfg contexts/factory:raw --bin /bin/true --keep "$tmp/cfgd" \
+    --dry-run -- train >/dev/null 2>"$tmp/cfg.err"
+mrc=$?
+grep -q "thread contexts" "$tmp/cfg.err" || mrc="$mrc (no reason given)"
+[ "$mrc" = 2 ] || cfg_bad+=("--measured-compute with contexts/factory:raw: exit $mrc, want 2")
 if [ "$nkeys" -ge 100 ] && [ ${#cfg_bad[@]} -eq 0 ] && [ "$rc" = 2 ]; then
-    ok "--sim-cfg: SimGrid's $nkeys configuration keys taken (4 of them herd's own, refused), an unknown one refused"
+    ok "--sim-cfg: SimGrid's $nkeys configuration keys taken (4 of them herd's own, refused; the context factory with --measured-compute), an unknown one refused"
 else
     bad "--sim-cfg against SimGrid's $nkeys keys: unknown key exit $rc (want 2)"; printf '  %s\n' "${cfg_bad[@]}" | head -8
 fi
