@@ -513,32 +513,26 @@ void herd__mpi_idle(herd_comm *c, double t_start)
 }
 
 /* herd-sim: the rank waits inside MPI for a blocking call (sim.h), where
- * it serves its own windows; SIM_WAITED ends such a wait (a call that
- * fails leaves it marked, and the run stops). */
+ * it serves its own windows. */
 #ifdef HERD_SIM
-#define SIM_WAITED(c) herd__sim_waiting((c)->rank, false)
-#define SIM_BLOCKING(c, what, call)                                            \
+/* out = call, made as the rank waits inside MPI (a blocking MPI call, or
+ * one on herd-sim's windows, simwin.c); its compute before it ends there
+ * (sim.h). */
+#define SIM_WAITING(c, out, call)                                              \
     do {                                                                       \
         mpi_enter(c);                                                          \
         herd__sim_waiting((c)->rank, true);                                    \
-        int herd__sim_rc = (call);                                             \
-        SIM_WAITED(c);                                                         \
+        (out) = (call);                                                        \
+        herd__sim_waiting((c)->rank, false);                                   \
         mpi_leave(c);                                                          \
+    } while (0)
+#define SIM_BLOCKING(c, what, call)                                            \
+    do {                                                                       \
+        int herd__sim_rc;                                                      \
+        SIM_WAITING(c, herd__sim_rc, call);                                    \
         if (herd__sim_rc != MPI_SUCCESS)                                       \
             return herd__mpi_fail((c), herd__sim_rc, (what));                  \
     } while (0)
-/* A call on herd-sim's windows (simwin.c): where it waits, the rank waits
- * inside MPI; its compute before it ends there (sim.h). */
-#define SIM_WIN(c, st, call)                                                   \
-    do {                                                                       \
-        mpi_enter(c);                                                          \
-        herd__sim_waiting((c)->rank, true);                                    \
-        (st) = (call);                                                         \
-        SIM_WAITED(c);                                                         \
-        mpi_leave(c);                                                          \
-    } while (0)
-#else
-#define SIM_WAITED(c) ((void)0)
 #endif
 
 static herd_status m_wait(herd_comm *c, herd_req *req, double deadline)
@@ -617,7 +611,7 @@ static herd_status m_win_create(herd_comm *c, void *base, size_t bytes, unsigned
     }
 #ifdef HERD_SIM
     herd_status sst;
-    SIM_WIN(c, sst, herd__simwin_create(c, w, base, bytes));
+    SIM_WAITING(c, sst, herd__simwin_create(c, w, base, bytes));
     if (sst < 0) {
         free(w);
         return sst;
@@ -659,12 +653,11 @@ static herd_status m_win_lock(herd_comm *c, herd_win *w, size_t target, bool exc
         return herd__am_lock(c, w, target, exclusive, deadline);
 #ifdef HERD_SIM
     herd_status sst;
-    SIM_WIN(c, sst, herd__simwin_lock(c, w, target, exclusive));
+    SIM_WAITING(c, sst, herd__simwin_lock(c, w, target, exclusive));
     return sst;
 #endif
     GUARDED(c, "MPI_Win_lock", target, deadline,
             MPI_Win_lock(exclusive ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, (int)target, 0, w->win));
-    SIM_WAITED(c);
     return HERD_OK;
 }
 
@@ -676,11 +669,10 @@ static herd_status m_win_unlock(herd_comm *c, herd_win *w, size_t target)
         return herd__am_unlock(c, w, target, herd__comm_deadline(c));
 #ifdef HERD_SIM
     herd_status sst;
-    SIM_WIN(c, sst, herd__simwin_unlock(c, w, target));
+    SIM_WAITING(c, sst, herd__simwin_unlock(c, w, target));
     return sst;
 #endif
     GUARDED(c, "MPI_Win_unlock", target, herd__comm_deadline(c), MPI_Win_unlock((int)target, w->win));
-    SIM_WAITED(c);
     return HERD_OK;
 }
 
@@ -694,7 +686,7 @@ static herd_status m_win_get(herd_comm *c, herd_win *w, size_t target, size_t of
         return herd__am_get(c, w, target, offset, dst, bytes);
 #ifdef HERD_SIM
     herd_status sst;
-    SIM_WIN(c, sst, herd__simwin_get(c, w, target, offset, dst, bytes));
+    SIM_WAITING(c, sst, herd__simwin_get(c, w, target, offset, dst, bytes));
     return sst;
 #endif
     GUARDED(c, "MPI_Get", target, herd__comm_deadline(c),
@@ -712,7 +704,7 @@ static herd_status m_win_put(herd_comm *c, herd_win *w, size_t target, size_t of
         return herd__am_put(c, w, target, offset, src, bytes);
 #ifdef HERD_SIM
     herd_status sst;
-    SIM_WIN(c, sst, herd__simwin_put(c, w, target, offset, src, bytes));
+    SIM_WAITING(c, sst, herd__simwin_put(c, w, target, offset, src, bytes));
     return sst;
 #endif
     GUARDED(c, "MPI_Put", target, herd__comm_deadline(c),
@@ -731,7 +723,7 @@ static herd_status m_win_accumulate(herd_comm *c, herd_win *w, size_t target, si
         return herd__am_accumulate(c, w, target, offset, src, count);
 #ifdef HERD_SIM
     herd_status sst;
-    SIM_WIN(c, sst, herd__simwin_accumulate(c, w, target, offset, src, count));
+    SIM_WAITING(c, sst, herd__simwin_accumulate(c, w, target, offset, src, count));
     return sst;
 #endif
     GUARDED(c, "MPI_Accumulate", target, herd__comm_deadline(c),
@@ -748,11 +740,10 @@ static herd_status m_win_flush(herd_comm *c, herd_win *w, size_t target)
         return herd__am_flush(c, w, target, herd__comm_deadline(c));
 #ifdef HERD_SIM
     herd_status sst;
-    SIM_WIN(c, sst, herd__simwin_flush(c, w, target));
+    SIM_WAITING(c, sst, herd__simwin_flush(c, w, target));
     return sst;
 #endif
     GUARDED(c, "MPI_Win_flush", target, herd__comm_deadline(c), MPI_Win_flush((int)target, w->win));
-    SIM_WAITED(c);
     return HERD_OK;
 }
 
@@ -761,7 +752,7 @@ static herd_status m_win_free(herd_comm *c, herd_win *w)
 #ifdef HERD_SIM
     if (w->sim) {
         herd_status sst;
-        SIM_WIN(c, sst, herd__simwin_free(c, w));
+        SIM_WAITING(c, sst, herd__simwin_free(c, w));
         free(w);
         return sst;
     }

@@ -86,14 +86,6 @@ void herd__sim_bench_init(herd__sim_bench *b)
     b->mark = cpu_now();
 }
 
-/* The stretch of compute that ends now, in real seconds; the next begins. */
-static double stretch(herd__sim_bench *b)
-{
-    double now = cpu_now(), d = now - b->mark;
-    b->mark = now;
-    return d > 0 ? d : 0.0;
-}
-
 /* The rank's time brought up to the open span's compute clock. */
 static void span_catch_up(herd__sim_bench *b)
 {
@@ -107,7 +99,9 @@ static void span_catch_up(herd__sim_bench *b)
  * rank's (a wait in SimGrid), so the next stretch starts after it. */
 static void stretch_end(herd__sim_bench *b)
 {
-    double d = stretch(b);
+    double d = cpu_now() - b->mark;
+    if (d < 0)
+        d = 0;
     if (b->in_span) {
         b->span_cpu += d;
         span_catch_up(b);

@@ -72,7 +72,7 @@ typedef struct sw_asked {
 
 /* One rank's side of a window: its memory and the locks on it. */
 struct sw_side {
-    size_t rank, nranks;
+    size_t rank;
     char *base;
     size_t bytes;
     sg_mailbox_t agent;
@@ -136,6 +136,8 @@ static void apply(sw_msg *m)
     }
     free(m->data);
 }
+
+static bool is_lock(int op) { return op == SW_LOCK_SHARED || op == SW_LOCK_EXCL; }
 
 static bool grantable(const sw_side *s, bool excl) { return s->excl < 0 && (!excl || s->shared == 0); }
 
@@ -204,7 +206,7 @@ static void serve(sw_msg *m)
 {
     sw_side *s = m->side;
     size_t o = m->origin;
-    if (m->op != SW_LOCK_SHARED && m->op != SW_LOCK_EXCL && s->held[o] == SW_ASKED) {
+    if (!is_lock(m->op) && s->held[o] == SW_ASKED) {
         m->next = NULL;
         if (s->qtail[o])
             s->qtail[o]->next = m;
@@ -213,7 +215,7 @@ static void serve(sw_msg *m)
         s->qtail[o] = m;
         return;
     }
-    if (m->op == SW_LOCK_SHARED || m->op == SW_LOCK_EXCL) {
+    if (is_lock(m->op)) {
         ask(s, o, m->op == SW_LOCK_EXCL, NULL);
     } else if (m->op == SW_UNLOCK) {
         answer(m, SW_ANSWER);
@@ -232,7 +234,7 @@ static void agent_main(int argc, char **argv)
     for (;;) {
         sw_msg *m = sg_mailbox_get(a->mb);
         /* it wakes to serve a lock or a flush where its rank computes (sim.h) */
-        if (m->op == SW_LOCK_SHARED || m->op == SW_LOCK_EXCL || m->op == SW_FLUSH)
+        if (is_lock(m->op) || m->op == SW_FLUSH)
             herd__sim_agent_answer(a->rank);
         serve(m);
     }
@@ -295,7 +297,7 @@ herd_status herd__simwin_create(herd_comm *c, herd_win *hw, void *base, size_t b
         win_free(w);
         return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
     }
-    *s = (sw_side){.rank = c->rank, .nranks = n, .base = base, .bytes = bytes, .agent = a->mb, .excl = -1,
+    *s = (sw_side){.rank = c->rank, .base = base, .bytes = bytes, .agent = a->mb, .excl = -1,
                    .held = s->held, .qhead = s->qhead, .qtail = s->qtail};
     /* the address space is one: every rank learns every side's address */
     uint64_t mine = (uint64_t)(uintptr_t)s, *all = calloc(n, sizeof *all);
