@@ -79,12 +79,11 @@ netns__split_cpus() {
     echo "$(IFS=,; echo "${cpus[*]:0:half}") $(IFS=,; echo "${cpus[*]:half}")"
 }
 
-# a tc rate (100mbit, 1gbit, 2500kbit) 1% higher, in kbit: tbf's peak rate
-netns__peak() {
+# whether $1 is a tc rate herd's test bed takes (100mbit, 1gbit, 2500kbit)
+netns__rate_ok() {
     awk -v r="$1" 'BEGIN {
-        n = r + 0; u = tolower(substr(r, length(n "") + 1)); m = u == "kbit" ? 1 : u == "mbit" ? 1e3 : u == "gbit" ? 1e6 : 0
-        if (n <= 0 || m == 0) exit 1
-        printf "%.0fkbit", n * m * 1.01 }'
+        n = r + 0; u = tolower(substr(r, length(n "") + 1))
+        exit !(n > 0 && (u == "kbit" || u == "mbit" || u == "gbit")) }'
 }
 
 netns_up() {
@@ -104,25 +103,30 @@ netns_up() {
     # tbf at 1gbit, measured with herd's allreduce of 64 MiB between the
     # hosts: burst 2mb sustains 117 MB/s (the rate less TCP/IP headers),
     # 256kb only 80 (the kernel's timer releases GSO segments of up to 64 KiB
-    # too late). But a bucket of 2 MB alone is no link of that rate for
-    # herd's messages: after any idle moment it lets 2 MB through at the
-    # veth's speed (a 247 KB model crossed "1gbit" in 0.33 ms, at 6 Gbit/s,
-    # and "100mbit" in 0.27 ms). A peak rate 1% above the rate, over a
-    # bucket of one 16 KiB segment (the veth's GSO segments capped to match),
-    # holds every transfer to the rate: measured 2026-11-27 on the 2-vCPU
-    # AMD EPYC VM with a 247 KB message after a 20 ms pause and 32 MiB back
-    # to back, over TCP: 1gbit 2.07 ms (956 Mbit/s) and 906 Mbit/s, 100mbit
-    # 19.3 ms and 96 Mbit/s (the rate less headers), as a switched link of
-    # that rate takes. GSO stays on: one packet per MTU costs more CPU than
-    # 30 MB/s here.
+    # too late). But a bucket of 2 MB is no link of that rate for herd's
+    # messages: after any idle moment it lets 2 MB through at the veth's
+    # speed (a 247 KB model crossed "1gbit" in 0.33 ms, at 6 Gbit/s, and
+    # "100mbit" in 0.27 ms). A bucket of two 16 KiB segments (the veth's GSO
+    # segments capped to match) holds every transfer to the rate, as a
+    # switched link of that rate takes it: herd's ring allreduce of 247 KB
+    # between the hosts takes 1.89 ms at 1gbit and 20.6 ms at 100mbit, of
+    # 16 MiB 211 ms and 2.10 s (79 and 8.0 MB/s of bus bandwidth).
+    # Not a peak rate over one segment instead (tbf's peakrate, mtu 16384):
+    # as exact (1.98 and 20.6 ms; 82 and 8.3 MB/s), but the kernel then
+    # paces every segment on a timer of its own, and the hosts' cores paid
+    # for it in softirq time a real network interface never charges: dpsgd
+    # on 2 ranks, which hides its 247 KB exchange behind compute, took 6.0
+    # ms a step against 4.0 unshaped, and 4.7 with this bucket (softirq 1.42
+    # s of the epoch's CPU time against 0.33 and 0.03). Measured 2026-11-27
+    # on the 2-vCPU AMD EPYC VM. GSO stays on: one packet per MTU costs more
+    # CPU than 30 MB/s here.
     NETNS_SHAPED=
     if [ -n "$rate" ]; then
-        local peak
-        peak=$(netns__peak "$rate") || { NETNS_ERR="tc rate '$rate': expected a number and kbit, mbit or gbit"; return 1; }
+        netns__rate_ok "$rate" || { NETNS_ERR="tc rate '$rate': expected a number and kbit, mbit or gbit"; return 1; }
         for i in 0 1; do
             netns__do ip -n "$tag-$i" link set "hv$i" gso_max_size 16384 &&
-                netns__do tc -n "$tag-$i" qdisc add dev "hv$i" root tbf rate "$rate" burst 2mb latency 50ms \
-                    peakrate "$peak" mtu 16384 || return 1
+                netns__do tc -n "$tag-$i" qdisc add dev "hv$i" root tbf rate "$rate" burst 32kb latency 50ms ||
+                return 1
         done
         NETNS_SHAPED=$rate
     fi
