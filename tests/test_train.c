@@ -387,6 +387,42 @@ static void test_allreduce_fused_update(void)
     }
 }
 
+/* A step's first bucket closes at --first-bucket-bytes where --bucket-bytes
+ * is larger, the rest at --bucket-bytes: buckets per step, from the
+ * summary, with and without overlap. */
+static void test_first_bucket(void)
+{
+    static const struct {
+        const char *bucket, *first;
+        double want; /* buckets per step; 0: more than 2 (one per layer) */
+    } cases[] = {
+        {"1073741824", "0", 1},    /* one bucket for the whole gradient */
+        {"1073741824", "4", 2},    /* the last layer's first range, then the rest */
+        {"1073741824", "1073741823", 1}, /* a first bucket above the gradient's size */
+        {"4", "1073741824", 0},    /* first above the others: as the others */
+        {"0", "4", 0},             /* one per layer */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int ov = 0; ov < 2; ov++) {
+            herd_train_config c = herd_test_config("mlp", "sgd", 1);
+            c.algo = "allreduce", c.workers = 2, c.batch = 16, c.max_steps = 3;
+            herd_test_set(&c, "bucket-bytes", cases[i].bucket);
+            herd_test_set(&c, "first-bucket-bytes", cases[i].first);
+            herd_test_set(&c, "allreduce", "ring");
+            herd_test_set(&c, "overlap", ov ? "on" : "off");
+            herd_train_result r;
+            herd_err err = {0};
+            if (herd_train(&c, &r, &err) != HERD_OK)
+                herd_test_fail(__FILE__, __LINE__, "case %zu: %s", i, err.msg);
+            const char *p = strstr(r.algo_json, "\"buckets_per_step\":");
+            double got = p ? strtod(p + strlen("\"buckets_per_step\":"), NULL) : -1;
+            if (cases[i].want ? got != cases[i].want : !(got > 2))
+                herd_test_fail(__FILE__, __LINE__, "case %zu, overlap %d: %g buckets a step (%s), want %g", i, ov,
+                               got, r.algo_json, cases[i].want);
+            ASSERT_TRUE(r.replica_max_diff == 0.0);
+        }
+}
+
 /* --overlap auto: on, unless the threads engine's workers take every core
  * (their compute threads: workers x threads); on and off as asked. */
 static void test_overlap_auto(void)
@@ -549,6 +585,7 @@ const herd_test herd_tests_train[] = {
     {"train_allreduce_equals_big_batch", test_allreduce_equals_big_batch, 120},
     {"train_allreduce_options", test_allreduce_options, 120},
     {"train_overlap_auto", test_overlap_auto, 60},
+    {"train_first_bucket", test_first_bucket, 60},
     {"train_allreduce_fused_update", test_allreduce_fused_update, 60},
     {"train_learns", test_learns, 60},
     {"train_deterministic", test_deterministic, 120},
