@@ -165,6 +165,33 @@ static int body_tags(herd_comm *c, void *arg)
 
 static void test_p2p_tags(void) { RUN_RANKS(4, 10, body_tags, NULL); }
 
+/* herd_comm_issend on an engine without issend (threads) is its isend: the
+ * message arrives whole, counted as sent, and a receive posted late still
+ * gets it; its argument checks are isend's, named issend. (The mpi
+ * engine's, which waits for the receive, tests/mpi/mpi_checks.c checks.) */
+static int body_issend(herd_comm *c, void *arg)
+{
+    (void)arg;
+    int v[3] = {7, -1, 40000};
+    if (c->rank == 0) {
+        herd_req *r = NULL;
+        uint64_t before = c->bytes_sent;
+        CHECK(c, herd_comm_issend(c, 2, 5, v, sizeof v, &r) == HERD_EINVAL);
+        CHECK(c, strstr(herd_comm_last_error(c), "issend: peer 2 is not a rank") != NULL);
+        CHECK_OK(c, herd_comm_issend(c, 1, 5, v, sizeof v, &r));
+        CHECK_OK(c, herd_comm_wait(c, r));
+        CHECK(c, c->bytes_sent == before + sizeof v);
+    } else {
+        sleep_s(0.05);
+        int got[3] = {0, 0, 0};
+        CHECK_OK(c, herd_comm_recv(c, 0, 5, got, sizeof got));
+        CHECK(c, got[0] == 7 && got[1] == -1 && got[2] == 40000);
+    }
+    return 0;
+}
+
+static void test_p2p_issend(void) { RUN_RANKS(2, 10, body_issend, NULL); }
+
 enum { MANY = 300 };
 
 /* Every rank sends MANY messages to every other on tags i % 3 and has all
@@ -1728,6 +1755,7 @@ static void test_sockwatch(void)
 
 const herd_test herd_tests_comm[] = {
     {"comm_p2p_tags", test_p2p_tags, 10},
+    {"comm_p2p_issend", test_p2p_issend, 20},
     {"comm_p2p_many_recv_first", test_p2p_many_recv_first, 20},
     {"comm_p2p_many_send_first", test_p2p_many_send_first, 20},
     {"comm_p2p_zero_bytes_and_mismatch", test_p2p_zero_bytes_and_mismatch, 10},

@@ -83,6 +83,9 @@ typedef struct herd_comm_ops {
      * (threads: the buffers are in shared memory, no message need move them). */
     bool native_preferred;
     void (*free)(herd_comm *c);
+    /* Optional: a send that completes only once the receiver has matched
+     * it with a receive (MPI_Issend); NULL: herd_comm_issend is isend. */
+    herd_status (*issend)(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req);
 } herd_comm_ops;
 
 struct herd_comm {
@@ -110,6 +113,12 @@ struct herd_comm {
 /* The wrappers: argument checks, byte counts, timeouts. */
 herd_status herd_comm_isend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req);
 herd_status herd_comm_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req);
+/* As isend, but the request completes only once the receiver has matched
+ * the message (where the engine has issend): a sender that tests it knows
+ * whether its last message is still on the way, as an isend, which may
+ * complete as soon as the message is buffered (the mpi engine's eager
+ * sends, once in the socket), does not tell. */
+herd_status herd_comm_issend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req);
 herd_status herd_comm_wait(herd_comm *c, herd_req *req);
 herd_status herd_comm_test(herd_comm *c, herd_req *req, bool *done);
 void herd_comm_cancel(herd_comm *c, herd_req *req);

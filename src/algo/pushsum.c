@@ -36,9 +36,10 @@
  * was sent (one that comes early is held until then), sums in rank order, so
  * runs are bit-identical. osgp (tau >= 1) sends without waiting and mixes
  * whatever has arrived, early or late; where a message to the same peer is
- * still in flight (the mpi engine completes a send when it is received), the
- * new share is added to the next message instead (push-sum mass adds up), so
- * a sender never waits for a slow receiver. osgp is asynchronous: workers
+ * still in flight (its sends are synchronous, herd_comm_issend: one is done
+ * once the receiver has it, not once it is buffered on the way), the new
+ * share is added to the next message instead (push-sum mass adds up), so a
+ * sender never waits for a slow receiver, nor queues more on a slow link. osgp is asynchronous: workers
  * take batches from the shared counter, so fast workers do more steps; how
  * far ahead of a slow in-neighbour a worker may run is exactly tau, so the
  * straggler tolerance grows with --max-delay (tau = 0 is sgp's lockstep).
@@ -219,7 +220,8 @@ static herd_status flush_out(sgp_state *s, herd_worker *w, sgp_out *o, bool *pro
     memset(o->acc, 0, s->msg_bytes);
     o->has_acc = false;
     *progress = true;
-    return herd_comm_isend(w->comm, o->peer, TAG_PUSHSUM, o->buf, s->msg_bytes, &o->req);
+    return (s->osgp ? herd_comm_issend : herd_comm_isend)(w->comm, o->peer, TAG_PUSHSUM, o->buf, s->msg_bytes,
+                                                           &o->req);
 }
 
 /* Adds the share (wt z, wt) to o's next message, which holds a weight and

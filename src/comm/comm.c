@@ -53,16 +53,27 @@ static herd_status check_p2p(herd_comm *c, size_t peer, int tag, const void *buf
     return HERD_OK;
 }
 
-herd_status herd_comm_isend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req)
+static herd_status send_with(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req,
+                             bool sync)
 {
-    herd_status st = check_p2p(c, peer, tag, buf, bytes, req, "isend");
+    herd_status st = check_p2p(c, peer, tag, buf, bytes, req, sync ? "issend" : "isend");
     if (st < 0)
         return st;
     *req = NULL;
-    st = c->ops->isend(c, peer, tag, buf, bytes, req);
+    st = (sync && c->ops->issend ? c->ops->issend : c->ops->isend)(c, peer, tag, buf, bytes, req);
     if (st == HERD_OK)
         c->bytes_sent += bytes;
     return st;
+}
+
+herd_status herd_comm_isend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req)
+{
+    return send_with(c, peer, tag, buf, bytes, req, false);
+}
+
+herd_status herd_comm_issend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req)
+{
+    return send_with(c, peer, tag, buf, bytes, req, true);
 }
 
 herd_status herd_comm_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req)

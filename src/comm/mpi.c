@@ -444,7 +444,9 @@ static void agent_free(mpi_comm *m)
             return herd__mpi_fail((c), herd__grc, #call);                                \
     } while (0)
 
-static herd_status m_start(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, bool recv, herd_req **req)
+/* A receive (recv), or a send, synchronous (MPI_Issend) where sync. */
+static herd_status m_start(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, bool recv, bool sync,
+                           herd_req **req)
 {
     if (bytes > (size_t)INT32_MAX)
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: message of %zu bytes is too large for MPI", c->rank, bytes);
@@ -453,11 +455,12 @@ static herd_status m_start(herd_comm *c, size_t peer, int tag, void *buf, size_t
         return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
     r->peer = peer, r->tag = tag, r->recv = recv;
     int herd__mpi_rc;
-    int rc = recv ? MPI_LOCKED(c, MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r))
-                  : MPI_LOCKED(c, MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r));
+    int rc = recv   ? MPI_LOCKED(c, MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r))
+             : sync ? MPI_LOCKED(c, MPI_Issend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r))
+                    : MPI_LOCKED(c, MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world_of(c), &r->r));
     if (rc != MPI_SUCCESS) {
         free(r);
-        return herd__mpi_fail(c, rc, recv ? "MPI_Irecv" : "MPI_Isend");
+        return herd__mpi_fail(c, rc, recv ? "MPI_Irecv" : sync ? "MPI_Issend" : "MPI_Isend");
     }
     *req = r;
     return HERD_OK;
@@ -465,12 +468,17 @@ static herd_status m_start(herd_comm *c, size_t peer, int tag, void *buf, size_t
 
 static herd_status m_isend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req)
 {
-    return m_start(c, peer, tag, (void *)buf, bytes, false, req);
+    return m_start(c, peer, tag, (void *)buf, bytes, false, false, req);
+}
+
+static herd_status m_issend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req)
+{
+    return m_start(c, peer, tag, (void *)buf, bytes, false, true, req);
 }
 
 static herd_status m_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req)
 {
-    return m_start(c, peer, tag, buf, bytes, true, req);
+    return m_start(c, peer, tag, buf, bytes, true, false, req);
 }
 
 static herd_status m_test(herd_comm *c, herd_req *req, bool *done)
@@ -820,6 +828,7 @@ static void m_free(herd_comm *c)
 static const herd_comm_ops mpi_ops = {
     .name = "mpi",
     .isend = m_isend,
+    .issend = m_issend,
     .irecv = m_irecv,
     .wait = m_wait,
     .test = m_test,

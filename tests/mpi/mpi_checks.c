@@ -403,6 +403,43 @@ static int progress(herd_comm *c)
     return f ? 1 : 0;
 }
 
+/* herd_comm_issend completes only once the receiver has matched it: rank 0
+ * sends 64 floats to rank 1, which posts its receive only after 0.3 s away
+ * from MPI (its agent in MPI meanwhile, which matches nothing); the send
+ * must not be done during its first 0.2 s, must be done once received,
+ * and must carry its data. Ranks past 1 take no part. */
+static int issend_waits(herd_comm *c)
+{
+    enum { ISSEND_TAG = 4242, ISSEND_FLOATS = 64 };
+    float buf[ISSEND_FLOATS];
+    int bad = 0;
+    if (c->rank == 0) {
+        for (size_t i = 0; i < ISSEND_FLOATS; i++)
+            buf[i] = v(i);
+        herd_req *r = NULL;
+        bool done = false;
+        bad = herd_comm_issend(c, 1, ISSEND_TAG, buf, sizeof buf, &r) != HERD_OK;
+        for (double t0 = now_s(); !bad && !done && now_s() - t0 < 0.2;) {
+            bad = herd_comm_test(c, r, &done) != HERD_OK;
+            struct timespec ts = {0, 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (done)
+            fprintf(stderr, "rank 0: FAIL issend done before rank 1 posted its receive\n");
+        bad |= done || herd_comm_wait(c, r) != HERD_OK;
+    } else if (c->rank == 1) {
+        struct timespec ts = {0, 300000000L};
+        nanosleep(&ts, NULL);
+        bad = herd_comm_recv(c, 0, ISSEND_TAG, buf, sizeof buf) != HERD_OK;
+        for (size_t i = 0; i < ISSEND_FLOATS && !bad; i++)
+            bad = buf[i] != v(i);
+    }
+    bad |= herd_comm_barrier(c) != HERD_OK;
+    if (bad)
+        fprintf(stderr, "rank %zu: FAIL issend\n", c->rank);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     herd_comm *c = NULL;
@@ -500,6 +537,8 @@ int main(int argc, char **argv)
     if (bad)
         fprintf(stderr, "rank %zu: FAIL window fetch-and-add (counter %llu)\n", c->rank, (unsigned long long)counter);
     failed += bad, total++;
+    if (n > 1)
+        failed += issend_waits(c), total++;
     /* the world's totals */
     int mine[2] = {failed, total}, *all = malloc(n * sizeof mine);
     herd_allgather(c, mine, all, sizeof mine);
