@@ -694,6 +694,7 @@ static herd_status worker_loop(worker_ctx *c)
     if (r->algo_ops->async) { /* collective, before the algorithm's own windows */
         c->claim_buf[0] = c->resume.claimed;
         c->claim_buf[1] = 0; /* the stop word */
+        c->lease_buf[0] = c->lease_buf[1] = c->lease_buf[2] = 0; /* no lease; this worker's copy of the stop word */
         HERD_TRY(herd_comm_win_create(w->comm, c->claim_buf, w->rank == 0 ? sizeof c->claim_buf : 0, &c->claim_win));
         HERD_TRY(herd_comm_win_create(w->comm, c->lease_buf, sizeof c->lease_buf, &c->lease_win));
     }

@@ -111,7 +111,7 @@ typedef struct worker_ctx {
     herd_win *claim_win;  /* asynchronous algorithms: the shared batch counter */
     uint64_t claim_buf[2];/* on rank 0: the counter, and the stop word (see announce_stop) */
     herd_win *lease_win;  /* asynchronous algorithms: every worker's lease of batches (claim.c) */
-    uint64_t lease_buf[2];/* this worker's lease [lo, hi) */
+    uint64_t lease_buf[3];/* this worker's lease [lo, hi), and its copy of the stop word (announce_stop) */
     uint64_t claim_end;   /* the end of the epoch of this worker's last batch (0: none yet) */
     uint64_t leases, stolen; /* this run: leases taken from the counter, steals from others */
     nonfinite_step nf;
