@@ -11,7 +11,9 @@
  * server rank would only sit idle. Each shard is an independent server with
  * its own lock and counters (header floats of the center, exact to 2^24):
  *   COUNT   updates applied so far, GROUP gradients in the open softsync
- *   group, FINISHED workers that have stopped training.
+ *   group, FINISHED workers that have stopped training, WAITING workers
+ *   waiting for the open group to be applied; on shard 0, WAITERS the
+ *   workers waiting for a group on any shard (softsync, below).
  * A worker visits the shards in order 0..K-1; staleness is measured on
  * each shard and shard 0's is reported.
  *
@@ -76,7 +78,7 @@
 #include "core/clock.h"
 
 enum { SLOT_W, SLOT_V, SLOT_ACC, NSLOTS };
-enum { CNT_COUNT, CNT_GROUP, CNT_FINISHED };
+enum { CNT_COUNT, CNT_GROUP, CNT_FINISHED, CNT_WAITING, CNT_WAITERS /* shard 0's only */ };
 enum { NHIST = 9 }; /* staleness 0, 1, 2, 3, 4-7, 8-15, 16-31, 32-63, 64+ */
 
 typedef enum ps_kind { PS_ASGD, PS_AMSGD, PS_HOGWILD } ps_kind;
@@ -190,6 +192,7 @@ typedef struct ps_state {
     size_t ssp_who;      /* the worker an SSP wait is waiting for */
     float group_have;    /* gradients in the open softsync group, as last seen */
     float *pulled;       /* per shard: COUNT at the pull */
+    bool *waits;         /* per shard: this step's wait counted in its WAITING */
     float *upd;          /* nparams */
     float *buf;          /* nparams */
     /* per-epoch figures */
@@ -232,9 +235,10 @@ static herd_status ps_init(herd_algo *a, herd_worker *w)
                             "%.0f gradients is more than the parameter server's counters hold exactly (2^24)", updates);
     size_t shards = pc->shards ? pc->shards : w->nworkers;
     s->pulled = calloc(shards, sizeof *s->pulled);
+    s->waits = calloc(shards, sizeof *s->waits);
     s->upd = malloc(w->nparams * sizeof(float));
     s->buf = malloc(w->nparams * sizeof(float));
-    if (!s->pulled || !s->upd || !s->buf)
+    if (!s->pulled || !s->waits || !s->upd || !s->buf)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the parameter server state");
     /* every worker starts from the same weights (same seed), so any copy
      * seeds the server */
@@ -424,6 +428,57 @@ out:
 /* With the exclusive lock on shard k and the group's sum in ACC (already
  * scaled by eta/c per gradient): applies it as one update, scaled to an
  * average of `have` gradients when the group is short. */
+/* The group of shard k is applied (the caller holds k's exclusive lock):
+ * its waiters wait no more, here and in shard 0's WAITERS (locked after k,
+ * the only order in which two shards are ever held). */
+static herd_status release_waiters(herd__center *c, size_t k)
+{
+    herd_status st = HERD_OK;
+    float waiting = 0;
+    HERD_TRY(herd__center_get_count(c, k, CNT_WAITING, &waiting));
+    HERD_TRY(herd__center_flush(c, k));
+    if (waiting == 0)
+        goto out;
+    HERD_TRY(herd__center_set_count(c, k, CNT_WAITING, 0.0f));
+    if (k != 0)
+        HERD_TRY(herd__center_lock(c, 0, true));
+    st = herd__center_add_count(c, 0, CNT_WAITERS, -waiting);
+    if (k != 0)
+        HERD_KEEP_FIRST(st, herd__center_unlock(c, 0));
+out:
+    return st;
+}
+
+/* This worker waits for shard k's open group (the caller holds k's
+ * exclusive lock): counted in k's WAITING and shard 0's WAITERS until the
+ * group is applied (release_waiters). */
+static herd_status count_wait(herd__center *c, size_t k)
+{
+    herd_status st = HERD_OK;
+    HERD_TRY(herd__center_add_count(c, k, CNT_WAITING, 1.0f));
+    if (k != 0)
+        HERD_TRY(herd__center_lock(c, 0, true));
+    st = herd__center_add_count(c, 0, CNT_WAITERS, 1.0f);
+    if (k != 0)
+        HERD_KEEP_FIRST(st, herd__center_unlock(c, 0));
+out:
+    return st;
+}
+
+/* Whether every worker still training waits for a group, on any shard. */
+static herd_status all_waiting(ps_state *s, herd_worker *w, bool *all)
+{
+    herd_status st = HERD_OK;
+    herd__center *c = &s->center;
+    float v[CNT_WAITERS + 1] = {0};
+    HERD_TRY(herd__center_lock(c, 0, false));
+    st = read_counts(c, 0, v, CNT_WAITERS + 1);
+    HERD_KEEP_FIRST(st, herd__center_unlock(c, 0));
+    *all = st == HERD_OK && v[CNT_WAITERS] >= (float)(w->nworkers - lost_count(w)) - v[CNT_FINISHED];
+out:
+    return st;
+}
+
 static herd_status apply_group(ps_state *s, herd_worker *w, size_t k, float have)
 {
     herd_status st = HERD_OK;
@@ -441,33 +496,51 @@ static herd_status apply_group(ps_state *s, herd_worker *w, size_t k, float have
     memset(s->buf + lo, 0, (hi - lo) * sizeof(float));
     HERD_TRY(herd__center_put(c, k, SLOT_ACC, s->buf));
     HERD_TRY(herd__center_set_count(c, k, CNT_GROUP, 0.0f));
+    HERD_TRY(release_waiters(c, k));
 out:
     return st;
 }
 
-/* softsync: is the update after `after` applied on shard `k`? If every
- * worker still training waits in the open group, applies it short. */
+/* softsync: is the update after `after` applied on shard `k`? If no
+ * gradient can come to fill the open group, applies it short: every worker
+ * still training is in it, or every one waits for a group on some shard
+ * (each shard groups the pushes in its own order, so two workers can each
+ * wait, alone, in a group of another shard for the other's next push: once
+ * the others had finished, that stalled until --timeout). A waiting worker
+ * is counted (count_wait) until its group is applied (release_waiters). */
 static herd_status group_ready(ps_state *s, herd_worker *w, size_t k, bool *ready)
 {
     herd_status st = HERD_OK;
     herd__center *c = &s->center;
     float v[3] = {0}; /* COUNT, GROUP, FINISHED */
+    bool everyone = false;
+    *ready = false;
     for (int exclusive = 0; exclusive < 2; exclusive++) {
         HERD_TRY(herd__center_lock(c, k, exclusive));
         st = read_counts(c, k, v, 3);
         float alive = (float)(w->nworkers - lost_count(w)) - v[CNT_FINISHED];
         bool done = st == HERD_OK && v[CNT_COUNT] > s->pulled[k] + 0.5f; /* pulled[k] holds COUNT at the push */
-        bool stuck = st == HERD_OK && !done && v[CNT_GROUP] > 0 && v[CNT_GROUP] >= alive;
+        bool stuck = st == HERD_OK && !done && v[CNT_GROUP] > 0 && (v[CNT_GROUP] >= alive || everyone);
+        if (st == HERD_OK && exclusive && !done && !s->waits[k]) {
+            st = count_wait(c, k);
+            s->waits[k] = st == HERD_OK;
+        }
         if (st == HERD_OK && exclusive && stuck)
             st = apply_group(s, w, k, v[CNT_GROUP]);
         HERD_KEEP_FIRST(st, herd__center_unlock(c, k));
         if (st < 0)
             goto out;
         *ready = done || (exclusive && stuck);
-        if (done || !stuck)
+        s->group_have = v[CNT_GROUP];
+        if (done || exclusive)
             break;
+        if (!stuck && s->waits[k] && v[CNT_GROUP] > 0) {
+            HERD_TRY(all_waiting(s, w, &everyone));
+            stuck = everyone;
+        }
+        if (!stuck && s->waits[k])
+            break; /* counted already, and nothing to apply: wait on */
     }
-    s->group_have = v[CNT_GROUP];
 out:
     return st;
 }
@@ -549,6 +622,7 @@ static herd_status ps_step(herd_algo *a, herd_worker *w)
         HERD_TRY(ssp_publish(s, w, w->step + 1));
     if (opts_of(w)->softsync > 1)
         for (size_t k = 0; k < s->center.shards; k++) {
+            s->waits[k] = false;
             st = wait_until(s, w, group_ready, k);
             if (st == HERD_ETIMEOUT)
                 herd_err_set(&w->err, HERD_ETIMEOUT,
@@ -672,6 +746,7 @@ static void ps_free(herd_algo *a, herd_worker *w)
     free(s->ssp_steps);
     free(s->ssp_view);
     free(s->pulled);
+    free(s->waits);
     free(s->upd);
     free(s->buf);
     free(s);
