@@ -425,12 +425,23 @@ out:
     return st;
 }
 
-/* With the exclusive lock on shard k and the group's sum in ACC (already
- * scaled by eta/c per gradient): applies it as one update, scaled to an
- * average of `have` gradients when the group is short. */
+/* Shard 0's WAITERS += delta, the caller holding shard k's exclusive lock
+ * (shard 0 locked after k, the only order in which two shards are ever
+ * held). */
+static herd_status add_waiters(herd__center *c, size_t k, float delta)
+{
+    herd_status st = HERD_OK;
+    if (k != 0)
+        HERD_TRY(herd__center_lock(c, 0, true));
+    st = herd__center_add_count(c, 0, CNT_WAITERS, delta);
+    if (k != 0)
+        HERD_KEEP_FIRST(st, herd__center_unlock(c, 0));
+out:
+    return st;
+}
+
 /* The group of shard k is applied (the caller holds k's exclusive lock):
- * its waiters wait no more, here and in shard 0's WAITERS (locked after k,
- * the only order in which two shards are ever held). */
+ * its waiters wait no more, here and in shard 0's WAITERS. */
 static herd_status release_waiters(herd__center *c, size_t k)
 {
     herd_status st = HERD_OK;
@@ -440,11 +451,7 @@ static herd_status release_waiters(herd__center *c, size_t k)
     if (waiting == 0)
         goto out;
     HERD_TRY(herd__center_set_count(c, k, CNT_WAITING, 0.0f));
-    if (k != 0)
-        HERD_TRY(herd__center_lock(c, 0, true));
-    st = herd__center_add_count(c, 0, CNT_WAITERS, -waiting);
-    if (k != 0)
-        HERD_KEEP_FIRST(st, herd__center_unlock(c, 0));
+    st = add_waiters(c, k, -waiting);
 out:
     return st;
 }
@@ -456,11 +463,7 @@ static herd_status count_wait(herd__center *c, size_t k)
 {
     herd_status st = HERD_OK;
     HERD_TRY(herd__center_add_count(c, k, CNT_WAITING, 1.0f));
-    if (k != 0)
-        HERD_TRY(herd__center_lock(c, 0, true));
-    st = herd__center_add_count(c, 0, CNT_WAITERS, 1.0f);
-    if (k != 0)
-        HERD_KEEP_FIRST(st, herd__center_unlock(c, 0));
+    st = add_waiters(c, k, 1.0f);
 out:
     return st;
 }
@@ -479,6 +482,9 @@ out:
     return st;
 }
 
+/* With the exclusive lock on shard k and the group's sum in ACC (already
+ * scaled by eta/c per gradient): applies it as one update, scaled to an
+ * average of `have` gradients when the group is short. */
 static herd_status apply_group(ps_state *s, herd_worker *w, size_t k, float have)
 {
     herd_status st = HERD_OK;

@@ -39,10 +39,11 @@
  * still in flight (its sends are synchronous, herd_comm_issend: one is done
  * once the receiver has it, not once it is buffered on the way), the new
  * share is added to the next message instead (push-sum mass adds up), so a
- * sender never waits for a slow receiver, nor queues more on a slow link. osgp is asynchronous: workers
- * take batches from the shared counter, so fast workers do more steps; how
- * far ahead of a slow in-neighbour a worker may run is exactly tau, so the
- * straggler tolerance grows with --max-delay (tau = 0 is sgp's lockstep).
+ * sender never waits for a slow receiver, nor queues more on a slow link.
+ * osgp is asynchronous: workers take batches from the shared counter, so
+ * fast workers do more steps; how far ahead of a slow in-neighbour a
+ * worker may run is exactly tau, so the straggler tolerance grows with
+ * --max-delay (tau = 0 is sgp's lockstep).
  * At the end each worker pushes its last share with the last-message flag to
  * every possible out-peer and mixes until each in-neighbour's last message
  * came: no mass is left in flight, sum x_i and sum w_i are those of the
