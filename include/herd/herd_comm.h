@@ -86,6 +86,12 @@ typedef struct herd_comm_ops {
     /* Optional: a send that completes only once the receiver has matched
      * it with a receive (MPI_Issend); NULL: herd_comm_issend is isend. */
     herd_status (*issend)(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req);
+    /* Optional, both or neither: win_unlock_begin ends this rank's epoch on
+     * target as win_unlock does, without waiting for it; win_wait completes
+     * every epoch on w so ended (their gets' data here, their writes in the
+     * targets' memory). NULL: herd_comm_win_unlock_begin is win_unlock. */
+    herd_status (*win_unlock_begin)(herd_comm *c, herd_win *w, size_t target);
+    herd_status (*win_wait)(herd_comm *c, herd_win *w);
 } herd_comm_ops;
 
 struct herd_comm {
@@ -135,6 +141,14 @@ herd_status herd_comm_win_put(herd_comm *c, herd_win *w, size_t target, size_t o
 herd_status herd_comm_win_accumulate(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
                                      size_t count);
 herd_status herd_comm_win_flush(herd_comm *c, herd_win *w, size_t target);
+/* Ends this rank's epoch on target (the lock is released once the target has
+ * applied the epoch) without waiting: the epoch's gets are valid, and its
+ * puts and accumulates done, only after herd_comm_win_wait on w. Epochs on
+ * several targets so ended overlap their round trips. Where the engine has
+ * no such call, it is herd_comm_win_unlock. */
+herd_status herd_comm_win_unlock_begin(herd_comm *c, herd_win *w, size_t target);
+/* Completes every epoch this rank ended on w with herd_comm_win_unlock_begin. */
+herd_status herd_comm_win_wait(herd_comm *c, herd_win *w);
 herd_status herd_comm_win_free(herd_comm *c, herd_win *w);
 void herd_comm_free(herd_comm *c);
 /* The detail of the last failure on c. */

@@ -76,6 +76,13 @@ herd_status herd__center_lock(herd__center *c, size_t k, bool exclusive)
 
 herd_status herd__center_unlock(herd__center *c, size_t k) { return herd_comm_win_unlock(c->comm, c->win, k); }
 
+herd_status herd__center_unlock_begin(herd__center *c, size_t k)
+{
+    return herd_comm_win_unlock_begin(c->comm, c->win, k);
+}
+
+herd_status herd__center_wait(herd__center *c) { return herd_comm_win_wait(c->comm, c->win); }
+
 herd_status herd__center_flush(herd__center *c, size_t k) { return herd_comm_win_flush(c->comm, c->win, k); }
 
 herd_status herd__center_get(herd__center *c, size_t k, size_t slot, float *full_dst)

@@ -12,7 +12,10 @@
  *
  * Every call works on one shard through the transport's windows, so it runs
  * on every engine without the holder's help. As with MPI_Get, what a get
- * reads is valid after herd__center_flush or herd__center_unlock.
+ * reads is valid after herd__center_flush or herd__center_unlock, or,
+ * where the shard's epoch ended with herd__center_unlock_begin, after
+ * herd__center_wait: a worker that visits several shards ends each epoch
+ * so and waits once, their holders serving them side by side.
  */
 #ifndef HERD_ALGO_CENTER_H
 #define HERD_ALGO_CENTER_H
@@ -49,6 +52,8 @@ void herd__center_range(const herd__center *c, size_t k, size_t *lo, size_t *hi)
 
 herd_status herd__center_lock(herd__center *c, size_t k, bool exclusive);
 herd_status herd__center_unlock(herd__center *c, size_t k);
+herd_status herd__center_unlock_begin(herd__center *c, size_t k);
+herd_status herd__center_wait(herd__center *c);
 herd_status herd__center_flush(herd__center *c, size_t k);
 
 /* Slot `slot` of shard k: dst/src are the whole vector's elements

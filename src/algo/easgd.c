@@ -99,6 +99,7 @@ typedef struct ea_state {
     herd__mcenter mc;   /* eawild over messages */
     bool pending;       /* eawild: an exchange's transfers are in flight (shared locks held) */
     size_t held;        /* eawild: the shard whose shared lock is held, + 1 (0: none) */
+    bool ending;        /* aeasgd, ameasgd, hogwild-easgd: the last exchange's unlocks not waited for */
     double dist_sum;    /* this epoch: sum of ||x - c|| at exchanges */
     size_t nexch;       /* this epoch's exchanges */
     double blocked_s;   /* this epoch: time waited in exchanges */
@@ -256,9 +257,17 @@ static herd_status lock_center(ea_state *s, size_t k, bool exclusive)
 }
 
 /* eawild: the previous exchange's transfers are complete once every shard
- * is unlocked. */
+ * is unlocked; the locked exchanges': once their unlocks are answered. */
 static herd_status complete_pending(ea_state *s, herd_worker *w)
 {
+    if (s->ending) {
+        s->ending = false;
+        double t0 = herd__now();
+        herd_status st = herd__center_wait(&s->center);
+        s->blocked_s += herd__now() - t0;
+        if (st < 0)
+            return st;
+    }
     if (s->messages) /* nothing to complete: serve and take what has come */
         return herd__mcenter_poll(&s->mc, w, s->c);
     if (!s->pending)
@@ -277,7 +286,13 @@ static herd_status complete_pending(ea_state *s, herd_worker *w)
 
 /* aeasgd, ameasgd, hogwild-easgd: shard by shard, read the center under
  * the shard's lock (exclusive but for hogwild-easgd), pull toward it and
- * add d; the shards are independent, as the parameter server's are. */
+ * add d; the shards are independent, as the parameter server's are. Each
+ * shard's epoch is ended without waiting for its unlock's answer, so the
+ * next shard's read starts at once (the lock is free for the next origin
+ * once its holder has applied the add), and the last ones complete by the
+ * next settle (after the next backward, complete_pending). Only one lock
+ * is ever awaited at a time: waiting for a second while holding one could
+ * deadlock against a worker that visits them in another order of grants. */
 static herd_status exchange_locked(ea_state *s, herd_worker *w)
 {
     herd_status st = HERD_OK;
@@ -296,7 +311,8 @@ static herd_status exchange_locked(ea_state *s, herd_worker *w)
             sq += elastic_pull(s, w, c, lo, hi); /* reads c[i] before writing d[i]: same array, same index */
             st = herd__center_accumulate(ctr, k, 0, s->d);
         }
-        HERD_KEEP_FIRST(st, complete(s, k, herd__center_unlock));
+        HERD_KEEP_FIRST(st, herd__center_unlock_begin(ctr, k));
+        s->ending = true;
     }
     record_exchange(s, sq);
 out:

@@ -44,6 +44,13 @@
  *       pushes may see the same COUNT.
  *                After the pushes (before a softsync wait), SSP: publish
  *                this worker's step count.
+ * Round trips: a pull or a push ends every shard's epoch before it waits
+ * for any (herd_comm_win_unlock_begin), so the holders serve them side by
+ * side, and a push that needs no counter before it applies (no
+ * --staleness-lr, softsync 1, no SSP) is left in flight: the next pull's
+ * epochs follow it to every shard, which applies them in order, and one
+ * wait completes both. COUNT for shard 0's staleness figure is then read
+ * in the push's epoch, before its own update, as it ends.
  * SSP (--max-staleness s): before step t a worker waits until every worker
  * still training has finished step t - s (a table of step counts in a
  * window on rank 0; a finished or lost worker no longer holds anyone back).
@@ -192,6 +199,9 @@ typedef struct ps_state {
     size_t ssp_who;      /* the worker an SSP wait is waiting for */
     float group_have;    /* gradients in the open softsync group, as last seen */
     float *pulled;       /* per shard: COUNT at the pull */
+    float *pulling;      /* per shard: COUNT at the pull in flight */
+    float *pushed;       /* per shard: COUNT at the push, where read as the push's epoch ends */
+    bool in_flight;      /* the last push's epochs ended but not waited for (ps_settle) */
     bool *waits;         /* per shard: this step's wait counted in its WAITING */
     float *upd;          /* nparams */
     float *buf;          /* nparams */
@@ -235,10 +245,12 @@ static herd_status ps_init(herd_algo *a, herd_worker *w)
                             "%.0f gradients is more than the parameter server's counters hold exactly (2^24)", updates);
     size_t shards = pc->shards ? pc->shards : w->nworkers;
     s->pulled = calloc(shards, sizeof *s->pulled);
+    s->pushed = calloc(shards, sizeof *s->pushed);
+    s->pulling = calloc(shards, sizeof *s->pulling);
     s->waits = calloc(shards, sizeof *s->waits);
     s->upd = malloc(w->nparams * sizeof(float));
     s->buf = malloc(w->nparams * sizeof(float));
-    if (!s->pulled || !s->waits || !s->upd || !s->buf)
+    if (!s->pulled || !s->pushed || !s->pulling || !s->waits || !s->upd || !s->buf)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the parameter server state");
     /* every worker starts from the same weights (same seed), so any copy
      * seeds the server */
@@ -345,26 +357,6 @@ static herd_status ssp_publish(ps_state *s, herd_worker *w, uint64_t steps)
 
 /* ---- pull and push --------------------------------------------------- */
 
-static herd_status ps_before_step(herd_algo *a, herd_worker *w)
-{
-    herd_status st = HERD_OK;
-    ps_state *s = a->state;
-    HERD_TRY(check_servers(s, w));
-    if (s->ssp_win)
-        HERD_TRY(ssp_wait(s, w));
-    for (size_t k = 0; k < s->center.shards; k++) {
-        HERD_TRY(herd__center_lock(&s->center, k, false));
-        st = herd__center_get(&s->center, k, SLOT_W, w->params);
-        if (st == HERD_OK)
-            st = herd__center_get_count(&s->center, k, CNT_COUNT, &s->pulled[k]);
-        HERD_KEEP_FIRST(st, herd__center_unlock(&s->center, k));
-        if (st < 0)
-            goto out;
-    }
-out:
-    return st;
-}
-
 static void record_staleness(ps_state *s, double tau)
 {
     s->hist[hist_bucket(tau)]++;
@@ -385,14 +377,21 @@ out:
     return st;
 }
 
-/* The push's staleness on shard k (recorded for shard 0) and its rate. */
-static float stale_eta(ps_state *s, herd_worker *w, size_t k, float count, float eta_base)
+/* The push's staleness on shard k from COUNT at the push (recorded for shard 0). */
+static double staleness(ps_state *s, size_t k, float count)
 {
     double tau = (double)count - (double)s->pulled[k];
     if (tau < 0) /* hogwild: a concurrent push may move COUNT between our reads */
         tau = 0;
     if (k == 0)
         record_staleness(s, tau);
+    return tau;
+}
+
+/* The push's rate on shard k, its staleness recorded. */
+static float stale_eta(ps_state *s, herd_worker *w, size_t k, float count, float eta_base)
+{
+    double tau = staleness(s, k, count);
     return opts_of(w)->staleness_lr && tau >= 1 ? eta_base / (float)tau : eta_base;
 }
 
@@ -560,6 +559,14 @@ static bool push_reads_counts(const herd_worker *w, size_t k)
     return k == 0 || opts_of(w)->staleness_lr || opts_of(w)->softsync > 1;
 }
 
+/* Whether the push needs COUNT before it applies (the staleness rate, the
+ * softsync group); else COUNT is read in the push's epoch, before its own
+ * update, and arrives as the epoch ends, without a round trip of its own. */
+static bool push_needs_counts(const herd_worker *w)
+{
+    return opts_of(w)->staleness_lr || opts_of(w)->softsync > 1;
+}
+
 static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, float eta_base)
 {
     herd_status st = HERD_OK;
@@ -567,13 +574,15 @@ static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, float eta_
     size_t lo, hi, softsync = opts_of(w)->softsync;
     herd__center_range(c, k, &lo, &hi);
     float v[2] = {0}; /* COUNT, GROUP */
-    bool reads = push_reads_counts(w, k);
+    bool reads = push_reads_counts(w, k), now = reads && push_needs_counts(w);
     HERD_TRY(herd__center_lock(c, k, true));
-    if (reads)
+    if (now)
         st = read_counts(c, k, v, softsync > 1 ? 2 : 1);
+    else if (reads)
+        st = herd__center_get_count(c, k, CNT_COUNT, &s->pushed[k]);
     float count = v[CNT_COUNT], group = v[CNT_GROUP];
     if (st == HERD_OK) {
-        float eta = stale_eta(s, w, k, count, eta_base);
+        float eta = now ? stale_eta(s, w, k, count, eta_base) : eta_base;
         if (softsync == 1) {
             scaled(s->upd, w->grads, lo, hi, eta);
             st = apply_update(s, w, k, lo, hi);
@@ -585,10 +594,10 @@ static herd_status push_locked(ps_state *s, herd_worker *w, size_t k, float eta_
             if (st == HERD_OK && group + 1 >= (float)softsync)
                 st = apply_group(s, w, k, group + 1);
         }
-        if (reads)
+        if (now)
             s->pulled[k] = count; /* now: COUNT at the push, for the softsync wait */
     }
-    HERD_KEEP_FIRST(st, herd__center_unlock(c, k));
+    HERD_KEEP_FIRST(st, herd__center_unlock_begin(c, k));
 out:
     return st;
 }
@@ -600,16 +609,77 @@ static herd_status push_hogwild(ps_state *s, herd_worker *w, size_t k, float eta
     size_t lo, hi;
     herd__center_range(c, k, &lo, &hi);
     float count = 0;
+    bool reads = push_reads_counts(w, k), now = reads && push_needs_counts(w);
     HERD_TRY(herd__center_lock(c, k, false));
-    if (push_reads_counts(w, k))
+    if (now)
         st = read_counts(c, k, &count, 1);
+    else if (reads)
+        st = herd__center_get_count(c, k, CNT_COUNT, &s->pushed[k]);
     if (st == HERD_OK) {
-        scaled(s->upd, w->grads, lo, hi, -stale_eta(s, w, k, count, eta_base));
+        scaled(s->upd, w->grads, lo, hi, -(now ? stale_eta(s, w, k, count, eta_base) : eta_base));
         st = herd__center_accumulate(c, k, SLOT_W, s->upd);
         if (st == HERD_OK)
             st = herd__center_add_count(c, k, CNT_COUNT, 1.0f);
     }
-    HERD_KEEP_FIRST(st, herd__center_unlock(c, k));
+    HERD_KEEP_FIRST(st, herd__center_unlock_begin(c, k));
+out:
+    return st;
+}
+
+/* Whether the push's epochs may stay in flight after the step, to be
+ * waited for with the next pull's: not where the step reads the server's
+ * counters itself (--staleness-lr, softsync) or publishes its end (SSP).
+ * A checkpoint's sizing call settles them before its barrier (ps_save). */
+static bool push_left_in_flight(const ps_state *s, const herd_worker *w)
+{
+    return !push_needs_counts(w) && !s->ssp_win;
+}
+
+/* The push's epochs have completed: its staleness, read as they ended. */
+static void pushed(ps_state *s, herd_worker *w)
+{
+    if (!push_needs_counts(w))
+        for (size_t k = 0; k < s->center.shards; k++)
+            if (push_reads_counts(w, k))
+                (void)staleness(s, k, s->pushed[k]);
+}
+
+/* Completes the last push where the step left it in flight. */
+static herd_status settle(ps_state *s, herd_worker *w)
+{
+    if (!s->in_flight)
+        return HERD_OK;
+    s->in_flight = false;
+    herd_status st = herd__center_wait(&s->center);
+    if (st == HERD_OK)
+        pushed(s, w);
+    return st;
+}
+
+/* The pull. Every shard's epoch is ended before any is waited for, so the
+ * shards' holders serve them side by side, one round trip for all; the
+ * last step's push, if still in flight, completes in the same wait: its
+ * epochs went to each shard ahead of the pull's, which therefore reads them
+ * applied. */
+static herd_status ps_before_step(herd_algo *a, herd_worker *w)
+{
+    herd_status st = HERD_OK;
+    ps_state *s = a->state;
+    HERD_TRY(check_servers(s, w));
+    if (s->ssp_win)
+        HERD_TRY(ssp_wait(s, w));
+    for (size_t k = 0; k < s->center.shards; k++) {
+        HERD_TRY(herd__center_lock(&s->center, k, false));
+        st = herd__center_get(&s->center, k, SLOT_W, w->params);
+        if (st == HERD_OK)
+            st = herd__center_get_count(&s->center, k, CNT_COUNT, &s->pulling[k]);
+        HERD_KEEP_FIRST(st, herd__center_unlock_begin(&s->center, k));
+        if (st < 0)
+            goto out;
+    }
+    HERD_TRY(settle(s, w)); /* its staleness against the previous pull's COUNT */
+    HERD_TRY(herd__center_wait(&s->center));
+    memcpy(s->pulled, s->pulling, s->center.shards * sizeof *s->pulled);
 out:
     return st;
 }
@@ -619,8 +689,12 @@ static herd_status ps_step(herd_algo *a, herd_worker *w)
     herd_status st = HERD_OK;
     ps_state *s = a->state;
     herd_optim_direction(&w->optim, w->grads, w->params);
+    /* as the pull: every shard's epoch ended before any is waited for */
     for (size_t k = 0; k < s->center.shards; k++)
         HERD_TRY(s->kind == PS_HOGWILD ? push_hogwild(s, w, k, w->lr) : push_locked(s, w, k, w->lr));
+    s->in_flight = true;
+    if (!push_left_in_flight(s, w))
+        HERD_TRY(settle(s, w));
     /* SSP counts a step as finished once its gradient is pushed: a worker
      * waiting for its softsync group must not hold back the workers that
      * would fill it */
@@ -641,11 +715,15 @@ out:
     return st;
 }
 
+/* The epoch's figures hold its last push. */
+static herd_status ps_end_epoch(herd_algo *a, herd_worker *w) { return settle(a->state, w); }
+
 /* This worker stops training: SSP and open softsync groups stop counting on it. */
 static herd_status ps_finish(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
     ps_state *s = a->state;
+    HERD_TRY(settle(s, w));
     if (s->ssp_win)
         HERD_TRY(ssp_publish(s, w, UINT64_MAX));
     if (opts_of(w)->softsync > 1)
@@ -663,7 +741,9 @@ out:
 static herd_status ps_eval_params(herd_algo *a, herd_worker *w, float *out, const char **name)
 {
     ps_state *s = a->state;
-    herd_status st = herd__center_read(&s->center, out);
+    herd_status st = settle(s, w);
+    if (st == HERD_OK)
+        st = herd__center_read(&s->center, out);
     if (st < 0 && !w->err.msg[0])
         w->err = w->comm->err;
     *name = st == HERD_OK ? "server" : NULL;
@@ -705,12 +785,16 @@ static const uint64_t PSV_LAYOUT = HERD__STATE_LAYOUT('p', 's', 'r', 'v', 1);
 
 static herd_status ps_save(herd_algo *a, herd_worker *w, void *buf, size_t cap, size_t *len)
 {
-    (void)w;
     ps_state *s = a->state;
+    /* the sizing call, on every worker before the checkpoint's barrier:
+     * every push is in its shard before any holder copies one */
+    herd_status st = settle(s, w);
+    if (st < 0)
+        return st;
     herd__state_out o = herd__state_out_make(buf, cap);
     herd__state_put_u64(&o, PSV_LAYOUT);
     herd__state_put_u64(&o, s->center.shards);
-    herd_status st = herd__center_save(&s->center, &o);
+    st = herd__center_save(&s->center, &o);
     herd__state_put(&o, s->pulled, s->center.shards * sizeof *s->pulled);
     herd__state_put(&o, s->hist, sizeof s->hist);
     herd__state_put_u64(&o, s->ngrad);
@@ -752,6 +836,8 @@ static void ps_free(herd_algo *a, herd_worker *w)
     free(s->ssp_steps);
     free(s->ssp_view);
     free(s->pulled);
+    free(s->pushed);
+    free(s->pulling);
     free(s->waits);
     free(s->upd);
     free(s->buf);
@@ -775,6 +861,7 @@ static const ps_kind kind_asgd = PS_ASGD, kind_amsgd = PS_AMSGD, kind_hogwild = 
         .init = ps_init,                                                                       \
         .before_step = ps_before_step,                                                         \
         .step = ps_step,                                                                       \
+        .end_epoch = ps_end_epoch,                                                             \
         .finish = ps_finish,                                                                   \
         .eval_params = ps_eval_params,                                                         \
         .log_epoch = ps_log_epoch,                                                             \

@@ -210,6 +210,30 @@ herd_status herd_comm_win_unlock(herd_comm *c, herd_win *w, size_t target)
     return st;
 }
 
+herd_status herd_comm_win_unlock_begin(herd_comm *c, herd_win *w, size_t target)
+{
+    herd_status st = check_win(c, w, target, "win_unlock_begin");
+    if (st < 0)
+        return st;
+    double t0 = herd__now();
+    st = (c->ops->win_unlock_begin ? c->ops->win_unlock_begin : c->ops->win_unlock)(c, w, target);
+    c->wait_s += herd__now() - t0;
+    return st;
+}
+
+herd_status herd_comm_win_wait(herd_comm *c, herd_win *w)
+{
+    herd_status st;
+    if ((st = check_windows(c, "win_wait")) < 0 || (st = check_ptr(c, w, "win_wait", "win")) < 0)
+        return st;
+    if (!c->ops->win_wait)
+        return HERD_OK;
+    double t0 = herd__now();
+    st = c->ops->win_wait(c, w);
+    c->wait_s += herd__now() - t0;
+    return st;
+}
+
 herd_status herd_comm_win_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes)
 {
     herd_status st;

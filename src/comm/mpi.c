@@ -684,6 +684,37 @@ static herd_status m_win_unlock(herd_comm *c, herd_win *w, size_t target)
     return HERD_OK;
 }
 
+/* Split only on the agents' windows and herd-sim's, whose unlock is a
+ * request and its answer; Open MPI's MPI_Win_unlock has no nonblocking
+ * form, so elsewhere it is the whole unlock. */
+static herd_status m_win_unlock_begin(herd_comm *c, herd_win *w, size_t target)
+{
+    if (w->local)
+        return HERD_OK;
+    if (w->am)
+        return herd__am_unlock_begin(c, w, target);
+#ifdef HERD_SIM
+    herd_status sst;
+    SIM_WAITING(c, sst, herd__simwin_unlock_begin(c, w, target));
+    return sst;
+#endif
+    return m_win_unlock(c, w, target);
+}
+
+static herd_status m_win_wait(herd_comm *c, herd_win *w)
+{
+    if (w->local)
+        return HERD_OK;
+    if (w->am)
+        return herd__am_wait(c, w, herd__comm_deadline(c));
+#ifdef HERD_SIM
+    herd_status sst;
+    SIM_WAITING(c, sst, herd__simwin_wait(c, w));
+    return sst;
+#endif
+    return HERD_OK;
+}
+
 static herd_status m_win_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes)
 {
     if (w->local) {
@@ -844,6 +875,8 @@ static const herd_comm_ops mpi_ops = {
     .win_free = m_win_free,
     .allreduce_native = m_allreduce_native,
     .free = m_free,
+    .win_unlock_begin = m_win_unlock_begin,
+    .win_wait = m_win_wait,
 };
 
 static bool mpi_launched(void)

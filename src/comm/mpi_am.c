@@ -10,9 +10,15 @@
  * answered: an origin sends its lock, operations and unlock back to back,
  * and where the lock cannot be granted the agent keeps that origin's
  * requests on the window in a queue until it can (the origin waits only for
- * the answers). Locks are granted in order of arrival; an unlock is
- * answered once it is applied, so that what the epoch wrote is in the
- * target's memory when the origin's unlock returns.
+ * the answers). A lock is granted only once the origin's epoch is there up
+ * to its first flush or its unlock (an origin that waits for a get sends a
+ * flush, herd__am_flush), as MPI lets a lock be taken as late as that: the
+ * lock is then held while the epoch applies, not while its data crosses the
+ * network, and other origins' epochs do not queue behind that transfer.
+ * An unlock is answered once it is applied, so that what the epoch wrote is
+ * in the target's memory when the origin's unlock returns; an origin may
+ * also end epochs on several targets and wait for their answers together
+ * (herd__am_unlock_begin, herd__am_wait).
  *
  * The target's own worker locks and reads or writes its window directly,
  * under the window's mutex (`mu`, which also makes each applied operation
@@ -57,7 +63,9 @@ typedef struct am_out {
     MPI_Request *reqs;
     void **bufs;
     size_t n, cap;
-    bool wrote; /* a put or accumulate since the last flush */
+    bool wrote;  /* a put or accumulate since the last flush */
+    bool ending; /* an unlock sent, its answer not yet waited for (herd__am_unlock_begin) */
+    bool locking; /* a lock sent, and no flush or unlock since: the target grants it only then */
 } am_out;
 
 struct am_win {
@@ -71,6 +79,7 @@ struct am_win {
     size_t shared;            /* holders of a shared one */
     unsigned char *held;      /* per rank: HELD_* */
     am_msg **qhead, **qtail;  /* per origin: requests waiting for its lock (agent only) */
+    size_t *syncs;            /* per origin: flushes and unlocks in its queue (agent only) */
     am_out *out;              /* per target: this rank's operations in flight (origin only) */
 };
 
@@ -198,7 +207,7 @@ static bool apply(am_state *s, am_win *w, int from, const unsigned char *buf)
     switch (h.op) {
     case AM_LOCK_SHARED:
     case AM_LOCK_EXCL:
-        if (!grantable(w, h.op == AM_LOCK_EXCL)) {
+        if (!w->syncs[from] || !grantable(w, h.op == AM_LOCK_EXCL)) {
             pthread_mutex_unlock(&w->mu);
             return false;
         }
@@ -252,6 +261,15 @@ static void enqueue(am_win *w, int from, unsigned char *buf)
     w->qtail[from] = q;
 }
 
+static bool is_sync(uint32_t op) { return op == AM_FLUSH || op == AM_UNLOCK; }
+
+static uint32_t op_of(const unsigned char *buf)
+{
+    am_hdr h;
+    memcpy(&h, buf, sizeof h);
+    return h.op;
+}
+
 /* Applies what waited for a lock and can now go, until nothing moves. */
 static void drain(am_state *s, am_win *w)
 {
@@ -261,6 +279,8 @@ static void drain(am_state *s, am_win *w)
         for (size_t o = 0; o < w->nranks; o++)
             while (w->qhead[o] && apply(s, w, (int)o, w->qhead[o]->buf)) {
                 am_msg *q = w->qhead[o];
+                if (is_sync(op_of(q->buf)))
+                    w->syncs[o]--;
                 w->qhead[o] = q->next;
                 if (!w->qhead[o])
                     w->qtail[o] = NULL;
@@ -324,11 +344,20 @@ bool herd__am_serve(mpi_comm *m, bool again)
             free(buf);
             continue;
         }
-        if (w->qhead[from] || !apply(s, w, from, buf)) /* behind its lock */
+        /* A lock waits in the queue until the origin's epoch is here up
+         * to its first flush or its unlock, which the origin sends without
+         * waiting: granted then, the lock is held while the epoch applies,
+         * not while its data crosses the network, and the other origins'
+         * epochs are not held back by that transfer. */
+        bool lock = h.op == AM_LOCK_SHARED || h.op == AM_LOCK_EXCL;
+        if (w->qhead[from] || lock || !apply(s, w, from, buf)) { /* behind its lock */
             enqueue(w, from, buf);
-        else
+            if (is_sync(h.op))
+                w->syncs[from]++;
+        } else {
             free(buf);
-        if (h.op == AM_UNLOCK)
+        }
+        if (is_sync(h.op))
             drain(s, w);
     }
     reap_answers(s);
@@ -421,7 +450,7 @@ static herd_status complete(herd_comm *c, herd_win *win, size_t target, double d
     for (size_t i = 0; i < o->n; i++)
         free(o->bufs[i]);
     o->n = 0;
-    o->wrote = false;
+    o->wrote = o->ending = false;
     return HERD_OK;
 }
 
@@ -486,9 +515,10 @@ herd_status herd__am_win_create(herd_comm *c, herd_win *win, void *base, size_t 
     w->held = calloc(c->size, sizeof *w->held);
     w->qhead = calloc(c->size, sizeof *w->qhead);
     w->qtail = calloc(c->size, sizeof *w->qtail);
+    w->syncs = calloc(c->size, sizeof *w->syncs);
     w->out = calloc(c->size, sizeof *w->out);
     herd_status st = HERD_OK;
-    if (!w->sizes || !w->held || !w->qhead || !w->qtail || !w->out) {
+    if (!w->sizes || !w->held || !w->qhead || !w->qtail || !w->syncs || !w->out) {
         st = herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
         goto fail;
     }
@@ -522,7 +552,7 @@ herd_status herd__am_win_create(herd_comm *c, herd_win *win, void *base, size_t 
         return herd__mpi_fail(c, rc, "MPI_Iallgather (a window's sizes)");
     return herd__mpi_poll(c, &r, deadline, "a window's creation (some rank never arrived)");
 fail:
-    free(w->sizes), free(w->held), free(w->qhead), free(w->qtail), free(w->out);
+    free(w->sizes), free(w->held), free(w->qhead), free(w->qtail), free(w->syncs), free(w->out);
     free(w);
     return st;
 }
@@ -563,7 +593,7 @@ herd_status herd__am_win_free(herd_comm *c, herd_win *win, double deadline)
     }
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
-    free(w->sizes), free(w->held), free(w->qhead), free(w->qtail), free(w->out);
+    free(w->sizes), free(w->held), free(w->qhead), free(w->qtail), free(w->syncs), free(w->out);
     free(w);
     win->am = NULL;
     return st;
@@ -573,19 +603,57 @@ herd_status herd__am_lock(herd_comm *c, herd_win *win, size_t target, bool exclu
 {
     if (target == c->rank)
         return own_lock(c, win->am, exclusive, deadline);
+    win->am->out[target].locking = true;
     return request(c, win, target, exclusive ? AM_LOCK_EXCL : AM_LOCK_SHARED, 0, 0, NULL);
 }
 
-herd_status herd__am_unlock(herd_comm *c, herd_win *win, size_t target, double deadline)
+/* Sends the unlock of this rank's epoch on target (its own window: released
+ * at once); *sent: a request went, whose answer is still to come. */
+static herd_status send_unlock(herd_comm *c, herd_win *win, size_t target, bool *sent)
 {
+    *sent = false;
     if (target == c->rank) {
         own_unlock(c, win->am);
         return HERD_OK;
     }
+    win->am->out[target].locking = false;
     herd_status st = expect(c, win, target, NULL, 0);
     if (st == HERD_OK)
         st = request(c, win, target, AM_UNLOCK, 0, 0, NULL);
-    return st < 0 ? st : complete(c, win, target, deadline, "an unlock");
+    *sent = st == HERD_OK;
+    return st;
+}
+
+herd_status herd__am_unlock(herd_comm *c, herd_win *win, size_t target, double deadline)
+{
+    bool sent;
+    herd_status st = send_unlock(c, win, target, &sent);
+    return sent ? complete(c, win, target, deadline, "an unlock") : st;
+}
+
+/* The unlock's request sent, its answer left for herd__am_wait: the
+ * target's agent serves this epoch while the origin sends its next ones. */
+herd_status herd__am_unlock_begin(herd_comm *c, herd_win *win, size_t target)
+{
+    bool sent;
+    herd_status st = send_unlock(c, win, target, &sent);
+    if (sent) {
+        win->am->out[target].ending = true;
+        herd__mpi_poke((mpi_comm *)c, target); /* a rank of this host: it serves the epoch now */
+    }
+    return st;
+}
+
+herd_status herd__am_wait(herd_comm *c, herd_win *win, double deadline)
+{
+    am_win *w = win->am;
+    for (size_t t = 0; t < w->nranks; t++)
+        if (w->out[t].ending) {
+            herd_status st = complete(c, win, t, deadline, "an unlock");
+            if (st < 0)
+                return st;
+        }
+    return HERD_OK;
 }
 
 herd_status herd__am_flush(herd_comm *c, herd_win *win, size_t target, double deadline)
@@ -593,9 +661,13 @@ herd_status herd__am_flush(herd_comm *c, herd_win *win, size_t target, double de
     if (target == c->rank)
         return HERD_OK;
     herd_status st = HERD_OK;
-    if (win->am->out[target].wrote) { /* gets are complete when their data is here; writes when answered */
+    am_out *o = &win->am->out[target];
+    /* gets are complete when their data is here, writes when answered, and
+     * an epoch's lock is granted once a flush or the unlock is there */
+    if (o->wrote || o->locking) {
         if ((st = expect(c, win, target, NULL, 0)) == HERD_OK)
             st = request(c, win, target, AM_FLUSH, 0, 0, NULL);
+        o->locking = false;
     }
     return st < 0 ? st : complete(c, win, target, deadline, "a flush");
 }

@@ -162,6 +162,8 @@ herd_status herd__am_win_create(herd_comm *c, herd_win *w, void *base, size_t by
 herd_status herd__am_win_free(herd_comm *c, herd_win *w, double deadline);
 herd_status herd__am_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive, double deadline);
 herd_status herd__am_unlock(herd_comm *c, herd_win *w, size_t target, double deadline);
+herd_status herd__am_unlock_begin(herd_comm *c, herd_win *w, size_t target);
+herd_status herd__am_wait(herd_comm *c, herd_win *w, double deadline);
 herd_status herd__am_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);
 herd_status herd__am_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);
 herd_status herd__am_accumulate(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
@@ -174,6 +176,8 @@ herd_status herd__simwin_create(herd_comm *c, herd_win *w, void *base, size_t by
 herd_status herd__simwin_free(herd_comm *c, herd_win *w);
 herd_status herd__simwin_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive);
 herd_status herd__simwin_unlock(herd_comm *c, herd_win *w, size_t target);
+herd_status herd__simwin_unlock_begin(herd_comm *c, herd_win *w, size_t target);
+herd_status herd__simwin_wait(herd_comm *c, herd_win *w);
 herd_status herd__simwin_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);
 herd_status herd__simwin_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);
 herd_status herd__simwin_accumulate(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,

@@ -402,6 +402,23 @@ herd_status herd__simwin_unlock(herd_comm *c, herd_win *hw, size_t target)
     return HERD_OK;
 }
 
+/* The unlock's request sent, its answer drained by herd__simwin_wait. */
+herd_status herd__simwin_unlock_begin(herd_comm *c, herd_win *hw, size_t target)
+{
+    herd_status st = check(c, hw->sim, target, 0, 0, "an unlock");
+    if (st < 0 || target != c->rank)
+        return st < 0 ? st : request(c, hw->sim, target, SW_UNLOCK, 0, 0, NULL, NULL);
+    release(hw->sim->own, c->rank);
+    return HERD_OK;
+}
+
+herd_status herd__simwin_wait(herd_comm *c, herd_win *hw)
+{
+    for (size_t t = 0; t < c->size; t++)
+        drain(hw->sim, t);
+    return HERD_OK;
+}
+
 herd_status herd__simwin_flush(herd_comm *c, herd_win *hw, size_t target)
 {
     herd_status st = check(c, hw->sim, target, 0, 0, "a flush");

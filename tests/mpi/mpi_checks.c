@@ -440,6 +440,49 @@ static int issend_waits(herd_comm *c)
     return bad;
 }
 
+/* Epochs on every rank at once, each ended by win_unlock_begin and all
+ * completed by one win_wait (the parameter servers' pull and push): a
+ * fetch-and-add on every rank's counter by get, flush, put under the
+ * exclusive lock loses no increment, and gets ended so hold their data
+ * after the wait. */
+static int overlapped_epochs(herd_comm *c)
+{
+    enum { REPS = 10 };
+    size_t n = c->size;
+    uint64_t counter = 0, *seen = calloc(n, sizeof *seen), *next = calloc(n, sizeof *next);
+    herd_win *w = NULL;
+    int bad = !seen || !next || herd_comm_win_create(c, &counter, sizeof counter, &w) != HERD_OK;
+    for (int rep = 0; rep < REPS && !bad; rep++) {
+        for (size_t t = 0; t < n && !bad; t++) {
+            bad = herd_comm_win_lock(c, w, t, true) != HERD_OK ||
+                  herd_comm_win_get(c, w, t, 0, &seen[t], sizeof seen[t]) != HERD_OK ||
+                  herd_comm_win_flush(c, w, t) != HERD_OK;
+            next[t] = seen[t] + 1;
+            bad |= herd_comm_win_put(c, w, t, 0, &next[t], sizeof next[t]) != HERD_OK ||
+                   herd_comm_win_unlock_begin(c, w, t) != HERD_OK;
+        }
+        bad |= herd_comm_win_wait(c, w) != HERD_OK;
+    }
+    bad |= herd_comm_barrier(c) != HERD_OK;
+    for (size_t t = 0; t < n && !bad; t++) {
+        seen[t] = 0;
+        bad = herd_comm_win_lock(c, w, t, false) != HERD_OK ||
+              herd_comm_win_get(c, w, t, 0, &seen[t], sizeof seen[t]) != HERD_OK ||
+              herd_comm_win_unlock_begin(c, w, t) != HERD_OK;
+    }
+    bad |= herd_comm_win_wait(c, w) != HERD_OK;
+    for (size_t t = 0; t < n && !bad; t++)
+        bad = seen[t] != REPS * (uint64_t)n;
+    bad |= herd_comm_barrier(c) != HERD_OK;
+    if (w)
+        bad |= herd_comm_win_free(c, w) != HERD_OK;
+    if (bad)
+        fprintf(stderr, "rank %zu: FAIL overlapped epochs (own counter %llu): %s\n", c->rank,
+                (unsigned long long)counter, herd_comm_last_error(c));
+    free(seen), free(next);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     herd_comm *c = NULL;
@@ -537,6 +580,7 @@ int main(int argc, char **argv)
     if (bad)
         fprintf(stderr, "rank %zu: FAIL window fetch-and-add (counter %llu)\n", c->rank, (unsigned long long)counter);
     failed += bad, total++;
+    failed += overlapped_epochs(c), total++;
     if (n > 1)
         failed += issend_waits(c), total++;
     /* the world's totals */
