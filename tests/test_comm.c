@@ -689,6 +689,48 @@ static int body_many_windows(herd_comm *c, void *arg)
 
 static void test_many_windows(void) { RUN_RANKS(3, 10, body_many_windows, NULL); }
 
+/* herd_comm_win_blend (a get, a flush and an accumulate on this engine)
+ * with epochs ended by win_unlock_begin: every rank moves rank 0's floats,
+ * 0 at first, halfway toward 1024 under the exclusive lock; in whatever
+ * order, they end at 1024 (1 - 2^-n) and each 1024 (1 - 2^-j), j < n, is
+ * read by exactly one rank. */
+static int body_blend(herd_comm *c, void *arg)
+{
+    (void)arg;
+    enum { N = 100 };
+    size_t n = c->size;
+    float mem[N] = {0}, src[N], got[N], all[16];
+    herd_win *w;
+    for (size_t i = 0; i < N; i++)
+        src[i] = 1024.0f, got[i] = -1.0f;
+    CHECK_OK(c, herd_comm_win_create(c, mem, c->rank == 0 ? sizeof mem : 0, &w));
+    CHECK_OK(c, herd_comm_win_lock(c, w, 0, true));
+    CHECK_OK(c, herd_comm_win_blend(c, w, 0, 0, src, N, 0.5f, got));
+    CHECK_OK(c, herd_comm_win_unlock_begin(c, w, 0));
+    CHECK_OK(c, herd_comm_win_wait(c, w));
+    for (size_t i = 1; i < N; i++)
+        CHECK(c, got[i] == got[0]);
+    CHECK_OK(c, herd_allgather(c, got, all, sizeof *got));
+    for (size_t j = 0; j < n; j++) {
+        size_t hits = 0;
+        for (size_t r = 0; r < n; r++)
+            hits += all[r] == 1024.0f - ldexpf(1024.0f, -(int)j);
+        CHECK(c, hits == 1);
+    }
+    CHECK_OK(c, herd_comm_barrier(c));
+    for (size_t i = 0; i < N && c->rank == 0; i++)
+        CHECK(c, mem[i] == 1024.0f - ldexpf(1024.0f, -(int)n));
+    CHECK_OK(c, herd_comm_win_free(c, w));
+    return 0;
+}
+
+static void test_win_blend(void)
+{
+    RUN_RANKS(1, 10, body_blend, NULL);
+    RUN_RANKS(5, 10, body_blend, NULL);
+    RUN_RANKS(16, 20, body_blend, NULL);
+}
+
 /* ---- allreduce ---------------------------------------------------- */
 
 static float f_int(size_t i) { return (float)(i % 23) - 11.0f; }
@@ -1780,6 +1822,7 @@ const herd_test herd_tests_comm[] = {
     {"comm_win_accumulate", test_win_accumulate, 20},
     {"comm_win_get_put", test_win_get_put, 10},
     {"comm_many_windows", test_many_windows, 20},
+    {"comm_win_blend", test_win_blend, 40},
     {"comm_allreduce_f32_default_segments", test_allreduce_f32_default_segments, 60},
     {"comm_allreduce_f32_64_byte_segments", test_allreduce_f32_64_byte_segments, 60},
     {"comm_allreduce_f32_odd_segments", test_allreduce_f32_odd_segments, 60},

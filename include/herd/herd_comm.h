@@ -92,6 +92,11 @@ typedef struct herd_comm_ops {
      * targets' memory). NULL: herd_comm_win_unlock_begin is win_unlock. */
     herd_status (*win_unlock_begin)(herd_comm *c, herd_win *w, size_t target);
     herd_status (*win_wait)(herd_comm *c, herd_win *w);
+    /* Optional: herd_comm_win_blend applied by the target in one step (its
+     * values then are the ones the blend read); NULL: a get, a flush and an
+     * accumulate of the caller's. */
+    herd_status (*win_blend)(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src, size_t count,
+                             float alpha, float *fetched);
 } herd_comm_ops;
 
 struct herd_comm {
@@ -149,6 +154,17 @@ herd_status herd_comm_win_flush(herd_comm *c, herd_win *w, size_t target);
 herd_status herd_comm_win_unlock_begin(herd_comm *c, herd_win *w, size_t target);
 /* Completes every epoch this rank ended on w with herd_comm_win_unlock_begin. */
 herd_status herd_comm_win_wait(herd_comm *c, herd_win *w);
+/* The elastic move of target's floats toward src: for i < count, with t the
+ * float at offset + 4i, fetched[i] = t, then t += alpha * (src[i] - t) (d =
+ * alpha * (src[i] - t) rounded to float, then t + d), the caller holding a
+ * lock on target. fetched is valid, and t moved, as a get's data and an
+ * accumulate are (after a flush, an unlock or the wait of an ended epoch),
+ * so the caller can compute the same d from src and fetched. Where the
+ * engine applies it at the target (the agents' windows, herd-sim's), the
+ * read and the add are one step there and the epoch needs no round trip
+ * between them; elsewhere it is a get, a flush and an accumulate. */
+herd_status herd_comm_win_blend(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
+                                size_t count, float alpha, float *fetched);
 herd_status herd_comm_win_free(herd_comm *c, herd_win *w);
 void herd_comm_free(herd_comm *c);
 /* The detail of the last failure on c. */

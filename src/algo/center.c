@@ -101,6 +101,13 @@ herd_status herd__center_accumulate(herd__center *c, size_t k, size_t slot, cons
     return herd__center_accumulate_slice(c, k, slot, full_src + c->lo[k]);
 }
 
+herd_status herd__center_blend(herd__center *c, size_t k, size_t slot, const float *full_src, float alpha,
+                               float *full_fetched)
+{
+    return herd_comm_win_blend(c->comm, c->win, k, slot_offset(c, k, slot), full_src + c->lo[k], slice(c, k), alpha,
+                               full_fetched + c->lo[k]);
+}
+
 herd_status herd__center_get_slice(herd__center *c, size_t k, size_t slot, float *dst)
 {
     return herd_comm_win_get(c->comm, c->win, k, slot_offset(c, k, slot), dst, slice(c, k) * sizeof(float));

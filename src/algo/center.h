@@ -61,6 +61,10 @@ herd_status herd__center_flush(herd__center *c, size_t k);
 herd_status herd__center_get(herd__center *c, size_t k, size_t slot, float *full_dst);
 herd_status herd__center_put(herd__center *c, size_t k, size_t slot, const float *full_src);
 herd_status herd__center_accumulate(herd__center *c, size_t k, size_t slot, const float *full_src);
+/* The slot's slice moved toward src's by alpha, its values before into
+ * full_fetched (herd_comm_win_blend). */
+herd_status herd__center_blend(herd__center *c, size_t k, size_t slot, const float *full_src, float alpha,
+                               float *full_fetched);
 
 /* The same on the slice alone: src/dst hold shard k's elements only. */
 herd_status herd__center_get_slice(herd__center *c, size_t k, size_t slot, float *dst);

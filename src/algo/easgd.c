@@ -15,10 +15,12 @@
  *                  deterministic and no window is needed.
  *   aeasgd/ameasgd the center lives in windows on ranks 0..K-1
  *                  (--elastic-shards K; default: every worker holds a
- *                  slice, src/algo/center.c); an exchange visits the shards
- *                  in turn: takes the shard's exclusive lock, reads its
- *                  slice of c, adds d, unlocks: first come first served per
- *                  shard.
+ *                  slice, src/algo/center.c); an exchange, per shard under
+ *                  its exclusive lock, reads its slice of c and adds d in
+ *                  one blend (herd_comm_win_blend: on the agents' windows
+ *                  the holder computes d from x's slice, which it is sent,
+ *                  and answers with c as it was, from which the worker
+ *                  computes the same d): first come first served per shard.
  *   hogwild-easgd  the same under shared locks: reads and element-wise
  *                  atomic adds of concurrent exchanges interleave. Its
  *                  windows and eawild's take shared locks only
@@ -99,7 +101,6 @@ typedef struct ea_state {
     herd__mcenter mc;   /* eawild over messages */
     bool pending;       /* eawild: an exchange's transfers are in flight (shared locks held) */
     size_t held;        /* eawild: the shard whose shared lock is held, + 1 (0: none) */
-    bool ending;        /* aeasgd, ameasgd, hogwild-easgd: the last exchange's unlocks not waited for */
     double dist_sum;    /* this epoch: sum of ||x - c|| at exchanges */
     size_t nexch;       /* this epoch's exchanges */
     double blocked_s;   /* this epoch: time waited in exchanges */
@@ -257,17 +258,9 @@ static herd_status lock_center(ea_state *s, size_t k, bool exclusive)
 }
 
 /* eawild: the previous exchange's transfers are complete once every shard
- * is unlocked; the locked exchanges': once their unlocks are answered. */
+ * is unlocked. */
 static herd_status complete_pending(ea_state *s, herd_worker *w)
 {
-    if (s->ending) {
-        s->ending = false;
-        double t0 = herd__now();
-        herd_status st = herd__center_wait(&s->center);
-        s->blocked_s += herd__now() - t0;
-        if (st < 0)
-            return st;
-    }
     if (s->messages) /* nothing to complete: serve and take what has come */
         return herd__mcenter_poll(&s->mc, w, s->c);
     if (!s->pending)
@@ -284,37 +277,33 @@ static herd_status complete_pending(ea_state *s, herd_worker *w)
     return st;
 }
 
-/* aeasgd, ameasgd, hogwild-easgd: shard by shard, read the center under
- * the shard's lock (exclusive but for hogwild-easgd), pull toward it and
- * add d; the shards are independent, as the parameter server's are. Each
- * shard's epoch is ended without waiting for its unlock's answer, so the
- * next shard's read starts at once (the lock is free for the next origin
- * once its holder has applied the add), and the last ones complete by the
- * next settle (after the next backward, complete_pending). Only one lock
- * is ever awaited at a time: waiting for a second while holding one could
- * deadlock against a worker that visits them in another order of grants. */
+/* aeasgd, ameasgd, hogwild-easgd: per shard, under its lock (exclusive but
+ * for hogwild-easgd), read the center and add d = alpha (x - c) to it in
+ * one blend (herd_comm_win_blend), then pull x toward what it read, with
+ * the same d; the shards are independent, as the parameter server's are.
+ * Where the holder applies the blend (the agents' windows across hosts,
+ * herd-sim's), every shard's epoch is sent before any is waited for and
+ * the holders serve them side by side, each lock held only while its blend
+ * applies; elsewhere each blend is a get, a flush and an accumulate under
+ * the lock, shard after shard. */
 static herd_status exchange_locked(ea_state *s, herd_worker *w)
 {
     herd_status st = HERD_OK;
     herd__center *ctr = &s->center;
     bool exclusive = s->kind != EA_HOGWILD;
-    float *c = s->d; /* read the center into d, then d becomes alpha (x - c) in place */
-    double sq = 0;
-    for (size_t k = 0; k < ctr->shards && st == HERD_OK; k++) {
-        size_t lo, hi;
-        herd__center_range(ctr, k, &lo, &hi);
+    float *c = s->d; /* the center read into d, then d becomes alpha (x - c) in place */
+    for (size_t k = 0; k < ctr->shards; k++) {
         HERD_TRY(lock_center(s, k, exclusive));
-        st = herd__center_get(ctr, k, 0, c);
-        if (st == HERD_OK)
-            st = complete(s, k, herd__center_flush);
-        if (st == HERD_OK) {
-            sq += elastic_pull(s, w, c, lo, hi); /* reads c[i] before writing d[i]: same array, same index */
-            st = herd__center_accumulate(ctr, k, 0, s->d);
-        }
+        st = herd__center_blend(ctr, k, 0, w->params, s->alpha, c);
         HERD_KEEP_FIRST(st, herd__center_unlock_begin(ctr, k));
-        s->ending = true;
+        if (st < 0)
+            goto out;
     }
-    record_exchange(s, sq);
+    double t0 = herd__now();
+    st = herd__center_wait(ctr);
+    s->blocked_s += herd__now() - t0;
+    if (st == HERD_OK) /* reads c[i] before writing d[i]: same array, same index */
+        record_exchange(s, elastic_pull(s, w, c, 0, w->nparams));
 out:
     return st;
 }

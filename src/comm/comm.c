@@ -12,6 +12,7 @@
 #include "core/clock.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 double herd__comm_timeout(const herd_comm *c) { return c->timeout_s > 0 ? c->timeout_s : 60; }
@@ -218,6 +219,44 @@ herd_status herd_comm_win_unlock_begin(herd_comm *c, herd_win *w, size_t target)
     double t0 = herd__now();
     st = (c->ops->win_unlock_begin ? c->ops->win_unlock_begin : c->ops->win_unlock)(c, w, target);
     c->wait_s += herd__now() - t0;
+    return st;
+}
+
+herd_status herd__comm_blend_by_parts(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
+                                  size_t count, float alpha, float *fetched)
+{
+    herd_status st = c->ops->win_get(c, w, target, offset, fetched, count * sizeof(float));
+    if (st == HERD_OK)
+        st = c->ops->win_flush(c, w, target);
+    if (st < 0)
+        return st;
+    float *d = malloc(count * sizeof *d);
+    if (!d)
+        return herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a window blend of %zu floats", c->rank,
+                            count);
+    for (size_t i = 0; i < count; i++)
+        d[i] = alpha * (src[i] - fetched[i]);
+    st = c->ops->win_accumulate(c, w, target, offset, d, count);
+    free(d);
+    return st;
+}
+
+herd_status herd_comm_win_blend(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
+                                size_t count, float alpha, float *fetched)
+{
+    herd_status st = check_win(c, w, target, "win_blend");
+    if (st < 0)
+        return st;
+    if (count > SIZE_MAX / sizeof(float))
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: win_blend: count %zu is too large", c->rank, count);
+    if ((st = check_buf(c, src, count * sizeof(float), "win_blend", "src")) < 0 ||
+        (st = check_buf(c, fetched, count * sizeof(float), "win_blend", "fetched")) < 0)
+        return st;
+    double t0 = herd__now();
+    st = (c->ops->win_blend ? c->ops->win_blend : herd__comm_blend_by_parts)(c, w, target, offset, src, count, alpha, fetched);
+    c->wait_s += herd__now() - t0;
+    if (st == HERD_OK)
+        c->bytes_sent += count * sizeof(float), c->bytes_recv += count * sizeof(float);
     return st;
 }
 

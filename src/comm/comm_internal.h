@@ -27,4 +27,9 @@ herd_status herd__broadcast_seg(herd_comm *c, void *buf, size_t bytes, size_t ro
 void herd__allreduce_start(const float *buf, size_t count, const herd_allreduce_opts *o);
 void herd__allreduce_finish(float *buf, size_t count, const herd_allreduce_opts *o);
 
+/* herd_comm_win_blend where the engine applies none at the target: a get,
+ * a flush and an accumulate through c's window hooks. */
+herd_status herd__comm_blend_by_parts(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
+                                      size_t count, float alpha, float *fetched);
+
 #endif

@@ -600,6 +600,15 @@ herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const 
 
 static herd_status m_barrier(herd_comm *c, double deadline)
 {
+#ifdef HERD_SIM
+    /* SimGrid 3.32's MPI_Ibarrier is no barrier: its root sends every rank
+     * the release as it enters, whoever else has (smpi_nbc_impl.cpp), so a
+     * rank left it while others were still in their epochs; its blocking
+     * MPI_Barrier waits for all */
+    (void)deadline;
+    SIM_BLOCKING(c, "MPI_Barrier", MPI_Barrier(world_of(c)));
+    return HERD_OK;
+#endif
     MPI_Request r;
     MPI_TRY(c, MPI_Ibarrier(world_of(c), &r));
     return herd__mpi_poll(c, &r, deadline, "a barrier (some rank never arrived)");
@@ -699,6 +708,24 @@ static herd_status m_win_unlock_begin(herd_comm *c, herd_win *w, size_t target)
     return sst;
 #endif
     return m_win_unlock(c, w, target);
+}
+
+static herd_status m_win_blend(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
+                               size_t count, float alpha, float *fetched)
+{
+    if (w->local) {
+        memcpy(fetched, w->local + offset, count * sizeof(float));
+        herd__mpi_blend_floats(w->local + offset, src, count, alpha);
+        return HERD_OK;
+    }
+    if (w->am)
+        return herd__am_blend(c, w, target, offset, src, count, alpha, fetched);
+#ifdef HERD_SIM
+    herd_status sst;
+    SIM_WAITING(c, sst, herd__simwin_blend(c, w, target, offset, src, count, alpha, fetched));
+    return sst;
+#endif
+    return herd__comm_blend_by_parts(c, w, target, offset, src, count, alpha, fetched); /* Open MPI's windows */
 }
 
 static herd_status m_win_wait(herd_comm *c, herd_win *w)
@@ -877,6 +904,7 @@ static const herd_comm_ops mpi_ops = {
     .free = m_free,
     .win_unlock_begin = m_win_unlock_begin,
     .win_wait = m_win_wait,
+    .win_blend = m_win_blend,
 };
 
 static bool mpi_launched(void)

@@ -43,12 +43,14 @@
 #include <unistd.h>
 
 enum { AM_TAG_REQ = 1, AM_TAG_REP = 2 };
-enum { AM_LOCK_SHARED = 1, AM_LOCK_EXCL, AM_UNLOCK, AM_GET, AM_PUT, AM_ACC, AM_FLUSH };
+enum { AM_LOCK_SHARED = 1, AM_LOCK_EXCL, AM_UNLOCK, AM_GET, AM_PUT, AM_ACC, AM_FLUSH, AM_BLEND };
 enum { HELD_NONE, HELD_SHARED, HELD_EXCL };
 
 typedef struct am_hdr {
     uint32_t op, id;
     uint64_t off, len; /* bytes */
+    float alpha;       /* AM_BLEND's */
+    uint32_t spare;
 } am_hdr;
 
 /* A request that waits for its origin's lock (target side). */
@@ -226,10 +228,13 @@ static bool apply(am_state *s, am_win *w, int from, const unsigned char *buf)
         if (inside)
             herd__mpi_add_floats(w->base + h.off, data, h.len / sizeof(float));
         break;
-    case AM_GET: {
+    case AM_GET:
+    case AM_BLEND: { /* answered with the values before */
         void *copy = h.len ? malloc(h.len) : NULL;
         if (copy && inside)
             memcpy(copy, w->base + h.off, h.len);
+        if (copy && inside && h.op == AM_BLEND)
+            herd__mpi_blend_floats(w->base + h.off, data, h.len / sizeof(float), h.alpha);
         pthread_mutex_unlock(&w->mu);
         if (inside && (copy || !h.len))
             answer(s, w, from, copy, h.len);
@@ -386,10 +391,10 @@ static herd_status out_push(herd_comm *c, am_out *o, MPI_Request r, void *buf)
 }
 
 /* Sends target a request: the header, then `len` bytes of data (NULL: none). */
-static herd_status request(herd_comm *c, herd_win *win, size_t target, uint32_t op, uint64_t off, uint64_t len,
-                           const void *data)
+static herd_status send_request(herd_comm *c, herd_win *win, size_t target, am_hdr h, const void *data)
 {
     am_win *w = win->am;
+    uint64_t len = h.len;
     size_t bytes = sizeof(am_hdr) + (data ? len : 0);
     if (bytes > (size_t)INT32_MAX)
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: a window operation of %zu bytes is too large for MPI",
@@ -397,7 +402,7 @@ static herd_status request(herd_comm *c, herd_win *win, size_t target, uint32_t 
     unsigned char *buf = malloc(bytes);
     if (!buf)
         return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
-    am_hdr h = {.op = op, .id = w->id, .off = off, .len = len};
+    h.id = w->id;
     memcpy(buf, &h, sizeof h);
     if (data)
         memcpy(buf + sizeof h, data, len);
@@ -410,6 +415,12 @@ static herd_status request(herd_comm *c, herd_win *win, size_t target, uint32_t 
         return herd__mpi_fail(c, rc, "MPI_Isend (a window request)");
     }
     return out_push(c, &w->out[target], r, buf);
+}
+
+static herd_status request(herd_comm *c, herd_win *win, size_t target, uint32_t op, uint64_t off, uint64_t len,
+                           const void *data)
+{
+    return send_request(c, win, target, (am_hdr){.op = op, .off = off, .len = len}, data);
 }
 
 /* Posts the receive of target's next answer on this window into dst. */
@@ -703,6 +714,27 @@ herd_status herd__am_put(herd_comm *c, herd_win *win, size_t target, size_t offs
     }
     w->out[target].wrote = true;
     return request(c, win, target, AM_PUT, offset, bytes, src);
+}
+
+herd_status herd__am_blend(herd_comm *c, herd_win *win, size_t target, size_t offset, const float *src, size_t count,
+                           float alpha, float *fetched)
+{
+    size_t bytes = count * sizeof(float);
+    herd_status st = check_range(c, win, target, offset, bytes, "win_blend");
+    if (st < 0)
+        return st;
+    am_win *w = win->am;
+    if (target == c->rank) {
+        pthread_mutex_lock(&w->mu);
+        memcpy(fetched, w->base + offset, bytes);
+        herd__mpi_blend_floats(w->base + offset, src, count, alpha);
+        pthread_mutex_unlock(&w->mu);
+        return HERD_OK;
+    }
+    w->out[target].wrote = true;
+    if ((st = expect(c, win, target, fetched, bytes)) < 0)
+        return st;
+    return send_request(c, win, target, (am_hdr){.op = AM_BLEND, .off = offset, .len = bytes, .alpha = alpha}, src);
 }
 
 herd_status herd__am_accumulate(herd_comm *c, herd_win *win, size_t target, size_t offset, const float *src,

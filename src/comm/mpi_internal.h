@@ -132,6 +132,20 @@ static inline void herd__mpi_add_floats(char *dst, const void *src, size_t count
         memcpy(dst + i * sizeof a, &a, sizeof a);
     }
 }
+/* t += alpha * (src[i] - t) for the count floats t at dst (d rounded to
+ * float, then t + d: herd_comm_win_blend), at any alignment. */
+static inline void herd__mpi_blend_floats(char *dst, const void *src, size_t count, float alpha)
+{
+    const char *s = src;
+    for (size_t i = 0; i < count; i++) {
+        float t, x;
+        memcpy(&t, dst + i * sizeof t, sizeof t);
+        memcpy(&x, s + i * sizeof x, sizeof x);
+        float d = alpha * (x - t);
+        t += d;
+        memcpy(dst + i * sizeof t, &t, sizeof t);
+    }
+}
 /* Polls a nonblocking collective (or any request) until it completes or the
  * deadline passes, the MPI lock held only for each test. */
 herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const char *what);
@@ -163,6 +177,8 @@ herd_status herd__am_win_free(herd_comm *c, herd_win *w, double deadline);
 herd_status herd__am_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive, double deadline);
 herd_status herd__am_unlock(herd_comm *c, herd_win *w, size_t target, double deadline);
 herd_status herd__am_unlock_begin(herd_comm *c, herd_win *w, size_t target);
+herd_status herd__am_blend(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src, size_t count,
+                           float alpha, float *fetched);
 herd_status herd__am_wait(herd_comm *c, herd_win *w, double deadline);
 herd_status herd__am_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);
 herd_status herd__am_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);
@@ -177,6 +193,8 @@ herd_status herd__simwin_free(herd_comm *c, herd_win *w);
 herd_status herd__simwin_lock(herd_comm *c, herd_win *w, size_t target, bool exclusive);
 herd_status herd__simwin_unlock(herd_comm *c, herd_win *w, size_t target);
 herd_status herd__simwin_unlock_begin(herd_comm *c, herd_win *w, size_t target);
+herd_status herd__simwin_blend(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src, size_t count,
+                               float alpha, float *fetched);
 herd_status herd__simwin_wait(herd_comm *c, herd_win *w);
 herd_status herd__simwin_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);
 herd_status herd__simwin_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);

@@ -44,7 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SW_LOCK_SHARED = 1, SW_LOCK_EXCL, SW_UNLOCK, SW_GET, SW_PUT, SW_ACC, SW_FLUSH };
+enum { SW_LOCK_SHARED = 1, SW_LOCK_EXCL, SW_UNLOCK, SW_GET, SW_PUT, SW_ACC, SW_FLUSH, SW_BLEND };
 enum { SW_FREE, SW_SHARED, SW_EXCL, SW_ASKED };
 /* bytes on the wire of a request's header and of an answer without data */
 #define SW_HDR 32
@@ -57,7 +57,8 @@ typedef struct sw_msg {
     int op;
     sw_side *side;
     size_t origin, off, bytes;
-    void *dst;            /* SW_GET: the origin's buffer */
+    void *dst;            /* SW_GET, SW_BLEND: the origin's buffer */
+    float alpha;          /* SW_BLEND's */
     unsigned char *data;  /* SW_PUT, SW_ACC: the data, freed once applied */
     sg_mailbox_t reply;   /* the origin's answers from this target */
 } sw_msg;
@@ -79,6 +80,7 @@ struct sw_side {
     long excl;                /* holder of the exclusive lock, or -1 */
     size_t shared;            /* holders of a shared one */
     unsigned char *held;      /* per origin: SW_* */
+    unsigned char *deferred;  /* per origin: its lock asked for, not yet queued (0, SW_SHARED or SW_EXCL) */
     sw_msg **qhead, **qtail;  /* per origin: its requests waiting for its lock */
     sw_asked *ahead, *atail;
 };
@@ -127,6 +129,11 @@ static void apply(sw_msg *m)
         break;
     case SW_ACC:
         herd__mpi_add_floats(s->base + m->off, (const float *)m->data, m->bytes / sizeof(float));
+        break;
+    case SW_BLEND:
+        memcpy(m->dst, s->base + m->off, m->bytes);
+        herd__mpi_blend_floats(s->base + m->off, m->data, m->bytes / sizeof(float), m->alpha);
+        answer(m, (long)m->bytes);
         break;
     case SW_FLUSH:
         answer(m, SW_ANSWER);
@@ -201,23 +208,35 @@ static void release(sw_side *s, size_t origin)
 }
 
 /* One request, where its origin holds its lock or asks for one; queued
- * behind its lock otherwise. */
+ * behind its lock otherwise. Another rank's lock joins the locks asked for
+ * only once its epoch is here up to a flush or the unlock, as the real
+ * agents grant it (mpi_am.c): held while the epoch applies, not while its
+ * data crosses the network. */
 static void serve(sw_msg *m)
 {
     sw_side *s = m->side;
     size_t o = m->origin;
-    if (!is_lock(m->op) && s->held[o] == SW_ASKED) {
+    if (is_lock(m->op) && s->held[o] != SW_ASKED) {
+        s->held[o] = SW_ASKED;
+        s->deferred[o] = m->op == SW_LOCK_EXCL ? SW_EXCL : SW_SHARED;
+        free(m);
+        return;
+    }
+    if (s->held[o] == SW_ASKED) { /* a lock too: the next epoch's, behind this one's unlock */
         m->next = NULL;
         if (s->qtail[o])
             s->qtail[o]->next = m;
         else
             s->qhead[o] = m;
         s->qtail[o] = m;
+        if (s->deferred[o] && (m->op == SW_FLUSH || m->op == SW_UNLOCK)) {
+            bool excl = s->deferred[o] == SW_EXCL;
+            s->deferred[o] = 0;
+            ask(s, o, excl, NULL); /* may serve the queue, m with it */
+        }
         return;
     }
-    if (is_lock(m->op)) {
-        ask(s, o, m->op == SW_LOCK_EXCL, NULL);
-    } else if (m->op == SW_UNLOCK) {
+    if (m->op == SW_UNLOCK) {
         answer(m, SW_ANSWER);
         release(s, o);
     } else {
@@ -265,6 +284,7 @@ static void side_free(sw_side *s)
     if (!s)
         return;
     free(s->held);
+    free(s->deferred);
     free(s->qhead);
     free(s->qtail);
     free(s);
@@ -291,14 +311,14 @@ herd_status herd__simwin_create(herd_comm *c, herd_win *hw, void *base, size_t b
         w->own = s;
     if (!a || !w || !s || !(w->sides = calloc(n, sizeof *w->sides)) || !(w->reply = calloc(n, sizeof *w->reply)) ||
         !(w->answers = calloc(n, sizeof *w->answers)) || !(s->held = calloc(n, 1)) ||
-        !(s->qhead = calloc(n, sizeof *s->qhead)) || !(s->qtail = calloc(n, sizeof *s->qtail))) {
+        !(s->deferred = calloc(n, 1)) || !(s->qhead = calloc(n, sizeof *s->qhead)) || !(s->qtail = calloc(n, sizeof *s->qtail))) {
         if (!w)
             free(s);
         win_free(w);
         return herd_err_set(&c->err, HERD_ENOMEM, "out of memory");
     }
     *s = (sw_side){.rank = c->rank, .base = base, .bytes = bytes, .agent = a->mb, .excl = -1,
-                   .held = s->held, .qhead = s->qhead, .qtail = s->qtail};
+                   .held = s->held, .deferred = s->deferred, .qhead = s->qhead, .qtail = s->qtail};
     /* the address space is one: every rank learns every side's address */
     uint64_t mine = (uint64_t)(uintptr_t)s, *all = calloc(n, sizeof *all);
     int rc = all ? MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, ((mpi_comm *)c)->world) : MPI_ERR_NO_MEM;
@@ -336,7 +356,7 @@ static herd_status check(herd_comm *c, const sim_win *w, size_t target, size_t o
 
 /* Sends a request to target's agent (its data copied into it). */
 static herd_status request(herd_comm *c, sim_win *w, size_t target, int op, size_t off, size_t bytes, void *dst,
-                           const void *src)
+                           const void *src, float alpha)
 {
     sw_msg *m = calloc(1, sizeof *m);
     if (!m || (src && !(m->data = malloc(bytes ? bytes : 1)))) {
@@ -351,11 +371,12 @@ static herd_status request(herd_comm *c, sim_win *w, size_t target, int op, size
     }
     m->op = op, m->side = w->sides[target], m->origin = c->rank, m->off = off, m->bytes = bytes, m->dst = dst;
     m->reply = w->reply[target];
+    m->alpha = alpha;
     if (src)
         memcpy(m->data, src, bytes);
-    long wire = SW_HDR + (op == SW_PUT || op == SW_ACC ? (long)bytes : 0);
+    long wire = SW_HDR + (op == SW_PUT || op == SW_ACC || op == SW_BLEND ? (long)bytes : 0);
     post(w->sides[target]->agent, m, wire);
-    if (op == SW_GET || op == SW_FLUSH || op == SW_UNLOCK)
+    if (op == SW_GET || op == SW_FLUSH || op == SW_UNLOCK || op == SW_BLEND)
         w->answers[target]++;
     return HERD_OK;
 }
@@ -374,7 +395,7 @@ herd_status herd__simwin_lock(herd_comm *c, herd_win *hw, size_t target, bool ex
     if (st < 0)
         return st;
     if (target != c->rank)
-        return request(c, w, target, exclusive ? SW_LOCK_EXCL : SW_LOCK_SHARED, 0, 0, NULL, NULL);
+        return request(c, w, target, exclusive ? SW_LOCK_EXCL : SW_LOCK_SHARED, 0, 0, NULL, NULL, 0);
     sg_sem_t sem = sg_sem_init(0);
     ask(w->own, c->rank, exclusive, sem);
     if (w->own->held[c->rank] == SW_ASKED)
@@ -387,7 +408,7 @@ herd_status herd__simwin_lock(herd_comm *c, herd_win *hw, size_t target, bool ex
  * answer still to come from that rank, its own last. */
 static herd_status answered(herd_comm *c, sim_win *w, size_t target, int op)
 {
-    herd_status st = request(c, w, target, op, 0, 0, NULL, NULL);
+    herd_status st = request(c, w, target, op, 0, 0, NULL, NULL, 0);
     if (st == HERD_OK)
         drain(w, target);
     return st;
@@ -407,7 +428,7 @@ herd_status herd__simwin_unlock_begin(herd_comm *c, herd_win *hw, size_t target)
 {
     herd_status st = check(c, hw->sim, target, 0, 0, "an unlock");
     if (st < 0 || target != c->rank)
-        return st < 0 ? st : request(c, hw->sim, target, SW_UNLOCK, 0, 0, NULL, NULL);
+        return st < 0 ? st : request(c, hw->sim, target, SW_UNLOCK, 0, 0, NULL, NULL, 0);
     release(hw->sim->own, c->rank);
     return HERD_OK;
 }
@@ -434,7 +455,7 @@ herd_status herd__simwin_get(herd_comm *c, herd_win *hw, size_t target, size_t o
     if (st < 0)
         return st;
     if (target != c->rank)
-        return request(c, w, target, SW_GET, off, bytes, dst, NULL);
+        return request(c, w, target, SW_GET, off, bytes, dst, NULL, 0);
     memcpy(dst, w->own->base + off, bytes);
     return HERD_OK;
 }
@@ -446,9 +467,24 @@ herd_status herd__simwin_put(herd_comm *c, herd_win *hw, size_t target, size_t o
     if (st < 0)
         return st;
     if (target != c->rank)
-        return request(c, w, target, SW_PUT, off, bytes, NULL, src);
+        return request(c, w, target, SW_PUT, off, bytes, NULL, src, 0);
     memcpy(w->own->base + off, src, bytes);
     return HERD_OK;
+}
+
+herd_status herd__simwin_blend(herd_comm *c, herd_win *hw, size_t target, size_t off, const float *src, size_t count,
+                               float alpha, float *fetched)
+{
+    sim_win *w = hw->sim;
+    herd_status st = check(c, w, target, off, count * sizeof(float), "a blend");
+    if (st < 0)
+        return st;
+    if (target == c->rank) {
+        memcpy(fetched, w->own->base + off, count * sizeof(float));
+        herd__mpi_blend_floats(w->own->base + off, src, count, alpha);
+        return HERD_OK;
+    }
+    return request(c, w, target, SW_BLEND, off, count * sizeof(float), fetched, src, alpha);
 }
 
 herd_status herd__simwin_accumulate(herd_comm *c, herd_win *hw, size_t target, size_t off, const float *src,
@@ -459,7 +495,7 @@ herd_status herd__simwin_accumulate(herd_comm *c, herd_win *hw, size_t target, s
     if (st < 0)
         return st;
     if (target != c->rank)
-        return request(c, w, target, SW_ACC, off, count * sizeof(float), NULL, src);
+        return request(c, w, target, SW_ACC, off, count * sizeof(float), NULL, src, 0);
     herd__mpi_add_floats(w->own->base + off, src, count);
     return HERD_OK;
 }

@@ -483,6 +483,47 @@ static int overlapped_epochs(herd_comm *c)
     return bad;
 }
 
+/* herd_comm_win_blend: every rank moves rank 0's floats, 0 at first,
+ * halfway toward 1024 under the exclusive lock, its epoch ended with
+ * win_unlock_begin: in whatever order they come, the floats end at 1024 (1
+ * - 2^-n) and the ranks read 1024 (1 - 2^-j) for j = 0..n-1, each j once
+ * (a blend that read a value another had read, or was half applied, would
+ * repeat one); every float of the slice alike. */
+static int blends(herd_comm *c)
+{
+    enum { N = 1000 };
+    size_t n = c->size;
+    float *mem = calloc(N, sizeof *mem), *src = malloc(N * sizeof *src), *got = malloc(N * sizeof *got);
+    herd_win *w = NULL;
+    int bad = !mem || !src || !got || herd_comm_win_create(c, mem, c->rank == 0 ? N * sizeof *mem : 0, &w) != HERD_OK;
+    for (size_t i = 0; i < N && !bad; i++)
+        src[i] = 1024.0f, got[i] = -1.0f;
+    bad = bad || herd_comm_win_lock(c, w, 0, true) != HERD_OK ||
+          herd_comm_win_blend(c, w, 0, 0, src, N, 0.5f, got) != HERD_OK || herd_comm_win_unlock_begin(c, w, 0) != HERD_OK ||
+          herd_comm_win_wait(c, w) != HERD_OK;
+    for (size_t i = 1; i < N && !bad; i++)
+        bad = got[i] != got[0];
+    bad |= herd_comm_barrier(c) != HERD_OK;
+    float *all = malloc(n * sizeof *all);
+    bad |= !all || herd_allgather(c, got, all, sizeof *got) != HERD_OK;
+    for (size_t j = 0; j < n && !bad; j++) { /* 1024 (1 - 2^-j) read by exactly one rank */
+        float want = 1024.0f - ldexpf(1024.0f, -(int)j);
+        size_t hits = 0;
+        for (size_t r = 0; r < n; r++)
+            hits += all[r] == want;
+        bad = hits != 1;
+    }
+    for (size_t i = 0; i < N && !bad && c->rank == 0; i++)
+        bad = mem[i] != 1024.0f - ldexpf(1024.0f, -(int)n);
+    if (w)
+        bad |= herd_comm_win_free(c, w) != HERD_OK;
+    if (bad)
+        fprintf(stderr, "rank %zu: FAIL window blend (read %g): %s\n", c->rank, got ? (double)got[0] : 0.0,
+                herd_comm_last_error(c));
+    free(mem), free(src), free(got), free(all);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     herd_comm *c = NULL;
@@ -581,6 +622,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %zu: FAIL window fetch-and-add (counter %llu)\n", c->rank, (unsigned long long)counter);
     failed += bad, total++;
     failed += overlapped_epochs(c), total++;
+    failed += blends(c), total++;
     if (n > 1)
         failed += issend_waits(c), total++;
     /* the world's totals */
