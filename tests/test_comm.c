@@ -724,6 +724,39 @@ static int body_blend(herd_comm *c, void *arg)
     return 0;
 }
 
+/* herd_comm_win_heavy_ball by parts (this engine): every rank takes one
+ * step, upd 1 and mu 1/2, of rank 0's momentum v and weights x; in any
+ * order v ends at -2 + 2^(1-n) and x at -2n + 2 - 2^(1-n), exactly. */
+static int body_heavy_ball(herd_comm *c, void *arg)
+{
+    (void)arg;
+    enum { N = 100 };
+    size_t n = c->size;
+    float mem[2 * N] = {0}, upd[N];
+    herd_win *w;
+    for (size_t i = 0; i < N; i++)
+        upd[i] = 1.0f;
+    CHECK_OK(c, herd_comm_win_create(c, mem, c->rank == 0 ? sizeof mem : 0, &w));
+    CHECK_OK(c, herd_comm_win_lock(c, w, 0, true));
+    CHECK(c, herd_comm_win_heavy_ball(c, w, 0, 4, 0, upd, N, 0.5f) == HERD_EINVAL); /* v and x overlap */
+    CHECK_OK(c, herd_comm_win_heavy_ball(c, w, 0, 0, N * sizeof(float), upd, N, 0.5f));
+    CHECK_OK(c, herd_comm_win_unlock_begin(c, w, 0));
+    CHECK_OK(c, herd_comm_win_wait(c, w));
+    CHECK_OK(c, herd_comm_barrier(c));
+    float v = -2.0f + ldexpf(1.0f, 1 - (int)n), x = -2.0f * (float)n + 2.0f - ldexpf(1.0f, 1 - (int)n);
+    for (size_t i = 0; i < N && c->rank == 0; i++)
+        CHECK(c, mem[i] == v && mem[N + i] == x);
+    CHECK_OK(c, herd_comm_win_free(c, w));
+    return 0;
+}
+
+static void test_win_heavy_ball(void)
+{
+    RUN_RANKS(1, 10, body_heavy_ball, NULL);
+    RUN_RANKS(6, 10, body_heavy_ball, NULL);
+    RUN_RANKS(16, 20, body_heavy_ball, NULL);
+}
+
 static void test_win_blend(void)
 {
     RUN_RANKS(1, 10, body_blend, NULL);
@@ -1823,6 +1856,7 @@ const herd_test herd_tests_comm[] = {
     {"comm_win_get_put", test_win_get_put, 10},
     {"comm_many_windows", test_many_windows, 20},
     {"comm_win_blend", test_win_blend, 40},
+    {"comm_win_heavy_ball", test_win_heavy_ball, 40},
     {"comm_allreduce_f32_default_segments", test_allreduce_f32_default_segments, 60},
     {"comm_allreduce_f32_64_byte_segments", test_allreduce_f32_64_byte_segments, 60},
     {"comm_allreduce_f32_odd_segments", test_allreduce_f32_odd_segments, 60},

@@ -97,6 +97,10 @@ typedef struct herd_comm_ops {
      * accumulate of the caller's. */
     herd_status (*win_blend)(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src, size_t count,
                              float alpha, float *fetched);
+    /* Optional: herd_comm_win_heavy_ball applied by the target in one step;
+     * NULL: a get, a flush, a put and an accumulate of the caller's. */
+    herd_status (*win_heavy_ball)(herd_comm *c, herd_win *w, size_t target, size_t offset_v, size_t offset_x,
+                                  const float *upd, size_t count, float mu);
 } herd_comm_ops;
 
 struct herd_comm {
@@ -165,6 +169,16 @@ herd_status herd_comm_win_wait(herd_comm *c, herd_win *w);
  * between them; elsewhere it is a get, a flush and an accumulate. */
 herd_status herd_comm_win_blend(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
                                 size_t count, float alpha, float *fetched);
+/* A heavy-ball step kept at the target (a parameter server's momentum): for
+ * i < count, with v the float at offset_v + 4i and x the one at offset_x +
+ * 4i (the two ranges apart), v = mu v - upd[i] (rounded to float), then x +=
+ * v; the caller holding target's exclusive lock. Done, as an accumulate is,
+ * after a flush, an unlock or the wait of an ended epoch. Where the engine
+ * applies it at the target (the agents' windows, herd-sim's) only upd
+ * crosses the network and the epoch needs no round trip of its own;
+ * elsewhere it is a get of v, a flush, a put of v and an accumulate. */
+herd_status herd_comm_win_heavy_ball(herd_comm *c, herd_win *w, size_t target, size_t offset_v, size_t offset_x,
+                                     const float *upd, size_t count, float mu);
 herd_status herd_comm_win_free(herd_comm *c, herd_win *w);
 void herd_comm_free(herd_comm *c);
 /* The detail of the last failure on c. */

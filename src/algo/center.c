@@ -108,6 +108,13 @@ herd_status herd__center_blend(herd__center *c, size_t k, size_t slot, const flo
                                full_fetched + c->lo[k]);
 }
 
+herd_status herd__center_heavy_ball(herd__center *c, size_t k, size_t slot_v, size_t slot_x, const float *full_upd,
+                                    float mu)
+{
+    return herd_comm_win_heavy_ball(c->comm, c->win, k, slot_offset(c, k, slot_v), slot_offset(c, k, slot_x),
+                                    full_upd + c->lo[k], slice(c, k), mu);
+}
+
 herd_status herd__center_get_slice(herd__center *c, size_t k, size_t slot, float *dst)
 {
     return herd_comm_win_get(c->comm, c->win, k, slot_offset(c, k, slot), dst, slice(c, k) * sizeof(float));

@@ -65,6 +65,10 @@ herd_status herd__center_accumulate(herd__center *c, size_t k, size_t slot, cons
  * full_fetched (herd_comm_win_blend). */
 herd_status herd__center_blend(herd__center *c, size_t k, size_t slot, const float *full_src, float alpha,
                                float *full_fetched);
+/* Slot slot_v's slice v = mu v - upd, then slot slot_x's += v
+ * (herd_comm_win_heavy_ball). */
+herd_status herd__center_heavy_ball(herd__center *c, size_t k, size_t slot_v, size_t slot_x, const float *full_upd,
+                                    float mu);
 
 /* The same on the slice alone: src/dst hold shard k's elements only. */
 herd_status herd__center_get_slice(herd__center *c, size_t k, size_t slot, float *dst);

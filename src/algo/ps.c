@@ -403,17 +403,15 @@ static void scaled(float *upd, const float *g, size_t lo, size_t hi, float scale
 }
 
 /* Applies the update held in s->upd[lo, hi) (x~ -= upd) to shard k, with
- * amsgd's momentum: v = mu v - upd; x~ += v. Caller holds the exclusive lock. */
+ * amsgd's momentum: v = mu v - upd; x~ += v, a step the shard's holder
+ * takes (herd_comm_win_heavy_ball: only upd crosses the network). Caller
+ * holds the exclusive lock. */
 static herd_status apply_update(ps_state *s, herd_worker *w, size_t k, size_t lo, size_t hi)
 {
     herd_status st = HERD_OK;
     herd__center *c = &s->center;
     if (s->kind == PS_AMSGD) {
-        HERD_TRY(herd__center_get(c, k, SLOT_V, s->buf));
-        HERD_TRY(herd__center_flush(c, k));
-        herd_optim_heavy_ball(w->cfg->optim.momentum, s->buf, s->upd, lo, hi);
-        HERD_TRY(herd__center_put(c, k, SLOT_V, s->buf));
-        HERD_TRY(herd__center_accumulate(c, k, SLOT_W, s->buf));
+        HERD_TRY(herd__center_heavy_ball(c, k, SLOT_V, SLOT_W, s->upd, w->cfg->optim.momentum));
     } else {
         for (size_t i = lo; i < hi; i++)
             s->upd[i] = -s->upd[i];

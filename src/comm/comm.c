@@ -237,7 +237,56 @@ herd_status herd__comm_blend_by_parts(herd_comm *c, herd_win *w, size_t target, 
     for (size_t i = 0; i < count; i++)
         d[i] = alpha * (src[i] - fetched[i]);
     st = c->ops->win_accumulate(c, w, target, offset, d, count);
+    if (st == HERD_OK) /* the accumulate reads d: done before it goes */
+        st = c->ops->win_flush(c, w, target);
     free(d);
+    return st;
+}
+
+herd_status herd__comm_heavy_ball_by_parts(herd_comm *c, herd_win *w, size_t target, size_t offset_v, size_t offset_x,
+                                           const float *upd, size_t count, float mu)
+{
+    float *v = malloc(count * sizeof *v);
+    if (!v)
+        return herd_err_set(&c->err, HERD_ENOMEM, "rank %zu: out of memory for a window heavy-ball step of %zu floats",
+                            c->rank, count);
+    herd_status st = c->ops->win_get(c, w, target, offset_v, v, count * sizeof(float));
+    if (st == HERD_OK)
+        st = c->ops->win_flush(c, w, target);
+    if (st == HERD_OK) {
+        for (size_t i = 0; i < count; i++)
+            v[i] = mu * v[i] - upd[i];
+        st = c->ops->win_put(c, w, target, offset_v, v, count * sizeof(float));
+    }
+    if (st == HERD_OK)
+        st = c->ops->win_accumulate(c, w, target, offset_x, v, count);
+    if (st == HERD_OK) /* the put and the accumulate read v: done before it goes */
+        st = c->ops->win_flush(c, w, target);
+    free(v);
+    return st;
+}
+
+herd_status herd_comm_win_heavy_ball(herd_comm *c, herd_win *w, size_t target, size_t offset_v, size_t offset_x,
+                                     const float *upd, size_t count, float mu)
+{
+    herd_status st = check_win(c, w, target, "win_heavy_ball");
+    if (st < 0)
+        return st;
+    if (count > SIZE_MAX / sizeof(float))
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: win_heavy_ball: count %zu is too large", c->rank, count);
+    size_t bytes = count * sizeof(float);
+    if ((st = check_buf(c, upd, bytes, "win_heavy_ball", "upd")) < 0)
+        return st;
+    if ((offset_v < offset_x ? offset_x - offset_v : offset_v - offset_x) < bytes)
+        return herd_err_set(&c->err, HERD_EINVAL,
+                            "rank %zu: win_heavy_ball: v at %zu and x at %zu overlap (%zu bytes each)", c->rank,
+                            offset_v, offset_x, bytes);
+    double t0 = herd__now();
+    st = (c->ops->win_heavy_ball ? c->ops->win_heavy_ball : herd__comm_heavy_ball_by_parts)(c, w, target, offset_v,
+                                                                                            offset_x, upd, count, mu);
+    c->wait_s += herd__now() - t0;
+    if (st == HERD_OK)
+        c->bytes_sent += bytes;
     return st;
 }
 

@@ -31,5 +31,8 @@ void herd__allreduce_finish(float *buf, size_t count, const herd_allreduce_opts 
  * a flush and an accumulate through c's window hooks. */
 herd_status herd__comm_blend_by_parts(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
                                       size_t count, float alpha, float *fetched);
+/* herd_comm_win_heavy_ball likewise: a get, a flush, a put and an accumulate. */
+herd_status herd__comm_heavy_ball_by_parts(herd_comm *c, herd_win *w, size_t target, size_t offset_v, size_t offset_x,
+                                           const float *upd, size_t count, float mu);
 
 #endif

@@ -728,6 +728,23 @@ static herd_status m_win_blend(herd_comm *c, herd_win *w, size_t target, size_t 
     return herd__comm_blend_by_parts(c, w, target, offset, src, count, alpha, fetched); /* Open MPI's windows */
 }
 
+static herd_status m_win_heavy_ball(herd_comm *c, herd_win *w, size_t target, size_t offset_v, size_t offset_x,
+                                    const float *upd, size_t count, float mu)
+{
+    if (w->local) {
+        herd__mpi_heavy_ball_floats(w->local + offset_v, w->local + offset_x, upd, count, mu);
+        return HERD_OK;
+    }
+    if (w->am)
+        return herd__am_heavy_ball(c, w, target, offset_v, offset_x, upd, count, mu);
+#ifdef HERD_SIM
+    herd_status sst;
+    SIM_WAITING(c, sst, herd__simwin_heavy_ball(c, w, target, offset_v, offset_x, upd, count, mu));
+    return sst;
+#endif
+    return herd__comm_heavy_ball_by_parts(c, w, target, offset_v, offset_x, upd, count, mu); /* Open MPI's windows */
+}
+
 static herd_status m_win_wait(herd_comm *c, herd_win *w)
 {
     if (w->local)
@@ -905,6 +922,7 @@ static const herd_comm_ops mpi_ops = {
     .win_unlock_begin = m_win_unlock_begin,
     .win_wait = m_win_wait,
     .win_blend = m_win_blend,
+    .win_heavy_ball = m_win_heavy_ball,
 };
 
 static bool mpi_launched(void)

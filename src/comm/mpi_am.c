@@ -43,14 +43,15 @@
 #include <unistd.h>
 
 enum { AM_TAG_REQ = 1, AM_TAG_REP = 2 };
-enum { AM_LOCK_SHARED = 1, AM_LOCK_EXCL, AM_UNLOCK, AM_GET, AM_PUT, AM_ACC, AM_FLUSH, AM_BLEND };
+enum { AM_LOCK_SHARED = 1, AM_LOCK_EXCL, AM_UNLOCK, AM_GET, AM_PUT, AM_ACC, AM_FLUSH, AM_BLEND, AM_HEAVY };
 enum { HELD_NONE, HELD_SHARED, HELD_EXCL };
 
 typedef struct am_hdr {
     uint32_t op, id;
     uint64_t off, len; /* bytes */
-    float alpha;       /* AM_BLEND's */
+    float alpha;       /* AM_BLEND's alpha, AM_HEAVY's mu */
     uint32_t spare;
+    uint64_t off2;     /* AM_HEAVY: x's offset (off: v's) */
 } am_hdr;
 
 /* A request that waits for its origin's lock (target side). */
@@ -227,6 +228,10 @@ static bool apply(am_state *s, am_win *w, int from, const unsigned char *buf)
     case AM_ACC:
         if (inside)
             herd__mpi_add_floats(w->base + h.off, data, h.len / sizeof(float));
+        break;
+    case AM_HEAVY:
+        if (inside && h.off2 <= w->bytes && h.len <= w->bytes - h.off2)
+            herd__mpi_heavy_ball_floats(w->base + h.off, w->base + h.off2, data, h.len / sizeof(float), h.alpha);
         break;
     case AM_GET:
     case AM_BLEND: { /* answered with the values before */
@@ -735,6 +740,28 @@ herd_status herd__am_blend(herd_comm *c, herd_win *win, size_t target, size_t of
     if ((st = expect(c, win, target, fetched, bytes)) < 0)
         return st;
     return send_request(c, win, target, (am_hdr){.op = AM_BLEND, .off = offset, .len = bytes, .alpha = alpha}, src);
+}
+
+herd_status herd__am_heavy_ball(herd_comm *c, herd_win *win, size_t target, size_t offset_v, size_t offset_x,
+                                const float *upd, size_t count, float mu)
+{
+    size_t bytes = count * sizeof(float);
+    herd_status st = check_range(c, win, target, offset_v, bytes, "win_heavy_ball");
+    if (st == HERD_OK)
+        st = check_range(c, win, target, offset_x, bytes, "win_heavy_ball");
+    if (st < 0)
+        return st;
+    am_win *w = win->am;
+    if (target == c->rank) {
+        pthread_mutex_lock(&w->mu);
+        herd__mpi_heavy_ball_floats(w->base + offset_v, w->base + offset_x, upd, count, mu);
+        pthread_mutex_unlock(&w->mu);
+        return HERD_OK;
+    }
+    w->out[target].wrote = true;
+    return send_request(
+        c, win, target,
+        (am_hdr){.op = AM_HEAVY, .off = offset_v, .len = bytes, .alpha = mu, .off2 = offset_x}, upd);
 }
 
 herd_status herd__am_accumulate(herd_comm *c, herd_win *win, size_t target, size_t offset, const float *src,

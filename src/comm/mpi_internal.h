@@ -146,6 +146,22 @@ static inline void herd__mpi_blend_floats(char *dst, const void *src, size_t cou
         memcpy(dst + i * sizeof t, &t, sizeof t);
     }
 }
+/* For count floats v at vp and x at xp: v = mu v - upd[i] (rounded to
+ * float), then x += v (herd_comm_win_heavy_ball), at any alignment. */
+static inline void herd__mpi_heavy_ball_floats(char *vp, char *xp, const void *upd, size_t count, float mu)
+{
+    const char *u = upd;
+    for (size_t i = 0; i < count; i++) {
+        float v, x, g;
+        memcpy(&v, vp + i * sizeof v, sizeof v);
+        memcpy(&x, xp + i * sizeof x, sizeof x);
+        memcpy(&g, u + i * sizeof g, sizeof g);
+        v = mu * v - g;
+        x += v;
+        memcpy(vp + i * sizeof v, &v, sizeof v);
+        memcpy(xp + i * sizeof x, &x, sizeof x);
+    }
+}
 /* Polls a nonblocking collective (or any request) until it completes or the
  * deadline passes, the MPI lock held only for each test. */
 herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const char *what);
@@ -179,6 +195,8 @@ herd_status herd__am_unlock(herd_comm *c, herd_win *w, size_t target, double dea
 herd_status herd__am_unlock_begin(herd_comm *c, herd_win *w, size_t target);
 herd_status herd__am_blend(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src, size_t count,
                            float alpha, float *fetched);
+herd_status herd__am_heavy_ball(herd_comm *c, herd_win *w, size_t target, size_t offset_v, size_t offset_x,
+                                const float *upd, size_t count, float mu);
 herd_status herd__am_wait(herd_comm *c, herd_win *w, double deadline);
 herd_status herd__am_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);
 herd_status herd__am_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);
@@ -195,6 +213,8 @@ herd_status herd__simwin_unlock(herd_comm *c, herd_win *w, size_t target);
 herd_status herd__simwin_unlock_begin(herd_comm *c, herd_win *w, size_t target);
 herd_status herd__simwin_blend(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src, size_t count,
                                float alpha, float *fetched);
+herd_status herd__simwin_heavy_ball(herd_comm *c, herd_win *w, size_t target, size_t offset_v, size_t offset_x,
+                                    const float *upd, size_t count, float mu);
 herd_status herd__simwin_wait(herd_comm *c, herd_win *w);
 herd_status herd__simwin_get(herd_comm *c, herd_win *w, size_t target, size_t offset, void *dst, size_t bytes);
 herd_status herd__simwin_put(herd_comm *c, herd_win *w, size_t target, size_t offset, const void *src, size_t bytes);

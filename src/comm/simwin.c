@@ -44,7 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SW_LOCK_SHARED = 1, SW_LOCK_EXCL, SW_UNLOCK, SW_GET, SW_PUT, SW_ACC, SW_FLUSH, SW_BLEND };
+enum { SW_LOCK_SHARED = 1, SW_LOCK_EXCL, SW_UNLOCK, SW_GET, SW_PUT, SW_ACC, SW_FLUSH, SW_BLEND, SW_HEAVY };
 enum { SW_FREE, SW_SHARED, SW_EXCL, SW_ASKED };
 /* bytes on the wire of a request's header and of an answer without data */
 #define SW_HDR 32
@@ -58,7 +58,8 @@ typedef struct sw_msg {
     sw_side *side;
     size_t origin, off, bytes;
     void *dst;            /* SW_GET, SW_BLEND: the origin's buffer */
-    float alpha;          /* SW_BLEND's */
+    float alpha;          /* SW_BLEND's alpha, SW_HEAVY's mu */
+    size_t off2;          /* SW_HEAVY: x's offset (off: v's) */
     unsigned char *data;  /* SW_PUT, SW_ACC: the data, freed once applied */
     sg_mailbox_t reply;   /* the origin's answers from this target */
 } sw_msg;
@@ -134,6 +135,9 @@ static void apply(sw_msg *m)
         memcpy(m->dst, s->base + m->off, m->bytes);
         herd__mpi_blend_floats(s->base + m->off, m->data, m->bytes / sizeof(float), m->alpha);
         answer(m, (long)m->bytes);
+        break;
+    case SW_HEAVY:
+        herd__mpi_heavy_ball_floats(s->base + m->off, s->base + m->off2, m->data, m->bytes / sizeof(float), m->alpha);
         break;
     case SW_FLUSH:
         answer(m, SW_ANSWER);
@@ -356,7 +360,7 @@ static herd_status check(herd_comm *c, const sim_win *w, size_t target, size_t o
 
 /* Sends a request to target's agent (its data copied into it). */
 static herd_status request(herd_comm *c, sim_win *w, size_t target, int op, size_t off, size_t bytes, void *dst,
-                           const void *src, float alpha)
+                           const void *src, float alpha, size_t off2)
 {
     sw_msg *m = calloc(1, sizeof *m);
     if (!m || (src && !(m->data = malloc(bytes ? bytes : 1)))) {
@@ -371,10 +375,10 @@ static herd_status request(herd_comm *c, sim_win *w, size_t target, int op, size
     }
     m->op = op, m->side = w->sides[target], m->origin = c->rank, m->off = off, m->bytes = bytes, m->dst = dst;
     m->reply = w->reply[target];
-    m->alpha = alpha;
+    m->alpha = alpha, m->off2 = off2;
     if (src)
         memcpy(m->data, src, bytes);
-    long wire = SW_HDR + (op == SW_PUT || op == SW_ACC || op == SW_BLEND ? (long)bytes : 0);
+    long wire = SW_HDR + (op == SW_PUT || op == SW_ACC || op == SW_BLEND || op == SW_HEAVY ? (long)bytes : 0);
     post(w->sides[target]->agent, m, wire);
     if (op == SW_GET || op == SW_FLUSH || op == SW_UNLOCK || op == SW_BLEND)
         w->answers[target]++;
@@ -395,7 +399,7 @@ herd_status herd__simwin_lock(herd_comm *c, herd_win *hw, size_t target, bool ex
     if (st < 0)
         return st;
     if (target != c->rank)
-        return request(c, w, target, exclusive ? SW_LOCK_EXCL : SW_LOCK_SHARED, 0, 0, NULL, NULL, 0);
+        return request(c, w, target, exclusive ? SW_LOCK_EXCL : SW_LOCK_SHARED, 0, 0, NULL, NULL, 0, 0);
     sg_sem_t sem = sg_sem_init(0);
     ask(w->own, c->rank, exclusive, sem);
     if (w->own->held[c->rank] == SW_ASKED)
@@ -408,7 +412,7 @@ herd_status herd__simwin_lock(herd_comm *c, herd_win *hw, size_t target, bool ex
  * answer still to come from that rank, its own last. */
 static herd_status answered(herd_comm *c, sim_win *w, size_t target, int op)
 {
-    herd_status st = request(c, w, target, op, 0, 0, NULL, NULL, 0);
+    herd_status st = request(c, w, target, op, 0, 0, NULL, NULL, 0, 0);
     if (st == HERD_OK)
         drain(w, target);
     return st;
@@ -428,7 +432,7 @@ herd_status herd__simwin_unlock_begin(herd_comm *c, herd_win *hw, size_t target)
 {
     herd_status st = check(c, hw->sim, target, 0, 0, "an unlock");
     if (st < 0 || target != c->rank)
-        return st < 0 ? st : request(c, hw->sim, target, SW_UNLOCK, 0, 0, NULL, NULL, 0);
+        return st < 0 ? st : request(c, hw->sim, target, SW_UNLOCK, 0, 0, NULL, NULL, 0, 0);
     release(hw->sim->own, c->rank);
     return HERD_OK;
 }
@@ -455,7 +459,7 @@ herd_status herd__simwin_get(herd_comm *c, herd_win *hw, size_t target, size_t o
     if (st < 0)
         return st;
     if (target != c->rank)
-        return request(c, w, target, SW_GET, off, bytes, dst, NULL, 0);
+        return request(c, w, target, SW_GET, off, bytes, dst, NULL, 0, 0);
     memcpy(dst, w->own->base + off, bytes);
     return HERD_OK;
 }
@@ -467,7 +471,7 @@ herd_status herd__simwin_put(herd_comm *c, herd_win *hw, size_t target, size_t o
     if (st < 0)
         return st;
     if (target != c->rank)
-        return request(c, w, target, SW_PUT, off, bytes, NULL, src, 0);
+        return request(c, w, target, SW_PUT, off, bytes, NULL, src, 0, 0);
     memcpy(w->own->base + off, src, bytes);
     return HERD_OK;
 }
@@ -484,7 +488,24 @@ herd_status herd__simwin_blend(herd_comm *c, herd_win *hw, size_t target, size_t
         herd__mpi_blend_floats(w->own->base + off, src, count, alpha);
         return HERD_OK;
     }
-    return request(c, w, target, SW_BLEND, off, count * sizeof(float), fetched, src, alpha);
+    return request(c, w, target, SW_BLEND, off, count * sizeof(float), fetched, src, alpha, 0);
+}
+
+herd_status herd__simwin_heavy_ball(herd_comm *c, herd_win *hw, size_t target, size_t off_v, size_t off_x,
+                                    const float *upd, size_t count, float mu)
+{
+    sim_win *w = hw->sim;
+    size_t bytes = count * sizeof(float);
+    herd_status st = check(c, w, target, off_v, bytes, "a heavy-ball step");
+    if (st == HERD_OK)
+        st = check(c, w, target, off_x, bytes, "a heavy-ball step");
+    if (st < 0)
+        return st;
+    if (target == c->rank) {
+        herd__mpi_heavy_ball_floats(w->own->base + off_v, w->own->base + off_x, upd, count, mu);
+        return HERD_OK;
+    }
+    return request(c, w, target, SW_HEAVY, off_v, bytes, NULL, upd, mu, off_x);
 }
 
 herd_status herd__simwin_accumulate(herd_comm *c, herd_win *hw, size_t target, size_t off, const float *src,
@@ -495,7 +516,7 @@ herd_status herd__simwin_accumulate(herd_comm *c, herd_win *hw, size_t target, s
     if (st < 0)
         return st;
     if (target != c->rank)
-        return request(c, w, target, SW_ACC, off, count * sizeof(float), NULL, src, 0);
+        return request(c, w, target, SW_ACC, off, count * sizeof(float), NULL, src, 0, 0);
     herd__mpi_add_floats(w->own->base + off, src, count);
     return HERD_OK;
 }

@@ -524,6 +524,37 @@ static int blends(herd_comm *c)
     return bad;
 }
 
+/* herd_comm_win_heavy_ball: every rank takes one step, upd 1 and mu 1/2, of
+ * the momentum v and weights x in rank 0's window (both 0 at first), its
+ * epoch ended with win_unlock_begin; in any order the j-th step makes v =
+ * -2 + 2^(1-j) and adds it to x, all exact in float: x ends at -2n + 2 -
+ * 2^(1-n), v at -2 + 2^(1-n). Overlapping v and x are refused. */
+static int heavy_balls(herd_comm *c)
+{
+    enum { N = 500 };
+    size_t n = c->size;
+    float *mem = calloc(2 * N, sizeof *mem), *upd = malloc(N * sizeof *upd);
+    herd_win *w = NULL;
+    int bad = !mem || !upd || herd_comm_win_create(c, mem, c->rank == 0 ? 2 * N * sizeof *mem : 0, &w) != HERD_OK;
+    for (size_t i = 0; i < N && !bad; i++)
+        upd[i] = 1.0f;
+    bad = bad || herd_comm_win_lock(c, w, 0, true) != HERD_OK ||
+          herd_comm_win_heavy_ball(c, w, 0, 0, 1, upd, N, 0.5f) != HERD_EINVAL ||
+          herd_comm_win_heavy_ball(c, w, 0, 0, N * sizeof(float), upd, N, 0.5f) != HERD_OK ||
+          herd_comm_win_unlock_begin(c, w, 0) != HERD_OK || herd_comm_win_wait(c, w) != HERD_OK;
+    bad |= herd_comm_barrier(c) != HERD_OK;
+    float v = -2.0f + ldexpf(1.0f, 1 - (int)n), x = -2.0f * (float)n + 2.0f - ldexpf(1.0f, 1 - (int)n);
+    for (size_t i = 0; i < N && !bad && c->rank == 0; i++)
+        bad = mem[i] != v || mem[N + i] != x;
+    if (w)
+        bad |= herd_comm_win_free(c, w) != HERD_OK;
+    if (bad)
+        fprintf(stderr, "rank %zu: FAIL window heavy-ball step (v %g x %g, want %g %g): %s\n", c->rank,
+                mem ? (double)mem[0] : 0.0, mem ? (double)mem[N] : 0.0, (double)v, (double)x, herd_comm_last_error(c));
+    free(mem), free(upd);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     herd_comm *c = NULL;
@@ -623,6 +654,7 @@ int main(int argc, char **argv)
     failed += bad, total++;
     failed += overlapped_epochs(c), total++;
     failed += blends(c), total++;
+    failed += heavy_balls(c), total++;
     if (n > 1)
         failed += issend_waits(c), total++;
     /* the world's totals */
