@@ -2,9 +2,12 @@
  *
  * Every window operation on another rank is one message to that rank's
  * agent on the endpoint's own communicator (tag AM_TAG_REQ): a header, and
- * for a put or an accumulate the data. The agent applies it to the
- * window's memory in the order the origin sent it, and answers a get with
- * the data, a flush or an unlock with an empty message, each on the tag of
+ * for a put, an accumulate, a blend or a heavy-ball step the data (the
+ * last two computed by the agent in one step under the window's mutex:
+ * herd_comm_win_blend, herd_comm_win_heavy_ball). The agent applies it to
+ * the window's memory in the order the origin sent it, and answers a get
+ * and a blend with the data (the blend's as it was), a flush or an unlock
+ * with an empty message, each on the tag of
  * its window (AM_TAG_REP + id), so that answers match the origin's receives
  * in order per window whatever the other windows do. A lock is not
  * answered: an origin sends its lock, operations and unlock back to back,
