@@ -292,14 +292,14 @@ static herd_status exchange_locked(ea_state *s, herd_worker *w)
     herd__center *ctr = &s->center;
     bool exclusive = s->kind != EA_HOGWILD;
     float *c = s->d; /* the center read into d, then d becomes alpha (x - c) in place */
+    double t0 = herd__now(); /* every lock, blend (where by parts, its flush) and unlock is waiting */
     for (size_t k = 0; k < ctr->shards; k++) {
-        HERD_TRY(lock_center(s, k, exclusive));
+        HERD_TRY(herd__center_lock(ctr, k, exclusive));
         st = herd__center_blend(ctr, k, 0, w->params, s->alpha, c);
         HERD_KEEP_FIRST(st, herd__center_unlock_begin(ctr, k));
         if (st < 0)
             goto out;
     }
-    double t0 = herd__now();
     st = herd__center_wait(ctr);
     s->blocked_s += herd__now() - t0;
     if (st == HERD_OK) /* reads c[i] before writing d[i]: same array, same index */

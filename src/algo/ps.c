@@ -201,7 +201,7 @@ typedef struct ps_state {
     float *pulled;       /* per shard: COUNT at the pull */
     float *pulling;      /* per shard: COUNT at the pull in flight */
     float *pushed;       /* per shard: COUNT at the push, where read as the push's epoch ends */
-    bool in_flight;      /* the last push's epochs ended but not waited for (ps_settle) */
+    bool in_flight;      /* the last push's epochs ended but not waited for (settle) */
     bool *waits;         /* per shard: this step's wait counted in its WAITING */
     float *upd;          /* nparams */
     float *buf;          /* nparams */

@@ -211,6 +211,19 @@ herd_status herd_comm_win_unlock(herd_comm *c, herd_win *w, size_t target)
     return st;
 }
 
+/* The checks of a window call that sends count floats from src (fn's
+ * argument `arg`). */
+static herd_status check_floats(herd_comm *c, const herd_win *w, size_t target, const float *src, size_t count,
+                                const char *fn, const char *arg)
+{
+    herd_status st = check_win(c, w, target, fn);
+    if (st < 0)
+        return st;
+    if (count > SIZE_MAX / sizeof(float))
+        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: %s: count %zu is too large", c->rank, fn, count);
+    return check_buf(c, src, count * sizeof(float), fn, arg);
+}
+
 herd_status herd_comm_win_unlock_begin(herd_comm *c, herd_win *w, size_t target)
 {
     herd_status st = check_win(c, w, target, "win_unlock_begin");
@@ -269,14 +282,10 @@ herd_status herd__comm_heavy_ball_by_parts(herd_comm *c, herd_win *w, size_t tar
 herd_status herd_comm_win_heavy_ball(herd_comm *c, herd_win *w, size_t target, size_t offset_v, size_t offset_x,
                                      const float *upd, size_t count, float mu)
 {
-    herd_status st = check_win(c, w, target, "win_heavy_ball");
+    herd_status st = check_floats(c, w, target, upd, count, "win_heavy_ball", "upd");
     if (st < 0)
         return st;
-    if (count > SIZE_MAX / sizeof(float))
-        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: win_heavy_ball: count %zu is too large", c->rank, count);
     size_t bytes = count * sizeof(float);
-    if ((st = check_buf(c, upd, bytes, "win_heavy_ball", "upd")) < 0)
-        return st;
     if ((offset_v < offset_x ? offset_x - offset_v : offset_v - offset_x) < bytes)
         return herd_err_set(&c->err, HERD_EINVAL,
                             "rank %zu: win_heavy_ball: v at %zu and x at %zu overlap (%zu bytes each)", c->rank,
@@ -293,13 +302,8 @@ herd_status herd_comm_win_heavy_ball(herd_comm *c, herd_win *w, size_t target, s
 herd_status herd_comm_win_blend(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
                                 size_t count, float alpha, float *fetched)
 {
-    herd_status st = check_win(c, w, target, "win_blend");
-    if (st < 0)
-        return st;
-    if (count > SIZE_MAX / sizeof(float))
-        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: win_blend: count %zu is too large", c->rank, count);
-    if ((st = check_buf(c, src, count * sizeof(float), "win_blend", "src")) < 0 ||
-        (st = check_buf(c, fetched, count * sizeof(float), "win_blend", "fetched")) < 0)
+    herd_status st = check_floats(c, w, target, src, count, "win_blend", "src");
+    if (st < 0 || (st = check_buf(c, fetched, count * sizeof(float), "win_blend", "fetched")) < 0)
         return st;
     double t0 = herd__now();
     st = (c->ops->win_blend ? c->ops->win_blend : herd__comm_blend_by_parts)(c, w, target, offset, src, count, alpha, fetched);
@@ -351,12 +355,8 @@ herd_status herd_comm_win_put(herd_comm *c, herd_win *w, size_t target, size_t o
 herd_status herd_comm_win_accumulate(herd_comm *c, herd_win *w, size_t target, size_t offset, const float *src,
                                      size_t count)
 {
-    herd_status st = check_win(c, w, target, "win_accumulate");
+    herd_status st = check_floats(c, w, target, src, count, "win_accumulate", "src");
     if (st < 0)
-        return st;
-    if (count > SIZE_MAX / sizeof(float))
-        return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: win_accumulate: count %zu is too large", c->rank, count);
-    if ((st = check_buf(c, src, count * sizeof(float), "win_accumulate", "src")) < 0)
         return st;
     double t0 = herd__now();
     st = c->ops->win_accumulate(c, w, target, offset, src, count);

@@ -103,7 +103,6 @@ struct sim_agent {
     size_t rank;
     char name[64];
     sg_mailbox_t mb;
-    size_t nranks;
     struct sw_conn **conns; /* per destination rank: this rank's connection to it (made on first use) */
 };
 
@@ -350,7 +349,6 @@ static sim_agent *agent_of(herd_comm *c)
     if (!a)
         return NULL;
     a->rank = c->rank;
-    a->nranks = c->size;
     if (!(a->conns = calloc(c->size, sizeof *a->conns))) {
         free(a);
         return NULL;
