@@ -46,9 +46,14 @@ static void test_converges(void)
     drive_problem_free(&p);
 }
 
-/* Three workers pull, then push in order, round after round: worker i's
- * gradient is always i updates stale, and the server follows the closed form
- * x <- x - (sum_i eta_i) a (x - x*), with eta_i = lr or lr / max(1, i). */
+/* Three workers pull, then push in order, round after round. With
+ * --staleness-lr the push reads the counters first, so the pull stays in
+ * before_step: worker i's gradient is always i updates stale, and the
+ * server follows the closed form x <- x - (sum_i eta_i) a (x - x*), with
+ * eta_i = lr / max(1, i). Without it, each push sends the next pull ahead
+ * of it (pull_ahead): worker i then computes at what the server held after
+ * its own push of the round before, stale i in the first round and N - 1
+ * after; the server follows the same recurrence, worker by worker. */
 static void test_staleness_schedule(void)
 {
     enum { N = 3, ROUNDS = 6, DIM = 8 };
@@ -71,17 +76,25 @@ static void test_staleness_schedule(void)
         drive_run_ok(&dc, &p, &r);
         for (size_t i = 0; i < N; i++) {
             char want[96];
-            snprintf(want, sizeof want, "\"staleness_mean\":%zu.0000,\"staleness_max\":%zu", i, i);
+            double mean = slr ? (double)i : ((double)i + (ROUNDS - 1.0) * (N - 1.0)) / ROUNDS;
+            snprintf(want, sizeof want, "\"staleness_mean\":%.4f,\"staleness_max\":%zu", mean, slr ? i : (size_t)N - 1);
             ASSERT_STR_CONTAINS(r.log[i], want);
             snprintf(want, sizeof want, "\"gradients\":%d", ROUNDS);
             ASSERT_STR_CONTAINS(r.log[i], want);
         }
         ASSERT_STR_CONTAINS(r.log[2], "\"staleness_hist\":[0,0,6,0,");
-        double etas = slr ? 1.0 + 1.0 + 0.5 : 3.0;
         for (size_t j = 0; j < DIM; j++) {
-            double x = 0;
-            for (size_t k = 0; k < ROUNDS; k++)
-                x -= etas * 0.1 * p.curv[j] * (x - p.xstar[j]);
+            double x = 0, view[N] = {0};
+            for (size_t k = 0; k < ROUNDS; k++) {
+                for (size_t i = 0; i < N; i++) {
+                    double eta = slr && i > 1 ? 0.1 / (double)i : 0.1;
+                    x -= eta * p.curv[j] * (view[i] - p.xstar[j]);
+                    if (!slr)
+                        view[i] = x;
+                }
+                for (size_t i = 0; slr && i < N; i++)
+                    view[i] = x;
+            }
             ASSERT_NEAR(r.eval[j], x, 1e-5, 1e-4);
         }
         drive_result_free(&r);

@@ -47,10 +47,13 @@
  * Round trips: a pull or a push ends every shard's epoch before it waits
  * for any (herd_comm_win_unlock_begin), so the holders serve them side by
  * side, and a push that needs no counter before it applies (no
- * --staleness-lr, softsync 1, no SSP) is left in flight: the next pull's
- * epochs follow it to every shard, which applies them in order, and one
- * wait completes both. COUNT for shard 0's staleness figure is then read
- * in the push's epoch, before its own update, as it ends.
+ * --staleness-lr, softsync 1, no SSP) is left in flight: amsgd's next
+ * pull's epochs follow it to every shard, which applies them in order, and
+ * one wait completes both; asgd and hogwild take the next pull before the
+ * push, in the same step, add their own update to what it reads, and
+ * compute while the push crosses (pull_ahead). COUNT for shard 0's
+ * staleness figure is then read in the push's epoch, before its own
+ * update, as it ends.
  * SSP (--max-staleness s): before step t a worker waits until every worker
  * still training has finished step t - s (a table of step counts in a
  * window on rank 0; a finished or lost worker no longer holds anyone back).
@@ -201,7 +204,9 @@ typedef struct ps_state {
     float *pulled;       /* per shard: COUNT at the pull */
     float *pulling;      /* per shard: COUNT at the pull in flight */
     float *pushed;       /* per shard: COUNT at the push, where read as the push's epoch ends */
+    float *base;         /* per shard: pulled[] of the weights the push in flight was computed at */
     bool in_flight;      /* the last push's epochs ended but not waited for (settle) */
+    bool fresh;          /* x_i holds the pull the last step sent ahead of its push (pull_ahead) */
     bool *waits;         /* per shard: this step's wait counted in its WAITING */
     float *upd;          /* nparams */
     float *buf;          /* nparams */
@@ -246,11 +251,12 @@ static herd_status ps_init(herd_algo *a, herd_worker *w)
     size_t shards = pc->shards ? pc->shards : w->nworkers;
     s->pulled = calloc(shards, sizeof *s->pulled);
     s->pushed = calloc(shards, sizeof *s->pushed);
+    s->base = calloc(shards, sizeof *s->base);
     s->pulling = calloc(shards, sizeof *s->pulling);
     s->waits = calloc(shards, sizeof *s->waits);
     s->upd = malloc(w->nparams * sizeof(float));
     s->buf = malloc(w->nparams * sizeof(float));
-    if (!s->pulled || !s->pushed || !s->pulling || !s->waits || !s->upd || !s->buf)
+    if (!s->pulled || !s->pushed || !s->base || !s->pulling || !s->waits || !s->upd || !s->buf)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory for the parameter server state");
     /* every worker starts from the same weights (same seed), so any copy
      * seeds the server */
@@ -377,10 +383,11 @@ out:
     return st;
 }
 
-/* The push's staleness on shard k from COUNT at the push (recorded for shard 0). */
-static double staleness(ps_state *s, size_t k, float count)
+/* The push's staleness on shard k from COUNT at the push and COUNT of the
+ * weights it was computed at, `base` (recorded for shard 0). */
+static double staleness(ps_state *s, size_t k, float count, float base)
 {
-    double tau = (double)count - (double)s->pulled[k];
+    double tau = (double)count - (double)base;
     if (tau < 0) /* hogwild: a concurrent push may move COUNT between our reads */
         tau = 0;
     if (k == 0)
@@ -391,7 +398,7 @@ static double staleness(ps_state *s, size_t k, float count)
 /* The push's rate on shard k, its staleness recorded. */
 static float stale_eta(ps_state *s, herd_worker *w, size_t k, float count, float eta_base)
 {
-    double tau = staleness(s, k, count);
+    double tau = staleness(s, k, count, s->pulled[k]);
     return opts_of(w)->staleness_lr && tau >= 1 ? eta_base / (float)tau : eta_base;
 }
 
@@ -639,7 +646,7 @@ static void pushed(ps_state *s, herd_worker *w)
     if (!push_needs_counts(w))
         for (size_t k = 0; k < s->center.shards; k++)
             if (push_reads_counts(w, k))
-                (void)staleness(s, k, s->pushed[k]);
+                (void)staleness(s, k, s->pushed[k], s->base[k]);
 }
 
 /* Completes the last push where the step left it in flight. */
@@ -654,32 +661,74 @@ static herd_status settle(ps_state *s, herd_worker *w)
     return st;
 }
 
-/* The pull. Every shard's epoch is ended before any is waited for, so the
- * shards' holders serve them side by side, one round trip for all; the
- * last step's push, if still in flight, completes in the same wait: its
- * epochs went to each shard ahead of the pull's, which therefore reads them
- * applied. */
-static herd_status ps_before_step(herd_algo *a, herd_worker *w)
+/* Whether the step pulls the next weights before it pushes (asgd and
+ * hogwild whose push is left in flight): it waits for the pull (and for
+ * the last step's push, long arrived), then sends the push and goes on to
+ * compute while the push crosses the network; the next step's wait
+ * completes it. A step then waits for one transfer, the pull's answers,
+ * where it waited for two, one after the other (a pull that must read the
+ * push waits for the push's data to arrive first). The pull reads the
+ * weights without this worker's push; the worker adds its own update to
+ * them (x~ -= eta g, the holder's float operations), and so sees its push
+ * applied, as a pull that followed it would. amsgd cannot (its holder
+ * applies the momentum, which the worker does not have). */
+static bool pull_ahead(const ps_state *s, const herd_worker *w)
+{
+    return s->kind != PS_AMSGD && push_left_in_flight(s, w);
+}
+
+/* Every shard's epoch of the pull, ended before any is waited for (so that
+ * the shards' holders serve them side by side): the weights into x_i and
+ * COUNT into pulling[]. */
+static herd_status pull_begin(ps_state *s, float *x)
 {
     herd_status st = HERD_OK;
-    ps_state *s = a->state;
-    HERD_TRY(check_servers(s, w));
-    if (s->ssp_win)
-        HERD_TRY(ssp_wait(s, w));
     for (size_t k = 0; k < s->center.shards; k++) {
         HERD_TRY(herd__center_lock(&s->center, k, false));
-        st = herd__center_get(&s->center, k, SLOT_W, w->params);
+        st = herd__center_get(&s->center, k, SLOT_W, x);
         if (st == HERD_OK)
             st = herd__center_get_count(&s->center, k, CNT_COUNT, &s->pulling[k]);
         HERD_KEEP_FIRST(st, herd__center_unlock_begin(&s->center, k));
         if (st < 0)
             goto out;
     }
-    HERD_TRY(settle(s, w)); /* its staleness against the previous pull's COUNT */
+out:
+    return st;
+}
+
+/* The pull. The last step's push, if still in flight, completes in the
+ * same wait: its epochs went to each shard ahead of the pull's, which
+ * therefore reads them applied. Where the last step pulled before its push
+ * (pull_ahead), x_i holds that pull already. */
+static herd_status ps_before_step(herd_algo *a, herd_worker *w)
+{
+    herd_status st = HERD_OK;
+    ps_state *s = a->state;
+    HERD_TRY(check_servers(s, w));
+    if (s->fresh) {
+        s->fresh = false;
+        goto out;
+    }
+    if (s->ssp_win)
+        HERD_TRY(ssp_wait(s, w));
+    HERD_TRY(pull_begin(s, w->params));
+    HERD_TRY(settle(s, w));
     HERD_TRY(herd__center_wait(&s->center));
     memcpy(s->pulled, s->pulling, s->center.shards * sizeof *s->pulled);
 out:
     return st;
+}
+
+/* The step's pull taken before its push (pull_ahead): x_i is the pulled
+ * weights with this worker's update (s->upd, the change the push makes)
+ * added, and the pull's COUNT counts that update. */
+static void took_pull_ahead(ps_state *s, herd_worker *w)
+{
+    for (size_t i = 0; i < w->nparams; i++)
+        w->params[i] += s->upd[i];
+    for (size_t k = 0; k < s->center.shards; k++)
+        s->pulled[k] = s->pulling[k] + 1.0f;
+    s->fresh = true;
 }
 
 static herd_status ps_step(herd_algo *a, herd_worker *w)
@@ -687,12 +736,22 @@ static herd_status ps_step(herd_algo *a, herd_worker *w)
     herd_status st = HERD_OK;
     ps_state *s = a->state;
     herd_optim_direction(&w->optim, w->grads, w->params);
+    bool ahead = pull_ahead(s, w);
+    if (ahead) {
+        HERD_TRY(pull_begin(s, w->params));
+        HERD_TRY(settle(s, w)); /* the last step's push, in the same wait */
+        HERD_TRY(herd__center_wait(&s->center));
+    }
+    /* the weights this push's gradient was computed at, for its staleness */
+    memcpy(s->base, s->pulled, s->center.shards * sizeof *s->base);
     /* as the pull: every shard's epoch ended before any is waited for */
     for (size_t k = 0; k < s->center.shards; k++)
         HERD_TRY(s->kind == PS_HOGWILD ? push_hogwild(s, w, k, w->lr) : push_locked(s, w, k, w->lr));
     s->in_flight = true;
     if (!push_left_in_flight(s, w))
         HERD_TRY(settle(s, w));
+    if (ahead)
+        took_pull_ahead(s, w);
     /* SSP counts a step as finished once its gradient is pushed: a worker
      * waiting for its softsync group must not hold back the workers that
      * would fill it */
@@ -835,6 +894,7 @@ static void ps_free(herd_algo *a, herd_worker *w)
     free(s->ssp_view);
     free(s->pulled);
     free(s->pushed);
+    free(s->base);
     free(s->pulling);
     free(s->waits);
     free(s->upd);
