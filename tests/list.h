@@ -20,4 +20,5 @@
     X(cli)                  \
     X(localsgd)             \
     X(export)               \
+    X(outpath)              \
     X(threads)

@@ -13,6 +13,7 @@
 
 #include "herd/herd_nn.h"
 #include "core/json.h"
+#include "core/outpath.h"
 #include "run/ckpt_run.h"
 
 /* One piece of a file being written. */
@@ -21,17 +22,10 @@ typedef struct piece {
     size_t len;
 } piece;
 
-/* Writes the pieces to path through a temporary file beside it, fsynced
- * and renamed over path: a failure leaves what was at path. */
-static herd_status write_atomic(const char *path, const piece *pieces, size_t n, herd_err *err)
+/* Writes the pieces to fd (`name` in messages). */
+static herd_status write_pieces(int fd, const char *name, const piece *pieces, size_t n, herd_err *err)
 {
     herd_status st = HERD_OK;
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return herd_err_set(err, HERD_EINVAL, "export: the name %s is too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return herd_err_set(err, HERD_EIO, "cannot create %s: %s", tmp, strerror(errno));
     for (size_t i = 0; i < n && st == HERD_OK; i++) {
         const unsigned char *p = pieces[i].p;
         for (size_t left = pieces[i].len; left && st == HERD_OK;) {
@@ -39,17 +33,51 @@ static herd_status write_atomic(const char *path, const piece *pieces, size_t n,
             if (w < 0 && errno == EINTR)
                 continue;
             if (w <= 0)
-                st = herd_err_set(err, HERD_EIO, "cannot write %s: %s", tmp, w < 0 ? strerror(errno) : "no progress");
+                st = herd_err_set(err, HERD_EIO, "cannot write %s: %s", name, w < 0 ? strerror(errno) : "no progress");
             else
                 p += w, left -= (size_t)w;
         }
     }
+    return st;
+}
+
+/* Writes the pieces to path (core/outpath.h): a new name or a regular
+ * file (a link's target for a link) through a temporary file beside it,
+ * fsynced and renamed over it, so that a failure leaves what was there and
+ * the file keeps its permissions; a FIFO or a character device in place;
+ * anything else refused. */
+static herd_status write_atomic(const char *path, const piece *pieces, size_t n, herd_err *err)
+{
+    herd__outpath o;
+    herd_status st = herd__outpath_check(path, "output file", &o, err);
+    if (st < 0)
+        return st;
+    if (o.in_place) {
+        int fd;
+        if ((st = herd__outpath_open_in_place(&o, "output file", &fd, err)) < 0)
+            return st;
+        st = write_pieces(fd, o.path, pieces, n, err);
+        if (close(fd) != 0 && st == HERD_OK)
+            st = herd_err_set(err, HERD_EIO, "cannot write %s: close: %s", o.path, strerror(errno));
+        return st;
+    }
+    char tmp[sizeof o.path + 32];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", o.path, (long)getpid()) >= (int)sizeof tmp)
+        return herd_err_set(err, HERD_EINVAL, "export: the name %s is too long", o.path);
+    struct stat old;
+    bool had = stat(o.path, &old) == 0 && S_ISREG(old.st_mode);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return herd_err_set(err, HERD_EIO, "cannot create %s: %s", tmp, strerror(errno));
+    st = write_pieces(fd, tmp, pieces, n, err);
+    if (st == HERD_OK && had && fchmod(fd, old.st_mode & 07777) != 0)
+        st = herd_err_set(err, HERD_EIO, "cannot write %s: fchmod: %s", tmp, strerror(errno));
     if (st == HERD_OK && fsync(fd) != 0)
         st = herd_err_set(err, HERD_EIO, "cannot write %s: fsync: %s", tmp, strerror(errno));
     if (close(fd) != 0 && st == HERD_OK)
         st = herd_err_set(err, HERD_EIO, "cannot write %s: close: %s", tmp, strerror(errno));
-    if (st == HERD_OK && rename(tmp, path) != 0)
-        st = herd_err_set(err, HERD_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (st == HERD_OK && rename(tmp, o.path) != 0)
+        st = herd_err_set(err, HERD_EIO, "cannot rename %s to %s: %s", tmp, o.path, strerror(errno));
     if (st < 0)
         unlink(tmp);
     return st;

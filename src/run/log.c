@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "core/json.h"
+#include "core/outpath.h"
 
 herd_status herd__log_open(herd__log *log, const char *path, double t0, herd_err *err)
 {
@@ -14,8 +15,8 @@ herd_status herd__log_open(herd__log *log, const char *path, double t0, herd_err
     log->path = path;
     log->t0 = t0;
     log->write_errno = 0;
-    if (path && !(log->f = fopen(path, "a")))
-        return herd_err_set(err, HERD_EIO, "cannot open log file %s: %s", path, strerror(errno));
+    if (path && !(log->f = herd__outpath_fopen(path, "a", "--log", err)))
+        return err && err->status ? err->status : HERD_EIO;
     pthread_mutex_init(&log->mu, NULL);
     return HERD_OK;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/outpath.h"
 #include "run/run.h"
 
 static const char *const span_names[HERD__SPAN_COUNT] = {
@@ -64,9 +65,9 @@ herd_status herd__trace_write(const herd_run *r, const worker_ctx *workers, herd
         snprintf(name, sizeof name, "%s.rank%zu", path, r->first_rank);
     else
         snprintf(name, sizeof name, "%s", path);
-    FILE *f = fopen(name, "w");
+    FILE *f = herd__outpath_fopen(name, "w", "--trace", err);
     if (!f)
-        return herd_err_set(err, HERD_EIO, "cannot write trace file %s: %s", name, strerror(errno));
+        return err && err->status ? err->status : HERD_EIO;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"run_id\":\"%s\",\"algo\":\"%s\"},\"traceEvents\":[\n",
             r->run_id, r->algo_ops->name);
     fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%zu,\"args\":{\"name\":\"rank %zu\"}}", r->first_rank,

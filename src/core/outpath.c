@@ -1,0 +1,101 @@
+/* Output paths that are never destroyed (outpath.h). */
+#include "core/outpath.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *kind_of(mode_t m)
+{
+    if (S_ISDIR(m))
+        return "a directory";
+    if (S_ISBLK(m))
+        return "a block device";
+    if (S_ISSOCK(m))
+        return "a socket";
+    return "not a regular file";
+}
+
+herd_status herd__outpath_check(const char *path, const char *what, herd__outpath *out, herd_err *err)
+{
+    *out = (herd__outpath){0};
+    if (!path || !*path)
+        return herd_err_set(err, HERD_EINVAL, "%s: an empty file name", what);
+    if (strlen(path) >= sizeof out->path)
+        return herd_err_set(err, HERD_EINVAL, "%s: the name %.64s... is too long", what, path);
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT)
+            return herd_err_set(err, HERD_EIO, "%s %s: %s", what, path, strerror(errno));
+        snprintf(out->path, sizeof out->path, "%s", path); /* a new name */
+        return HERD_OK;
+    }
+    snprintf(out->path, sizeof out->path, "%s", path);
+    if (S_ISLNK(st.st_mode)) {
+        char target[PATH_MAX];
+        if (!realpath(path, target))
+            return herd_err_set(err, HERD_EINVAL, "%s %s: a symbolic link to %s (%s); herd writes to what a link names, "
+                                                  "and will not replace the link",
+                                what, path, errno == ENOENT ? "a missing file" : "a path it cannot follow",
+                                strerror(errno));
+        if (strlen(target) >= sizeof out->path || stat(target, &st) != 0)
+            return herd_err_set(err, HERD_EIO, "%s %s: cannot follow the link to %s", what, path, target);
+        snprintf(out->path, sizeof out->path, "%s", target);
+    }
+    if (S_ISREG(st.st_mode))
+        return HERD_OK;
+    if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+        out->in_place = true;
+        return HERD_OK;
+    }
+    return herd_err_set(err, HERD_EINVAL,
+                        "%s %s: is %s; herd writes a new file, a regular file, a FIFO or a character device, "
+                        "and will not replace %s",
+                        what, path, kind_of(st.st_mode), kind_of(st.st_mode));
+}
+
+herd_status herd__outpath_open_in_place(const herd__outpath *out, const char *what, int *fd, herd_err *err)
+{
+    *fd = open(out->path, O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0) {
+        if (errno == ENXIO)
+            return herd_err_set(err, HERD_EINVAL, "%s %s: a FIFO that no process reads (start the reader first)",
+                                what, out->path);
+        return herd_err_set(err, HERD_EIO, "%s %s: %s", what, out->path, strerror(errno));
+    }
+    int fl = fcntl(*fd, F_GETFL);
+    if (fl < 0 || fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK) != 0) { /* writes wait for a slow reader, as a stream's do */
+        herd_status st = herd_err_set(err, HERD_EIO, "%s %s: fcntl: %s", what, out->path, strerror(errno));
+        close(*fd);
+        *fd = -1;
+        return st;
+    }
+    return HERD_OK;
+}
+
+void *herd__outpath_fopen(const char *path, const char *mode, const char *what, herd_err *err)
+{
+    herd__outpath o;
+    if (herd__outpath_check(path, what, &o, err) < 0)
+        return NULL;
+    if (!o.in_place) {
+        FILE *f = fopen(o.path, mode);
+        if (!f)
+            herd_err_set(err, HERD_EIO, "%s %s: %s", what, path, strerror(errno));
+        return f;
+    }
+    int fd;
+    if (herd__outpath_open_in_place(&o, what, &fd, err) < 0)
+        return NULL;
+    FILE *f = fdopen(fd, mode);
+    if (!f) {
+        herd_err_set(err, HERD_EIO, "%s %s: %s", what, path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
