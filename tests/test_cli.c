@@ -1028,11 +1028,21 @@ static void test_writes_checked(void)
         {"algos"},
         {"version"},
         {"bench", "gemm", "--size", "64", "--reps", "1", "--json"},
+        {"--help"}, {"train", "--help"}, {"eval", "--help"}, {"export", "--help"},
+        {"sim", "--help"}, {"compare", "--help"}, {"bench", "--help"},
     };
     static const char *const says[] = {"cannot write the summary to stdout: No space left on device",
                                        "cannot write to stdout: No space left on device",
                                        "cannot write to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device",
+                                       "cannot write to stdout: No space left on device",
                                        "cannot write to stdout: No space left on device"};
+    _Static_assert(sizeof cmds / sizeof cmds[0] == sizeof says / sizeof says[0], "a message per command");
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         int code = herd_test_wait(herd_test_spawn(cmds[i], "/dev/full", errf), 50);
         slurp(errf, err, sizeof err);
@@ -1040,6 +1050,34 @@ static void test_writes_checked(void)
             herd_test_fail(__FILE__, __LINE__, "herd %s > /dev/full: exit %d, want 1 with \"%s\"; stderr: %s", cmds[i][0],
                            code, says[i], err);
     }
+}
+
+/* Started with stderr closed (a daemon's careless parent), herd opens it on
+ * /dev/null: the human lines go nowhere, and the --log file, which would
+ * otherwise take descriptor 2 and receive them, holds JSON lines only. */
+static void test_closed_std_fds(void)
+{
+    const char *log = herd_test_fmt("%s/closed.jsonl", herd_test_tmpdir());
+    const char *bin = getenv("HERD_BIN") ? getenv("HERD_BIN") : "build/herd";
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(null, 1) < 0)
+            _exit(126);
+        close(null);
+        close(2); /* the log, opened first, would be descriptor 2 */
+        execl(bin, bin, "train", "--data", "synthetic:1x8x8:4", "--model", "linear", "--epochs", "1", "--train-limit",
+              "256", "--test-limit", "64", "--log", log, (char *)NULL);
+        _exit(127);
+    }
+    ASSERT_EQ_INT(herd_test_wait(pid, 50), 0);
+    char buf[16384];
+    slurp(log, buf, sizeof buf);
+    ASSERT_STR_CONTAINS(buf, "\"event\":\"start\"");
+    for (const char *line = buf; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line))
+        if (*line != '{' && *line != '\n')
+            herd_test_fail(__FILE__, __LINE__, "--log with stderr closed holds a line not JSON: %.80s", line);
 }
 
 /* A run whose loss ran away is named: lenet at --lr 5 explodes in its first
@@ -1676,6 +1714,7 @@ static void test_compare_signals(void)
 }
 
 const herd_test herd_tests_cli[] = {
+    {"cli_closed_std_fds", test_closed_std_fds, 60},
     {"cli_usage_errors", test_usage_errors, 60},
     {"cli_one_parser", test_one_parser, 60},
     {"cli_flag_messages", test_flag_messages, 60},

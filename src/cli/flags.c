@@ -175,6 +175,11 @@ int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first,
             return i;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             c->usage(stdout);
+            errno = 0;
+            if (fflush(stdout) != 0 || ferror(stdout)) { /* --help > /dev/full is no success */
+                fprintf(stderr, "herd: cannot write to stdout: %s\n", strerror(errno ? errno : EIO));
+                exit(1);
+            }
             exit(0);
         }
         if (stop_at_word && a[0] != '-')

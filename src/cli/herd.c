@@ -5,6 +5,7 @@
  * place in herd, with the rest of src/cli, that prints usage and calls
  * exit(). */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -795,8 +796,22 @@ static int flushed(int rc)
 
 static int dispatch(int argc, char **argv);
 
+/* A descriptor of 0-2 that the parent left closed is opened on /dev/null,
+ * so that the first file herd opens (a log, a lock, a checkpoint) does not
+ * take its number and receive what is written to stdout or stderr. */
+static void std_fds_open(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int got = open("/dev/null", fd ? O_WRONLY : O_RDONLY);
+            if (got >= 0 && got != fd) /* a lower one was open after all: keep the number we wanted */
+                close(got);
+        }
+}
+
 int main(int argc, char **argv)
 {
+    std_fds_open();
     /* OpenMP's idle threads spin briefly, then sleep, unless the user says
      * otherwise (herd_nn.h). Not where a simulator launched this process
      * (HERD_ENGINE_VIRTUAL_CLOCK), whose main() runs once per simulated rank
