@@ -157,12 +157,20 @@ static int pipe_read(int fd, line_buf *b, const herd__spawn *s, int wait_ms)
     return PIPE_DATA;
 }
 
-/* The child's side of the fork: a process group of its own, the signals
- * herd catches back to their default action, then the program. A signal
- * forwarded before the exec ends it (it was blocked until now). */
-static _Noreturn void child_exec(const herd__spawn *s, const int *fds, const sigset_t *mask)
+/* The child's side of the fork: a process group of its own, SIGTERM when
+ * herd dies, the signals herd catches back to their default action, then
+ * the program. A signal forwarded before the exec ends it (it was blocked
+ * until now). */
+static _Noreturn void child_exec(const herd__spawn *s, const int *fds, const sigset_t *mask, pid_t parent)
 {
     setpgid(0, 0);
+    /* herd killed outright (SIGKILL: no handler forwards anything) still
+     * ends the child: the kernel sends it SIGTERM, which smpirun passes on
+     * to its simulation and herd train takes as a stop. A parent already
+     * gone before this line is seen by getppid. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        _exit(128 + SIGTERM);
     struct sigaction old;
     for (size_t i = 0; i < NSTOP_SIGNALS; i++)
         if (sigaction(stop_signals[i], NULL, &old) == 0 && old.sa_handler == on_stop_signal)
@@ -242,9 +250,10 @@ int herd__cli_spawn(const herd__spawn *s, double *real_s)
     for (size_t i = 0; i < NSTOP_SIGNALS; i++)
         sigaddset(&stops, stop_signals[i]);
     sigprocmask(SIG_BLOCK, &stops, &saved);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        child_exec(s, fds, &saved);
+        child_exec(s, fds, &saved, parent);
     if (pid > 0)
         setpgid(pid, pid); /* the child does it too: whichever comes first */
     sigprocmask(SIG_SETMASK, &saved, NULL);

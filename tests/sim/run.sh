@@ -237,6 +237,24 @@ else
     bad "--step-overhead 0.001: steps '$steps' (want 32), '$a' s -> '$b' s (want +0.032 s)"
 fi
 
+# herd sim killed outright (SIGKILL, no handler runs): its simulation ends too (the kernel sends
+# smpirun SIGTERM as herd dies, which smpirun passes on), within 10 s; it went on before
+mark=$tmp/killed-sim.jsonl
+"$herd" sim --workers 2 -- train --model linear --data synthetic:1x8x8:4 --epochs 100000 --train-limit 256 \
+    --test-limit 64 --no-progress --log "$mark" >/dev/null 2>&1 &
+hp=$!
+for _ in $(seq 600); do [ -s "$mark" ] && break; sleep 0.1; done
+running=$(pgrep -f -- "$mark" | wc -l)
+kill -9 "$hp"
+wait "$hp" 2>/dev/null
+for _ in $(seq 100); do pgrep -f -- "$mark" >/dev/null || break; sleep 0.1; done
+if [ -s "$mark" ] && [ "$running" -ge 2 ] && ! pgrep -f -- "$mark" >/dev/null; then
+    ok "herd sim killed with SIGKILL: its simulation ($running processes) ended with it"
+else
+    bad "herd sim killed with SIGKILL: $(pgrep -f -- "$mark" | wc -l) process(es) of its simulation left (log: $(wc -c <"$mark" 2>/dev/null) bytes)"
+    pkill -9 -f -- "$mark"
+fi
+
 # --agent-wake-us W: the agent's answer, W us as an origin locks another rank's window and at each
 # flush, where that rank computes; one that waits inside MPI serves its windows itself, at once.
 # 2 workers of asgd, each locking the other's shard twice a step (the pull, then the push, which
