@@ -107,6 +107,23 @@ static void test_json_nonfinite_is_null(void)
     ASSERT_TRUE(herd_test_json_valid(b, strlen(b), why, sizeof why) && strlen(b) < 8);
     herd__json_quote(b, sizeof b, NULL);
     ASSERT_TRUE(!strcmp(b, "null"));
+    /* bytes that are not UTF-8 (a path's) become U+FFFD, one each; UTF-8 stays as it is */
+    static const struct {
+        const char *in, *out;
+    } utf8[] = {
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""},
+        {"a\xff" "b", "\"a\\ufffdb\""},                         /* never in UTF-8 */
+        {"\x80x", "\"\\ufffdx\""},                           /* a stray continuation byte */
+        {"\xc0\xaf", "\"\\ufffd\\ufffd\""},                 /* an overlong '/' */
+        {"\xe2\x82", "\"\\ufffd\\ufffd\""},                 /* cut short */
+        {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""},     /* a surrogate */
+        {"\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""}, /* past U+10FFFF */
+    };
+    for (size_t i = 0; i < sizeof utf8 / sizeof utf8[0]; i++) {
+        herd__json_quote(b, sizeof b, utf8[i].in);
+        if (strcmp(b, utf8[i].out))
+            herd_test_fail(__FILE__, __LINE__, "quoting case %zu gave %s, want %s", i, b, utf8[i].out);
+    }
     /* the validator itself refuses what a strict parser refuses */
     static const char *const refused[] = {"{\"x\":nan}", "{\"x\":-nan}", "{\"x\":inf}", "{\"x\":1,}", "[01]",
                                           "{\"x\":1.}", "{x:1}", "\"a\tb\"", "{\"x\":1}{", "", "{\"x\":\"\\q\"}"};

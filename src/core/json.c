@@ -94,6 +94,23 @@ int herd__json_printf(FILE *f, const char *fmt, ...)
     return rc;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (1-4), or 0 where
+ * the bytes there are not one (a stray continuation byte, a truncated or
+ * overlong sequence, a surrogate, a code point past U+10FFFF). */
+static size_t utf8_len(const unsigned char *p)
+{
+    size_t n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+    if (p[0] > 0xf4 || (p[0] >= 0x80 && !n))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) || (p[0] == 0xf0 && p[1] < 0x90) ||
+        (p[0] == 0xf4 && p[1] >= 0x90))
+        return 0;
+    return n ? n : 1;
+}
+
 void herd__json_quote(char *out, size_t cap, const char *s)
 {
     size_t k = 0;
@@ -111,7 +128,12 @@ void herd__json_quote(char *out, size_t cap, const char *s)
     out[k++] = '"';
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
-        if (*p == '"' || *p == '\\')
+        size_t u = *p >= 0x80 ? utf8_len(p) : 1;
+        if (u == 0) /* JSON text is Unicode: a byte that is not UTF-8 (a path's) becomes U+FFFD */
+            snprintf(esc, sizeof esc, "\\ufffd");
+        else if (u > 1)
+            memcpy(esc, p, u), esc[u] = 0, p += u - 1;
+        else if (*p == '"' || *p == '\\')
             snprintf(esc, sizeof esc, "\\%c", *p);
         else if (*p == '\n')
             snprintf(esc, sizeof esc, "\\n");
