@@ -1567,6 +1567,36 @@ static bool line_with(const char *text, const char *prefix, char *out, size_t ca
  * seeds' curves at their evaluations (allreduce's: at the same steps,
  * --eval-every-steps 2 giving 5 of them); the table gives mean ± spread;
  * the plots are drawn, PNG and PDF, where gnuplot is installed. */
+/* herd compare's files go through the same checks as every output
+ * (core/outpath.h): a compare.csv that is a FIFO no process reads is
+ * refused, not waited on forever (and the run says so and fails), and a
+ * plots.gp that is a link is written through it, the link kept. */
+static void test_compare_outputs_kept(void)
+{
+    char out[512], fifo[700], link[700], target[700];
+    snprintf(out, sizeof out, "%s/cmp-out", herd_test_tmpdir());
+    ASSERT_OK(mkdir(out, 0755));
+    snprintf(fifo, sizeof fifo, "%s/compare.csv", out);
+    snprintf(link, sizeof link, "%s/plots.gp", out);
+    snprintf(target, sizeof target, "%s/elsewhere.gp", herd_test_tmpdir());
+    ASSERT_OK(mkfifo(fifo, 0644));
+    FILE *t = fopen(target, "w");
+    ASSERT_TRUE(t && fclose(t) == 0);
+    ASSERT_OK(symlink(target, link));
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "compare", "--out", out, "--workers", "2", "--epochs", "1", "--model", "linear", "--data",
+                  "synthetic:1x12x12:4", "--extra", "--batch 16 --train-limit 128 --test-limit 64", "allreduce");
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, "compare.csv: a FIFO that no process reads");
+    struct stat st;
+    ASSERT_OK(lstat(fifo, &st));
+    ASSERT_TRUE(S_ISFIFO(st.st_mode));
+    ASSERT_OK(lstat(link, &st));
+    ASSERT_TRUE(S_ISLNK(st.st_mode));
+    ASSERT_OK(stat(target, &st));
+    ASSERT_TRUE(st.st_size > 0);
+}
+
 static void test_compare_seeds(void)
 {
     static char csv[1 << 14], sum[1 << 14], dat[3][1 << 13];
@@ -1726,6 +1756,7 @@ static void test_compare_signals(void)
 }
 
 const herd_test herd_tests_cli[] = {
+    {"cli_compare_outputs_kept", test_compare_outputs_kept, 60},
     {"cli_closed_std_fds", test_closed_std_fds, 60},
     {"cli_usage_errors", test_usage_errors, 60},
     {"cli_one_parser", test_one_parser, 60},

@@ -35,6 +35,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/outpath.h"
+
+/* Opens one of compare's output files (core/outpath.h: a link is followed,
+ * a FIFO written in place, a directory or a device refused, a FIFO that no
+ * process reads refused rather than waited on), saying why not. */
+static FILE *out_open(const char *path)
+{
+    herd_err err = {0};
+    FILE *f = herd__outpath_fopen(path, "w", "herd compare: output file", &err);
+    if (!f)
+        fprintf(stderr, "herd: %s\n", err.msg);
+    return f;
+}
+
 enum { MAX_SPECS = 32, MAX_SCALE = 16, MAX_TOKENS = 64, MAX_SEEDS = 100, MAX_SWEEP = 16, MAX_MODELS = 8 };
 
 typedef struct cmp_opts {
@@ -181,7 +195,7 @@ static void on_summary(void *ctx, const char *line)
 static void read_curve(cmp_row *r, const char *log, double target)
 {
     r->t_target = NAN;
-    FILE *in = fopen(log, "r"), *out = fopen(r->dat, "w");
+    FILE *in = fopen(log, "r"), *out = out_open(r->dat);
     if (out)
         fprintf(out, "# %s, %zu workers, seed %" PRIu64 ": epochs time_s test_acc test_loss train_loss\n", r->spec,
                 r->workers, r->seed);
@@ -465,9 +479,10 @@ static int mean_curve(const cmp_row *rows, cmp_group *g)
 {
     size_t nrun = 0, npts[128];
     double(*pts)[MAX_POINTS][CURVE_COLS] = calloc(128, sizeof *pts);
-    FILE *out = fopen(g->dat, "w");
+    FILE *out = out_open(g->dat);
     if (!pts || !out) {
-        fprintf(stderr, "herd: cannot write %s: %s\n", g->dat, pts ? strerror(errno) : "out of memory");
+        if (!pts)
+            fprintf(stderr, "herd: cannot write %s: out of memory\n", g->dat);
         free(pts);
         if (out)
             fclose(out);
@@ -633,11 +648,9 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/plots.gp", o->out);
-    FILE *g = fopen(path, "w");
-    if (!g) {
-        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+    FILE *g = out_open(path);
+    if (!g)
         return -1;
-    }
     bool scaling = o->scaling != NULL;
     fprintf(g, "# herd compare: gnuplot %s\n" GP_PNG
                "set grid lc rgb '#d0d0d0'\nset key outside right top box opaque\n"
@@ -684,10 +697,9 @@ static int write_plots(const cmp_opts *o, const cmp_row *rows, size_t nrows, con
     if (scaling) {
         /* one speedup file: workers then one column per spec */
         snprintf(path, sizeof path, "%s/speedup.dat", o->out);
-        FILE *d = fopen(path, "w");
+        FILE *d = out_open(path);
         if (!d) {
             fclose(g);
-            fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
             return -1;
         }
         /* a log axis takes its ticks from the worker counts run: autofreq
@@ -826,7 +838,7 @@ static int print_table(const cmp_opts *op, const cmp_row *rows, const cmp_group 
     char path[PATH_MAX + 32], spath[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/compare.csv", o.out);
     snprintf(spath, sizeof spath, "%s/compare_summary.csv", o.out);
-    FILE *csv = fopen(path, "w"), *sum = fopen(spath, "w");
+    FILE *csv = out_open(path), *sum = out_open(spath);
     static const struct {
         const char *name;
         size_t off;
@@ -915,12 +927,14 @@ static int print_table(const cmp_opts *op, const cmp_row *rows, const cmp_group 
         fputc('\n', sum);
     }
     /* the table's files are what a script reads: not written is a failure */
-    if (!csv || fclose(csv) != 0) {
-        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+    if (!csv || fclose(csv) != 0) { /* out_open said why it opened none */
+        if (csv)
+            fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
         failed++;
     }
     if (!sum || fclose(sum) != 0) {
-        fprintf(stderr, "herd: cannot write %s: %s\n", spath, strerror(errno));
+        if (sum)
+            fprintf(stderr, "herd: cannot write %s: %s\n", spath, strerror(errno));
         failed++;
     }
     printf("# epoch: the median worker's training time per epoch; to %.2f: worker 0's training time (evaluations "
@@ -1292,11 +1306,9 @@ static int xo_plot(const cmp_opts *o, const cmp_sweep *sw, const xo_cell *cells,
     double scale;
     const char *unit = xo_unit(cells, ncells, &scale);
     snprintf(dat, sizeof dat, "%s/crossover.dat", o->out);
-    FILE *d = fopen(dat, "w");
-    if (!d) {
-        fprintf(stderr, "herd: cannot write %s: %s\n", dat, strerror(errno));
+    FILE *d = out_open(dat);
+    if (!d)
         return -1;
-    }
     fprintf(d, "# x y colour winner time: the map's cells\n");
     for (size_t i = 0; i < ncells; i++) {
         const xo_cell *c = &cells[i];
@@ -1322,11 +1334,9 @@ static int xo_plot(const cmp_opts *o, const cmp_sweep *sw, const xo_cell *cells,
         return -1;
     }
     snprintf(path, sizeof path, "%s/crossover.gp", o->out);
-    FILE *g = fopen(path, "w");
-    if (!g) {
-        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+    FILE *g = out_open(path);
+    if (!g)
         return -1;
-    }
     double w = 300 + 230 * (double)sw->nv, h = 220 + 130 * (double)sw->nm;
     fprintf(g, "# herd compare: the crossover map (gnuplot %s)\n"
                "set terminal pngcairo size %.0f,%.0f enhanced font 'sans,12'\nset output '%s/crossover.png'\n"
@@ -1375,9 +1385,10 @@ static int crossover(const cmp_opts *op, const cmp_sweep *sw, bool sim, const ch
     xo_cell *cells = calloc(ncells, sizeof *cells);
     char path[PATH_MAX + 32], where[256];
     snprintf(path, sizeof path, "%s/crossover.csv", o.out);
-    FILE *csv = fopen(path, "w");
+    FILE *csv = out_open(path);
     if (!cells || !csv) {
-        fprintf(stderr, "herd: cannot write %s: %s\n", path, cells ? strerror(errno) : "out of memory");
+        if (!cells)
+            fprintf(stderr, "herd: cannot write %s: out of memory\n", path);
         free(cells);
         if (csv)
             fclose(csv);
@@ -1418,11 +1429,12 @@ static int crossover(const cmp_opts *op, const cmp_sweep *sw, bool sim, const ch
     xo_table(stdout, &o, sw, cells, done, where);
     fflush(stdout);
     snprintf(path, sizeof path, "%s/crossover.md", o.out);
-    FILE *md = fopen(path, "w");
+    FILE *md = out_open(path);
     if (md)
         xo_table(md, &o, sw, cells, done, where);
     if (!md || fclose(md) != 0) {
-        fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
+        if (md)
+            fprintf(stderr, "herd: cannot write %s: %s\n", path, strerror(errno));
         failed++;
     }
     if (!o.no_plots && done && xo_plot(&o, sw, cells, done, where, specs, nspecs) == 0)
