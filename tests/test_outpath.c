@@ -119,6 +119,25 @@ static void test_fifo(void)
     struct stat sb;
     ASSERT_OK(lstat(ff, &sb));
     ASSERT_TRUE(S_ISFIFO(sb.st_mode));
+    /* a link the kernel follows to a pipe that has no path (/dev/stdout
+     * into `| jq`: /proc/self/fd/1 -> pipe:[n]): written in place */
+    int p2[2];
+    ASSERT_OK(pipe(p2));
+    const char *viafd = scratch("stdout-like");
+    ASSERT_OK(symlink(herd_test_fmt("/proc/self/fd/%d", p2[1]), viafd));
+    err = (herd_err){0};
+    if (herd_npy_write(viafd, shape, 2, data, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "a link to a pipe: %s", err.msg);
+    close(p2[1]);
+    size_t n = 0;
+    char buf[512];
+    ssize_t r;
+    while ((r = read(p2[0], buf, sizeof buf)) > 0)
+        n += (size_t)r;
+    close(p2[0]);
+    ASSERT_EQ_INT(n, want);
+    ASSERT_OK(lstat(viafd, &sb));
+    ASSERT_TRUE(S_ISLNK(sb.st_mode));
 }
 
 /* A character device (a private node of /dev/null's numbers, as root):

@@ -38,13 +38,21 @@ herd_status herd__outpath_check(const char *path, const char *what, herd__outpat
     snprintf(out->path, sizeof out->path, "%s", path);
     if (S_ISLNK(st.st_mode)) {
         char target[PATH_MAX];
-        if (!realpath(path, target))
+        if (stat(path, &st) != 0)
             return herd_err_set(err, HERD_EINVAL, "%s %s: a symbolic link to %s (%s); herd writes to what a link names, "
                                                   "and will not replace the link",
                                 what, path, errno == ENOENT ? "a missing file" : "a path it cannot follow",
                                 strerror(errno));
-        if (strlen(target) >= sizeof out->path || stat(target, &st) != 0)
-            return herd_err_set(err, HERD_EIO, "%s %s: cannot follow the link to %s", what, path, target);
+        if (!realpath(path, target) || strlen(target) >= sizeof out->path) {
+            /* a link the kernel follows but that names no path: /dev/stdout
+             * on a pipe (/proc/self/fd/1 -> pipe:[n]), a deleted file: written
+             * in place through the link, never renamed over it */
+            if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))
+                return herd_err_set(err, HERD_EINVAL, "%s %s: is %s; herd will not write to it", what, path,
+                                    kind_of(st.st_mode));
+            out->in_place = true;
+            return HERD_OK;
+        }
         snprintf(out->path, sizeof out->path, "%s", target);
     }
     if (S_ISREG(st.st_mode))
