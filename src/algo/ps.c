@@ -677,29 +677,31 @@ static bool pull_ahead(const ps_state *s, const herd_worker *w)
     return s->kind != PS_AMSGD && push_left_in_flight(s, w);
 }
 
-/* Every shard's epoch of the pull, ended before any is waited for (so that
- * the shards' holders serve them side by side): the weights into x_i and
- * COUNT into pulling[]. */
-static herd_status pull_begin(ps_state *s, float *x)
+/* The pull: the weights into x_i and COUNT into pulling[]. Every shard's
+ * epoch is ended before any is waited for, so that the shards' holders
+ * serve them side by side; the last step's push, if still in flight,
+ * completes in the same wait (its staleness recorded). */
+static herd_status pull(ps_state *s, herd_worker *w)
 {
     herd_status st = HERD_OK;
     for (size_t k = 0; k < s->center.shards; k++) {
         HERD_TRY(herd__center_lock(&s->center, k, false));
-        st = herd__center_get(&s->center, k, SLOT_W, x);
+        st = herd__center_get(&s->center, k, SLOT_W, w->params);
         if (st == HERD_OK)
             st = herd__center_get_count(&s->center, k, CNT_COUNT, &s->pulling[k]);
         HERD_KEEP_FIRST(st, herd__center_unlock_begin(&s->center, k));
         if (st < 0)
             goto out;
     }
+    HERD_TRY(settle(s, w));
+    st = herd__center_wait(&s->center);
 out:
     return st;
 }
 
-/* The pull. The last step's push, if still in flight, completes in the
- * same wait: its epochs went to each shard ahead of the pull's, which
- * therefore reads them applied. Where the last step pulled before its push
- * (pull_ahead), x_i holds that pull already. */
+/* Before a step: the pull, unless the last step pulled before its push
+ * (pull_ahead). The last step's push, if still in flight, went to each
+ * shard ahead of the pull's epochs, which therefore read it applied. */
 static herd_status ps_before_step(herd_algo *a, herd_worker *w)
 {
     herd_status st = HERD_OK;
@@ -711,9 +713,7 @@ static herd_status ps_before_step(herd_algo *a, herd_worker *w)
     }
     if (s->ssp_win)
         HERD_TRY(ssp_wait(s, w));
-    HERD_TRY(pull_begin(s, w->params));
-    HERD_TRY(settle(s, w));
-    HERD_TRY(herd__center_wait(&s->center));
+    HERD_TRY(pull(s, w));
     memcpy(s->pulled, s->pulling, s->center.shards * sizeof *s->pulled);
 out:
     return st;
@@ -737,11 +737,8 @@ static herd_status ps_step(herd_algo *a, herd_worker *w)
     ps_state *s = a->state;
     herd_optim_direction(&w->optim, w->grads, w->params);
     bool ahead = pull_ahead(s, w);
-    if (ahead) {
-        HERD_TRY(pull_begin(s, w->params));
-        HERD_TRY(settle(s, w)); /* the last step's push, in the same wait */
-        HERD_TRY(herd__center_wait(&s->center));
-    }
+    if (ahead)
+        HERD_TRY(pull(s, w)); /* completes the last step's push too */
     /* the weights this push's gradient was computed at, for its staleness */
     memcpy(s->base, s->pulled, s->center.shards * sizeof *s->base);
     /* as the pull: every shard's epoch ended before any is waited for */

@@ -43,8 +43,8 @@
 static FILE *out_open(const char *path)
 {
     herd_err err = {0};
-    FILE *f = herd__outpath_fopen(path, "w", "herd compare: output file", &err);
-    if (!f)
+    FILE *f;
+    if (herd__outpath_fopen(path, "w", "herd compare: output file", &f, &err) < 0)
         fprintf(stderr, "herd: %s\n", err.msg);
     return f;
 }

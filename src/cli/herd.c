@@ -802,11 +802,8 @@ static int dispatch(int argc, char **argv);
 static void std_fds_open(void)
 {
     for (int fd = 0; fd <= 2; fd++)
-        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
-            int got = open("/dev/null", fd ? O_WRONLY : O_RDONLY);
-            if (got >= 0 && got != fd) /* a lower one was open after all: keep the number we wanted */
-                close(got);
-        }
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) /* 0..fd-1 are open: the lowest free number is fd */
+            (void)open("/dev/null", fd ? O_WRONLY : O_RDONLY);
 }
 
 int main(int argc, char **argv)

@@ -94,13 +94,14 @@ int herd__json_printf(FILE *f, const char *fmt, ...)
     return rc;
 }
 
-/* The length of the well-formed UTF-8 sequence at p (1-4), or 0 where
- * the bytes there are not one (a stray continuation byte, a truncated or
- * overlong sequence, a surrogate, a code point past U+10FFFF). */
+/* The length of the well-formed UTF-8 sequence at p, whose first byte is
+ * not ASCII (2-4), or 0 where the bytes there are not one (a stray
+ * continuation byte, a truncated or overlong sequence, a surrogate, a code
+ * point past U+10FFFF). */
 static size_t utf8_len(const unsigned char *p)
 {
     size_t n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
-    if (p[0] > 0xf4 || (p[0] >= 0x80 && !n))
+    if (!n || p[0] > 0xf4)
         return 0;
     for (size_t i = 1; i < n; i++)
         if ((p[i] & 0xc0) != 0x80)
@@ -108,7 +109,7 @@ static size_t utf8_len(const unsigned char *p)
     if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) || (p[0] == 0xf0 && p[1] < 0x90) ||
         (p[0] == 0xf4 && p[1] >= 0x90))
         return 0;
-    return n ? n : 1;
+    return n;
 }
 
 void herd__json_quote(char *out, size_t cap, const char *s)

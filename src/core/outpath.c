@@ -28,14 +28,14 @@ herd_status herd__outpath_check(const char *path, const char *what, herd__outpat
         return herd_err_set(err, HERD_EINVAL, "%s: an empty file name", what);
     if (strlen(path) >= sizeof out->path)
         return herd_err_set(err, HERD_EINVAL, "%s: the name %.64s... is too long", what, path);
+    snprintf(out->path, sizeof out->path, "%s", path);
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno != ENOENT)
             return herd_err_set(err, HERD_EIO, "%s %s: %s", what, path, strerror(errno));
-        snprintf(out->path, sizeof out->path, "%s", path); /* a new name */
-        return HERD_OK;
+        return HERD_OK; /* a new name */
     }
-    snprintf(out->path, sizeof out->path, "%s", path);
+    bool named = true; /* what is written has a path of its own, which a rename can replace */
     if (S_ISLNK(st.st_mode)) {
         char target[PATH_MAX];
         if (stat(path, &st) != 0)
@@ -43,22 +43,15 @@ herd_status herd__outpath_check(const char *path, const char *what, herd__outpat
                                                   "and will not replace the link",
                                 what, path, errno == ENOENT ? "a missing file" : "a path it cannot follow",
                                 strerror(errno));
-        if (!realpath(path, target) || strlen(target) >= sizeof out->path) {
-            /* a link the kernel follows but that names no path: /dev/stdout
-             * on a pipe (/proc/self/fd/1 -> pipe:[n]), a deleted file: written
-             * in place through the link, never renamed over it */
-            if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))
-                return herd_err_set(err, HERD_EINVAL, "%s %s: is %s; herd will not write to it", what, path,
-                                    kind_of(st.st_mode));
-            out->in_place = true;
-            return HERD_OK;
-        }
-        snprintf(out->path, sizeof out->path, "%s", target);
+        /* a link the kernel follows but that names no path (/dev/stdout on
+         * a pipe: /proc/self/fd/1 -> pipe:[n]; a deleted file) is written in
+         * place through the link, never renamed over it */
+        named = realpath(path, target) && strlen(target) < sizeof out->path;
+        if (named)
+            snprintf(out->path, sizeof out->path, "%s", target);
     }
-    if (S_ISREG(st.st_mode))
-        return HERD_OK;
-    if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
-        out->in_place = true;
+    if (S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+        out->in_place = !S_ISREG(st.st_mode) || !named;
         return HERD_OK;
     }
     return herd_err_set(err, HERD_EINVAL,
@@ -86,24 +79,20 @@ herd_status herd__outpath_open_in_place(const herd__outpath *out, const char *wh
     return HERD_OK;
 }
 
-void *herd__outpath_fopen(const char *path, const char *mode, const char *what, herd_err *err)
+herd_status herd__outpath_fopen(const char *path, const char *mode, const char *what, FILE **f, herd_err *err)
 {
+    *f = NULL;
     herd__outpath o;
-    if (herd__outpath_check(path, what, &o, err) < 0)
-        return NULL;
-    if (!o.in_place) {
-        FILE *f = fopen(o.path, mode);
-        if (!f)
-            herd_err_set(err, HERD_EIO, "%s %s: %s", what, path, strerror(errno));
-        return f;
+    int fd = -1;
+    herd_status st = herd__outpath_check(path, what, &o, err);
+    if (st == HERD_OK && o.in_place)
+        st = herd__outpath_open_in_place(&o, what, &fd, err);
+    if (st < 0)
+        return st;
+    if (!(*f = o.in_place ? fdopen(fd, mode) : fopen(o.path, mode))) {
+        st = herd_err_set(err, HERD_EIO, "%s %s: %s", what, path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
     }
-    int fd;
-    if (herd__outpath_open_in_place(&o, what, &fd, err) < 0)
-        return NULL;
-    FILE *f = fdopen(fd, mode);
-    if (!f) {
-        herd_err_set(err, HERD_EIO, "%s %s: %s", what, path, strerror(errno));
-        close(fd);
-    }
-    return f;
+    return st;
 }

@@ -3,7 +3,8 @@
  *   - a new name, or a regular file: written whole through a temporary
  *     file beside it and renamed over it (a failure leaves what was there);
  *   - a symbolic link: followed; its target is what is written (the link
- *     stays a link), and a link to nothing is refused;
+ *     stays a link), in place where the target has no path of its own
+ *     (/dev/stdout on a pipe), and a link to nothing is refused;
  *   - a FIFO or a character device (/dev/stdout, /dev/null, a terminal):
  *     written in place, as a stream; a FIFO that no process reads is
  *     refused, not waited on;
@@ -14,12 +15,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "herd/herd_status.h"
 
 typedef struct herd__outpath {
     char path[4096]; /* what is written: the link's target where path was a link */
-    bool in_place;   /* a FIFO or a character device: opened and written as it is */
+    bool in_place;   /* a FIFO, a character device, or a link that names no path: written as it is */
 } herd__outpath;
 
 /* Looks at `path` (`what` names it in messages, e.g. "--trace"). */
@@ -29,9 +31,9 @@ herd_status herd__outpath_check(const char *path, const char *what, herd__outpat
  * O_WRONLY, and for a FIFO without blocking on a missing reader. */
 herd_status herd__outpath_open_in_place(const herd__outpath *out, const char *what, int *fd, herd_err *err);
 
-/* fopen(path, mode) after the checks above ("w" or "a"; a regular file
- * or a new name is opened as fopen does, through a link to its target; a
- * FIFO or a character device in place). NULL with err set. */
-void *herd__outpath_fopen(const char *path, const char *mode, const char *what, herd_err *err);
+/* fopen(path, mode) into *f after the checks above ("w" or "a"; a
+ * regular file or a new name is opened as fopen does, through a link to
+ * its target; a FIFO or a character device in place). */
+herd_status herd__outpath_fopen(const char *path, const char *mode, const char *what, FILE **f, herd_err *err);
 
 #endif

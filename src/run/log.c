@@ -15,8 +15,9 @@ herd_status herd__log_open(herd__log *log, const char *path, double t0, herd_err
     log->path = path;
     log->t0 = t0;
     log->write_errno = 0;
-    if (path && !(log->f = herd__outpath_fopen(path, "a", "--log", err)))
-        return err && err->status ? err->status : HERD_EIO;
+    herd_status st;
+    if (path && (st = herd__outpath_fopen(path, "a", "--log", &log->f, err)) < 0)
+        return st;
     pthread_mutex_init(&log->mu, NULL);
     return HERD_OK;
 }

@@ -65,9 +65,10 @@ herd_status herd__trace_write(const herd_run *r, const worker_ctx *workers, herd
         snprintf(name, sizeof name, "%s.rank%zu", path, r->first_rank);
     else
         snprintf(name, sizeof name, "%s", path);
-    FILE *f = herd__outpath_fopen(name, "w", "--trace", err);
-    if (!f)
-        return err && err->status ? err->status : HERD_EIO;
+    FILE *f;
+    herd_status st = herd__outpath_fopen(name, "w", "--trace", &f, err);
+    if (st < 0)
+        return st;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"run_id\":\"%s\",\"algo\":\"%s\"},\"traceEvents\":[\n",
             r->run_id, r->algo_ops->name);
     fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%zu,\"args\":{\"name\":\"rank %zu\"}}", r->first_rank,
