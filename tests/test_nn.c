@@ -355,13 +355,18 @@ static void paths_agree(const model_case *mc) { paths_agree_with(mc, false); }
 
 /* The other model: im2col (other_cnhw false) or oneDNN's primitives with
  * every activation CNHW, against the default (blocked where it can be). */
-static void paths_agree_with(const model_case *mc, bool other_cnhw)
+/* prec: both models' precision; tol scales the bounds (1 in fp32; bf16's
+ * sums of the same rounded operands differ in order, and a difference can
+ * move a later rounding by one bf16 step, 2^-8). */
+static void paths_agree_prec(const model_case *mc, bool other_cnhw, herd_precision prec, double tol)
 {
     size_t dim = mc->c * mc->h * mc->w, B = mc->batch;
     float *x = malloc(B * dim * sizeof *x);
     int32_t *y = malloc(B * sizeof *y);
     herd_test_random_batch(B, dim, mc->k, x, y, 5, 99);
     herd_model *m[2] = {make(mc, 7), make(mc, 7)};
+    for (int i = 0; i < 2; i++)
+        ASSERT_OK(herd_model_set_precision(m[i], prec));
     if (other_cnhw)
         herd_model_set_blocked(m[1], false);
     else
@@ -378,10 +383,10 @@ static void paths_agree_with(const model_case *mc, bool other_cnhw)
         }
         ASSERT_TRUE(herd_model_blocked_layers(m[1]) == 0);
         snprintf(what, sizeof what, "%s step %d logits", mc->name, step);
-        check_arrays_close(what, herd_model_logits(m[0]), herd_model_logits(m[1]), B * mc->k, 1e-4);
-        ASSERT_NEAR(loss[0], loss[1], 0, 1e-5);
+        check_arrays_close(what, herd_model_logits(m[0]), herd_model_logits(m[1]), B * mc->k, 1e-4 * tol);
+        ASSERT_NEAR(loss[0], loss[1], 0, 1e-5 * tol);
         snprintf(what, sizeof what, "%s step %d grads", mc->name, step);
-        check_norm_close(what, herd_model_grads(m[0]), herd_model_grads(m[1]), np, 1e-2);
+        check_norm_close(what, herd_model_grads(m[0]), herd_model_grads(m[1]), np, 1e-2 * tol);
         for (int i = 0; i < 2; i++) {
             float *p = herd_model_params(m[i]);
             const float *g = herd_model_grads(m[1]); /* the same step for both */
@@ -391,6 +396,11 @@ static void paths_agree_with(const model_case *mc, bool other_cnhw)
     }
     herd_model_free(m[0]), herd_model_free(m[1]);
     free(x), free(y);
+}
+
+static void paths_agree_with(const model_case *mc, bool other_cnhw)
+{
+    paths_agree_prec(mc, other_cnhw, HERD_PRECISION_FP32, 1);
 }
 
 static void test_conv_paths_agree(void)
@@ -446,6 +456,34 @@ static void test_blocked_layouts(void)
     paths_agree_with(&(model_case){"resnet20", 3, 13, 11, 10, 1}, true);
 }
 
+/* bf16 keeps the same activations blocked as fp32 (its convolutions read
+ * and write the blocked layout; CNHW cost a layout reorder each way around
+ * every convolution, half of a ResNet-20 step) and trains as its CNHW model
+ * does. Where the CPU has no bf16 products, bf16 is refused. */
+static void test_blocked_layouts_bf16(void)
+{
+    if (herd_nn_bf16_support() == HERD_BF16_NONE) {
+        herd_model *m = make(&(model_case){"cnn", 1, 28, 28, 10, 2}, 3);
+        ASSERT_EQ_INT(herd_model_set_precision(m, HERD_PRECISION_BF16), HERD_EUNSUPPORTED);
+        herd_model_free(m);
+        return;
+    }
+    bool blocks = herd__blk_width() != 0;
+    const model_case cases[] = {{"resnet20", 1, 28, 28, 10, 4}, {"cnn", 1, 28, 28, 10, 2}, {"lenet", 1, 28, 28, 10, 2}};
+    const size_t nblocked[] = {51, 4, 2};
+    float x[4 * 784];
+    int32_t y[4];
+    herd_test_random_batch(4, 784, 10, x, y, 5, 99);
+    for (int i = 0; i < 3; i++) {
+        herd_model *m = make(&cases[i], 3);
+        ASSERT_OK(herd_model_set_precision(m, HERD_PRECISION_BF16));
+        herd_model_forward(m, x, cases[i].batch, true);
+        ASSERT_TRUE(herd_model_blocked_layers(m) == (blocks ? nblocked[i] : 0u));
+        herd_model_free(m);
+        paths_agree_prec(&cases[i], true, HERD_PRECISION_BF16, 1);
+    }
+}
+
 static void test_conv_batch_sizes(void)
 {
     model_case mc = {"resnet20", 1, 12, 12, 10, 4};
@@ -490,5 +528,6 @@ const herd_test herd_tests_nn[] = {
     {"nn_conv_paths_agree", test_conv_paths_agree, 60},
     {"nn_conv_batch_sizes", test_conv_batch_sizes, 30},
     {"nn_blocked_layouts", test_blocked_layouts, 60},
+    {"nn_blocked_layouts_bf16", test_blocked_layouts_bf16, 60},
     HERD_TEST_END,
 };

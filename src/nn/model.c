@@ -1230,12 +1230,13 @@ static void unblock(herd_model *m, int i, bool *changed)
  * convolution; a batch norm, pooling or add, which write the layout they
  * read; global average pooling and flatten, which write rows). An add's two
  * inputs and output share one layout, as do a batch norm's or a pooling's
- * input and output. Only with oneDNN's primitives in fp32, on an ISA where
- * they compute in a blocked layout (AVX-512 or AVX2). */
+ * input and output. Only with oneDNN's primitives, on an ISA where they
+ * compute in a blocked layout (AVX-512 or AVX2); in bf16 too, where the
+ * convolutions round their blocked fp32 input to blocked bf16 (a conversion
+ * in place of order) and write blocked fp32. */
 static void plan_layouts(herd_model *m)
 {
-    bool on = !m->conv_im2col && !m->layout_cnhw && !m->blk_failed &&
-              m->precision == HERD_PRECISION_FP32 && herd__blk_width();
+    bool on = !m->conv_im2col && !m->layout_cnhw && !m->blk_failed && herd__blk_width();
     m->blk_w = on ? herd__blk_width() : 0;
     for (size_t i = 0; i < m->nlayers; i++) {
         herd_layer *l = m->layers[i];
