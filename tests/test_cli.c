@@ -1149,7 +1149,25 @@ static void test_not_learning(void)
             ASSERT_STR_CONTAINS(last, "\"code\":\"HERD_EDIVERGED\"");
         } else {
             ASSERT_EQ_INT(o.code, 0);
-            ASSERT_STR_CONTAINS(last, "\"status\":\"diverged\"");
+            ASSERT_STR_CONTAINS(last, "\"status\":\"not_learning\"");
+        }
+    }
+    /* however short: 12 steps, far from the 100 above, at the end (before:
+     * status ok, exit 0): its test accuracy is at chance */
+    for (int stop = 0; stop < 2; stop++) {
+        herd_test_cmd o;
+        herd_test_run(&o, 100, (const char *const[]){"train", "--lr", "1e-7", "--epochs", "2", "--train-limit", "384",
+                                                     "--test-limit", "500", "--threads", "1", "--no-progress", "--json",
+                                                     stop ? "--stop-on-divergence" : NULL, NULL});
+        last_line(o.out, last, sizeof last);
+        ASSERT_STR_CONTAINS(o.err, "epoch 2, step 12: the run is not learning: its test accuracy, 0.1080, is not 2 "
+                                   "points above chance (1/10 = 0.1000) (--algo sgd, --lr 1e-07)");
+        if (stop) {
+            ASSERT_EQ_INT(o.code, 1);
+            ASSERT_STR_CONTAINS(last, "\"code\":\"HERD_EDIVERGED\"");
+        } else {
+            ASSERT_EQ_INT(o.code, 0);
+            ASSERT_STR_CONTAINS(last, "\"status\":\"not_learning\"");
         }
     }
     herd_test_cmd o;

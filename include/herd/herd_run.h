@@ -134,8 +134,11 @@ typedef struct herd_train_config {
     size_t ninject_nan;
     /* Divergence (worker 0's loss, at each evaluation): a loss that is not
      * finite, back at or above chance (ln of the classes) after having
-     * been below 0.9 of it, or 10 times its lowest. It is always warned
-     * of (stderr, a "diverged" log record, the summary's status); with
+     * been below 0.9 of it, or 10 times its lowest. Not learning: a loss
+     * still within 2% of chance after 100 steps, or at the run's end a
+     * test accuracy within 2 points of chance (no test set: a final
+     * training loss within 2% of it). Each is always warned of (stderr, a "diverged" or
+     * "not_learning" log record, the summary's status); with
      * stop_on_divergence the run stops there with HERD_EDIVERGED. */
     bool stop_on_divergence;
     /* A stop asked from outside (herd train's SIGINT/SIGTERM handler sets
@@ -167,7 +170,8 @@ typedef struct herd_train_result {
     const char *optimizer;  /* "sgd", "lars", "lamb" (the summary's "optimizer") */
     const char *precision;  /* "fp32", "bf16" (the summary's "precision") */
     double lr;              /* the base learning rate, --lr-scale applied (the summary's "lr") */
-    const char *status;     /* "ok"; "diverged" where the loss ran away (the summary's "status") */
+    const char *status;     /* "ok"; "diverged" where the loss ran away, "not_learning" where it stayed at
+                             * chance (the summary's "status") */
     size_t rank;            /* this process's first worker (mpi: its rank; threads: 0) */
     size_t workers, epochs;
     size_t threads;         /* compute threads per worker, as chosen (herd_train_config's threads) */

@@ -168,7 +168,7 @@ static herd_status evaluate_epoch_end(worker_ctx *c, double epoch_loss, double t
  * run that was not cut short by --max-steps has used every batch (worker
  * 0 may have taken none of the last epoch's); with --max-steps its
  * workers took about as many steps each. */
-herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
+static herd_status final_evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
 {
     herd_worker *w = &c->w;
     const herd_train_config *cfg = c->run->cfg;
@@ -178,6 +178,12 @@ herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
     if (cfg->max_steps && (double)w->step / (double)w->steps_per_epoch < progress)
         progress = (double)w->step / (double)w->steps_per_epoch;
     return timed_evaluate(c, &(eval_point){w->epoch + 1, progress, epoch_loss, t_epoch, c->train_s});
+}
+
+herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
+{
+    herd_status st = final_evaluate(c, epoch_loss, t_epoch);
+    return st < 0 ? st : herd__div_final(c, epoch_loss, c->test_acc);
 }
 
 /* A worker's communication counters, kept across what an evaluation

@@ -176,7 +176,7 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
                         workers[i - r->first_rank].w.step);
         }
     res->algo = r->algo_ops->name;
-    res->status = w0->div.diverged ? "diverged" : "ok";
+    res->status = w0->div.diverged ? "diverged" : w0->div.not_learning ? "not_learning" : "ok";
     res->engine = r->world->engine->name;
     res->model = cfg->model;
     res->optimizer = herd_optimizer_name(cfg->optim.optimizer);

@@ -71,7 +71,8 @@ typedef struct held_nonfinite {
 typedef struct herd__div {
     double ema, min_ema;
     size_t n;
-    bool diverged; /* warned of: the summary's status says "diverged" */
+    bool diverged;     /* warned of: the summary's status says "diverged" */
+    bool not_learning; /* warned of: the status says "not_learning" */
 } herd__div;
 
 /* --trace: what a worker's span was (trace.c names them). */
@@ -218,6 +219,11 @@ void herd__div_step(worker_ctx *c, double loss);
  * diverges; if so, warns (stderr, the log) once, and with
  * --stop-on-divergence returns HERD_EDIVERGED (c->w.err says why). */
 herd_status herd__div_check(worker_ctx *c, double test_loss);
+/* After the final evaluation, however short the run: a test accuracy
+ * within 2 points of chance (or, where test_acc is NAN, a training loss
+ * within 2% of chance: the recent steps', else train_loss) names the run
+ * not learning, as herd__div_check does. */
+herd_status herd__div_final(worker_ctx *c, double train_loss, double test_acc);
 
 /* claim.c */
 /* Claims the next global batch: from this worker's lease, a new lease, or
