@@ -4,7 +4,11 @@
 # 8 workers (sgd: 1), must reach a test accuracy (the algorithm's kept model:
 # server, center, average...) of at least MIN4 / MIN8 / MIN1. A default that
 # diverges or stops learning ends near 0.10 and fails here. One ok/FAIL line
-# per run, a summary, exit 1 on any failure.
+# per run, a summary, exit 1 on any failure. Then the large-batch optimizers
+# at their defaults (--optimizer O alone): allreduce, 8 workers x batch 512,
+# lenet, LB_EPOCHS (3) epochs of the whole training set, at least MIN_LB
+# (0.75: bench/optimizer-defaults measured lars 0.80/0.83, lamb 0.80/0.82 on
+# seeds 1/2; lars's defaults before them ended at 0.16).
 #   tests/learn_defaults.sh [HERD_BIN]           the CI slice (make test-learn)
 #   ALGOS="amsgd asgd" SEEDS="1 2 3" tests/learn_defaults.sh
 #   EXTRA="--lr 20" tests/learn_defaults.sh      must fail: a diverging run is seen
@@ -12,7 +16,8 @@
 # The slice and the thresholds were chosen by measurement (bench/README.md,
 # "Every algorithm at its defaults"). Environment: ALGOS, WORKERS ("4 8"),
 # SEEDS ("1"), TRAIN_LIMIT (16384; 0: all), TEST_LIMIT (2000; 0: all), MIN1,
-# MIN4, MIN8, DATA (herd's default), EXTRA (more flags), TIMEOUT (s per run, 120).
+# MIN4, MIN8, DATA (herd's default), EXTRA (more flags), TIMEOUT (s per run, 120),
+# OPTIMIZERS ("lars lamb"; "" for none), MIN_LB, LB_EPOCHS.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=${1:-build/herd}
@@ -25,6 +30,7 @@ TEST_LIMIT=${TEST_LIMIT:-2000}
 # CI on an idle machine) and well above what a run that learns nothing ends
 # at (--lr 0.0001: 0.12-0.14; diverged: 0.10 or a non-finite stop)
 MIN1=${MIN1:-0.60} MIN4=${MIN4:-0.50} MIN8=${MIN8:-0.25}
+OPTIMIZERS=${OPTIMIZERS-"lars lamb"} MIN_LB=${MIN_LB:-0.75} LB_EPOCHS=${LB_EPOCHS:-3}
 TIMEOUT=${TIMEOUT:-120}
 read -r -a extra <<< "${EXTRA:-}"
 data=()
@@ -32,6 +38,23 @@ data=()
 
 [ -x "$bin" ] || { echo "learn-defaults: no herd binary at $bin (make first)"; exit 1; }
 runs=0 failed=0 t0=$SECONDS
+# one run: what it is called, its threshold, then its flags
+check() {
+    local what=$1 min=$2 t=$SECONDS out rc acc
+    shift 2
+    out=$(timeout "$TIMEOUT" "$bin" train "$@" "${data[@]}" --no-progress --quiet --json "${extra[@]}" 2>&1)
+    rc=$?
+    acc=$(printf '%s\n' "$out" | sed -n 's/.*"test_acc":\([0-9.]*\).*/\1/p' | tail -n 1)
+    what="$what: test_acc ${acc:-none} (at least $min), exit $rc, $((SECONDS - t)) s"
+    runs=$((runs + 1))
+    if [ "$rc" -eq 0 ] && [ -n "$acc" ] && awk -v a="$acc" -v m="$min" 'BEGIN { exit !(a >= m) }'; then
+        echo "ok    $what"
+    else
+        echo "FAIL  $what"
+        [ "$rc" -ne 0 ] && printf '%s\n' "$out" | tail -n 3 | sed 's/^/      /'
+        failed=$((failed + 1))
+    fi
+}
 for algo in $ALGOS; do
     workers=$WORKERS
     [ "$algo" = sgd ] && workers=1 # the single-worker baseline
@@ -39,23 +62,14 @@ for algo in $ALGOS; do
         min=MIN$n
         min=${!min:-$MIN8}
         for seed in $SEEDS; do
-            t=$SECONDS
-            out=$(timeout "$TIMEOUT" "$bin" train --algo "$algo" --workers "$n" --model lenet --epochs 1 --seed "$seed" \
-                      --train-limit "$TRAIN_LIMIT" --test-limit "$TEST_LIMIT" "${data[@]}" --no-progress --quiet --json \
-                      "${extra[@]}" 2>&1)
-            rc=$?
-            acc=$(printf '%s\n' "$out" | sed -n 's/.*"test_acc":\([0-9.]*\).*/\1/p' | tail -n 1)
-            what="$algo, $n worker(s), seed $seed: test_acc ${acc:-none} (at least $min), exit $rc, $((SECONDS - t)) s"
-            runs=$((runs + 1))
-            if [ "$rc" -eq 0 ] && [ -n "$acc" ] && awk -v a="$acc" -v m="$min" 'BEGIN { exit !(a >= m) }'; then
-                echo "ok    $what"
-            else
-                echo "FAIL  $what"
-                [ "$rc" -ne 0 ] && printf '%s\n' "$out" | tail -n 3 | sed 's/^/      /'
-                failed=$((failed + 1))
-            fi
+            check "$algo, $n worker(s), seed $seed" "$min" --algo "$algo" --workers "$n" --model lenet --epochs 1 \
+                --seed "$seed" --train-limit "$TRAIN_LIMIT" --test-limit "$TEST_LIMIT"
         done
     done
+done
+for opt in $OPTIMIZERS; do
+    check "--optimizer $opt, 8 x 512, $LB_EPOCHS epochs" "$MIN_LB" --algo allreduce --workers 8 --batch 512 \
+        --model lenet --epochs "$LB_EPOCHS" --optimizer "$opt"
 done
 echo "learn-defaults: $runs runs, $((runs - failed)) ok, $failed FAIL ($((SECONDS - t0)) s)"
 [ "$failed" -eq 0 ]

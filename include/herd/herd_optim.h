@@ -58,7 +58,7 @@ typedef struct herd_optim_config {
     double step_epochs;   /* HERD_SCHED_STEP period */
     float step_gamma;     /* HERD_SCHED_STEP factor */
     herd_optimizer optimizer;
-    float lars_eta;       /* LARS trust coefficient (the paper's 0.001) */
+    float lars_eta;       /* LARS trust coefficient (default 0.04; the paper's 0.001) */
     float beta1, beta2, eps; /* LAMB: Adam's moment decays and denominator term (momentum is unused) */
     herd_lr_scale lr_scale;
     size_t lr_ref_batch;  /* the batch lr is given for (HERD_LR_SCALE_LINEAR) */
