@@ -134,6 +134,16 @@ static void test_one_parser(void)
     ASSERT_EQ_INT(o.code, 0);
     ASSERT_STR_CONTAINS(o.out, "threads    windows native-allreduce shared-memory");
     ASSERT_STR_CONTAINS(o.out, "loopback");
+    /* sim is listed (not an --engine: herd sim), and every word is explained */
+    ASSERT_STR_CONTAINS(o.out, "\nsim        windows native-allreduce any-thread checkpoint launcher-sized "
+                               "process-per-worker virtual-clock\n           (not an --engine: 'herd sim' runs");
+    const char *words[] = {"windows ", "native-allreduce ", "shared-memory ", "any-thread ", "many-local ",
+                           "checkpoint ", "launcher-sized ", "process-per-worker ", "virtual-clock "};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        char legend[64];
+        snprintf(legend, sizeof legend, "\n%s", words[i]);
+        ASSERT_STR_CONTAINS(o.out, legend);
+    }
 }
 
 /* The two forms of a flag error, as they have always read: a value that
@@ -645,6 +655,7 @@ static void test_exit_codes(void)
         {{"train", "--model", "foo"}, 2, "unknown model 'foo'"},
         {{"train", "--algo", "foo"}, 2, "unknown algorithm 'foo'"},
         {{"train", "--engine", "foo"}, 2, "unknown engine 'foo'"},
+        {{"train", "--engine", "sim"}, 2, "a simulated cluster runs through 'herd sim' (herd sim --help)"},
         {{"train", "--data", ""}, 2, "--data: expected a value, got ''"},
         {{"train", "--engine", ""}, 2, "--engine: expected a value, got ''"},
         {{"train", "--model="}, 2, "--model: expected a value, got ''"},
@@ -947,24 +958,70 @@ static void test_eval_time_excluded(void)
 }
 
 /* The launcher's environment: --threads from OMP_NUM_THREADS (a flag
- * wins), the summary says it; a plain srun of several tasks is warned of. */
+ * wins), the summary says it. A launcher herd does not join (torchrun's
+ * WORLD_SIZE, a plain srun of several tasks) is refused with exit 2 and the
+ * launch line that works, on every process: each would have trained alone
+ * (before: torchrun unnoticed, srun a warning on task 0, exit 0). */
 static void test_launcher_env(void)
 {
     herd_test_cmd o;
     setenv("OMP_NUM_THREADS", "2,1", 1);
-    setenv("SLURM_NTASKS", "4", 1);
-    setenv("SLURM_PROCID", "0", 1);
     HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "linear", "--epochs", "1", "--train-limit",
                   "256", "--test-limit", "64", "--json");
     if (o.code != 0)
         herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
     ASSERT_STR_CONTAINS(o.out, "\"threads\":2,");
-    ASSERT_STR_CONTAINS(o.err, "herd: warning: SLURM has 4 tasks here but no MPI launch");
-    setenv("SLURM_PROCID", "1", 1); /* one warning: task 0's */
-    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "linear", "--epochs", "1", "--train-limit",
-                  "256", "--test-limit", "64", "--json", "--threads", "1");
-    ASSERT_TRUE(o.code == 0 && !strstr(o.err, "SLURM"));
-    ASSERT_STR_CONTAINS(o.out, "\"threads\":1,");
+    static const struct {
+        const char *var, *val, *rank_var, *said;
+    } foreign[] = {
+        {"SLURM_NTASKS", "4", "SLURM_PROCID", "SLURM started 4 tasks here with no MPI launch: each would train alone. "
+                                              "Launch with 'srun --mpi=pmix herd train ...'"},
+        {"WORLD_SIZE", "4", "RANK", "which herd does not join: each of the 4 processes would train alone. Launch "
+                                    "with Open MPI: 'mpirun -np 4 herd train ...'"},
+    };
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        setenv(foreign[i].var, foreign[i].val, 1);
+        for (int r = 0; r < 2; r++) {
+            setenv(foreign[i].rank_var, r ? "1" : "0", 1);
+            if (r && i == 0)
+                continue; /* SLURM's message names no task */
+            HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "linear", "--epochs", "1",
+                          "--train-limit", "256", "--test-limit", "64", "--json", "--threads", "1");
+            ASSERT_EQ_INT(o.code, 2);
+            ASSERT_STR_CONTAINS(o.err, foreign[i].said);
+            ASSERT_STR_CONTAINS(o.out, "\"status\":\"error\",\"code\":\"usage\"");
+            if (i == 1)
+                ASSERT_STR_CONTAINS(o.err, r ? "(WORLD_SIZE=4, RANK=1)" : "(WORLD_SIZE=4, RANK=0)");
+        }
+        setenv(foreign[i].var, "1", 1); /* one process: trains */
+        HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "linear", "--epochs", "1",
+                      "--train-limit", "256", "--test-limit", "64", "--json", "--threads", "1");
+        ASSERT_TRUE(o.code == 0 && !strstr(o.err, "would train alone"));
+        ASSERT_STR_CONTAINS(o.out, "\"threads\":1,");
+        unsetenv(foreign[i].var), unsetenv(foreign[i].rank_var);
+    }
+    unsetenv("OMP_NUM_THREADS");
+}
+
+/* herd train's result line goes to stdout (herd train > out.txt kept
+ * nothing: it was on stderr), the time per epoch by worker with it; under
+ * --json stdout holds the JSON summary alone and the line goes to stderr. */
+static void test_result_on_stdout(void)
+{
+    herd_test_cmd o;
+    for (int json = 0; json < 2; json++) {
+        HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "linear", "--workers", "2", "--epochs",
+                      "1", "--train-limit", "256", "--test-limit", "64", "--threads", "1", "--no-progress",
+                      json ? "--json" : NULL);
+        ASSERT_EQ_INT(o.code, 0);
+        const char *with = json ? o.err : o.out, *without = json ? o.out : o.err;
+        ASSERT_STR_CONTAINS(with, "allreduce on 2 worker(s): test accuracy ");
+        ASSERT_STR_CONTAINS(with, "time per epoch, by worker: median ");
+        ASSERT_TRUE(!strstr(without, "worker(s): test accuracy") && !strstr(without, "time per epoch"));
+        if (json) { /* one line, the summary */
+            ASSERT_TRUE(o.out[0] == '{' && strchr(o.out, '\n') == o.out + strlen(o.out) - 1);
+        }
+    }
 }
 
 /* A model that cannot take the data's shape is refused before the data is
@@ -1777,6 +1834,7 @@ const herd_test herd_tests_cli[] = {
     {"cli_eval_every_steps", test_eval_every_steps, 60},
     {"cli_eval_time_excluded", test_eval_time_excluded, 60},
     {"cli_eval_every_steps_average", test_eval_every_steps_average, 60},
+    {"cli_result_on_stdout", test_result_on_stdout, 60},
     {"cli_launcher_env", test_launcher_env, 60},
     {"cli_progress_bar", test_progress_bar, 120},
     {"cli_refused_before_work", test_refused_before_work, 60},

@@ -264,21 +264,24 @@ static int algo_flag(void *ctx, const char *name, const char *val, int i, int ar
     return i;
 }
 
-static void print_summary(const herd_train_result *res, const herd_train_config *cfg)
+/* The result's lines: on stdout (herd train > out.txt keeps them), or on
+ * stderr where --json has stdout (the JSON summary alone there). */
+static void print_summary(const herd_train_result *res, const herd_train_config *cfg, bool json)
 {
+    FILE *out = json ? stderr : stdout;
     char kept[64] = "";
     if (strcmp(res->eval_model, "worker0"))
         snprintf(kept, sizeof kept, " (%s model; worker 0: %.4f)", res->eval_model, res->worker0_acc);
-    fprintf(stderr, "%s on %zu worker(s): test accuracy %.4f%s, loss %.4f, %.1f s, %.0f img/s", res->algo,
-            res->workers, res->test_acc, kept, res->test_loss, res->wall_s, res->train_img_per_s);
+    fprintf(out, "%s on %zu worker(s): test accuracy %.4f%s, loss %.4f, %.1f s, %.0f img/s", res->algo, res->workers,
+            res->test_acc, kept, res->test_loss, res->wall_s, res->train_img_per_s);
     for (size_t i = 0; i < res->nlost; i++)
-        fprintf(stderr, "%s%zu", i ? ", " : "; lost worker(s) ", res->lost[i]);
+        fprintf(out, "%s%zu", i ? ", " : "; lost worker(s) ", res->lost[i]);
     if (cfg->skip_nonfinite)
-        fprintf(stderr, "; %zu step(s) skipped on non-finite values", res->skipped_steps);
-    fputc('\n', stderr);
+        fprintf(out, "; %zu step(s) skipped on non-finite values", res->skipped_steps);
+    fputc('\n', out);
     /* asynchronous workers need not keep pace: the median worker, the slowest */
     if (res->workers > 1 && res->epoch_s_max > 0)
-        fprintf(stderr, "time per epoch, by worker: median %.3g s, slowest %.3g s (worker %zu); steps %.0f median, %zu-%zu\n",
+        fprintf(out, "time per epoch, by worker: median %.3g s, slowest %.3g s (worker %zu); steps %.0f median, %zu-%zu\n",
                 res->epoch_s_median, res->epoch_s_max, res->slowest_worker, res->steps_median, res->steps_min,
                 res->steps_max);
 }
@@ -337,23 +340,34 @@ static void print_error_json(const herd_train_config *cfg, herd_status st, const
     fflush(stdout);
 }
 
-/* What the launcher's environment says before the flags do: where SLURM
- * started several tasks without an MPI launch (a plain srun: every task
- * would train alone), one warning saying how to launch. (OMP_NUM_THREADS,
- * where --threads is not given, is herd_train's: it chooses the threads.) */
-static void launcher_defaults(void)
+/* A launcher herd does not join: torchrun (WORLD_SIZE, RANK), or SLURM
+ * starting several tasks without an MPI launch (a plain srun). Each
+ * process would train alone, N copies with nothing said: refused (exit 2)
+ * with the launch line that works, unless the engine herd picks is one
+ * whose processes are the workers (mpi under mpirun or srun --mpi=pmix).
+ * (OMP_NUM_THREADS, where --threads is not given, is herd_train's: it
+ * chooses the threads.) */
+static void foreign_launcher_refused(bool json)
 {
-    char *end;
-    const char *tasks = getenv("SLURM_STEP_NUM_TASKS") ? getenv("SLURM_STEP_NUM_TASKS") : getenv("SLURM_NTASKS");
-    const char *procid = getenv("SLURM_PROCID");
     const herd_engine *e;
-    if (tasks && strtoul(tasks, &end, 10) > 1 && (!procid || !strcmp(procid, "0")) &&
-        herd_engine_pick(NULL, &e, NULL) == HERD_OK && !(e->caps & HERD_ENGINE_PROCESS_PER_WORKER))
-        fprintf(stderr,
-                "herd: warning: SLURM has %s tasks here but no MPI launch: each would train alone; launch with "
-                "'srun --mpi=pmix herd train ...' or 'mpirun herd train ...' inside the allocation (--engine threads "
-                "for one process)\n",
-                tasks);
+    if (herd_engine_pick(NULL, &e, NULL) == HERD_OK && (e->caps & HERD_ENGINE_PROCESS_PER_WORKER))
+        return;
+    size_t n = 0;
+    const char *world = getenv("WORLD_SIZE"), *rank = getenv("RANK");
+    if (world && herd__parse_size(world, &n) == 0 && n > 1)
+        herd__usage_error_json(json, NULL,
+                               "started by torchrun or a launcher like it (WORLD_SIZE=%zu, RANK=%s), which herd does "
+                               "not join: each of the %zu processes would train alone. Launch with Open MPI: 'mpirun "
+                               "-np %zu herd train ...' (on one host, one process trains as many: 'herd train "
+                               "--workers %zu ...')",
+                               n, rank ? rank : "unset", n, n, n);
+    const char *tasks = getenv("SLURM_STEP_NUM_TASKS") ? getenv("SLURM_STEP_NUM_TASKS") : getenv("SLURM_NTASKS");
+    if (tasks && herd__parse_size(tasks, &n) == 0 && n > 1)
+        herd__usage_error_json(json, NULL,
+                               "SLURM started %zu tasks here with no MPI launch: each would train alone. Launch with "
+                               "'srun --mpi=pmix herd train ...' or 'mpirun herd train ...' inside the allocation "
+                               "(one task: 'srun -n 1 herd train --workers N ...')",
+                               n);
 }
 
 static int cmd_train(int argc, char **argv)
@@ -361,11 +375,11 @@ static int cmd_train(int argc, char **argv)
     train_cli o = {0};
     herd_train_config *cfg = &o.cfg;
     herd_train_config_defaults(cfg);
-    launcher_defaults();
     herd__flag f[TRAIN_NFLAGS];
     train_flags(&o, f);
     for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
         o.json_asked = o.json_asked || !strcmp(argv[i], "--json");
+    foreign_launcher_refused(o.json_asked);
     herd__flag_cmd c = {.cmd = "train", .flags = f, .usage = train_usage, .other = algo_flag, .other_ctx = &o,
                         .json = o.json_asked};
     int end = herd__flags_parse(&c, argc, argv, 2, false);
@@ -426,7 +440,7 @@ static int cmd_train(int argc, char **argv)
             fprintf(stderr, "; checkpoint of that step in %s (--resume goes on from it)", cfg->checkpoint_dir);
         fputc('\n', stderr);
     } else if (!cfg->quiet) {
-        print_summary(&res, cfg);
+        print_summary(&res, cfg, o.json);
     }
     if (o.json && (herd_train_result_json(&res, stdout) < 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)) {
         fprintf(stderr, "herd: cannot write the summary to stdout: %s\n", strerror(errno));
@@ -748,11 +762,18 @@ static int cmd_engines(void)
 {
     static const struct {
         unsigned bit;
-        const char *name;
-    } caps[] = {{HERD_ENGINE_WINDOWS, "windows"}, {HERD_ENGINE_NATIVE_ALLREDUCE, "native-allreduce"},
-                {HERD_ENGINE_SHARED_MEMORY, "shared-memory"}, {HERD_ENGINE_ANY_THREAD, "any-thread"},
-                {HERD_ENGINE_MANY_LOCAL, "many-local"}, {HERD_ENGINE_CHECKPOINT, "checkpoint"},
-                {HERD_ENGINE_LAUNCHER_SIZED, "launcher-sized"}, {HERD_ENGINE_PROCESS_PER_WORKER, "process-per-worker"}};
+        const char *name, *means;
+    } caps[] = {
+        {HERD_ENGINE_WINDOWS, "windows", "one-sided windows: the asynchronous algorithms run on it"},
+        {HERD_ENGINE_NATIVE_ALLREDUCE, "native-allreduce", "an allreduce of its own beside herd's ring (--allreduce)"},
+        {HERD_ENGINE_SHARED_MEMORY, "shared-memory", "the workers are threads of one process sharing its memory"},
+        {HERD_ENGINE_ANY_THREAD, "any-thread", "a worker's communication may run on a thread beside its compute"},
+        {HERD_ENGINE_MANY_LOCAL, "many-local", "several workers in one process"},
+        {HERD_ENGINE_CHECKPOINT, "checkpoint", "--checkpoint and --resume"},
+        {HERD_ENGINE_LAUNCHER_SIZED, "launcher-sized", "the launcher sets the number of workers (mpirun -np)"},
+        {HERD_ENGINE_PROCESS_PER_WORKER, "process-per-worker", "each worker a process: a failed one ends alone"},
+        {HERD_ENGINE_VIRTUAL_CLOCK, "virtual-clock", "time is a simulator's, not this machine's"},
+    };
     for (size_t i = 0; herd_engines[i]; i++) {
         printf("%-10s", herd_engines[i]->name);
         for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++)
@@ -760,6 +781,12 @@ static int cmd_engines(void)
                 printf(" %s", caps[k].name);
         putchar('\n');
     }
+    /* herd-sim's mpi engine, under SimGrid: launched by herd sim, not picked with --engine */
+    printf("%-10s windows native-allreduce any-thread checkpoint launcher-sized process-per-worker virtual-clock\n"
+           "           (not an --engine: 'herd sim' runs the mpi engine's code on a simulated cluster)\n\n",
+           "sim");
+    for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++)
+        printf("%-19s %s\n", caps[k].name, caps[k].means);
     return 0;
 }
 

@@ -73,6 +73,11 @@ herd_status herd_engine_pick(const char *name, const herd_engine **out, herd_err
         return HERD_OK;
     char names[256];
     herd_engine_names(names, sizeof names);
+    if (!strcmp(name, "sim")) /* the simulator launches its own build, herd-sim: no engine to pick here */
+        return herd_err_set(err, HERD_EINVAL,
+                            "'sim' is not an engine of this herd (it has: %s): a simulated cluster runs through "
+                            "'herd sim' (herd sim --help), which starts the sim engine's build under SimGrid",
+                            names);
     return herd_err_set(err, HERD_EINVAL, "unknown engine '%s' (this herd has: %s)", name, names);
 }
 
