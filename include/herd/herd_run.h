@@ -6,7 +6,8 @@
  * loop itself knows nothing of how workers synchronize.
  *
  * Ownership: the caller owns the config (read-only during the run) and the
- * result. Logging goes to cfg->log_path (JSON Lines) and, for humans, stderr.
+ * result. Logging goes to cfg->log_path (JSON Lines) and, where cfg->quiet is
+ * false, for humans, stderr (the defaults are quiet).
  */
 #ifndef HERD_RUN_H
 #define HERD_RUN_H
@@ -106,8 +107,9 @@ typedef struct herd_train_config {
     size_t nslow;
     const char *log_path;   /* JSON Lines, or NULL */
     const char *trace_path; /* each worker's timeline as a Chrome trace (chrome://tracing, Perfetto), or NULL */
-    bool progress;          /* progress bar on stderr (when it is a terminal) */
-    bool quiet;             /* nothing on stderr but errors */
+    bool progress;          /* progress bar on stderr (when it is a terminal and not quiet) */
+    bool quiet;             /* nothing on stderr but errors and warnings (default true: set it false for the
+                             * epoch lines and the progress bar, as herd train does) */
     size_t max_steps;       /* stop after this many steps per worker (0: no limit); benchmarks */
     double comm_timeout_s;  /* a worker blocked in communication longer fails (default 60) */
     /* The algorithm's own options (herd_train_config_set), applied in order

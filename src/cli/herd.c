@@ -375,6 +375,7 @@ static int cmd_train(int argc, char **argv)
     train_cli o = {0};
     herd_train_config *cfg = &o.cfg;
     herd_train_config_defaults(cfg);
+    cfg->quiet = false; /* the command speaks unless --quiet; the library's default is silence */
     herd__flag f[TRAIN_NFLAGS];
     train_flags(&o, f);
     for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)

@@ -78,6 +78,7 @@ void herd_train_config_defaults(herd_train_config *cfg)
     cfg->eval_every = 1;
     cfg->eval_every_steps = 0; /* off */
     cfg->progress = true;
+    cfg->quiet = true; /* a library is silent unless asked: herd train's command line sets it false */
     cfg->comm_timeout_s = 60;
     cfg->checkpoint_keep = 3;
 }

@@ -1,10 +1,11 @@
 /* A program that embeds herd, built against an installed herd with
  * `cc embed.c $(pkg-config --cflags --libs herd)` and nothing else
  * (tests/install/check.sh): two workers train a linear model with
- * allreduce on synthetic data, and the run's figures come back. */
+ * allreduce on synthetic data, and the run's figures come back. The one
+ * header, herd.h, brings the whole API. */
 #include <stdio.h>
 
-#include <herd/herd_run.h>
+#include <herd/herd.h>
 
 int main(void)
 {
@@ -17,8 +18,7 @@ int main(void)
     cfg.workers = 2;
     cfg.epochs = 2;
     cfg.train_limit = 2048;
-    cfg.test_limit = 512;
-    cfg.quiet = true;
+    cfg.test_limit = 512; /* and nothing on stderr: the library is quiet unless asked */
     herd_train_result res;
     herd_err err = {0};
     if (herd_train(&cfg, &res, &err) != HERD_OK) {
