@@ -1,4 +1,4 @@
-/* Tests of src/nn/kernels.c, the fast float kernels, against the
+/* Tests of src/nn's fast float kernels (kernels.h), against the
  * double-precision references of src/nn/ref.c (themselves checked by finite
  * differences in tests/test_ref.c).
  *
