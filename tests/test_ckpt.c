@@ -863,7 +863,7 @@ static void test_algo_hooks(void)
     }
 
     herd__ckpt_run *cr;
-    ASSERT_OK(herd__ckpt_run_open(&cfg, "fake", w.nparams, 8, 0, 1, &cr, &err));
+    ASSERT_OK(herd__ckpt_run_open(&cfg, "fake", w.nparams, 8, NULL, NULL, 0, 1, &cr, &err));
     for (size_t i = 0; i < w.nparams; i++)
         w.params[i] = (float)i * 0.25f, w.optim.v[i] = -(float)i;
     w.step = 3;
@@ -877,7 +877,7 @@ static void test_algo_hooks(void)
     herd__ckpt_run_free(cr);
 
     cfg.resume = true;
-    ASSERT_OK(herd__ckpt_run_open(&cfg, "fake", w.nparams, 8, 0, 1, &cr, &err));
+    ASSERT_OK(herd__ckpt_run_open(&cfg, "fake", w.nparams, 8, NULL, NULL, 0, 1, &cr, &err));
     memset(w.params, 0, w.nparams * sizeof(float));
     memset(w.optim.v, 0, w.nparams * sizeof(float));
     memset(&fs, 0, sizeof fs);
@@ -963,8 +963,8 @@ static void load_and_save_again(herd_train_config c, const char *dir, const char
         ASSERT_OK(herd_comm_threads_create(world, i, &w->comm, &err));
         rw[i].algo.ops = herd_algo_find(c.algo);
         if (i == 0) {
-            if (herd__ckpt_run_open(&cin, c.algo, w->nparams, w->steps_per_epoch, 0, cin.workers, &from, &err) != HERD_OK ||
-                herd__ckpt_run_open(&cout, c.algo, w->nparams, w->steps_per_epoch, 0, cout.workers, &to, &err) != HERD_OK)
+            if (herd__ckpt_run_open(&cin, c.algo, w->nparams, w->steps_per_epoch, &train, &test, 0, cin.workers, &from, &err) != HERD_OK ||
+                herd__ckpt_run_open(&cout, c.algo, w->nparams, w->steps_per_epoch, &train, &test, 0, cout.workers, &to, &err) != HERD_OK)
                 herd_test_fail(__FILE__, __LINE__, "open: %s", err.msg);
         }
         rw[i].from = from, rw[i].to = to;
@@ -1087,7 +1087,7 @@ static void test_async_holds(void)
     c.epochs = 4, c.checkpoint_every = 5;
     herd__ckpt_run *cr;
     herd_err err = {0};
-    ASSERT_OK(herd__ckpt_run_open(&c, "asgd", 100, 4, 0, c.workers, &cr, &err)); /* 12 batches an epoch, 48 in all */
+    ASSERT_OK(herd__ckpt_run_open(&c, "asgd", 100, 4, NULL, NULL, 0, c.workers, &cr, &err)); /* 12 batches an epoch, 48 in all */
     ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 0), 15);
     ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 14), 15);
     ASSERT_EQ_INT(herd__ckpt_next_hold(cr, 15), 30);

@@ -215,12 +215,16 @@ static void test_meta(void)
 
     /* another shape than the model's */
     eval_fails(dir, "synthetic:1x8x8:4", HERD_EINVAL, "takes 1x12x12 inputs of 4 classes; the data synthetic:1x8x8:4 has 1x8x8");
-    /* a newer meta record, then one that does not read */
-    meta[0] = 2;
+    /* a newer meta record, then ones that do not read: cut short, and a
+     * version 1 record carrying version 2's tail */
+    meta[0] = 3;
     put_meta(dir, meta, len);
-    eval_fails(dir, NULL, HERD_EUNSUPPORTED, "meta section version 2, this herd reads version 1");
-    meta[0] = 1;
+    eval_fails(dir, NULL, HERD_EUNSUPPORTED, "meta section version 3, this herd reads versions 1 to 2");
+    meta[0] = 2;
     put_meta(dir, meta, len - 1);
+    eval_fails(dir, NULL, HERD_ECORRUPT, "meta section");
+    meta[0] = 1;
+    put_meta(dir, meta, len);
     eval_fails(dir, NULL, HERD_ECORRUPT, "meta section");
     free(meta);
 
@@ -230,6 +234,111 @@ static void test_meta(void)
     ASSERT_TRUE(ev.info.step < last && !ev.kept.final);
     ASSERT_STR_CONTAINS(ev.kept.eval_model, "center");
     ASSERT_EQ_INT(ev.n, 64);
+    herd_eval_result_free(&ev);
+}
+
+/* IDX files of a tiny data set in dir: 100 training and 40 test images of
+ * 8x8, labels 0..3 from the pixels' sum (learnable); variant 1 changes one
+ * training pixel, variant 2 one test pixel. */
+static void write_idx(const char *dir, int variant)
+{
+    mkdir(dir, 0700);
+    const char *names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"};
+    for (int i = 0; i < 4; i++) {
+        FILE *f = fopen(herd_test_fmt("%s/%s", dir, names[i]), "wb");
+        ASSERT_TRUE(f != NULL);
+        bool images = i % 2 == 0, train = i < 2;
+        unsigned char n = train ? 100 : 40, hdr[16] = {0, 0, 8, images ? 3 : 1, 0, 0, 0, n, 0, 0, 0, 8, 0, 0, 0, 8};
+        fwrite(hdr, 1, images ? 16 : 8, f);
+        for (int e = 0; e < n; e++) {
+            int cls = (e * 7 + (train ? 0 : 3)) % 4;
+            for (int k = 0; images && k < 64; k++) {
+                int px = k / 16 == cls ? 200 : (e * 13 + k * 5) % 40;
+                if ((variant == 1 && train && e == 17 && k == 3) || (variant == 2 && !train && e == 5 && k == 60))
+                    px ^= 1;
+                fputc(px, f);
+            }
+            if (!images)
+                fputc(cls, f);
+        }
+        fclose(f);
+    }
+}
+
+/* A checkpoint records the data its run read (digests of the training
+ * and test sets, and where): herd eval and --resume on other data (one
+ * pixel of the training or of the test set changed) are refused with
+ * HERD_EDATA, naming both, unless told (other_data), and then the results
+ * give both digests. Before: herd eval scored whatever --data read, with
+ * exit 0, and a resume went on. A version 1 meta record (an older herd's)
+ * has no digests: nothing to compare. */
+static void test_data_identity(void)
+{
+    const char *a = scratch("data-a"), *b = scratch("data-b"), *t = scratch("data-t"), *dir = scratch("ident");
+    write_idx(a, 0), write_idx(b, 1), write_idx(t, 2);
+    herd_train_config c = ckpt_config("linear", "sgd", 1, dir);
+    c.data = a, c.batch = 10, c.train_limit = 0, c.test_limit = 0;
+    herd_train_result tr;
+    herd_test_train_ok(&c, &tr);
+    uint64_t train_a = tr.train_digest, test_a = tr.test_digest;
+    ASSERT_TRUE(train_a && test_a && train_a != test_a && !tr.other_data);
+    herd_train_result_free(&tr);
+    herd_eval_result ev = eval_ok(dir, a, 0);
+    ASSERT_TRUE(ev.kept.has_digests && ev.kept.train_digest == train_a && ev.kept.test_digest == test_a);
+    ASSERT_TRUE(ev.train_digest == train_a && !ev.other_data);
+    ASSERT_STR_CONTAINS(ev.kept.data_path, "/data-a");
+    herd_eval_result_free(&ev);
+    eval_fails(dir, b, HERD_EDATA, "was trained on other data: its run read ");
+    eval_fails(dir, b, HERD_EDATA, "), the training set of ");
+    eval_fails(dir, t, HERD_EDATA, "), the test set of ");
+    eval_fails(dir, t, HERD_EDATA, "; --other-data scores it on them anyway");
+    herd_eval_config ec = {.checkpoint_dir = dir, .data = b, .other_data = true};
+    herd_err err = {0};
+    ASSERT_OK(herd_eval(&ec, &ev, &err));
+    ASSERT_TRUE(ev.other_data && ev.train_digest != train_a && ev.test_digest == test_a);
+    herd_eval_result_free(&ev);
+    /* the CLI: exit 2, and with --other-data both digests in the summary */
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "eval", "--checkpoint", dir, "--data", b);
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "was trained on other data");
+    HERD_TEST_RUN(&o, "eval", "--checkpoint", dir, "--data", b, "--other-data", "--json", "--quiet");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, herd_test_fmt("\"checkpoint_train_digest\":\"%016" PRIx64 "\"", train_a));
+    /* --resume on the other training set */
+    c.data = b, c.resume = true, c.epochs = 3;
+    err = (herd_err){0};
+    ASSERT_EQ_INT(herd_train(&c, &tr, &err), HERD_EDATA);
+    ASSERT_STR_CONTAINS(err.msg, "--other-data resumes on them anyway");
+    herd_train_result_free(&tr);
+    HERD_TEST_RUN(&o, "train", "--data", b, "--model", "linear", "--batch", "10", "--epochs", "3", "--checkpoint", dir,
+                  "--resume", "--quiet");
+    ASSERT_EQ_INT(o.code, 2);
+    c.other_data = true;
+    herd_test_train_ok(&c, &tr);
+    ASSERT_TRUE(tr.other_data && tr.ckpt_train_digest == train_a && tr.train_digest != train_a);
+    herd_train_result_free(&tr);
+    /* an older herd's meta record (version 1: no digests): other data goes */
+    herd_ckpt *ck = NULL;
+    herd_ckpt_section sec;
+    ASSERT_OK(herd_ckpt_latest(dir, &ck, NULL, 0, NULL, NULL));
+    ASSERT_OK(herd_ckpt_find(ck, "meta", 0, &sec, NULL));
+    size_t dlen, v1 = 6 * 4 + HERD_CKPT_KEPT_NAME + 4;
+    uint32_t u;
+    memcpy(&u, (const unsigned char *)sec.data + 24 + HERD_CKPT_KEPT_NAME, 4);
+    dlen = u;
+    unsigned char *old = malloc(v1 + dlen);
+    ASSERT_TRUE(old != NULL);
+    memcpy(old, sec.data, v1 + dlen);
+    old[0] = 1;
+    herd_ckpt_free(ck);
+    put_meta(dir, old, v1 + dlen);
+    free(old);
+    ev = eval_ok(dir, a, 0);
+    ASSERT_TRUE(ev.kept.has_meta && !ev.kept.has_digests && !ev.other_data);
+    herd_eval_result_free(&ev);
+    ev = eval_ok(dir, t, 0);
     herd_eval_result_free(&ev);
 }
 
@@ -424,6 +533,7 @@ const herd_test herd_tests_export[] = {
     {"export_eval_allreduce_resnet", test_eval_allreduce_resnet, 120},
     {"export_old_checkpoints", test_old_checkpoints, 60},
     {"export_meta", test_meta, 60},
+    {"export_data_identity", test_data_identity, 60},
     {"export_tensors", test_tensors, 20},
     {"export_npy_file", test_npy_file, 20},
     {"export_cli", test_cli, 60},

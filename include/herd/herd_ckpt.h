@@ -145,7 +145,10 @@ herd_status herd_ckpt_latest(const char *dir, herd_ckpt **out, char *warn, size_
  * worker 0's weights where the algorithm keeps no other (no eval_params:
  * sgd, allreduce, localsgd...), and the shape comes from the data. */
 
-enum { HERD_CKPT_META_VERSION = 1, HERD_CKPT_KEPT_NAME = 16, HERD_CKPT_MAX_DATA = 4096 };
+/* Meta version 2 adds the data's identity: the digests of the training and
+ * test sets the run read (herd_dataset.digest) and where it read them
+ * (herd_data_resolve). Version 1 (an older herd's) is read without them. */
+enum { HERD_CKPT_META_VERSION = 2, HERD_CKPT_KEPT_NAME = 16, HERD_CKPT_MAX_DATA = 4096 };
 
 typedef struct herd_ckpt_kept {
     bool has_meta;             /* false: an older checkpoint (no shape, no data; see above) */
@@ -153,6 +156,9 @@ typedef struct herd_ckpt_kept {
     char data[HERD_CKPT_MAX_DATA]; /* the run's --data ("": herd's default) */
     char eval_model[HERD_CKPT_KEPT_NAME]; /* "worker0", "center", "average", "server" */
     bool final;                /* exactly the model the run's final evaluation scored */
+    bool has_digests;          /* meta version 2 on: the three below */
+    uint64_t train_digest, test_digest; /* the run's data sets as read (herd_dataset.digest) */
+    char data_path[HERD_CKPT_MAX_DATA]; /* where the run read them (herd_data_resolve) */
 } herd_ckpt_kept;
 
 /* What checkpoint ck says of the model it keeps: HERD_ECORRUPT for a meta
@@ -178,6 +184,7 @@ typedef struct herd_eval_config {
                                  * --threads gives its figures to the last digit, another
                                  * count may sum in another order) */
     bool keep_outputs;          /* res->logits and res->inputs get every example's */
+    bool other_data;            /* score data other than the run's (its digests differ) instead of refusing */
 } herd_eval_config;
 
 typedef struct herd_eval_result {
@@ -188,6 +195,9 @@ typedef struct herd_eval_result {
     size_t n, nparams;          /* test examples evaluated; the model's parameters */
     double test_acc, test_loss; /* as herd train's final evaluation computes them */
     double eval_s;
+    uint64_t train_digest, test_digest; /* the data evaluated (herd_dataset.digest): kept's where they match */
+    char data_path[HERD_CKPT_MAX_DATA]; /* where it was read (herd_data_resolve) */
+    bool other_data;            /* the checkpoint records other data (cfg->other_data let it through) */
     float *logits;              /* keep_outputs: n x nclasses, row-major */
     float *inputs;              /* keep_outputs: n x (c*h*w), NCHW, standardized as the model takes them */
 } herd_eval_result;
@@ -197,7 +207,9 @@ typedef struct herd_eval_result {
  * a checkpoint written after a run's final evaluation gives exactly that
  * evaluation's test_acc and test_loss. Fails (message in err) on a missing
  * or corrupt checkpoint, missing data, or data of another shape than the
- * model's. res owns logits and inputs: herd_eval_result_free. */
+ * model's; HERD_EDATA where the checkpoint records other data than cfg->data
+ * reads (its digests; not with cfg->other_data). res owns logits and
+ * inputs: herd_eval_result_free. */
 herd_status herd_eval(const herd_eval_config *cfg, herd_eval_result *res, herd_err *err);
 void herd_eval_result_free(herd_eval_result *res);
 

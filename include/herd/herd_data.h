@@ -25,6 +25,8 @@ typedef struct herd_dataset {
     size_t nclasses; /* labels are in [0, nclasses) */
     float *x;        /* n * c*h*w floats, example-major (NCHW) */
     int32_t *y;      /* n labels, the type every label has in herd's API (the loader's batches, the model's loss) */
+    uint64_t digest; /* herd_data_open's: of the examples and labels as read, before standardizing and any
+                      * truncation (0: not computed); a checkpoint records its run's to tell data apart */
 } herd_dataset;
 
 static inline size_t herd_dataset_dim(const herd_dataset *d) { return d->c * d->h * d->w; }
@@ -65,6 +67,13 @@ herd_status herd_data_shape(const char *spec, bool *known, size_t *c, size_t *h,
  * (x = (x - mean) / std). seed only matters for synthetic data. */
 herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train,
                            herd_dataset *test, herd_err *err);
+
+/* The data set spec names, as herd_data_open reads it, into out (cap
+ * bytes): "synthetic:..." as given; a directory (spec, else $HERD_DATA,
+ * else herd's default) as an absolute path with links resolved, or as
+ * given where it does not resolve. What a checkpoint records beside the
+ * data's digests. */
+void herd_data_resolve(const char *spec, char *out, size_t cap);
 
 /* Keeps only the first n examples (no-op if n >= d->n or n == 0). */
 void herd_dataset_truncate(herd_dataset *d, size_t n);

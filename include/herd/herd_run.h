@@ -123,6 +123,8 @@ typedef struct herd_train_config {
     size_t checkpoint_every;    /* steps between checkpoints (0: one per epoch); the last step always */
     size_t checkpoint_keep;     /* the newest N are kept (default 3) */
     bool resume;                /* start from the newest valid checkpoint of checkpoint_dir */
+    bool other_data;            /* resume on data other than the checkpoint's run read (its digests
+                                 * differ) instead of refusing it (HERD_EDATA) */
     /* A NaN or Inf in a loss or gradient stops the run, with a message
      * naming the step and the worker(s): allreduce's workers at that step;
      * the other synchronous algorithms' at the end of its epoch (a worker
@@ -171,6 +173,9 @@ typedef struct herd_train_result {
     const char *algo, *engine, *model;
     const char *optimizer;  /* "sgd", "lars", "lamb" (the summary's "optimizer") */
     const char *precision;  /* "fp32", "bf16" (the summary's "precision") */
+    uint64_t train_digest, test_digest; /* the data sets read (herd_dataset.digest; 0: none), the summary's */
+    bool other_data;        /* resumed on other data (cfg->other_data): the checkpoint's digests below */
+    uint64_t ckpt_train_digest, ckpt_test_digest;
     double lr;              /* the base learning rate, --lr-scale applied (the summary's "lr") */
     const char *status;     /* "ok"; "diverged" where the loss ran away, "not_learning" where it stayed at
                              * chance (the summary's "status") */

@@ -27,7 +27,8 @@
     X(EINTERNAL, -10, "internal error")                           \
     X(EKILLED, -11, "a worker was stopped on purpose (--fail)")   \
     X(EDIVERGED, -12, "the training diverged (--stop-on-divergence)") \
-    X(ESTOPPED, -13, "stopped by a signal")
+    X(ESTOPPED, -13, "stopped by a signal")                       \
+    X(EDATA, -14, "other data than the checkpoint's")
 
 typedef enum herd_status {
 #define HERD__STATUS_ENUM(name, code, msg) HERD_##name = (code),

@@ -40,7 +40,7 @@ static int failed(const char *cmd, bool json, herd_status st, const herd_err *er
     fprintf(stderr, "herd: %s\n", msg);
     if (json)
         print_error_json(cmd, st, msg);
-    return 1;
+    return st == HERD_EDATA ? 2 : 1; /* data not the checkpoint's: refused, as a usage error */
 }
 
 /* What herd eval and herd export were asked and read. */
@@ -91,7 +91,7 @@ static int succeeded(const model_cli *o, const char *warn, const model_said *m, 
     return 0;
 }
 
-enum { MODEL_NFLAGS = 12 };
+enum { MODEL_NFLAGS = 13 };
 
 /* herd eval's flags, or herd export's; the table points into o. */
 static void model_flags(model_cli *o, bool export, herd__flag *f)
@@ -116,6 +116,10 @@ static void model_flags(model_cli *o, bool export, herd__flag *f)
                               "write every example's logits to FILE (NPY, N x classes float32)", NULL};
         f[n++] = (herd__flag){"dump-inputs", HERD__FLAG_STR, &o->dump_inputs, "FILE",
                               "write the examples as the model takes them to FILE (NPY, N x C x H x W, standardized)",
+                              NULL};
+        f[n++] = (herd__flag){"other-data", HERD__FLAG_BOOL, &o->eval.other_data, NULL,
+                              "score data other than the run's (the checkpoint's data digests differ: refused "
+                              "otherwise, exit 2); the summary gives both digests",
                               NULL};
     }
     f[n++] = (herd__flag){"json", HERD__FLAG_BOOL, &o->json, NULL, "print a one-line JSON summary on stdout", NULL};
@@ -194,11 +198,18 @@ int herd__cli_eval(int argc, char **argv)
     if (st < 0)
         return failed("eval", o.json, st, &err);
     model_said m;
-    char what[128], rest[256];
+    char what[160], rest[512];
     say_model(&m, res.checkpoint, &res.info, &res.kept);
-    snprintf(what, sizeof what, "test accuracy %.4f, loss %.4f on %zu examples", res.test_acc, res.test_loss, res.n);
-    snprintf(rest, sizeof rest, "\"nparams\":%zu,\"test_n\":%zu,\"test_acc\":%.6f,\"test_loss\":%.17g,\"eval_s\":%.6f",
-             res.nparams, res.n, res.test_acc, res.test_loss, res.eval_s);
+    snprintf(what, sizeof what, "test accuracy %.4f, loss %.4f on %zu examples%s", res.test_acc, res.test_loss, res.n,
+             res.other_data ? " of other data than the run's (--other-data)" : "");
+    int len = snprintf(rest, sizeof rest,
+                       "\"nparams\":%zu,\"test_n\":%zu,\"test_acc\":%.6f,\"test_loss\":%.17g,\"eval_s\":%.6f,"
+                       "\"train_digest\":\"%016" PRIx64 "\",\"test_digest\":\"%016" PRIx64 "\"",
+                       res.nparams, res.n, res.test_acc, res.test_loss, res.eval_s, res.train_digest, res.test_digest);
+    if (res.other_data && len > 0 && (size_t)len < sizeof rest)
+        snprintf(rest + len, sizeof rest - (size_t)len,
+                 ",\"checkpoint_train_digest\":\"%016" PRIx64 "\",\"checkpoint_test_digest\":\"%016" PRIx64 "\"",
+                 res.kept.train_digest, res.kept.test_digest);
     return succeeded(&o, res.warn, &m, what, rest);
 }
 

@@ -138,7 +138,7 @@ typedef struct train_cli {
     bool json_asked; /* --json is among the arguments (known before they are parsed: usage errors print JSON too) */
 } train_cli;
 
-enum { TRAIN_NFLAGS = 56 };
+enum { TRAIN_NFLAGS = 57 };
 
 _Static_assert(HERD_NONFINITE_MAX_SKIPS == 10, "--skip-nonfinite's help says 10");
 
@@ -199,6 +199,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"checkpoint-every", HERD__FLAG_SIZE, &o->cfg.checkpoint_every, "N", "steps between checkpoints (default: one per epoch; the last step always)", NULL},
         {"keep", HERD__FLAG_SIZE, &o->cfg.checkpoint_keep, "N", "keep the newest N checkpoints (default 3)", NULL},
         {"resume", HERD__FLAG_BOOL, &o->cfg.resume, NULL, "continue from the newest valid checkpoint of --checkpoint DIR", NULL},
+        {"other-data", HERD__FLAG_BOOL, &o->cfg.other_data, NULL, "with --resume: go on although the checkpoint's run read other data (its data digests differ: refused otherwise, exit 2); the summary gives both digests", NULL},
         {"dry-run", HERD__FLAG_BOOL, &o->dry_run, NULL, "check the flags, the algorithm and its options, and exit 0: nothing is read or run (herd compare checks its specs so)", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
     };
@@ -426,13 +427,13 @@ static int cmd_train(int argc, char **argv)
          * SIGTERM mpirun sends them then ends them, with no "stopping" line) */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
-        herd_comm_abort(res.refused ? 2 : 1);
+        herd_comm_abort(res.refused || st == HERD_EDATA ? 2 : 1);
     }
     herd_comm_shutdown();
     if (st < 0 && st == HERD_ESTOPPED)
         return 128 + atomic_load(&stop_signal);
-    if (st < 0) /* a configuration refused is a usage error */
-        return res.refused ? 2 : 1;
+    if (st < 0) /* a configuration refused is a usage error; so is data that is not the checkpoint's */
+        return res.refused || st == HERD_EDATA ? 2 : 1;
     if (res.rank != 0)
         return 0;
     if (res.stop_signal) { /* one line, whatever --quiet says: the run did not end */

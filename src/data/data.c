@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "core/digest.h"
 #include "data/data_parse.h"
 #include "herd/herd_rng.h"
 
@@ -366,15 +367,39 @@ static bool find_file(const char *dir, const char *name, char *out, size_t cap)
     return exists(out);
 }
 
+/* The spec herd_data_open reads: spec, else $HERD_DATA, else the default. */
+static const char *spec_or_default(const char *spec)
+{
+    if (!spec || !*spec)
+        spec = getenv("HERD_DATA");
+    return spec && *spec ? spec : "/usr/share/datasets/fashion-mnist";
+}
+
+void herd_data_resolve(const char *spec, char *out, size_t cap)
+{
+    if (!out || !cap)
+        return;
+    spec = spec_or_default(spec);
+    char *abs = strncmp(spec, "synthetic:", 10) ? realpath(spec, NULL) : NULL;
+    snprintf(out, cap, "%s", abs ? abs : spec);
+    free(abs);
+}
+
+/* The set's digest (herd_dataset.digest): its shape, examples and labels. */
+static uint64_t dataset_digest(const herd_dataset *d)
+{
+    uint64_t shape[5] = {d->n, d->c, d->h, d->w, d->nclasses};
+    uint64_t h = herd__digest64(shape, sizeof shape, 0);
+    h = herd__digest64(d->x, d->n * herd_dataset_dim(d) * sizeof(float), h);
+    return herd__digest64(d->y, d->n * sizeof(int32_t), h);
+}
+
 herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train, herd_dataset *test, herd_err *err)
 {
     herd_status st = HERD_OK;
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
-    if (!spec || !*spec)
-        spec = getenv("HERD_DATA");
-    if (!spec || !*spec)
-        spec = "/usr/share/datasets/fashion-mnist";
+    spec = spec_or_default(spec);
     if (!strncmp(spec, "synthetic:", 10)) {
         HERD_TRY(herd_data_synthetic(spec + 10, 60000, seed, train, err));
         HERD_TRY(herd_data_synthetic(spec + 10, 10000, seed ^ 0x7e57, test, err));
@@ -430,6 +455,7 @@ done:
     if (train->nclasses < test->nclasses)
         train->nclasses = test->nclasses;
     test->nclasses = train->nclasses;
+    train->digest = dataset_digest(train), test->digest = dataset_digest(test);
     standardize(train, test);
 out:
     if (st < 0) {

@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/digest.h"
+#include "run/ckpt_run.h"
 #include "run/crc32c_table.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -345,6 +347,8 @@ struct herd_ckpt {
     herd_ckpt_section *secs; /* names and data point into bytes */
     char (*names)[HERD_CKPT_NAME_BYTES];
 };
+
+uint64_t herd__ckpt_content_digest(const herd_ckpt *ck) { return herd__digest64(ck->bytes, ck->len, 0); }
 
 void herd_ckpt_free(herd_ckpt *ck)
 {

@@ -32,9 +32,22 @@ static uint32_t get_u32(const unsigned char *p)
     return u;
 }
 
+/* Version 2's tail, after the data name: train and test digests, the path's length, the path. */
+enum { META_TAIL_FIXED = 8 + 8 + 4 };
+
+static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t u;
+    memcpy(&u, p, 8);
+    return u;
+}
+
 size_t herd__ckpt_meta_encode(const herd_ckpt_kept *k, unsigned char *buf, size_t cap)
 {
-    size_t dlen = strnlen(k->data, sizeof k->data - 1), need = META_FIXED + dlen;
+    size_t dlen = strnlen(k->data, sizeof k->data - 1), plen = strnlen(k->data_path, sizeof k->data_path - 1);
+    size_t need = META_FIXED + dlen + META_TAIL_FIXED + plen;
     if (!buf || cap < need)
         return need;
     memset(buf, 0, META_FIXED);
@@ -44,7 +57,25 @@ size_t herd__ckpt_meta_encode(const herd_ckpt_kept *k, unsigned char *buf, size_
     memcpy(buf + 24, k->eval_model, strnlen(k->eval_model, HERD_CKPT_KEPT_NAME - 1));
     put_u32(buf + 24 + HERD_CKPT_KEPT_NAME, dlen);
     memcpy(buf + META_FIXED, k->data, dlen);
+    unsigned char *t = buf + META_FIXED + dlen;
+    put_u64(t, k->train_digest), put_u64(t + 8, k->test_digest), put_u32(t + 16, plen);
+    memcpy(t + META_TAIL_FIXED, k->data_path, plen);
     return need;
+}
+
+/* A version 2 tail of len bytes at t into out; false where it does not read. */
+static bool meta_tail(const unsigned char *t, size_t len, herd_ckpt_kept *out)
+{
+    if (len < META_TAIL_FIXED)
+        return false;
+    size_t plen = get_u32(t + 16);
+    if (plen >= HERD_CKPT_MAX_DATA || len != META_TAIL_FIXED + plen || memchr(t + META_TAIL_FIXED, 0, plen))
+        return false;
+    out->has_digests = true;
+    out->train_digest = get_u64(t), out->test_digest = get_u64(t + 8);
+    memcpy(out->data_path, t + META_TAIL_FIXED, plen);
+    out->data_path[plen] = 0;
+    return true;
 }
 
 herd_status herd_ckpt_kept_info(const herd_ckpt *ck, herd_ckpt_kept *out, herd_err *err)
@@ -59,17 +90,19 @@ herd_status herd_ckpt_kept_info(const herd_ckpt *ck, herd_ckpt_kept *out, herd_e
     if (s.bytes < 4)
         return herd_err_set(err, HERD_ECORRUPT, "checkpoint %s: its meta section is %zu bytes", f, s.bytes);
     uint32_t version = get_u32(b);
-    if (version != HERD_CKPT_META_VERSION)
+    if (version != 1 && version != HERD_CKPT_META_VERSION)
         return herd_err_set(err, version > HERD_CKPT_META_VERSION ? HERD_EUNSUPPORTED : HERD_ECORRUPT,
-                            "checkpoint %s: meta section version %" PRIu32 ", this herd reads version %d", f, version,
-                            HERD_CKPT_META_VERSION);
+                            "checkpoint %s: meta section version %" PRIu32 ", this herd reads versions 1 to %d", f,
+                            version, HERD_CKPT_META_VERSION);
     size_t dlen = s.bytes >= META_FIXED ? get_u32(b + 24 + HERD_CKPT_KEPT_NAME) : 0;
     const unsigned char *name = b + 24;
     bool named = s.bytes >= META_FIXED && memchr(name, 0, HERD_CKPT_KEPT_NAME) && name[0];
     for (size_t i = 0; named && name[i]; i++)
         named = (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9');
-    if (s.bytes < META_FIXED || dlen >= HERD_CKPT_MAX_DATA || s.bytes != META_FIXED + dlen || !named ||
-        get_u32(b + 20) > 1 || memchr(b + META_FIXED, 0, dlen))
+    bool sized = s.bytes >= META_FIXED && dlen < HERD_CKPT_MAX_DATA && s.bytes >= META_FIXED + dlen &&
+                 (version == 1 ? s.bytes == META_FIXED + dlen
+                               : meta_tail(b + META_FIXED + dlen, s.bytes - META_FIXED - dlen, out));
+    if (!sized || !named || get_u32(b + 20) > 1 || memchr(b + META_FIXED, 0, dlen))
         return herd_err_set(err, HERD_ECORRUPT, "checkpoint %s: its meta section (%zu bytes) does not read", f, s.bytes);
     out->has_meta = true;
     out->c = get_u32(b + 4), out->h = get_u32(b + 8), out->w = get_u32(b + 12), out->nclasses = get_u32(b + 16);
@@ -119,6 +152,22 @@ herd_status herd_ckpt_kept_model(const herd_ckpt *ck, size_t c, size_t h, size_t
 out:
     herd_model_free(m);
     return st;
+}
+
+/* ---- the data's identity ---------------------------------------------------- */
+
+herd_status herd__ckpt_check_data(const char *label, const herd_ckpt_kept *k, const char *path, uint64_t train,
+                                  uint64_t test, const char *how, herd_err *err)
+{
+    if (!k->has_digests || (k->train_digest == train && k->test_digest == test))
+        return HERD_OK;
+    const char *which = k->train_digest != train && k->test_digest != test ? "training and test sets"
+                        : k->train_digest != train                         ? "training set"
+                                                                           : "test set";
+    return herd_err_set(err, HERD_EDATA,
+                        "checkpoint %s was trained on other data: its run read %s (training set digest %016" PRIx64
+                        ", test set %016" PRIx64 "), the %s of %s differ (%016" PRIx64 ", %016" PRIx64 "); %s",
+                        label, k->data_path, k->train_digest, k->test_digest, which, path, train, test, how);
 }
 
 /* ---- herd eval ------------------------------------------------------------ */
@@ -175,6 +224,15 @@ herd_status herd_eval(const herd_eval_config *cfg, herd_eval_result *res, herd_e
     herd_dataset_truncate(&test, cfg->test_limit);
     test.nclasses = train.nclasses; /* the model's: the run built it from the training set */
     HERD_TRY(check_shape(&res->kept, &test, spec, res->checkpoint, err));
+    /* the same shape, and the same data? */
+    herd_data_resolve(spec, res->data_path, sizeof res->data_path);
+    res->train_digest = train.digest, res->test_digest = test.digest;
+    st = herd__ckpt_check_data(res->checkpoint, &res->kept, res->data_path, train.digest, test.digest,
+                               "--other-data scores it on them anyway", err);
+    res->other_data = st == HERD_EDATA;
+    if (st < 0 && !(st == HERD_EDATA && cfg->other_data))
+        goto out;
+    st = HERD_OK;
     res->kept.c = test.c, res->kept.h = test.h, res->kept.w = test.w, res->kept.nclasses = test.nclasses;
     HERD_TRY(herd_ckpt_kept_model(ck, test.c, test.h, test.w, test.nclasses, 0, &m, err));
     res->nparams = herd_model_nparams(m);

@@ -51,6 +51,8 @@ struct herd__ckpt_run {
     herd_ckpt_section *secs;
     /* the model the run keeps, filled by worker 0 (herd_ckpt.h) */
     herd_ckpt_kept kept;
+    bool other_data;     /* resumed on other data than the checkpoint's (--other-data) */
+    uint64_t other_train, other_test; /* with other_data: the checkpoint's digests */
     float *model;        /* nparams floats: the kept model, where it is not worker 0's params */
     bool has_model;
     unsigned char *meta; /* the meta section (its length is fixed by the run's --data) */
@@ -194,6 +196,35 @@ static herd_status check_same_run(const herd__ckpt_run *cr, herd_err *err)
     return HERD_OK;
 }
 
+/* The data the checkpoint's run read must be this run's (its digests),
+ * unless --other-data: then a warning, and the summary says so. */
+static herd_status check_same_data(herd__ckpt_run *cr, herd_err *err)
+{
+    if (!cr->kept.has_digests)
+        return HERD_OK;
+    herd_ckpt_kept k;
+    herd_status st = herd_ckpt_kept_info(cr->resume, &k, err);
+    if (st < 0)
+        return st;
+    st = herd__ckpt_check_data(herd_ckpt_label(cr->resume), &k, cr->kept.data_path, cr->kept.train_digest,
+                               cr->kept.test_digest, "--other-data resumes on them anyway", err);
+    if (st != HERD_EDATA || !cr->cfg->other_data)
+        return st;
+    if (!cr->cfg->quiet)
+        fprintf(stderr, "herd: warning: --other-data: %s\n", err->msg);
+    cr->other_data = true;
+    cr->other_train = k.train_digest, cr->other_test = k.test_digest;
+    return HERD_OK;
+}
+
+bool herd__ckpt_other_data(const herd__ckpt_run *cr, uint64_t *train, uint64_t *test)
+{
+    if (!cr || !cr->other_data)
+        return false;
+    *train = cr->other_train, *test = cr->other_test;
+    return true;
+}
+
 /* The run's hold on its checkpoint directory: DIR/.lock, flock()ed (an
  * advisory lock the kernel drops when the process ends, however it ends)
  * and holding this process's pid, so that a second run in DIR is refused
@@ -231,8 +262,8 @@ static herd_status lock_dir(herd__ckpt_run *cr, const char *dir, herd_err *err)
 }
 
 herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, size_t nparams,
-                                size_t steps_per_epoch, size_t first_rank, size_t nlocal, herd__ckpt_run **out,
-                                herd_err *err)
+                                size_t steps_per_epoch, const herd_dataset *train, const herd_dataset *test,
+                                size_t first_rank, size_t nlocal, herd__ckpt_run **out, herd_err *err)
 {
     herd_status st = HERD_OK;
     *out = NULL;
@@ -281,6 +312,9 @@ herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, 
     cr->slots = calloc(cfg->workers, sizeof *cr->slots);
     cr->secs = calloc(cfg->workers * SECTIONS_PER_WORKER + RUN_SECTIONS, sizeof *cr->secs);
     snprintf(cr->kept.data, sizeof cr->kept.data, "%s", cfg->data ? cfg->data : "");
+    cr->kept.has_digests = train && test; /* NULL: a caller with no data (a test's) records none */
+    cr->kept.train_digest = train ? train->digest : 0, cr->kept.test_digest = test ? test->digest : 0;
+    herd_data_resolve(cfg->data, cr->kept.data_path, sizeof cr->kept.data_path);
     cr->meta_len = herd__ckpt_meta_encode(&cr->kept, NULL, 0);
     cr->meta = malloc(cr->meta_len);
     if (!cr->slots || !cr->secs || !cr->meta) {
@@ -309,6 +343,7 @@ herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, 
         else if (warn[0] && !cfg->quiet) /* a file not named after its step */
             fprintf(stderr, "herd: warning: %s", warn);
         HERD_TRY(check_same_run(cr, err));
+        HERD_TRY(check_same_data(cr, err));
         if (!cfg->quiet)
             fprintf(stderr, "herd: resuming from %s (step %" PRIu64 ", epoch %" PRIu64 ")\n",
                     herd_ckpt_label(cr->resume), herd_ckpt_get_info(cr->resume)->step,
@@ -450,19 +485,27 @@ static herd_status agree_resume(herd__ckpt_run *cr, herd_worker *w)
 {
     herd_status st = HERD_OK;
     const herd_ckpt_info *h = herd_ckpt_get_info(cr->resume);
-    unsigned char mine[16], *all = malloc(w->nworkers * sizeof mine);
+    unsigned char mine[24], *all = malloc(w->nworkers * sizeof mine);
     if (!all)
         return herd_err_set(&w->err, HERD_ENOMEM, "worker %zu: out of memory", w->rank);
-    put64(mine, h->step), put64(mine + 8, h->epoch);
+    put64(mine, h->step), put64(mine + 8, h->epoch), put64(mine + 16, herd__ckpt_content_digest(cr->resume));
     HERD_TRY(herd_allgather(w->comm, mine, all, sizeof mine));
-    for (size_t r = 0; r < w->nworkers; r++)
-        if (memcmp(all + r * sizeof mine, all, sizeof mine)) {
+    for (size_t r = 0; r < w->nworkers; r++) {
+        const unsigned char *o = all + r * sizeof mine;
+        if (memcmp(o, all, 16))
             st = herd_err_set(&w->err, HERD_EINVAL,
                               "--resume: worker 0 resumes from step %" PRIu64 " and worker %zu from step %" PRIu64
                               "; the ranks must share the checkpoint directory %s (one filesystem)",
-                              get64(all), r, get64(all + r * sizeof mine), cr->cfg->checkpoint_dir);
+                              get64(all), r, get64(o), cr->cfg->checkpoint_dir);
+        else if (memcmp(o + 16, all + 16, 8)) /* the same step, other bytes: another directory, another run */
+            st = herd_err_set(&w->err, HERD_EINVAL,
+                              "--resume: worker 0 and worker %zu read checkpoints of step %" PRIu64
+                              " that differ (content digests %016" PRIx64 " and %016" PRIx64
+                              "): the ranks must share the checkpoint directory %s (one filesystem)",
+                              r, get64(all), get64(all + 16), get64(o + 16), cr->cfg->checkpoint_dir);
+        if (st < 0)
             break;
-        }
+    }
 out:
     free(all);
     return st;

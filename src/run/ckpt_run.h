@@ -81,10 +81,16 @@ herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *
  * Without cfg->resume, refuses a directory that already holds checkpoints.
  * With cfg->resume, loads the newest valid checkpoint, saying on stderr
  * (unless quiet) which newer ones were skipped and why, and refuses one of
- * another model, algorithm, worker count, batch, seed or data set size. */
+ * another model, algorithm, worker count, batch, seed or data set size,
+ * and one whose run read other data (train, test: this run's sets, their
+ * digests; HERD_EDATA, unless cfg->other_data; NULL, NULL: none recorded,
+ * none compared). */
 herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, size_t nparams,
-                                size_t steps_per_epoch, size_t first_rank, size_t nlocal, herd__ckpt_run **out,
-                                herd_err *err);
+                                size_t steps_per_epoch, const herd_dataset *train, const herd_dataset *test,
+                                size_t first_rank, size_t nlocal, herd__ckpt_run **out, herd_err *err);
+/* A resume on other data than its checkpoint's (cfg->other_data let it
+ * through): true, with the checkpoint's digests; false otherwise. */
+bool herd__ckpt_other_data(const herd__ckpt_run *cr, uint64_t *train, uint64_t *test);
 void herd__ckpt_run_free(herd__ckpt_run *cr);
 bool herd__ckpt_resuming(const herd__ckpt_run *cr);
 
@@ -128,6 +134,17 @@ herd_status herd__ckpt_open_latest(const char *dir, herd_ckpt **ck, char *label,
  * (ckpt_export.c); res says what the model is, for the metadata. */
 herd_status herd__export_write(const herd_export_config *cfg, const herd_export_result *res, herd_model *m,
                                const herd_tensor *ts, size_t n, herd_err *err);
+
+/* Whether the data sets with digests train and test (read from path) are
+ * the ones checkpoint `label` records in k: HERD_OK where they are, or
+ * where k records none (an older herd's); else HERD_EDATA in err, naming
+ * both, and ending with `how` (the flag that lets it through). */
+herd_status herd__ckpt_check_data(const char *label, const herd_ckpt_kept *k, const char *path, uint64_t train,
+                                  uint64_t test, const char *how, herd_err *err);
+
+/* A digest of the whole checkpoint file as read: ranks that resume under
+ * mpirun check they read the same bytes, not only the same step. */
+uint64_t herd__ckpt_content_digest(const herd_ckpt *ck);
 
 /* The meta section's bytes (herd_ckpt.h) for k into buf (cap bytes, may be
  * NULL); returns the length it takes. */

@@ -1,5 +1,6 @@
 /* The run's result: totals over every worker (every process), the
  * summary's figures, and its JSON form. */
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -181,6 +182,8 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
     res->model = cfg->model;
     res->optimizer = herd_optimizer_name(cfg->optim.optimizer);
     res->precision = herd_precision_name(cfg->precision);
+    res->train_digest = r->train.digest, res->test_digest = r->test.digest;
+    res->other_data = herd__ckpt_other_data(r->ckpt, &res->ckpt_train_digest, &res->ckpt_test_digest);
     res->lr = herd_optim_base_lr(&cfg->optim);
     res->rank = r->first_rank;
     res->workers = cfg->workers;
@@ -261,6 +264,12 @@ herd_status herd_train_result_json(const herd_train_result *res, FILE *f)
         fprintf(m, ",\"optimizer\":\"%s\",\"lr\":%.9g", res->optimizer, res->lr);
     if (res->precision)
         fprintf(m, ",\"precision\":\"%s\"", res->precision);
+    if (res->train_digest || res->test_digest)
+        fprintf(m, ",\"train_digest\":\"%016" PRIx64 "\",\"test_digest\":\"%016" PRIx64 "\"", res->train_digest,
+                res->test_digest);
+    if (res->other_data) /* resumed with --other-data: what the checkpoint's run read */
+        fprintf(m, ",\"checkpoint_train_digest\":\"%016" PRIx64 "\",\"checkpoint_test_digest\":\"%016" PRIx64 "\"",
+                res->ckpt_train_digest, res->ckpt_test_digest);
     fputs(res->algo_json, m);
     fputs("}", m);
     herd_status st = fclose(m) ? HERD_ENOMEM : HERD_OK;

@@ -6,8 +6,9 @@
 # its final checkpoint file (every rank's weights, momentum, cursor and the
 # algorithm's state). Then a corrupt newest checkpoint falls back to the
 # older one (with a warning) and still ends the same, a run checkpointed on
-# the mpi engine resumes on the threads engine, and an asynchronous
-# algorithm is refused (exit 2, naming it).
+# the mpi engine resumes on the threads engine, ranks that read different
+# checkpoints of one step are refused, and an asynchronous algorithm is
+# refused (exit 2, naming it).
 # usage: tests/mpi/ckpt_checks.sh HERD_BIN "MPIRUN..." [ALGO:NP ...]
 set -u
 bin=$1 mpirun=$2
@@ -58,7 +59,7 @@ done
 # threads engine.
 cut=$tmp/corrupt whole=$tmp/allreduce-whole last=$(newest "$tmp/allreduce-whole")
 timeout 120 $mpirun -np 3 "$bin" train --algo allreduce "${common[@]}" --checkpoint "$cut" --fail 1@25:exit1 >/dev/null 2>&1
-mkdir "$tmp/threads" && cp "$cut/ckpt-20.herd" "$tmp/threads/"
+mkdir "$tmp/threads" "$tmp/mixA" && cp "$cut/ckpt-20.herd" "$tmp/threads/" && cp "$cut/ckpt-20.herd" "$tmp/mixA/"
 printf 'XXXX' | dd of="$cut/ckpt-20.herd" bs=1 seek=4000 conv=notrunc status=none
 out=$(timeout 120 $mpirun -np 3 "$bin" train --algo allreduce "${common[@]}" --checkpoint "$cut" --resume 2>"$tmp/err")
 ok=0
@@ -75,6 +76,19 @@ rc=$? ok=0
 grep -q "resuming from .*ckpt-20.herd" "$tmp/err" && [ "$(figures "$out")" = "$(cat "$tmp/allreduce.want")" ] &&
     cmp -s "$whole/ckpt-$last.herd" "$tmp/threads/ckpt-$last.herd" && ok=1
 report $ok "mpi checkpoint resumed on the threads engine (3 workers, --allreduce ring): exit $rc, ckpt-$last.herd bit for bit" "$(cat "$tmp/err")"
+
+# Ranks that read checkpoints of the same step but not the same bytes (two
+# directories: here one written at --lr 0.1, which the header does not
+# record) are refused, naming the step and both digests; they used to go on
+# with different replicas, exit 0.
+timeout 120 $mpirun -np 3 "$bin" train --algo allreduce "${common[@]}" --lr 0.1 --max-steps 20 \
+    --checkpoint "$tmp/lr" >/dev/null 2>&1
+mkdir "$tmp/mixB" && cp "$tmp/lr/ckpt-20.herd" "$tmp/mixB/"
+out=$(timeout 120 $mpirun -np 2 "$bin" train --algo allreduce "${common[@]}" --checkpoint "$tmp/mixA" --resume : \
+    -np 1 "$bin" train --algo allreduce "${common[@]}" --checkpoint "$tmp/mixB" --resume 2>&1 >/dev/null)
+rc=$? ok=0
+[ $rc -ne 0 ] && printf '%s\n' "$out" | grep -q "read checkpoints of step 20 that differ (content digests" && ok=1
+report $ok "mpi checkpoint, ranks reading other checkpoints of step 20: refused (exit $rc)" "$out"
 
 # Asynchronous algorithms are refused on the mpi engine, once, naming the algorithm.
 out=$(timeout 60 $mpirun -np 2 "$bin" train --algo asgd "${common[@]}" --checkpoint "$tmp/async" 2>&1 >/dev/null)
