@@ -26,7 +26,8 @@
 # push-sum message, the batch counter); each must end within 0.5 s. Then
 # one rank pulls from a computing rank of the other host with the agents'
 # period at 100 ms (HERD_MPI_PROGRESS_US): a request that comes over the
-# link is served as it arrives, so a pull takes well under 5 ms.
+# link is served as it arrives, so a pull takes well under 20 ms (a fifth
+# of the period; left for the next turn it would take 50 ms on average).
 # Across hosts the windows are served by the ranks' agents over messages
 # (src/comm/mpi_am.c), and rank 0 says so once.
 # Then a user's own choice of one-sided component is kept: with
@@ -144,15 +145,17 @@ if [ -x "$checks_bin" ]; then
     done
     # a request from the other host wakes the target's agent and is served
     # in that turn: with the agents' period at 100 ms, pulls from a rank that
-    # computes take a round trip each (~0.1 ms here), where a request left
-    # for the next turn would take the period
+    # computes take a round trip each (~0.1 ms here, 5.1 ms with the
+    # machine's two cores busy with a test suite beside it), where a request
+    # left for the next turn would take half the period on average (50 ms):
+    # the limit, 20 ms, tells the two apart on a busy machine too
     netns_run 120 "$out.wake" "${NETNS_MPIRUN[@]}" -x HERD_MPI_PROGRESS_US=100000 --map-by node -np 2 \
         "$checks_bin" --pull-latency 0 2000
     rc=$?
     us=$(sed -n 's/^pull_latency_us \([0-9.]*\).*/\1/p' "$out.wake")
     ok=0
-    [ $rc -eq 0 ] && [ -n "$us" ] && awk -v u="$us" 'BEGIN { exit !(u < 5000) }' && ok=1
-    verdict $ok "a pull across the hosts with the agents' period at 100 ms: ${us:-?} us (limit 5000: served as it arrives)" \
+    [ $rc -eq 0 ] && [ -n "$us" ] && awk -v u="$us" 'BEGIN { exit !(u < 20000) }' && ok=1
+    verdict $ok "a pull across the hosts with the agents' period at 100 ms: ${us:-?} us (limit 20000: served as it arrives)" \
         "$out.wake"
 else
     verdict 0 "progress across the hosts: no $checks_bin (make $checks_bin)"
