@@ -360,7 +360,7 @@ static void foreign_launcher_refused(bool json)
                                "started by torchrun or a launcher like it (WORLD_SIZE=%zu, RANK=%s), which herd does "
                                "not join: each of the %zu processes would train alone. Launch with Open MPI: 'mpirun "
                                "-np %zu herd train ...' (on one host, one process trains as many: 'herd train "
-                               "--workers %zu ...')",
+                               "--workers %zu ...'; one process on purpose: unset WORLD_SIZE)",
                                n, rank ? rank : "unset", n, n, n);
     const char *tasks = getenv("SLURM_STEP_NUM_TASKS") ? getenv("SLURM_STEP_NUM_TASKS") : getenv("SLURM_NTASKS");
     if (tasks && herd__parse_size(tasks, &n) == 0 && n > 1)
