@@ -342,6 +342,47 @@ static void test_data_identity(void)
     herd_eval_result_free(&ev);
 }
 
+/* herd train of a tiny linear model for `epochs`, --checkpoint ckpt
+ * (every 4 steps), --resume where asked. */
+static void train_into(herd_test_cmd *o, const char *epochs, const char *ckpt, bool resume)
+{
+    herd_test_run(o, 60, (const char *const[]){"train", "--data", "synthetic:1x8x8:4", "--model", "linear",
+                                               "--train-limit", "512", "--test-limit", "64", "--checkpoint-every", "4",
+                                               "--quiet", "--json", "--epochs", epochs, "--checkpoint", ckpt,
+                                               resume ? "--resume" : NULL, NULL});
+}
+
+/* --checkpoint takes a checkpoint file as well as a directory: herd eval
+ * and herd export read that file (not the directory's newest); herd train
+ * --resume goes on from it where it is its directory's newest, and refuses
+ * an older one (its run would write among the newer ones) and a file
+ * without --resume (exit 2 each). Before: "checkpoint directory ... is not
+ * a directory". */
+static void test_checkpoint_file(void)
+{
+    const char *dir = scratch("byfile");
+    herd_test_cmd o;
+    train_into(&o, "2", dir, false);
+    ASSERT_EQ_INT(o.code, 0);
+    const char *older = herd_test_fmt("%s/ckpt-8.herd", dir), *newest = herd_test_fmt("%s/ckpt-16.herd", dir);
+    HERD_TEST_RUN(&o, "eval", "--checkpoint", older, "--json", "--quiet");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "\"step\":8,");
+    HERD_TEST_RUN(&o, "export", "--checkpoint", older, "--json", "--quiet", scratch("byfile.safetensors"));
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "\"step\":8,");
+    train_into(&o, "3", older, true);
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "it is not the newest valid checkpoint of ");
+    train_into(&o, "3", newest, false);
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "is a file: a run writes its checkpoints into a directory");
+    train_into(&o, "3", newest, true);
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "\"steps\":24,");
+    ASSERT_TRUE(access(herd_test_fmt("%s/ckpt-24.herd", dir), F_OK) == 0);
+}
+
 /* Every model's named tensors cover its parameters and buffers exactly
  * once, each as long as its shape says, under names given once. */
 static void test_tensors(void)
@@ -534,6 +575,7 @@ const herd_test herd_tests_export[] = {
     {"export_old_checkpoints", test_old_checkpoints, 60},
     {"export_meta", test_meta, 60},
     {"export_data_identity", test_data_identity, 60},
+    {"export_checkpoint_file", test_checkpoint_file, 60},
     {"export_tensors", test_tensors, 20},
     {"export_npy_file", test_npy_file, 20},
     {"export_cli", test_cli, 60},

@@ -177,7 +177,7 @@ herd_status herd_ckpt_kept_model(const herd_ckpt *ck, size_t c, size_t h, size_t
 /* ---- herd eval: the kept model on the test set ---------------------------- */
 
 typedef struct herd_eval_config {
-    const char *checkpoint_dir; /* its newest valid checkpoint (herd_ckpt_latest) */
+    const char *checkpoint_dir; /* its newest valid checkpoint (herd_ckpt_latest), or a checkpoint file: that one */
     const char *data;           /* NULL: the run's own --data as the checkpoint records it, else herd's default */
     size_t test_limit;          /* the first N test examples (0: all) */
     size_t threads;             /* intra-op threads (0: 1, herd train's default; the run's
@@ -224,7 +224,7 @@ typedef enum herd_export_format {
 } herd_export_format;
 
 typedef struct herd_export_config {
-    const char *checkpoint_dir;
+    const char *checkpoint_dir; /* its newest valid checkpoint, or a checkpoint file: that one */
     const char *out;         /* the file (safetensors) or directory (npy; created if missing) */
     herd_export_format format;
     const char *data;        /* only for a checkpoint that does not record its shape (an older herd's) */

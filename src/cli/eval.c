@@ -98,7 +98,7 @@ static void model_flags(model_cli *o, bool export, herd__flag *f)
 {
     size_t n = 0;
     f[n++] = (herd__flag){"checkpoint", HERD__FLAG_STR, export ? &o->export.checkpoint_dir : &o->eval.checkpoint_dir,
-                          "DIR", "the checkpoint directory: its newest valid checkpoint (required)", NULL};
+                          "DIR|FILE", "the checkpoint directory (its newest valid checkpoint) or a checkpoint file (required)", NULL};
     f[n++] = (herd__flag){"data", HERD__FLAG_STR, export ? &o->export.data : &o->eval.data, "S",
                           export ? "the run's data, for the input shape of a checkpoint that does not record it (an "
                                    "older herd's)"

@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "herd/herd_algo.h"
+#include "herd/herd_ckpt.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_data.h"
 #include "herd/herd_engine.h"
@@ -136,6 +138,7 @@ typedef struct train_cli {
     herd_train_config cfg;
     bool json, no_progress, nesterov, dry_run;
     bool json_asked; /* --json is among the arguments (known before they are parsed: usage errors print JSON too) */
+    char ckpt_dir[4096]; /* --checkpoint FILE --resume: FILE's directory */
 } train_cli;
 
 enum { TRAIN_NFLAGS = 57 };
@@ -195,7 +198,7 @@ static void train_flags(train_cli *o, herd__flag *f)
         {"skip-nonfinite", HERD__FLAG_BOOL, &o->cfg.skip_nonfinite, NULL, "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row", NULL},
         {"stop-on-divergence", HERD__FLAG_BOOL, &o->cfg.stop_on_divergence, NULL, "stop (exit 1) when the loss diverges: not finite, back at chance after having learned, 10x its lowest, or not learning: still at chance after 100 steps, or at the end a test accuracy within 2 points of chance (without it: a warning, and the summary's status \"diverged\" or \"not_learning\")", NULL},
         {"inject-nan", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "for testing: a NaN goes into worker RANK's gradient at its step STEP (repeatable)", parse_inject},
-        {"checkpoint", HERD__FLAG_STR, &o->cfg.checkpoint_dir, "S", "write checkpoints into directory S (threads engine: every algorithm but osgp; mpi engine: the synchronous ones, DIR on a filesystem every rank shares)", NULL},
+        {"checkpoint", HERD__FLAG_STR, &o->cfg.checkpoint_dir, "S", "write checkpoints into directory S (threads engine: every algorithm but osgp; mpi engine: the synchronous ones, DIR on a filesystem every rank shares); with --resume S may be the newest checkpoint file of its directory", NULL},
         {"checkpoint-every", HERD__FLAG_SIZE, &o->cfg.checkpoint_every, "N", "steps between checkpoints (default: one per epoch; the last step always)", NULL},
         {"keep", HERD__FLAG_SIZE, &o->cfg.checkpoint_keep, "N", "keep the newest N checkpoints (default 3)", NULL},
         {"resume", HERD__FLAG_BOOL, &o->cfg.resume, NULL, "continue from the newest valid checkpoint of --checkpoint DIR", NULL},
@@ -371,6 +374,49 @@ static void foreign_launcher_refused(bool json)
                                n);
 }
 
+/* --checkpoint FILE (a checkpoint, not a directory): with --resume the run
+ * goes on from it in its directory, where it must be the newest valid
+ * checkpoint (a run resumed from an older one would write its checkpoints
+ * among the newer ones and prune them); without --resume, refused: new
+ * checkpoints go into a directory. */
+static void checkpoint_file(train_cli *o)
+{
+    const char *path = o->cfg.checkpoint_dir;
+    struct stat sb;
+    if (!path || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return;
+    if (!o->cfg.resume)
+        herd__usage_error_json(o->json_asked, "train",
+                               "--checkpoint %s is a file: a run writes its checkpoints into a directory (a file is "
+                               "taken with --resume, to go on from it)",
+                               path);
+    snprintf(o->ckpt_dir, sizeof o->ckpt_dir, "%s", path);
+    char *slash = strrchr(o->ckpt_dir, '/');
+    const char *name = slash ? slash + 1 : path;
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(o->ckpt_dir, sizeof o->ckpt_dir, ".");
+    if (!o->ckpt_dir[0])
+        snprintf(o->ckpt_dir, sizeof o->ckpt_dir, "/");
+    herd_ckpt *ck = NULL;
+    herd_err err = {0};
+    if (herd_ckpt_latest(o->ckpt_dir, &ck, NULL, 0, NULL, &err) < 0)
+        herd__usage_error_json(o->json_asked, "train", "--checkpoint %s --resume: %s", path, err.msg);
+    const char *latest = herd_ckpt_label(ck), *base = strrchr(latest, '/');
+    bool newest = !strcmp(base ? base + 1 : latest, name);
+    char seen[512];
+    snprintf(seen, sizeof seen, "%s", latest);
+    herd_ckpt_free(ck);
+    if (!newest)
+        herd__usage_error_json(o->json_asked, "train",
+                               "--checkpoint %s --resume: it is not the newest valid checkpoint of %s (%s is): the "
+                               "run would write its checkpoints among the newer ones; copy it into an empty directory "
+                               "and resume there",
+                               path, o->ckpt_dir, seen);
+    o->cfg.checkpoint_dir = o->ckpt_dir;
+}
+
 static int cmd_train(int argc, char **argv)
 {
     train_cli o = {0};
@@ -389,6 +435,7 @@ static int cmd_train(int argc, char **argv)
         herd__usage_error_json(o.json_asked, "train", "unknown flag '%s'", argv[end]);
     cfg->optim.nesterov = o.nesterov;
     cfg->progress = !o.no_progress;
+    checkpoint_file(&o);
     /* the algorithm's options against its table (an option of another algorithm is a usage error) */
     const herd_algo_ops *ops = cfg->algo ? herd_algo_find(cfg->algo) : NULL; /* NULL: herd_train picks it */
     if (ops) {

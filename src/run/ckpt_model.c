@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "herd/herd_algo.h"
 #include "herd/herd_data.h"
@@ -178,7 +179,21 @@ herd_status herd__ckpt_open_latest(const char *dir, herd_ckpt **ck, char *label,
 {
     if (!dir || !*dir)
         return herd_err_set(err, HERD_EINVAL, "no checkpoint directory given");
-    herd_status st = herd_ckpt_latest(dir, ck, warn, warn_cap, NULL, err);
+    herd_status st;
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) { /* a checkpoint file: that one, in its directory */
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", dir);
+        char *slash = strrchr(parent, '/');
+        const char *name = slash ? slash + 1 : dir;
+        if (slash)
+            *slash = 0;
+        if (warn_cap)
+            warn[0] = 0;
+        st = herd_ckpt_read(slash ? (parent[0] ? parent : "/") : ".", name, ck, err);
+    } else {
+        st = herd_ckpt_latest(dir, ck, warn, warn_cap, NULL, err);
+    }
     if (st < 0)
         return st;
     snprintf(label, label_cap, "%s", herd_ckpt_label(*ck));
