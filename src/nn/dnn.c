@@ -315,6 +315,142 @@ static herd_status dnn_scratchpad(herd__dnn *d, const_dnnl_primitive_desc_t pd, 
         }                                 \
     } while (0)
 
+/* A convolution's memory descriptors: herd's layouts (user: CNHW, or
+ * blocked where the model keeps the tensor so; then the primitives normally
+ * want it as it is: no reorder) and what the primitives may choose (any). */
+typedef struct conv_mds {
+    dnnl_memory_desc_t src_u, dst_u, wei_u, bias_u;
+    dnnl_memory_desc_t any_src, any_src_out, any_dst, any_dst_in, any_wei, any_wei_out;
+    dnnl_dims_t strides, pad;
+} conv_mds;
+
+static herd_status conv_mds_init(const herd__conv_shape *s, conv_mds *m)
+{
+    herd_status st = HERD_OK;
+    size_t Ho = (s->H + 2 * s->pad - s->R) / s->stride + 1;
+    size_t Wo = (s->W + 2 * s->pad - s->R) / s->stride + 1;
+    dnnl_dim_t wdims[4] = {(dnnl_dim_t)s->K, (dnnl_dim_t)s->C, (dnnl_dim_t)s->R, (dnnl_dim_t)s->R};
+    dnnl_dim_t bdims[1] = {(dnnl_dim_t)s->K};
+    dnnl_dim_t sdims[4] = {(dnnl_dim_t)s->N, (dnnl_dim_t)s->C, (dnnl_dim_t)s->H, (dnnl_dim_t)s->W};
+    dnnl_dim_t ddims[4] = {(dnnl_dim_t)s->N, (dnnl_dim_t)s->K, (dnnl_dim_t)Ho, (dnnl_dim_t)Wo};
+    size_t bw = herd__blk_width();
+    dnnl_format_tag_t blk_tag = bw == 16 ? dnnl_aBcd16b : dnnl_aBcd8b;
+    if ((s->src_blk || s->dst_blk) && !bw)
+        return HERD_EUNSUPPORTED;
+    if (s->src_blk)
+        DNN_TRY(md_tag(&m->src_u, 4, sdims, blk_tag));
+    else
+        DNN_TRY(md_cnhw(&m->src_u, s->N, s->C, s->H, s->W));
+    if (s->dst_blk)
+        DNN_TRY(md_tag(&m->dst_u, 4, ddims, blk_tag));
+    else
+        DNN_TRY(md_cnhw(&m->dst_u, s->N, s->K, Ho, Wo));
+    DNN_TRY(md_tag(&m->wei_u, 4, wdims, dnnl_oihw));
+    DNN_TRY(md_tag(&m->bias_u, 1, bdims, dnnl_a));
+    /* bf16: the operands of the products (src, weights, diff_dst) are bf16,
+     * what the primitives write (dst, diff_src, diff_weights) fp32 */
+    dnnl_data_type_t op_dt = s->bf16 ? dnnl_bf16 : dnnl_f32;
+    DNN_TRY(md_tag_dt(&m->any_src, 4, sdims, op_dt, dnnl_format_tag_any));
+    DNN_TRY(md_tag(&m->any_src_out, 4, sdims, dnnl_format_tag_any));
+    DNN_TRY(md_tag(&m->any_dst, 4, ddims, dnnl_format_tag_any));
+    DNN_TRY(md_tag_dt(&m->any_dst_in, 4, ddims, op_dt, dnnl_format_tag_any));
+    DNN_TRY(md_tag_dt(&m->any_wei, 4, wdims, op_dt, dnnl_format_tag_any));
+    DNN_TRY(md_tag(&m->any_wei_out, 4, wdims, dnnl_format_tag_any));
+    /* oneDNN's right padding makes (H + pl + pr - R)/stride + 1 == Ho exactly
+     * when rounded down, as herd's shapes do, so pr = pl. */
+    m->strides[0] = m->strides[1] = (dnnl_dim_t)s->stride;
+    m->pad[0] = m->pad[1] = (dnnl_dim_t)s->pad;
+out:
+    return st;
+}
+
+/* The primitive descriptors: forward (ReLU fused where the layer has it),
+ * backward-weights (unless herd's own kernel does it) and backward-data
+ * (where the input wants a gradient). pd[0..3) and the attributes are the
+ * caller's to free, set or not. */
+static herd_status conv_pds(herd__dnn *d, const herd__conv *c, const conv_mds *m, dnnl_primitive_desc_t *fpd,
+                            dnnl_primitive_desc_t *dpd, dnnl_primitive_desc_t *wpd, dnnl_primitive_attr_t *attr,
+                            dnnl_primitive_attr_t *attr_bwd, dnnl_post_ops_t *po)
+{
+    herd_status st = HERD_OK;
+    const herd__conv_shape *s = &c->s;
+    DNN_TRY(dnnl_primitive_attr_create(attr));
+    DNN_TRY(dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user));
+    DNN_TRY(dnnl_primitive_attr_create(attr_bwd));
+    DNN_TRY(dnnl_primitive_attr_set_scratchpad_mode(*attr_bwd, dnnl_scratchpad_mode_user));
+    if (s->relu) {
+        DNN_TRY(dnnl_post_ops_create(po));
+        DNN_TRY(dnnl_post_ops_append_eltwise(*po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
+        DNN_TRY(dnnl_primitive_attr_set_post_ops(*attr, *po));
+    }
+    const dnnl_memory_desc_t *bias = s->bias ? &m->bias_u : NULL;
+    dnnl_convolution_desc_t fd, dd, wd;
+    DNN_TRY(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &m->any_src,
+                                               &m->any_wei, bias, &m->any_dst, m->strides, m->pad, m->pad));
+    DNN_TRY(dnnl_primitive_desc_create(fpd, &fd, *attr, d->engine, NULL));
+    if (!c->c1_weights) { /* herd's own kernel computes these gradients: no primitive, no memory */
+        DNN_TRY(dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &m->any_src,
+                                                            &m->any_wei_out, bias, &m->any_dst_in, m->strides,
+                                                            m->pad, m->pad));
+        DNN_TRY(dnnl_primitive_desc_create(wpd, &wd, *attr_bwd, d->engine, *fpd));
+    }
+    if (s->din) {
+        DNN_TRY(dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &m->any_src_out, &m->any_wei,
+                                                         &m->any_dst_in, m->strides, m->pad, m->pad));
+        DNN_TRY(dnnl_primitive_desc_create(dpd, &dd, *attr_bwd, d->engine, *fpd));
+    }
+out:
+    return st;
+}
+
+#define Q(pd, what) dnnl_primitive_desc_query_md(pd, what, 0)
+
+/* The primitives, their ports (reorders where the layouts differ) and
+ * scratchpads, from the descriptors conv_pds made. */
+static herd_status conv_ports(herd__dnn *d, herd__conv *c, const conv_mds *m, dnnl_primitive_desc_t fpd,
+                              dnnl_primitive_desc_t dpd, dnnl_primitive_desc_t wpd)
+{
+    herd_status st = HERD_OK;
+    const herd__conv_shape *s = &c->s;
+    HERD_TRY(dnn_port_init(d, &c->f_src, &m->src_u, Q(fpd, dnnl_query_src_md), true, false, DNN_OWN));
+    HERD_TRY(dnn_port_init(d, &c->f_wei, &m->wei_u, Q(fpd, dnnl_query_weights_md), true, false, DNN_WEI));
+    HERD_TRY(dnn_port_init(d, &c->f_dst, &m->dst_u, Q(fpd, dnnl_query_dst_md), false, false, DNN_DST));
+    HERD_TRY(dnn_primitive(fpd, &c->fwd));
+    HERD_TRY(dnn_scratchpad(d, fpd, &c->pad_f));
+    if (s->bias) {
+        DNN_TRY(dnnl_memory_create(&c->bias, &m->bias_u, d->engine, DNNL_MEMORY_NONE));
+        DNN_TRY(dnnl_memory_create(&c->dbias, &m->bias_u, d->engine, DNNL_MEMORY_NONE));
+    }
+    if (s->din) {
+        HERD_TRY(dnn_port_init(d, &c->d_ddst, &m->dst_u, Q(dpd, dnnl_query_diff_dst_md), true, false, DNN_DST));
+        HERD_TRY(dnn_port_init(d, &c->d_wei, &m->wei_u, Q(dpd, dnnl_query_weights_md), true, false, DNN_WEI));
+        HERD_TRY(dnn_port_init(d, &c->d_dsrc, &m->src_u, Q(dpd, dnnl_query_diff_src_md), false,
+                               s->din_accumulate, DNN_DSRC));
+        HERD_TRY(dnn_primitive(dpd, &c->bwd_data));
+        HERD_TRY(dnn_scratchpad(d, dpd, &c->pad_d));
+    }
+    /* Backward-weights reuses forward's blocked src, and backward-data's
+     * blocked diff_dst, when it wants the same layouts (it usually does). */
+    if (wpd) {
+        c->w_src_is_f_src = dnnl_memory_desc_equal(Q(wpd, dnnl_query_src_md), Q(fpd, dnnl_query_src_md));
+        if (!c->w_src_is_f_src)
+            HERD_TRY(dnn_port_init(d, &c->w_src, &m->src_u, Q(wpd, dnnl_query_src_md), true, false, DNN_SRC2));
+        c->w_ddst_is_d_ddst = s->din && dnnl_memory_desc_equal(Q(wpd, dnnl_query_diff_dst_md),
+                                                               Q(dpd, dnnl_query_diff_dst_md));
+        if (!c->w_ddst_is_d_ddst)
+            HERD_TRY(dnn_port_init(d, &c->w_ddst, &m->dst_u, Q(wpd, dnnl_query_diff_dst_md), true, false,
+                                   DNN_DDST2));
+        HERD_TRY(dnn_port_init(d, &c->w_dwei, &m->wei_u, Q(wpd, dnnl_query_diff_weights_md), false, false,
+                               DNN_DWEI));
+        HERD_TRY(dnn_primitive(wpd, &c->bwd_weights));
+        HERD_TRY(dnn_scratchpad(d, wpd, &c->pad_w));
+    }
+out:
+    return st;
+}
+
+#undef Q
+
 herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__conv **out)
 {
     herd_status st = HERD_OK;
@@ -327,108 +463,10 @@ herd_status herd__conv_create(herd__dnn *d, const herd__conv_shape *s, herd__con
         return HERD_ENOMEM;
     c->d = d, c->s = *s;
     c->c1_weights = s->C == 1 && !s->din && !s->bf16 && !s->src_blk && (s->R == 3 || s->R == 5);
-    size_t Ho = (s->H + 2 * s->pad - s->R) / s->stride + 1;
-    size_t Wo = (s->W + 2 * s->pad - s->R) / s->stride + 1;
-    dnnl_memory_desc_t src_u, dst_u, wei_u, bias_u, any_src, any_dst, any_wei;
-    dnnl_dim_t wdims[4] = {(dnnl_dim_t)s->K, (dnnl_dim_t)s->C, (dnnl_dim_t)s->R, (dnnl_dim_t)s->R};
-    dnnl_dim_t bdims[1] = {(dnnl_dim_t)s->K};
-    dnnl_dim_t sdims[4] = {(dnnl_dim_t)s->N, (dnnl_dim_t)s->C, (dnnl_dim_t)s->H, (dnnl_dim_t)s->W};
-    dnnl_dim_t ddims[4] = {(dnnl_dim_t)s->N, (dnnl_dim_t)s->K, (dnnl_dim_t)Ho, (dnnl_dim_t)Wo};
-    /* herd's layouts: CNHW, or blocked where the model keeps the tensor so
-     * (then the primitives normally want it as it is: no reorder) */
-    size_t bw = herd__blk_width();
-    dnnl_format_tag_t blk_tag = bw == 16 ? dnnl_aBcd16b : dnnl_aBcd8b;
-    if ((s->src_blk || s->dst_blk) && !bw) {
-        st = HERD_EUNSUPPORTED;
-        goto out;
-    }
-    if (s->src_blk)
-        DNN_TRY(md_tag(&src_u, 4, sdims, blk_tag));
-    else
-        DNN_TRY(md_cnhw(&src_u, s->N, s->C, s->H, s->W));
-    if (s->dst_blk)
-        DNN_TRY(md_tag(&dst_u, 4, ddims, blk_tag));
-    else
-        DNN_TRY(md_cnhw(&dst_u, s->N, s->K, Ho, Wo));
-    DNN_TRY(md_tag(&wei_u, 4, wdims, dnnl_oihw));
-    DNN_TRY(md_tag(&bias_u, 1, bdims, dnnl_a));
-    /* bf16: the operands of the products (src, weights, diff_dst) are bf16,
-     * what the primitives write (dst, diff_src, diff_weights) fp32 */
-    dnnl_data_type_t op_dt = s->bf16 ? dnnl_bf16 : dnnl_f32;
-    dnnl_memory_desc_t any_src_out, any_dst_in, any_wei_out;
-    DNN_TRY(md_tag_dt(&any_src, 4, sdims, op_dt, dnnl_format_tag_any));
-    DNN_TRY(md_tag(&any_src_out, 4, sdims, dnnl_format_tag_any));
-    DNN_TRY(md_tag(&any_dst, 4, ddims, dnnl_format_tag_any));
-    DNN_TRY(md_tag_dt(&any_dst_in, 4, ddims, op_dt, dnnl_format_tag_any));
-    DNN_TRY(md_tag_dt(&any_wei, 4, wdims, op_dt, dnnl_format_tag_any));
-    DNN_TRY(md_tag(&any_wei_out, 4, wdims, dnnl_format_tag_any));
-    /* oneDNN's right padding makes (H + pl + pr - R)/stride + 1 == Ho exactly
-     * when rounded down, as herd's shapes do, so pr = pl. */
-    dnnl_dims_t strides = {(dnnl_dim_t)s->stride, (dnnl_dim_t)s->stride};
-    dnnl_dims_t pad = {(dnnl_dim_t)s->pad, (dnnl_dim_t)s->pad};
-
-    DNN_TRY(dnnl_primitive_attr_create(&attr));
-    DNN_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-    DNN_TRY(dnnl_primitive_attr_create(&attr_bwd));
-    DNN_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr_bwd, dnnl_scratchpad_mode_user));
-    if (s->relu) {
-        DNN_TRY(dnnl_post_ops_create(&po));
-        DNN_TRY(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
-        DNN_TRY(dnnl_primitive_attr_set_post_ops(attr, po));
-    }
-
-    dnnl_convolution_desc_t fd, dd, wd;
-    DNN_TRY(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-                                               &any_src, &any_wei, s->bias ? &bias_u : NULL,
-                                               &any_dst, strides, pad, pad));
-    DNN_TRY(dnnl_primitive_desc_create(&fpd, &fd, attr, d->engine, NULL));
-    if (!c->c1_weights) { /* herd's own kernel computes these gradients: no primitive, no memory */
-        DNN_TRY(dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &any_src,
-                                                            &any_wei_out, s->bias ? &bias_u : NULL,
-                                                            &any_dst_in, strides, pad, pad));
-        DNN_TRY(dnnl_primitive_desc_create(&wpd, &wd, attr_bwd, d->engine, fpd));
-    }
-    if (s->din) {
-        DNN_TRY(dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &any_src_out,
-                                                         &any_wei, &any_dst_in, strides, pad, pad));
-        DNN_TRY(dnnl_primitive_desc_create(&dpd, &dd, attr_bwd, d->engine, fpd));
-    }
-
-#define Q(pd, what) dnnl_primitive_desc_query_md(pd, what, 0)
-    HERD_TRY(dnn_port_init(d, &c->f_src, &src_u, Q(fpd, dnnl_query_src_md), true, false, DNN_OWN));
-    HERD_TRY(dnn_port_init(d, &c->f_wei, &wei_u, Q(fpd, dnnl_query_weights_md), true, false, DNN_WEI));
-    HERD_TRY(dnn_port_init(d, &c->f_dst, &dst_u, Q(fpd, dnnl_query_dst_md), false, false, DNN_DST));
-    HERD_TRY(dnn_primitive(fpd, &c->fwd));
-    HERD_TRY(dnn_scratchpad(d, fpd, &c->pad_f));
-    if (s->bias) {
-        DNN_TRY(dnnl_memory_create(&c->bias, &bias_u, d->engine, DNNL_MEMORY_NONE));
-        DNN_TRY(dnnl_memory_create(&c->dbias, &bias_u, d->engine, DNNL_MEMORY_NONE));
-    }
-    if (s->din) {
-        HERD_TRY(dnn_port_init(d, &c->d_ddst, &dst_u, Q(dpd, dnnl_query_diff_dst_md), true, false, DNN_DST));
-        HERD_TRY(dnn_port_init(d, &c->d_wei, &wei_u, Q(dpd, dnnl_query_weights_md), true, false, DNN_WEI));
-        HERD_TRY(dnn_port_init(d, &c->d_dsrc, &src_u, Q(dpd, dnnl_query_diff_src_md), false,
-                               s->din_accumulate, DNN_DSRC));
-        HERD_TRY(dnn_primitive(dpd, &c->bwd_data));
-        HERD_TRY(dnn_scratchpad(d, dpd, &c->pad_d));
-    }
-    /* Backward-weights reuses forward's blocked src, and backward-data's
-     * blocked diff_dst, when it wants the same layouts (it usually does). */
-    if (wpd) {
-        c->w_src_is_f_src = dnnl_memory_desc_equal(Q(wpd, dnnl_query_src_md), Q(fpd, dnnl_query_src_md));
-        if (!c->w_src_is_f_src)
-            HERD_TRY(dnn_port_init(d, &c->w_src, &src_u, Q(wpd, dnnl_query_src_md), true, false, DNN_SRC2));
-        c->w_ddst_is_d_ddst = s->din && dnnl_memory_desc_equal(Q(wpd, dnnl_query_diff_dst_md),
-                                                               Q(dpd, dnnl_query_diff_dst_md));
-        if (!c->w_ddst_is_d_ddst)
-            HERD_TRY(dnn_port_init(d, &c->w_ddst, &dst_u, Q(wpd, dnnl_query_diff_dst_md), true, false,
-                                   DNN_DDST2));
-        HERD_TRY(dnn_port_init(d, &c->w_dwei, &wei_u, Q(wpd, dnnl_query_diff_weights_md), false, false,
-                               DNN_DWEI));
-        HERD_TRY(dnn_primitive(wpd, &c->bwd_weights));
-        HERD_TRY(dnn_scratchpad(d, wpd, &c->pad_w));
-    }
-#undef Q
+    conv_mds m;
+    HERD_TRY(conv_mds_init(s, &m));
+    HERD_TRY(conv_pds(d, c, &m, &fpd, &dpd, &wpd, &attr, &attr_bwd, &po));
+    HERD_TRY(conv_ports(d, c, &m, fpd, dpd, wpd));
     const char *impl = NULL;
     if (dnnl_primitive_desc_query(fpd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
         snprintf(c->impl, sizeof c->impl, "%s", impl);
