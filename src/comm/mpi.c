@@ -1138,10 +1138,15 @@ static void e_shutdown(void)
 static void e_abort(int code)
 {
 #ifdef HERD_SIM
-    /* smpirun exits 0 after MPI_Abort; a rank that returns its non-zero
-     * status instead makes it fail, and SimGrid ends the ranks left waiting */
-    (void)code;
-    return;
+    /* Every rank is an actor of one process: the first that fails ends the
+     * simulation with its status, what the ranks printed flushed first.
+     * smpirun exits 0 after MPI_Abort; and a rank that returned instead left
+     * the others' messages to its ended actor (its window agent's mailbox),
+     * on which SimGrid 3.32 crashed (SIGSEGV in
+     * MailboxImpl::find_matching_comm: an asynchronous run stopped by a
+     * non-finite loss ended with exit 139, not 1). */
+    fflush(NULL);
+    _exit(code);
 #endif
     int inited = 0, finalized = 0, size = 1;
     MPI_Initialized(&inited);

@@ -44,6 +44,21 @@ if [ $rc -eq 2 ] && printf '%s\n' "$out" | grep -q "herd sim runs the mpi engine
 else
     bad "herd sim -- train --engine threads: exit $rc"; printf '%s\n' "$out" | tail -3
 fi
+# a run stopped by a non-finite loss ends with herd's message and exit 1:
+# an asynchronous one used to crash SimGrid (SIGSEGV, exit 139) once the
+# failed rank had returned, leaving messages to its ended actor
+for run in asgd:5 allreduce:50; do
+    algo=${run%%:*}
+    out=$(timeout 120 "$herd" sim --workers 8 -- train --algo "$algo" --model lenet --data synthetic:1x28x28:10 \
+        --train-limit 4096 --test-limit 64 --epochs 1 --lr "${run##*:}" 2>&1)
+    rc=$?
+    if [ $rc -eq 1 ] && printf '%s\n' "$out" | grep -q "^herd: step [0-9]* (epoch 1): non-finite" &&
+        ! printf '%s\n' "$out" | grep -qi "segmentation\|assert"; then
+        ok "herd sim, --algo $algo stopped by a non-finite value: exit 1 with herd's message"
+    else
+        bad "herd sim, --algo $algo stopped by a non-finite value: exit $rc"; printf '%s\n' "$out" | tail -3
+    fi
+done
 # --paje FILE: SimGrid's trace of the ranks' MPI calls, at a relative path
 if (herd_abs=$(realpath "$herd") && cd "$tmp" && timeout 120 "$herd_abs" sim --workers 2 --paje run.paje -- train --model linear --data synthetic:1x8x8:4 \
         --train-limit 256 --test-limit 64 --epochs 1 >/dev/null 2>&1) &&
