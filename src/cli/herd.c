@@ -427,7 +427,6 @@ static int cmd_train(int argc, char **argv)
     train_flags(&o, f);
     for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
         o.json_asked = o.json_asked || !strcmp(argv[i], "--json");
-    foreign_launcher_refused(o.json_asked);
     herd__flag_cmd c = {.cmd = "train", .flags = f, .usage = train_usage, .other = algo_flag, .other_ctx = &o,
                         .json = o.json_asked};
     int end = herd__flags_parse(&c, argc, argv, 2, false);
@@ -435,6 +434,7 @@ static int cmd_train(int argc, char **argv)
         herd__usage_error_json(o.json_asked, "train", "unknown flag '%s'", argv[end]);
     cfg->optim.nesterov = o.nesterov;
     cfg->progress = !o.no_progress;
+    foreign_launcher_refused(o.json_asked); /* after the flags: --help still answers */
     checkpoint_file(&o);
     /* the algorithm's options against its table (an option of another algorithm is a usage error) */
     const herd_algo_ops *ops = cfg->algo ? herd_algo_find(cfg->algo) : NULL; /* NULL: herd_train picks it */
