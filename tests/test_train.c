@@ -188,7 +188,9 @@ static void test_log_steps_and_ids(void)
 
 /* --trace: one valid JSON document (the Trace Event Format); each worker
  * has a pull, compute and exchange span per step, in order and never
- * overlapping, numbered by step, and the evaluations. */
+ * overlapping, numbered by step, and the evaluations; and the step's
+ * phases (category "phase"), each inside the span that holds it: forward
+ * then backward inside compute, update inside exchange. */
 static void test_trace(void)
 {
     char path[512];
@@ -207,8 +209,12 @@ static void test_trace(void)
     if (!herd_test_json_valid(text, len, why, sizeof why))
         herd_test_fail(__FILE__, __LINE__, "the trace is not JSON: %s", why);
     const char *const kinds[] = {"pull", "compute", "exchange"};
-    size_t next[2] = {0, 0}, evals = 0;
-    double last_end[2] = {0, 0};
+    /* the phases each main span holds, in order, recorded before it */
+    const char *const held[3] = {"", "forward backward ", "update "};
+    size_t next[2] = {0, 0}, evals = 0, phases[2] = {0, 0};
+    double last_end[2] = {0, 0}, phase_t0[2][2] = {{0}}, phase_t1[2][2] = {{0}};
+    char seen[2][64] = {"", ""};
+    size_t nseen[2] = {0, 0};
     for (const char *p = strstr(text, "\n{\"name\":\""); p; p = strstr(p + 1, "\n{\"name\":\"")) {
         char name[32], cat[32];
         unsigned long pid, tid, step;
@@ -218,6 +224,13 @@ static void test_trace(void)
                    name, cat, &pid, &tid, &ts, &dur, &step) != 7)
             continue; /* a metadata event */
         ASSERT_TRUE(tid < 2 && pid == 0 && dur >= 0);
+        if (!strcmp(cat, "phase")) { /* held by the next main span */
+            ASSERT_TRUE(nseen[tid] < 2 && strlen(seen[tid]) + strlen(name) + 2 < sizeof seen[tid]);
+            strcat(strcat(seen[tid], name), " ");
+            phase_t0[tid][nseen[tid]] = ts, phase_t1[tid][nseen[tid]] = ts + dur, nseen[tid]++;
+            phases[tid]++;
+            continue;
+        }
         ASSERT_TRUE(ts >= last_end[tid] - 1e-3); /* one worker's spans follow each other */
         last_end[tid] = ts + dur;
         if (!strcmp(name, "eval")) {
@@ -226,11 +239,20 @@ static void test_trace(void)
         }
         if (strcmp(name, kinds[next[tid] % 3]))
             herd_test_fail(__FILE__, __LINE__, "worker %lu: span %s where %s was due", tid, name, kinds[next[tid] % 3]);
+        if (strcmp(seen[tid], held[next[tid] % 3]))
+            herd_test_fail(__FILE__, __LINE__, "worker %lu: %s held phases '%s', not '%s'", tid, name, seen[tid],
+                           held[next[tid] % 3]);
+        for (size_t k = 0; k < nseen[tid]; k++) /* inside it (the clock's microsecond rounding aside) */
+            ASSERT_TRUE(phase_t0[tid][k] >= ts - 1e-3 && phase_t1[tid][k] <= ts + dur + 1e-3 &&
+                        (k == 0 || phase_t0[tid][k] >= phase_t1[tid][k - 1] - 1e-3));
+        seen[tid][0] = 0, nseen[tid] = 0;
         ASSERT_EQ_INT(step, next[tid] / 3);
         next[tid]++;
     }
     ASSERT_EQ_INT(next[0], 3 * r.steps);
     ASSERT_EQ_INT(next[1], 3 * r.steps);
+    ASSERT_EQ_INT(phases[0], 3 * r.steps);
+    ASSERT_EQ_INT(phases[1], 3 * r.steps);
     ASSERT_EQ_INT(evals, r.epochs); /* worker 0's, one an epoch */
     /* a trace that cannot be written fails the run, naming the file */
     c.trace_path = "/nonexistent-dir/trace.json";

@@ -188,7 +188,7 @@ static void train_flags(train_cli *o, herd__flag *f)
          "also evaluate before the first step (an \"eval\" log record at epoch 0, train_s 0)", NULL},
         {"eval-every-steps", HERD__FLAG_SIZE, &o->cfg.eval_every_steps, "N", "also evaluate every N global steps, within epochs too (default 0: off; an asynchronous run's global step: workers batches of the shared counter); the \"eval\" records' progress is in epochs, their train_s excludes evaluation", NULL},
         {"trace", HERD__FLAG_STR, &o->cfg.trace_path, "FILE",
-         "write each worker's timeline (pull, compute, exchange, batch, eval, checkpoint) as a Chrome trace "
+         "write each worker's timeline (pull, compute, exchange, batch, eval, checkpoint; phases: forward, backward, update) as a Chrome trace "
          "(chrome://tracing, Perfetto); mpirun: rank r's to FILE.rank<r>", NULL},
         {"log-every", HERD__FLAG_SIZE, &o->cfg.log_every, "N",
          "with --log: a \"step\" record (loss, lr) every N steps of each worker (default 0: none)", NULL},

@@ -411,6 +411,8 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     herd__trace_span(c, HERD__SPAN_PULL, t_pull, t_compute);
     herd_model_forward(w->model, c->x, cfg->batch, true);
     float loss = herd_model_loss(w->model, c->y, cfg->batch, NULL);
+    double t_forward = herd__now();
+    herd__trace_span(c, HERD__SPAN_FORWARD, t_compute, t_forward);
     bool async = r->algo_ops->async, skip = false;
     c->nf = (nonfinite_step){.loss = !isfinite(loss)};
     c->nf.poison = c->nf.loss || herd__nf_injected(c);
@@ -422,6 +424,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
         if (!c->algo.ops->grad_ready)
             herd__nf_grads_arrived(c, 0, w->nparams);
     }
+    herd__trace_span(c, HERD__SPAN_BACKWARD, t_forward, herd__now());
     herd_comm_span_reach(w->comm, &c->backward,
                          (herd_model_train_flops(w->model) - herd_model_forward_flops(w->model)) * (double)cfg->batch);
     /* --slow scales this worker's compute (forward and backward), not its
@@ -451,7 +454,9 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     /* the update, in one place; a skipped step still runs the algorithm's
      * exchanges (of finite weights): its peers count on them */
     herd_comm_compute(w->comm, HERD__UPDATE_FLOPS_PER_PARAM * (double)herd_model_nparams(w->model));
+    double t_update = herd__now();
     HERD_TRY(herd_algo_update(&c->algo, w, &res, skip));
+    herd__trace_span(c, HERD__SPAN_UPDATE, t_update, herd__now());
     CALL_HOOK(c, after_step);
     herd__trace_span(c, HERD__SPAN_EXCHANGE, t_exchange, herd__now());
     w->step++, e->steps++;

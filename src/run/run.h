@@ -83,6 +83,12 @@ typedef enum herd__span {
     HERD__SPAN_BATCH,      /* an asynchronous worker's claim of its next batch */
     HERD__SPAN_EVAL,
     HERD__SPAN_CHECKPOINT,
+    /* a step's phases, each inside the span above that holds it (a track of
+     * its own in the viewer: compute holds forward and backward, exchange
+     * holds update) */
+    HERD__SPAN_FORWARD,    /* forward and the loss */
+    HERD__SPAN_BACKWARD,   /* backward, with the checks and sends grad_ready starts */
+    HERD__SPAN_UPDATE,     /* the optimizer step (herd_algo_update; fused into the reduction: nothing left) */
     HERD__SPAN_COUNT,
 } herd__span;
 

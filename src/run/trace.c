@@ -21,11 +21,15 @@ static const char *const span_names[HERD__SPAN_COUNT] = {
     [HERD__SPAN_BATCH] = "batch",
     [HERD__SPAN_EVAL] = "eval",
     [HERD__SPAN_CHECKPOINT] = "checkpoint",
+    [HERD__SPAN_FORWARD] = "forward",
+    [HERD__SPAN_BACKWARD] = "backward",
+    [HERD__SPAN_UPDATE] = "update",
 };
 
 static const char *const span_cats[HERD__SPAN_COUNT] = {
     [HERD__SPAN_PULL] = "comm",     [HERD__SPAN_COMPUTE] = "compute", [HERD__SPAN_EXCHANGE] = "comm",
     [HERD__SPAN_BATCH] = "comm",    [HERD__SPAN_EVAL] = "compute",    [HERD__SPAN_CHECKPOINT] = "io",
+    [HERD__SPAN_FORWARD] = "phase", [HERD__SPAN_BACKWARD] = "phase",  [HERD__SPAN_UPDATE] = "phase",
 };
 
 void herd__trace_span(worker_ctx *c, herd__span kind, double t0, double t1)
