@@ -10,6 +10,7 @@
 #include "herd/herd_ckpt.h"
 #include "herd/herd_run.h"
 #include "core/clock.h"
+#include "core/outpath.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -185,7 +186,24 @@ static void test_run_outputs(void)
     ASSERT_TRUE(S_ISDIR(sb.st_mode));
 }
 
+/* herd__path_split: a path's directory and last component, as --checkpoint
+ * FILE and herd eval/export read them. */
+static void test_path_split(void)
+{
+    static const struct {
+        const char *path, *dir, *name;
+    } cases[] = {{"a/b", "a", "b"}, {"b", ".", "b"}, {"/b", "/", "b"}, {"/x/y/ckpt-8.herd", "/x/y", "ckpt-8.herd"},
+                 {"./c", ".", "c"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[64];
+        const char *name = herd__path_split(cases[i].path, dir, sizeof dir);
+        ASSERT_TRUE(!strcmp(dir, cases[i].dir) && !strcmp(name, cases[i].name));
+        ASSERT_TRUE(herd__path_split(cases[i].path, NULL, 0) == name);
+    }
+}
+
 const herd_test herd_tests_outpath[] = {
+    {"outpath_path_split", test_path_split, 10},
     {"outpath_symlink_kept", test_symlink_kept, 10},
     {"outpath_refused_untouched", test_refused_untouched, 10},
     {"outpath_fifo", test_fifo, 20},

@@ -29,6 +29,7 @@
 #include "cli/sim.h"
 #include "core/clock.h"
 #include "core/json.h"
+#include "core/outpath.h"
 
 #define HERD_VERSION "0.1.0"
 
@@ -390,21 +391,13 @@ static void checkpoint_file(train_cli *o)
                                "--checkpoint %s is a file: a run writes its checkpoints into a directory (a file is "
                                "taken with --resume, to go on from it)",
                                path);
-    snprintf(o->ckpt_dir, sizeof o->ckpt_dir, "%s", path);
-    char *slash = strrchr(o->ckpt_dir, '/');
-    const char *name = slash ? slash + 1 : path;
-    if (slash)
-        *slash = 0;
-    else
-        snprintf(o->ckpt_dir, sizeof o->ckpt_dir, ".");
-    if (!o->ckpt_dir[0])
-        snprintf(o->ckpt_dir, sizeof o->ckpt_dir, "/");
+    const char *name = herd__path_split(path, o->ckpt_dir, sizeof o->ckpt_dir);
     herd_ckpt *ck = NULL;
     herd_err err = {0};
     if (herd_ckpt_latest(o->ckpt_dir, &ck, NULL, 0, NULL, &err) < 0)
         herd__usage_error_json(o->json_asked, "train", "--checkpoint %s --resume: %s", path, err.msg);
-    const char *latest = herd_ckpt_label(ck), *base = strrchr(latest, '/');
-    bool newest = !strcmp(base ? base + 1 : latest, name);
+    const char *latest = herd_ckpt_label(ck);
+    bool newest = !strcmp(herd__path_split(latest, NULL, 0), name);
     char seen[512];
     snprintf(seen, sizeof seen, "%s", latest);
     herd_ckpt_free(ck);

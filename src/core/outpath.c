@@ -96,3 +96,11 @@ herd_status herd__outpath_fopen(const char *path, const char *mode, const char *
     }
     return st;
 }
+
+const char *herd__path_split(const char *path, char *dir, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (dir && cap)
+        snprintf(dir, cap, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+    return slash ? slash + 1 : path;
+}

@@ -36,4 +36,9 @@ herd_status herd__outpath_open_in_place(const herd__outpath *out, const char *wh
  * its target; a FIFO or a character device in place). */
 herd_status herd__outpath_fopen(const char *path, const char *mode, const char *what, FILE **f, herd_err *err);
 
+/* Splits path at its last '/': its directory into dir (cap bytes; "." where
+ * path has none, "/" for a name at the root; dir may be NULL) and its last
+ * component, returned as a pointer into path. */
+const char *herd__path_split(const char *path, char *dir, size_t cap);
+
 #endif

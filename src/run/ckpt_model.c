@@ -14,6 +14,7 @@
 #include "herd/herd_nn.h"
 #include "core/clock.h"
 #include "core/finite.h"
+#include "core/outpath.h"
 #include "run/ckpt_run.h"
 
 /* The meta section's fixed part: version, c, h, w, classes, final, kept name, data_len. */
@@ -183,14 +184,10 @@ herd_status herd__ckpt_open_latest(const char *dir, herd_ckpt **ck, char *label,
     struct stat sb;
     if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) { /* a checkpoint file: that one, in its directory */
         char parent[4096];
-        snprintf(parent, sizeof parent, "%s", dir);
-        char *slash = strrchr(parent, '/');
-        const char *name = slash ? slash + 1 : dir;
-        if (slash)
-            *slash = 0;
+        const char *name = herd__path_split(dir, parent, sizeof parent);
         if (warn_cap)
             warn[0] = 0;
-        st = herd_ckpt_read(slash ? (parent[0] ? parent : "/") : ".", name, ck, err);
+        st = herd_ckpt_read(parent, name, ck, err);
     } else {
         st = herd_ckpt_latest(dir, ck, warn, warn_cap, NULL, err);
     }
