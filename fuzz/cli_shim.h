@@ -7,7 +7,7 @@
 
 #define exit herd_fuzz_exit
 #define main herd_fuzz_cli_main
-#define herd_train herd_fuzz_train
+#define herd__train herd_fuzz_train
 #define herd_bench_allreduce herd_fuzz_bench_allreduce
 /* main() runs once per input: it must not re-execute the fuzzer */
 #define herd_nn_wait_policy herd_fuzz_wait_policy

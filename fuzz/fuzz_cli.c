@@ -12,11 +12,12 @@
 #include <string.h>
 
 #include "herd/herd_run.h"
+#include "run/options.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int herd_fuzz_cli_main(int argc, char **argv);
 _Noreturn void herd_fuzz_exit(int code);
-herd_status herd_fuzz_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err);
+herd_status herd_fuzz_train(const herd__train_config *cfg, herd_train_result *res, herd_err *err);
 herd_status herd_fuzz_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_bench_row *rows, size_t *nrows,
                                       size_t *world, herd_err *err);
 void herd_fuzz_wait_policy(char **argv);
@@ -30,7 +31,7 @@ void herd_fuzz_exit(int code)
     longjmp(exit_to, 1);
 }
 
-herd_status herd_fuzz_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err)
+herd_status herd_fuzz_train(const herd__train_config *cfg, herd_train_result *res, herd_err *err)
 {
     memset(res, 0, sizeof *res);
     return herd_err_set(err, HERD_EINVAL, "fuzz: not training (%zu workers)", cfg->workers);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the fuzzers' seed corpora and the CLI dictionary into OUT:
 OUT/idx, OUT/cifar, OUT/ckpt, OUT/cli (one valid input or more each) and
-OUT/cli.dict (every `herd train` flag, read from src/cli/herd.c)."""
+OUT/cli.dict (every `herd train` flag, read from src/cli/herd.c, the run's
+option table src/run/options.c and the algorithms' tables)."""
 import os, re, struct, sys
 
 out = sys.argv[1]
@@ -64,9 +65,11 @@ for i, l in enumerate(lines):
     put("cli", "args-%d" % i, b"\0".join(a.encode() for a in l))
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 src = open(os.path.join(root, "src", "cli", "herd.c")).read()
+run_src = open(os.path.join(root, "src", "run", "options.c")).read()
 algo_src = "".join(open(os.path.join(root, "src", "algo", f)).read() for f in sorted(os.listdir(os.path.join(root, "src", "algo"))) if f.endswith(".c"))
 # herd train's own flags and every algorithm's options
-flags = sorted(set(re.findall(r'\{"([a-z0-9-]+)", HERD__FLAG_', src) + re.findall(r'\{"([a-z0-9-]+)", HERD_OPT_', algo_src)))
+flags = sorted(set(re.findall(r'\{"([a-z0-9-]+)", HERD__FLAG_', src) +
+                   re.findall(r'\{\.name = "([a-z0-9-]+)", \.type = HERD_OPT_', run_src + algo_src)))
 with open(os.path.join(out, "cli.dict"), "w") as f:
     for fl in flags:
         f.write('"--%s"\n' % fl)

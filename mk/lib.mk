@@ -11,7 +11,11 @@ LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR     ?= $(PREFIX)/bin
 HERD_VERSION := $(shell sed -n 's/^\#define HERD_VERSION "\(.*\)"/\1/p' src/cli/herd.c)
-HERD_SOMAJOR := $(firstword $(subst ., ,$(HERD_VERSION)))
+# the soname's version: the major, or before 1.0 major.minor (0.2: the
+# configuration became opaque, herd_config.h; programs built against 0.1
+# must be rebuilt)
+HERD_VERSION_WORDS := $(subst ., ,$(HERD_VERSION))
+HERD_SOMAJOR := $(if $(filter 0,$(word 1,$(HERD_VERSION_WORDS))),0.$(word 2,$(HERD_VERSION_WORDS)),$(word 1,$(HERD_VERSION_WORDS)))
 
 PIC_DIR := $(BUILD)/pic
 PIC_OBJ := $(LIB_SRC:%.c=$(PIC_DIR)/%.o)

@@ -297,7 +297,7 @@ drive_config drive_config_make(const char *algo, size_t workers, size_t steps, f
 {
     drive_config dc;
     memset(&dc, 0, sizeof dc);
-    herd_train_config_defaults(&dc.cfg);
+    herd__train_config_defaults(&dc.cfg);
     dc.cfg.algo = algo;
     dc.cfg.workers = workers;
     dc.cfg.optim.lr = lr;

@@ -24,6 +24,7 @@
 
 #include "herd/herd_algo.h"
 #include "herd/herd_run.h"
+#include "run/options.h"
 
 enum { DRIVE_MAX_WORKERS = 64 };
 
@@ -36,7 +37,7 @@ typedef struct drive_problem {
 } drive_problem;
 
 typedef struct drive_config {
-    herd_train_config cfg;     /* algo, workers, optim (lr, momentum...), family options, seed */
+    herd__train_config cfg;     /* algo, workers, optim (lr, momentum...), family options, seed */
     size_t steps;              /* per worker */
     size_t steps_per_epoch;    /* end_epoch every so many steps (0: never) */
     const size_t *schedule;    /* phase order, see above; NULL: none */

@@ -24,9 +24,9 @@ const char *herd_test_fmt(const char *fmt, ...)
     return s;
 }
 
-void herd_test_set(herd_train_config *cfg, const char *name, const char *value)
+void herd_test_set(herd__train_config *cfg, const char *name, const char *value)
 {
-    if (herd_train_config_set(cfg, name, value) != HERD_OK)
+    if (herd__train_config_set(cfg, name, value) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "cannot set --%s: the config is full", name);
 }
 
@@ -36,7 +36,7 @@ const char *herd_test_dtype(int dtype)
     return dtype >= 0 && dtype < 3 ? names[dtype] : "?";
 }
 
-void *herd_test_algo_opts(const herd_train_config *cfg)
+void *herd_test_algo_opts(const herd__train_config *cfg)
 {
     const herd_algo_ops *ops = herd_algo_find(cfg->algo);
     void *opts = NULL;
@@ -46,10 +46,10 @@ void *herd_test_algo_opts(const herd_train_config *cfg)
     return opts;
 }
 
-herd_train_config herd_test_config(const char *model, const char *algo, size_t workers)
+herd__train_config herd_test_config(const char *model, const char *algo, size_t workers)
 {
-    herd_train_config c;
-    herd_train_config_defaults(&c);
+    herd__train_config c;
+    herd__train_config_defaults(&c);
     c.data = "synthetic:1x12x12:4";
     c.model = model;
     c.algo = algo;
@@ -132,10 +132,10 @@ void herd_test_run(herd_test_cmd *o, unsigned timeout_s, const char *const *args
     read_into(ef, o->err, sizeof o->err);
 }
 
-void herd_test_train_ok(const herd_train_config *cfg, herd_train_result *res)
+void herd_test_train_ok(const herd__train_config *cfg, herd_train_result *res)
 {
     herd_err err = {0};
-    if (herd_train(cfg, res, &err) != HERD_OK)
+    if (herd__train(cfg, res, &err) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "herd_train --algo %s: %s", cfg->algo, err.msg);
 }
 

@@ -6,26 +6,27 @@
 #include <sys/types.h>
 
 #include "herd/herd_run.h"
+#include "run/options.h"
 
 /* The small training run most end-to-end tests start from: synthetic 12x12
  * images of 4 classes, 2048 training and 512 test examples, 2 epochs of
  * batch 32, quiet and without progress lines; everything else herd's
  * default. Tests assign what they need otherwise after the call. */
-herd_train_config herd_test_config(const char *model, const char *algo, size_t workers);
+herd__train_config herd_test_config(const char *model, const char *algo, size_t workers);
 
 /* printf into a string that lives as long as the test process (a pool of
  * 256 slots, reused in turn): for option values built from variables. */
 const char *herd_test_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* herd_train that fails the test (naming the algorithm) unless it succeeds. */
-void herd_test_train_ok(const herd_train_config *cfg, herd_train_result *res);
+void herd_test_train_ok(const herd__train_config *cfg, herd_train_result *res);
 
-/* herd_train_config_set that fails the test when cfg is full. */
-void herd_test_set(herd_train_config *cfg, const char *name, const char *value);
+/* herd__train_config_set that fails the test when cfg is full. */
+void herd_test_set(herd__train_config *cfg, const char *name, const char *value);
 
 /* cfg->algo's options parsed from cfg (herd_train's way), for tests that
  * set up herd_worker themselves; fails the test on an error. Caller frees. */
-void *herd_test_algo_opts(const herd_train_config *cfg);
+void *herd_test_algo_opts(const herd__train_config *cfg);
 
 /* The wire type's name, as --comm-dtype takes it. */
 const char *herd_test_dtype(int dtype);

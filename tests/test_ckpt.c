@@ -527,9 +527,9 @@ static void test_latest_fallback(void)
 
 /* ---- training: stop, resume, compare -------------------------------------- */
 
-static herd_train_config run_config(const char *model, const char *algo, size_t workers, const char *dir)
+static herd__train_config run_config(const char *model, const char *algo, size_t workers, const char *dir)
 {
-    herd_train_config c = herd_test_config(model, algo, workers);
+    herd__train_config c = herd_test_config(model, algo, workers);
     c.epochs = 3;
     c.train_limit = 512;
     c.test_limit = 256;
@@ -564,7 +564,7 @@ static void same_file(const char *a, const char *b)
  * steps and resumed: the final checkpoints (every worker's weights,
  * momentum, buffers, cursor and algorithm state) are the same bytes and the
  * results the same numbers. */
-static void resume_matches_cfg(herd_train_config c, size_t stop)
+static void resume_matches_cfg(herd__train_config c, size_t stop)
 {
     char da[512], db[512], fa[600], fb[600], name[64];
     /* directories of their own for each call of a test */
@@ -604,7 +604,7 @@ static void resume_matches_cfg(herd_train_config c, size_t stop)
 static void resume_matches(const char *model, const char *algo, size_t workers, size_t epochs, size_t stop,
                            size_t train_limit, size_t batch)
 {
-    herd_train_config c = run_config(model, algo, workers, NULL);
+    herd__train_config c = run_config(model, algo, workers, NULL);
     c.epochs = epochs, c.train_limit = train_limit, c.batch = batch;
     resume_matches_cfg(c, stop);
 }
@@ -621,7 +621,7 @@ static void test_resume_resnet_buffers(void) { resume_matches("resnet20", "sgd",
  * is stopped mid-epoch (7 of 8 steps) or at an epoch's end (8, 16). */
 static void test_resume_allreduce_fp16(void)
 {
-    herd_train_config c = run_config("lenet", "allreduce", 2, NULL);
+    herd__train_config c = run_config("lenet", "allreduce", 2, NULL);
     herd_test_set(&c, "comm-dtype", "fp16");
     resume_matches_cfg(c, 7);
     herd_test_set(&c, "comm-dtype", "bf16"), herd_test_set(&c, "overlap", "off");
@@ -630,7 +630,7 @@ static void test_resume_allreduce_fp16(void)
 
 static void test_resume_allreduce_csc(void)
 {
-    herd_train_config c = run_config("lenet", "allreduce", 2, NULL);
+    herd__train_config c = run_config("lenet", "allreduce", 2, NULL);
     herd_test_set(&c, "csc-ratio", "0.3"), herd_test_set(&c, "csc-chunk-bytes", "256");
     resume_matches_cfg(c, 7);
     herd_test_set(&c, "comm-dtype", "fp16"); /* the residual and the loss scale together */
@@ -641,7 +641,7 @@ static void test_resume_allreduce_csc(void)
  * random topology (drawn from the seed and the step) at an epoch's end. */
 static void test_resume_dpsgd(void)
 {
-    herd_train_config c = run_config("lenet", "dpsgd", 3, NULL);
+    herd__train_config c = run_config("lenet", "dpsgd", 3, NULL);
     resume_matches_cfg(c, 7);
     c.workers = 4, herd_test_set(&c, "topology", "random");
     resume_matches_cfg(c, 4);
@@ -652,7 +652,7 @@ static void test_resume_dpsgd(void)
  * vary and so do the weights a checkpoint must carry (stopped mid-epoch). */
 static void test_resume_sgp(void)
 {
-    herd_train_config c = run_config("lenet", "sgp", 3, NULL);
+    herd__train_config c = run_config("lenet", "sgp", 3, NULL);
     resume_matches_cfg(c, 5);
     c.workers = 4, herd_test_set(&c, "topology", "random");
     resume_matches_cfg(c, 9);
@@ -665,17 +665,17 @@ static void test_resume_localsgd(void)
 {
     const char *algos[] = {"localsgd", "postlocal"};
     for (size_t k = 0; k < 2; k++) {
-        herd_train_config c = run_config("lenet", algos[k], 2, NULL);
+        herd__train_config c = run_config("lenet", algos[k], 2, NULL);
         herd_test_set(&c, "local-steps", "3");
         resume_matches_cfg(c, 13);
     }
 }
 
-static void expect_train_error(const herd_train_config *c, herd_status want, const char *needle)
+static void expect_train_error(const herd__train_config *c, herd_status want, const char *needle)
 {
     herd_train_result r;
     herd_err err = {0};
-    herd_status st = herd_train(c, &r, &err);
+    herd_status st = herd__train(c, &r, &err);
     if (st != want || !strstr(err.msg, needle))
         herd_test_fail(__FILE__, __LINE__, "status %d (want %d), message \"%s\" (want \"%s\")", st, want, err.msg,
                        needle);
@@ -687,7 +687,7 @@ static void expect_train_error(const herd_train_config *c, herd_status want, con
  * the resume is bit for bit. Resuming with another optimizer is refused. */
 static void test_resume_layerwise(void)
 {
-    herd_train_config c = run_config("lenet", "allreduce", 2, NULL);
+    herd__train_config c = run_config("lenet", "allreduce", 2, NULL);
     c.optim.optimizer = HERD_OPTIMIZER_LARS, c.optim.lr = 2.0f, c.optim.lars_eta = 0.01f;
     resume_matches_cfg(c, 7);
     c = run_config("mlp", "sgd", 1, NULL);
@@ -702,7 +702,7 @@ static void test_resume_layerwise(void)
     c.epochs = 1, c.optim.optimizer = HERD_OPTIMIZER_LAMB;
     herd_train_result r;
     herd_test_train_ok(&c, &r);
-    herd_train_config d = c;
+    herd__train_config d = c;
     d.resume = true, d.epochs = 2, d.optim.optimizer = HERD_OPTIMIZER_SGD;
     expect_train_error(&d, HERD_EINVAL, "written with --optimizer lamb; this run has --optimizer sgd");
     d.optim.optimizer = HERD_OPTIMIZER_LARS;
@@ -724,7 +724,7 @@ static void test_every_section(void)
 {
     char dir[512];
     make_dir(dir, sizeof dir, "every-section");
-    herd_train_config c = run_config("resnet20", "aeasgd", 2, dir);
+    herd__train_config c = run_config("resnet20", "aeasgd", 2, dir);
     c.optim.optimizer = HERD_OPTIMIZER_LAMB, c.optim.lr = 0.005f;
     c.epochs = 1, c.train_limit = 64, c.test_limit = 32, c.batch = 16, c.checkpoint_every = 0;
     herd_train_result r;
@@ -739,11 +739,11 @@ static void test_resume_refusals(void)
 {
     char dir[512], p[600];
     make_dir(dir, sizeof dir, "ref");
-    herd_train_config c = run_config("mlp", "allreduce", 2, dir);
+    herd__train_config c = run_config("mlp", "allreduce", 2, dir);
     c.epochs = 1;
     herd_train_result r;
     herd_test_train_ok(&c, &r); /* checkpoints at steps 5 and 8 */
-    herd_train_config d = c;
+    herd__train_config d = c;
     expect_train_error(&d, HERD_EINVAL, "already holds checkpoints (the newest: ckpt-8.herd); add --resume");
     d.resume = true;
     d.model = "lenet";
@@ -826,8 +826,8 @@ static void test_algo_hooks(void)
 {
     char dir[512];
     make_dir(dir, sizeof dir, "hooks");
-    herd_train_config cfg;
-    herd_train_config_defaults(&cfg);
+    herd__train_config cfg;
+    herd__train_config_defaults(&cfg);
     cfg.model = "linear", cfg.batch = 8, cfg.epochs = 2, cfg.checkpoint_dir = dir, cfg.quiet = true;
     herd_dataset d;
     herd_err err = {0};
@@ -934,7 +934,7 @@ out:
  * byte for byte (every worker's weights, momentum, cursor, the batch
  * counter and every buffer of the algorithm's state: servers, centers,
  * windows, random streams, counters). */
-static void load_and_save_again(herd_train_config c, const char *dir, const char *out, const char *want)
+static void load_and_save_again(herd__train_config c, const char *dir, const char *out, const char *want)
 {
     herd_err err = {0};
     herd_dataset train, test;
@@ -942,7 +942,7 @@ static void load_and_save_again(herd_train_config c, const char *dir, const char
     herd_dataset_truncate(&train, c.train_limit);
     herd_threads_world *world;
     ASSERT_OK(herd_threads_world_create(c.workers, &world, &err));
-    herd_train_config cin = c, cout = c;
+    herd__train_config cin = c, cout = c;
     cin.checkpoint_dir = dir, cin.resume = true;
     cout.checkpoint_dir = out, cout.resume = false;
     rt_worker rw[4];
@@ -1024,7 +1024,7 @@ static void async_resume_with(const char *algo, const char *opt, const char *val
     make_dir(db, sizeof db, name);
     snprintf(name, sizeof name, "%s%s-again", algo, opt ? val : "");
     make_dir(dc, sizeof dc, name);
-    herd_train_config c = run_config("lenet", algo, 3, da);
+    herd__train_config c = run_config("lenet", algo, 3, da);
     c.train_limit = 384, c.epochs = 4, c.checkpoint_every = 4, c.checkpoint_keep = 100;
     if (opt)
         herd_test_set(&c, opt, val);
@@ -1083,7 +1083,7 @@ static void test_async_holds(void)
 {
     char dir[512];
     make_dir(dir, sizeof dir, "holds");
-    herd_train_config c = run_config("lenet", "asgd", 3, dir);
+    herd__train_config c = run_config("lenet", "asgd", 3, dir);
     c.epochs = 4, c.checkpoint_every = 5;
     herd__ckpt_run *cr;
     herd_err err = {0};
@@ -1102,8 +1102,8 @@ static void test_async_refusals(void)
 {
     char dir[512];
     make_dir(dir, sizeof dir, "async-ref");
-    herd_train_config c = run_config("lenet", "asgd", 2, dir);
-    herd_train_config d = c;
+    herd__train_config c = run_config("lenet", "asgd", 2, dir);
+    herd__train_config d = c;
     herd_test_set(&d, "ps-shards", "1"); /* worker 1 holds no shard */
     d.nfail = 1, d.fail[0].rank = 1, d.fail[0].step = 3;
     expect_train_error(&d, HERD_EUNSUPPORTED, "which --fail");
@@ -1124,11 +1124,11 @@ static void test_algo_records(void)
 {
     char dir[512];
     make_dir(dir, sizeof dir, "rec-sgp");
-    herd_train_config c = run_config("linear", "sgp", 2, dir);
+    herd__train_config c = run_config("linear", "sgp", 2, dir);
     c.epochs = 1;
     herd_train_result r;
     herd_test_train_ok(&c, &r);
-    herd_train_config d = c;
+    herd__train_config d = c;
     d.resume = true, herd_test_set(&d, "topology", "ring");
     expect_train_error(&d, HERD_EINVAL, "written with --topology exp; this run has --topology ring");
     make_dir(dir, sizeof dir, "rec-asgd");

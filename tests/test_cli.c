@@ -157,8 +157,8 @@ static void test_flag_messages(void)
     } cases[] = {
         {{"train", "--workers=abc"}, "herd: --workers: expected a non-negative integer, got 'abc'\n"},
         {{"train", "--lr", "nan"}, "herd: --lr: expected a number, got 'nan'\n"},
-        {{"train", "--schedule", "linear"}, "herd: --schedule: expected const, step or cosine, got 'linear'\n"},
-        {{"train", "--slow", "1:2", "--slow", "3:x"}, "herd: --slow: expected RANK:FACTOR (e.g. 3:10), got '3:x'\n"},
+        {{"train", "--schedule", "linear"}, "herd: --schedule must be const, step or cosine, got 'linear'\n"},
+        {{"train", "--slow", "1:2", "--slow", "3:x"}, "herd: --slow: expected RANK:FACTOR (e.g. 3:10), at most 16 times, got '3:x'\n"},
         {{"train", "--slow", "3"}, "herd: --slow: expected RANK:FACTOR (e.g. 3:10), at most 16 times, got '3'\n"},
         {{"train", "--inject-nan", "1@"}, "herd: --inject-nan: expected RANK@STEP (e.g. 1@20), at most 16 times, got '1@'\n"},
         {{"train", "--json=1"}, "herd: flag '--json=1' takes no value (see 'herd train --help')\n"},
@@ -167,7 +167,7 @@ static void test_flag_messages(void)
         {{"train", "-x"}, "herd: unexpected argument '-x' (see 'herd train --help')\n"},
         {{"train", "--local-steps"}, "herd: flag '--local-steps' needs a value (see 'herd train --help')\n"},
         {{"train", "--algo=localsgd", "--local-steps=abc"},
-         "herd: --local-steps: expected a non-negative integer, got 'abc' (see 'herd train --help')\n"},
+         "herd: --local-steps: expected a non-negative integer, got 'abc'\n"},
         /* bench, sim and compare: the same parser, the same forms */
         {{"bench", "allreduce", "--min-bytes=-3"}, "herd: --min-bytes: expected a non-negative integer, got '-3'\n"},
         {{"bench", "allreduce", "--json=1"}, "herd: flag '--json=1' takes no value (see 'herd bench --help')\n"},
@@ -232,6 +232,18 @@ static void test_missing_and_corrupt_data(void)
     ASSERT_TRUE(strstr(o.err, "Segmentation") == NULL);
 }
 
+/* The last line of text (without its newline) into out. */
+static void last_line(const char *text, char *out, size_t cap)
+{
+    size_t len = strlen(text);
+    while (len && text[len - 1] == '\n')
+        len--;
+    size_t at = len;
+    while (at && text[at - 1] != '\n')
+        at--;
+    snprintf(out, cap, "%.*s", (int)(len - at), text + at);
+}
+
 /* The main job on a slice of the real data: progress lines on stderr, the
  * JSON summary as the last line of stdout, and a model that learned. */
 static void test_train_fashion_slice(void)
@@ -246,8 +258,8 @@ static void test_train_fashion_slice(void)
     if (o.code != 0)
         herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
     ASSERT_STR_CONTAINS(o.err, "epoch 2/2");
-    char *last = strrchr(o.out, '{');
-    ASSERT_TRUE(last != NULL);
+    char last[16384];
+    last_line(o.out, last, sizeof last);
     ASSERT_STR_CONTAINS(last, "\"algo\":\"sgd\"");
     ASSERT_STR_CONTAINS(last, "\"engine\":\"threads\"");
     ASSERT_STR_CONTAINS(last, "\"workers\":1");
@@ -330,7 +342,7 @@ static struct {
     int code;
     char *args[64]; /* the last command's, on the heap until the next one */
     size_t ntrain, nallreduce;
-    herd_train_config train;
+    herd__train_config train;
     herd_bench_allreduce_config allreduce;
 } in_proc;
 
@@ -341,7 +353,7 @@ static _Noreturn void in_proc_exit(int code)
 }
 
 /* The run is rank 1's: herd train prints nothing after it. */
-static herd_status in_proc_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err)
+static herd_status in_proc_train(const herd__train_config *cfg, herd_train_result *res, herd_err *err)
 {
     (void)err;
     in_proc.train = *cfg, in_proc.ntrain++;
@@ -362,13 +374,13 @@ static herd_status in_proc_allreduce(const herd_bench_allreduce_config *cfg, her
 int in_proc_main(int argc, char **argv);
 #define exit in_proc_exit
 #define main in_proc_main
-#define herd_train in_proc_train
+#define herd__train in_proc_train
 #define herd_bench_allreduce in_proc_allreduce
 #include "cli/flags.c"
 #include "cli/herd.c"
 #undef exit
 #undef main
-#undef herd_train
+#undef herd__train
 #undef herd_bench_allreduce
 
 /* herd sim and herd compare start processes: not run here. */
@@ -463,9 +475,9 @@ static bool same_str(const char *a, const char *b)
 static void test_no_state_between_commands(void)
 {
     herd_test_cmd o;
-    herd_train_config def;
-    herd_train_config_defaults(&def);
-    const herd_train_config *t = &in_proc.train;
+    herd__train_config def;
+    herd__train_config_defaults(&def);
+    const herd__train_config *t = &in_proc.train;
     RUN_IN_PROCESS(&o, "train", "--data=synthetic:1x8x8:4", "--model", "linear", "--algo", "localsgd", "--local-steps=3",
                    "--workers", "3", "--lr=0.5", "--seed", "9", "--schedule", "step", "--slow", "1:4", "--fail", "2@5",
                    "--inject-nan", "0@2", "--nesterov", "--json", "--no-progress", "--log", "x.jsonl");
@@ -496,7 +508,7 @@ static void test_no_state_between_commands(void)
     ASSERT_TRUE(same_str(t->data, def.data) && same_str(t->model, def.model) && same_str(t->algo, def.algo) &&
                 same_str(t->log_path, def.log_path));
     ASSERT_TRUE(t->workers == def.workers && t->epochs == def.epochs && t->seed == def.seed);
-    ASSERT_TRUE(t->optim.lr == def.optim.lr && t->optim.schedule == def.optim.schedule);
+    ASSERT_TRUE(isnan(t->optim.lr) && isnan(def.optim.lr) && t->optim.schedule == def.optim.schedule); /* NaN: not given */
     ASSERT_TRUE(t->nslow == 0 && t->nfail == 0 && t->ninject_nan == 0 && t->nalgo_args == 0);
     /* bench allreduce: its strings are checked after parsing, from its own options */
     RUN_IN_PROCESS(&o, "bench", "allreduce", "--comm-dtype", "fp16", "--allreduce=both", "--workers", "3", "--engine",
@@ -536,18 +548,6 @@ static void slurp(const char *path, char *buf, size_t cap)
     buf[n] = 0;
 }
 
-/* The last line of text (without its newline) into out. */
-static void last_line(const char *text, char *out, size_t cap)
-{
-    size_t len = strlen(text);
-    while (len && text[len - 1] == '\n')
-        len--;
-    size_t at = len;
-    while (at && text[at - 1] != '\n')
-        at--;
-    snprintf(out, cap, "%.*s", (int)(len - at), text + at);
-}
-
 /* Everything herd prints under --json and writes under --log parses with a
  * strict JSON parser, on success and on failure, for algorithms of every
  * family: a non-finite loss is null, the summary says its status, a failed
@@ -555,7 +555,7 @@ static void last_line(const char *text, char *out, size_t cap)
 static void test_json_everywhere(void)
 {
     static char log[1 << 18];
-    char logpath[512], last[4096];
+    char logpath[512], last[16384];
     snprintf(logpath, sizeof logpath, "%s/run.jsonl", herd_test_tmpdir());
     bool fashion = access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) == 0;
     static const struct {
@@ -599,7 +599,7 @@ static void test_json_everywhere(void)
         last_line(o.out, last, sizeof last);
         ASSERT_STR_CONTAINS(last, herd_test_fmt("{\"algo\":\"%s\",\"status\":\"%s\"", runs[i].algo, runs[i].status));
         ASSERT_STR_CONTAINS(last, runs[i].needs);
-        ASSERT_TRUE(!strstr(last, "nan") && !strstr(last, "inf,"));
+        ASSERT_TRUE(!strstr(last, ":nan") && !strstr(last, ":inf") && !strstr(last, ":-inf"));
         slurp(logpath, log, sizeof log);
         what = herd_test_fmt("--algo %s %s: --log", runs[i].algo, runs[i].extra[0] ? runs[i].extra[0] : "");
         size_t lines = herd_test_json_lines(log, what);
@@ -620,7 +620,7 @@ static void test_json_everywhere(void)
         {"train", "--json", "--model", "foo"},
     };
     static const char *const says[] = {"\"error\":\"unknown flag '--bogus'\"", "\"error\":\"--lr: expected a number, got 'x\\\"y'\"",
-                                       "--overlap applies to allreduce", "--eval-every must be at least 1",
+                                       "--overlap applies to allreduce", "--eval-every must be in [1, 100000], got 0",
                                        "\"code\":\"HERD_EINVAL\",\"error\":\"unknown model 'foo'"};
     for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
         herd_test_cmd o;
@@ -651,7 +651,7 @@ static void test_exit_codes(void)
         {{"train", "--momentum", "1"}, 2, "--momentum must be in [0, 1), got 1"},
         {{"train", "--lr", "200"}, 2, "--lr must be in (0, 100], got 200"},
         {{"train", "--lr", "1e-300"}, 2, "--lr: 1e-300 is out of the range of a float"},
-        {{"train", "--lr", "1e300"}, 2, "--lr: 1e300 is out of the range of a float"},
+        {{"train", "--lr", "1e300"}, 2, "--lr must be in (0, 100], got 1e300"},
         {{"train", "--model", "foo"}, 2, "unknown model 'foo'"},
         {{"train", "--algo", "foo"}, 2, "unknown algorithm 'foo'"},
         {{"train", "--engine", "foo"}, 2, "unknown engine 'foo'"},
@@ -686,12 +686,12 @@ static void test_exit_codes(void)
         {{"train", "--model", "nosuch", "--dry-run"}, 2, "unknown model 'nosuch'"},
         {{"nonsense"}, 2, "unknown command 'nonsense'"},
         /* accepted nonsense, refused before any work */
-        {{"train", "--step-gamma", "-1"}, 2, "--step-gamma must be in (0, 1] (the factor of each decay), got -1"},
+        {{"train", "--step-gamma", "-1"}, 2, "--step-gamma must be in (0, 1], got -1"},
         {{"train", "--step-gamma", "0"}, 2, "--step-gamma must be in (0, 1]"},
-        {{"train", "--step-epochs", "0"}, 2, "--step-epochs must be in (0, 1e6], got 0"},
-        {{"train", "--step-epochs", "-1"}, 2, "--step-epochs must be in (0, 1e6], got -1"},
+        {{"train", "--step-epochs", "0"}, 2, "--step-epochs must be in (0, 1000000], got 0"},
+        {{"train", "--step-epochs", "-1"}, 2, "--step-epochs must be in (0, 1000000], got -1"},
         {{"train", "--eval-every-steps", "-1"}, 2, "--eval-every-steps: expected a non-negative integer, got '-1'"},
-        {{"train", "--eval-every-steps", "2000000000"}, 2, "--eval-every-steps must be in [0, 1000000000] (0: off)"},
+        {{"train", "--eval-every-steps", "2000000000"}, 2, "--eval-every-steps must be in [0, 1000000000], got 2000000000"},
         {{"sim", "--workers", "0", "--", "train"}, 2, "--workers must be in [1, 4096], got 0"},
         /* a dry run with no --algo checks the rest and exits 0 (herd_train picks the algorithm) */
         {{"train", "--model", "lenet", "--dry-run"}, 0, ""},
@@ -1147,7 +1147,7 @@ static void test_divergence(void)
     if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) != 0)
         herd_test_fail(__FILE__, __LINE__, "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
     static char log[1 << 16];
-    char logpath[512], last[4096];
+    char logpath[512], last[16384];
     snprintf(logpath, sizeof logpath, "%s/div.jsonl", herd_test_tmpdir());
     for (int stop = 0; stop < 3; stop++) {
         unlink(logpath);
@@ -1580,8 +1580,8 @@ static void test_compare_checks_specs(void)
     } cases[] = {
         {"--train-limit 256", "dpsgd --bogus", "herd: unknown flag '--bogus' (see 'herd train --help')\n"
                                                "herd: compare: spec 'dpsgd --bogus' is refused (above); no run was started\n"},
-        {"--train-limit 256", "dpsgdx", "herd: unknown algorithm 'dpsgdx' ('herd algos' lists them)\n"
-                                        "herd: compare: spec 'dpsgdx' is refused (above); no run was started\n"},
+        {"--train-limit 256", "dpsgdx", "herd: unknown algorithm 'dpsgdx' (choose one of: sgd, allreduce,"},
+        {"--train-limit 256", "dpsgdx", "herd: compare: spec 'dpsgdx' is refused (above); no run was started\n"},
         {"--train-limit 256", "asgd --overlap on", "spec 'asgd --overlap on' is refused (above)"},
         {"--train-limit 256", "asgd --lr x", "herd: --lr: expected a number, got 'x'\n"},
         {"--train-limt 256", "asgd", "herd: compare: the flags of every run (--model, --data, --extra) are refused"},

@@ -163,19 +163,19 @@ static void test_train_end_to_end(void)
      * through its window */
     const char *algos[] = {"easgd", "aeasgd", "ameasgd", "hogwild-easgd", "eawild", "eawild"};
     for (size_t a = 0; a < 6; a++) {
-        herd_train_config c = herd_test_config("linear", algos[a], 3);
+        herd__train_config c = herd_test_config("linear", algos[a], 3);
         c.batch = 16;
         c.comm_timeout_s = 20;
         c.optim.lr = 0.2f;
         if (a == 5)
             herd_test_set(&c, "elastic-transport", "messages");
         if (a > 0) {
-            c.fail[0] = (herd_fail){.rank = 2, .step = 0};
+            c.fail[0] = (herd__fail){.rank = 2, .step = 0};
             c.nfail = 1;
         }
         herd_train_result r;
         herd_err err = {0};
-        herd_status st = herd_train(&c, &r, &err);
+        herd_status st = herd__train(&c, &r, &err);
         if (st != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "%s: %s", algos[a], err.msg);
         ASSERT_TRUE(strcmp(r.eval_model, "center") == 0);
@@ -201,7 +201,7 @@ static void test_checkpoint_resume(void)
     snprintf(da, sizeof da, "%s/easgd-straight", herd_test_tmpdir());
     snprintf(db, sizeof db, "%s/easgd-stopped", herd_test_tmpdir());
     ASSERT_TRUE(mkdir(da, 0700) == 0 && mkdir(db, 0700) == 0);
-    herd_train_config c = herd_test_config("linear", "easgd", 2);
+    herd__train_config c = herd_test_config("linear", "easgd", 2);
     c.train_limit = 512; /* 8 steps an epoch */
     c.test_limit = 256;
     c.checkpoint_every = 3;
@@ -209,15 +209,15 @@ static void test_checkpoint_resume(void)
     herd_train_result a, b;
     herd_err err = {0};
     c.checkpoint_dir = da;
-    if (herd_train(&c, &a, &err) != HERD_OK)
+    if (herd__train(&c, &a, &err) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "straight: %s", err.msg);
     c.checkpoint_dir = db;
     c.max_steps = 9; /* a checkpoint at step 9, mid-epoch, after an odd step */
-    if (herd_train(&c, &b, &err) != HERD_OK)
+    if (herd__train(&c, &b, &err) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "stopped: %s", err.msg);
     c.max_steps = 0;
     c.resume = true;
-    if (herd_train(&c, &b, &err) != HERD_OK)
+    if (herd__train(&c, &b, &err) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "resumed: %s", err.msg);
     ASSERT_EQ_INT(a.steps, 16);
     ASSERT_EQ_INT(b.steps, 16);
@@ -230,7 +230,7 @@ static void test_checkpoint_resume(void)
     const char *async_algos[] = {"aeasgd", "eawild"};
     for (size_t i = 0; i < 2; i++) {
         c.algo = async_algos[i], c.resume = false, c.max_steps = 9;
-        ASSERT_EQ_INT(herd_train(&c, &b, &err), HERD_EUNSUPPORTED);
+        ASSERT_EQ_INT(herd__train(&c, &b, &err), HERD_EUNSUPPORTED);
         ASSERT_STR_CONTAINS(err.msg, "is asynchronous");
     }
 }
@@ -327,11 +327,11 @@ static void test_message_center_exact(void)
 /* --elastic-transport is eawild's. */
 static void test_transport_option(void)
 {
-    herd_train_config c = herd_test_config("linear", "aeasgd", 2);
+    herd__train_config c = herd_test_config("linear", "aeasgd", 2);
     herd_test_set(&c, "elastic-transport", "messages");
     herd_train_result r;
     herd_err err = {0};
-    ASSERT_TRUE(herd_train(&c, &r, &err) == HERD_EINVAL);
+    ASSERT_TRUE(herd__train(&c, &r, &err) == HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "--elastic-transport applies to eawild only");
 }
 

@@ -27,9 +27,9 @@ static const char *scratch(const char *name)
 }
 
 /* The run most tests start from: a few epochs of a tiny model, checkpointed. */
-static herd_train_config ckpt_config(const char *model, const char *algo, size_t workers, const char *dir)
+static herd__train_config ckpt_config(const char *model, const char *algo, size_t workers, const char *dir)
 {
-    herd_train_config c = herd_test_config(model, algo, workers);
+    herd__train_config c = herd_test_config(model, algo, workers);
     c.train_limit = 512;
     c.test_limit = 256;
     c.checkpoint_dir = dir;
@@ -65,7 +65,7 @@ static void eval_fails(const char *dir, const char *data, herd_status want, cons
 static void eval_matches(const char *model, const char *algo, size_t workers)
 {
     const char *dir = scratch(herd_test_fmt("%s-%s", model, algo));
-    herd_train_config c = ckpt_config(model, algo, workers, dir);
+    herd__train_config c = ckpt_config(model, algo, workers, dir);
     herd_train_result tr;
     herd_test_train_ok(&c, &tr);
     herd_eval_result ev = eval_ok(dir, NULL, c.test_limit);
@@ -138,7 +138,7 @@ static const char *strip_to_old(const char *dir, const char *old)
 static void test_old_checkpoints(void)
 {
     const char *dir = scratch("sgd");
-    herd_train_config c = ckpt_config("lenet", "sgd", 1, dir);
+    herd__train_config c = ckpt_config("lenet", "sgd", 1, dir);
     herd_train_result tr;
     herd_test_train_ok(&c, &tr);
     const char *od = strip_to_old(dir, "sgd-old");
@@ -190,7 +190,7 @@ static void put_meta(const char *dir, const unsigned char *meta, size_t len)
 static void test_meta(void)
 {
     const char *dir = scratch("meta");
-    herd_train_config c = ckpt_config("linear", "easgd", 2, dir);
+    herd__train_config c = ckpt_config("linear", "easgd", 2, dir);
     c.checkpoint_every = 5;
     c.checkpoint_keep = 10;
     herd_train_result tr;
@@ -277,7 +277,7 @@ static void test_data_identity(void)
 {
     const char *a = scratch("data-a"), *b = scratch("data-b"), *t = scratch("data-t"), *dir = scratch("ident");
     write_idx(a, 0), write_idx(b, 1), write_idx(t, 2);
-    herd_train_config c = ckpt_config("linear", "sgd", 1, dir);
+    herd__train_config c = ckpt_config("linear", "sgd", 1, dir);
     c.data = a, c.batch = 10, c.train_limit = 0, c.test_limit = 0;
     herd_train_result tr;
     herd_test_train_ok(&c, &tr);
@@ -309,7 +309,7 @@ static void test_data_identity(void)
     /* --resume on the other training set */
     c.data = b, c.resume = true, c.epochs = 3;
     err = (herd_err){0};
-    ASSERT_EQ_INT(herd_train(&c, &tr, &err), HERD_EDATA);
+    ASSERT_EQ_INT(herd__train(&c, &tr, &err), HERD_EDATA);
     ASSERT_STR_CONTAINS(err.msg, "--other-data resumes on them anyway");
     herd_train_result_free(&tr);
     HERD_TEST_RUN(&o, "train", "--data", b, "--model", "linear", "--batch", "10", "--epochs", "3", "--checkpoint", dir,

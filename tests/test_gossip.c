@@ -38,7 +38,7 @@ typedef struct grun {
 typedef struct gworker {
     grun *g;
     herd_threads_world *world;
-    herd_train_config *cfg;
+    herd__train_config *cfg;
     herd_worker w;
     herd_algo algo;
     herd_status st;
@@ -93,8 +93,8 @@ static void grun_run(grun *g)
 {
     size_t n = g->workers;
     ASSERT_TRUE(n >= 1 && n <= 64);
-    herd_train_config cfg;
-    herd_train_config_defaults(&cfg);
+    herd__train_config cfg;
+    herd__train_config_defaults(&cfg);
     cfg.algo = g->algo;
     cfg.workers = n;
     if (g->topology)
@@ -444,10 +444,10 @@ static void test_osgp_tau0_equals_sgp(void)
 static void test_train_learns(void)
 {
     for (size_t a = 0; a < 4; a++) {
-        herd_train_config c = herd_test_config("linear", algos[a], 4);
+        herd__train_config c = herd_test_config("linear", algos[a], 4);
         herd_train_result r;
         herd_err err = {0};
-        herd_status st = herd_train(&c, &r, &err);
+        herd_status st = herd__train(&c, &r, &err);
         if (st != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "%s: %s", algos[a], err.msg);
         if (!(r.test_acc > 0.85))
@@ -464,13 +464,13 @@ static void test_train_sync_deterministic(void)
 {
     const char *sync[] = {"dpsgd", "sgp"};
     for (size_t a = 0; a < 2; a++) {
-        herd_train_config c = herd_test_config("linear", sync[a], 3);
+        herd__train_config c = herd_test_config("linear", sync[a], 3);
         c.model = "lenet";
         c.epochs = 1;
         herd_test_set(&c, "topology", "random");
         herd_train_result x, y;
-        ASSERT_OK(herd_train(&c, &x, NULL));
-        ASSERT_OK(herd_train(&c, &y, NULL));
+        ASSERT_OK(herd__train(&c, &x, NULL));
+        ASSERT_OK(herd__train(&c, &y, NULL));
         ASSERT_TRUE(x.test_loss == y.test_loss && x.train_loss == y.train_loss);
     }
 }
@@ -482,13 +482,13 @@ static void test_train_survives_lost_worker(void)
 {
     const char *async[] = {"adpsgd", "osgp"};
     for (size_t a = 0; a < 2; a++) {
-        herd_train_config c = herd_test_config("linear", async[a], 4);
+        herd__train_config c = herd_test_config("linear", async[a], 4);
         c.nfail = 1;
-        c.fail[0] = (herd_fail){.rank = 1, .step = 0};
+        c.fail[0] = (herd__fail){.rank = 1, .step = 0};
         c.comm_timeout_s = 20;
         herd_train_result r;
         herd_err err = {0};
-        herd_status st = herd_train(&c, &r, &err);
+        herd_status st = herd__train(&c, &r, &err);
         if (st != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "%s: %s", async[a], err.msg);
         ASSERT_EQ_INT(r.nlost, 1);
@@ -506,12 +506,12 @@ static void test_train_stall_named(void)
     /* osgp's polled wait and sgp's blocking one say the same */
     const char *which[] = {"osgp", "sgp"};
     for (size_t a = 0; a < 2; a++) {
-        herd_train_config c = herd_test_config("linear", which[a], 2);
+        herd__train_config c = herd_test_config("linear", which[a], 2);
         c.comm_timeout_s = 0.3;
-        c.nslow = 1, c.slow[0] = (herd_slow){1, 1e6};
+        c.nslow = 1, c.slow[0] = (herd__slow){1, 1e6};
         herd_train_result r;
         herd_err err = {0};
-        ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_ETIMEOUT);
+        ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_ETIMEOUT);
         ASSERT_STR_CONTAINS(err.msg, which[a]);
         ASSERT_STR_CONTAINS(err.msg, "waiting for in-neighbour 1 at step ");
         size_t len = strlen(err.msg);

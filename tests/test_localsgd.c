@@ -8,9 +8,9 @@
 #include "herd/herd_rng.h"
 #include "herd/herd_run.h"
 
-static herd_train_config learn_config(const char *algo, size_t workers)
+static herd__train_config learn_config(const char *algo, size_t workers)
 {
-    herd_train_config c = herd_test_config("linear", algo, workers);
+    herd__train_config c = herd_test_config("linear", algo, workers);
     c.batch = 16;
     c.comm_timeout_s = 20;
     c.optim.lr = 0.2f;
@@ -71,7 +71,7 @@ static void test_closed_form(void)
 static void test_one_step_is_allreduce(void)
 {
     for (size_t workers = 2; workers <= 3; workers++) {
-        herd_train_config a = learn_config("allreduce", workers), l = learn_config("localsgd", workers);
+        herd__train_config a = learn_config("allreduce", workers), l = learn_config("localsgd", workers);
         a.model = l.model = "lenet";
         a.train_limit = l.train_limit = 768;
         herd_test_set(&l, "local-steps", "1");
@@ -83,7 +83,7 @@ static void test_one_step_is_allreduce(void)
         ASSERT_TRUE(ra.test_acc == rl.test_acc);
         ASSERT_TRUE(rl.replica_max_diff == 0.0);
         /* and post-local SGD before its switch is the same */
-        herd_train_config p = learn_config("postlocal", workers);
+        herd__train_config p = learn_config("postlocal", workers);
         p.model = "lenet", p.train_limit = 768;
         herd_test_set(&p, "switch-epoch", "2");
         herd_train_result rp;
@@ -97,7 +97,7 @@ static void test_one_step_is_allreduce(void)
 static void test_learns(void)
 {
     herd_train_result r1, r4, rp;
-    herd_train_config c = learn_config("localsgd", 3);
+    herd__train_config c = learn_config("localsgd", 3);
     herd_test_set(&c, "local-steps", "1");
     herd_test_train_ok(&c, &r1);
     c = learn_config("localsgd", 3);
@@ -120,19 +120,19 @@ static void test_learns(void)
 /* --local-steps 0 is refused, naming the flag and its bounds. */
 static void test_option_errors(void)
 {
-    herd_train_config c = learn_config("localsgd", 2);
+    herd__train_config c = learn_config("localsgd", 2);
     herd_train_result r;
     herd_err err = {0};
     herd_test_set(&c, "local-steps", "0");
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "--local-steps must be in [1, 1000000], got 0");
     c = learn_config("localsgd", 2);
     herd_test_set(&c, "switch-epoch", "1");
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "--switch-epoch applies to postlocal, not --algo localsgd");
     c = learn_config("allreduce", 2);
     herd_test_set(&c, "local-steps", "2");
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "--local-steps applies to localsgd, postlocal, not --algo allreduce");
 }
 

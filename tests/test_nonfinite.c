@@ -43,9 +43,9 @@ enum { NSYNC = sizeof sync_cases / sizeof sync_cases[0], INJECT_STEP = 4 };
  * every synchronous algorithm but allreduce, with more than one worker. */
 static bool settles(const sync_case *k) { return strcmp(k->algo, "allreduce") != 0 && k->workers > 1; }
 
-static herd_train_config base(const char *algo, size_t workers, const char *model)
+static herd__train_config base(const char *algo, size_t workers, const char *model)
 {
-    herd_train_config c = herd_test_config(model, algo, workers);
+    herd__train_config c = herd_test_config(model, algo, workers);
     c.epochs = 1;
     c.batch = 16;
     c.train_limit = 384;
@@ -54,9 +54,9 @@ static herd_train_config base(const char *algo, size_t workers, const char *mode
     return c;
 }
 
-static herd_train_config sync_config(const sync_case *k)
+static herd__train_config sync_config(const sync_case *k)
 {
-    herd_train_config c = base(k->algo, k->workers, k->model ? k->model : "linear");
+    herd__train_config c = base(k->algo, k->workers, k->model ? k->model : "linear");
     if (!strcmp(k->algo, "allreduce")) {
         herd_test_set(&c, "bucket-bytes", herd_test_fmt("%zu", (size_t)k->bucket));
         herd_test_set(&c, "overlap", k->overlap ? "on" : "off");
@@ -68,16 +68,16 @@ static herd_train_config sync_config(const sync_case *k)
     return c;
 }
 
-static void inject(herd_train_config *c, size_t rank, size_t step)
+static void inject(herd__train_config *c, size_t rank, size_t step)
 {
-    c->inject_nan[c->ninject_nan++] = (herd_inject){rank, step};
+    c->inject_nan[c->ninject_nan++] = (herd__inject){rank, step};
 }
 
 /* Runs c, which must stop on a non-finite value; the message in err. */
-static void expect_nonfinite(const herd_train_config *c, const char *label, herd_err *err)
+static void expect_nonfinite(const herd__train_config *c, const char *label, herd_err *err)
 {
     herd_train_result r;
-    herd_status st = herd_train(c, &r, err);
+    herd_status st = herd__train(c, &r, err);
     if (st != HERD_ENONFINITE)
         herd_test_fail(__FILE__, __LINE__, "%s (%s): status %s, '%s'", label, c->algo, herd_err_name(st), err->msg);
 }
@@ -135,7 +135,7 @@ static void test_sync_stop(void)
         const sync_case *k = &sync_cases[i];
         char path[512], want[128];
         snprintf(path, sizeof path, "%s/stop%zu.jsonl", herd_test_tmpdir(), i);
-        herd_train_config c = sync_config(k);
+        herd__train_config c = sync_config(k);
         c.log_path = path;
         inject(&c, victim(k), INJECT_STEP);
         herd_err err = {0};
@@ -168,17 +168,17 @@ static void test_sync_skip(void)
 {
     for (size_t i = 0; i < NSYNC; i++) {
         const sync_case *k = &sync_cases[i];
-        herd_train_config c = sync_config(k);
+        herd__train_config c = sync_config(k);
         herd_train_result clean, one, all;
         herd_err err = {0};
-        ASSERT_OK(herd_train(&c, &clean, NULL));
+        ASSERT_OK(herd__train(&c, &clean, NULL));
         c.skip_nonfinite = true;
         inject(&c, victim(k), INJECT_STEP);
-        if (herd_train(&c, &one, &err) != HERD_OK)
+        if (herd__train(&c, &one, &err) != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "case %zu (%s): %s", i, k->algo, err.msg);
         for (size_t w = 0; w + 1 < k->workers; w++)
             inject(&c, w, INJECT_STEP);
-        ASSERT_OK(herd_train(&c, &all, NULL));
+        ASSERT_OK(herd__train(&c, &all, NULL));
         ASSERT_EQ_INT(one.skipped_steps, 1);
         /* settling: each worker dropped its own gradient */
         ASSERT_EQ_INT(all.skipped_steps, settles(k) ? k->workers : 1);
@@ -204,13 +204,13 @@ static void test_skip_log_and_bound(void)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/skip.jsonl", herd_test_tmpdir());
-    herd_train_config c = base("allreduce", 2, "linear");
+    herd__train_config c = base("allreduce", 2, "linear");
     c.skip_nonfinite = true;
     c.log_path = path;
     inject(&c, 1, 3);
     inject(&c, 0, 7);
     herd_train_result r;
-    ASSERT_OK(herd_train(&c, &r, NULL));
+    ASSERT_OK(herd__train(&c, &r, NULL));
     ASSERT_EQ_INT(r.skipped_steps, 2);
     FILE *f = fopen(path, "r");
     ASSERT_TRUE(f != NULL);
@@ -231,7 +231,7 @@ static void test_skip_log_and_bound(void)
     for (size_t s = 2; s <= 2 + HERD_NONFINITE_MAX_SKIPS; s++)
         inject(&c, 1, s);
     herd_err err = {0};
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_ENONFINITE);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_ENONFINITE);
     char want[96];
     snprintf(want, sizeof want, "step %d (epoch 1): non-finite gradient on worker 1;", 2 + HERD_NONFINITE_MAX_SKIPS);
     ASSERT_STR_CONTAINS(err.msg, want);
@@ -241,7 +241,7 @@ static void test_skip_log_and_bound(void)
     c.ninject_nan = 0;
     for (size_t s = 2; s <= 2 + HERD_NONFINITE_MAX_SKIPS; s++)
         inject(&c, 1, s + (s > 6));
-    ASSERT_OK(herd_train(&c, &r, &err));
+    ASSERT_OK(herd__train(&c, &r, &err));
     ASSERT_EQ_INT(r.skipped_steps, HERD_NONFINITE_MAX_SKIPS + 1);
 }
 
@@ -255,7 +255,7 @@ static const char *const async_algos[] = {"asgd",   "amsgd",  "hogwild", "aeasgd
 static void test_async(void)
 {
     for (size_t i = 0; i < sizeof async_algos / sizeof async_algos[0]; i++) {
-        herd_train_config c = base(async_algos[i], 3, "linear");
+        herd__train_config c = base(async_algos[i], 3, "linear");
         c.train_limit = 1536;
         for (size_t w = 0; w < 3; w++)
             inject(&c, w, 1);
@@ -266,7 +266,7 @@ static void test_async(void)
         ASSERT_STR_CONTAINS(err.msg, "step 1");
         ASSERT_STR_CONTAINS(err.msg, "may be too high");
         c.skip_nonfinite = true;
-        if (herd_train(&c, &r, &err) != HERD_OK)
+        if (herd__train(&c, &r, &err) != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "%s --skip-nonfinite: %s", async_algos[i], err.msg);
         /* each worker that got to its step 1 dropped one gradient */
         ASSERT_TRUE(r.skipped_steps >= 1 && r.skipped_steps <= 3);
@@ -280,7 +280,7 @@ static void test_divergence(void)
 {
     static const char *const algos[] = {"allreduce", "amsgd", "aeasgd", "osgp"};
     for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
-        herd_train_config c = base(algos[i], 3, "mlp");
+        herd__train_config c = base(algos[i], 3, "mlp");
         c.optim.lr = 100.0f;
         herd_err err = {0};
         expect_nonfinite(&c, "lr 100", &err);
@@ -291,14 +291,14 @@ static void test_divergence(void)
 
 /* Worker 0's collective calls in its second epoch (from the epoch log
  * records' running count). */
-static unsigned long long epoch2_collectives(herd_train_config *c, const char *name)
+static unsigned long long epoch2_collectives(herd__train_config *c, const char *name)
 {
     char path[512], line[4096];
     snprintf(path, sizeof path, "%s/coll-%s-%zu.jsonl", herd_test_tmpdir(), name, c->train_limit);
     c->log_path = path;
     herd_err err = {0};
     herd_train_result r;
-    if (herd_train(c, &r, &err) != HERD_OK)
+    if (herd__train(c, &r, &err) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "%s: %s", name, err.msg);
     FILE *f = fopen(path, "r");
     ASSERT_TRUE(f != NULL);
@@ -326,7 +326,7 @@ static void test_no_step_collective(void)
     } cases[] = {{"dpsgd", NULL, NULL, 0}, {"sgp", NULL, NULL, 0}, {"easgd", "elastic-period", "4", 4},
                  {"localsgd", "local-steps", "4", 4}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        herd_train_config c = base(cases[i].algo, 3, "linear");
+        herd__train_config c = base(cases[i].algo, 3, "linear");
         c.epochs = 2;
         if (cases[i].opt)
             herd_test_set(&c, cases[i].opt, cases[i].val);
@@ -342,11 +342,11 @@ static void test_no_step_collective(void)
 
 static void test_inject_config(void)
 {
-    herd_train_config c = base("allreduce", 2, "linear");
+    herd__train_config c = base("allreduce", 2, "linear");
     inject(&c, 2, 1);
     herd_train_result r;
     herd_err err = {0};
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "--inject-nan 2@1 names worker 2");
 }
 

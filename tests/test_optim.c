@@ -103,8 +103,8 @@ static void test_schedules(void)
 
 static herd_optim_config layerwise_config(herd_optimizer k)
 {
-    herd_train_config t;
-    herd_train_config_defaults(&t); /* the run's defaults: eta, betas, eps */
+    herd__train_config t;
+    herd__train_config_defaults(&t); /* the run's defaults: eta, betas, eps */
     herd_optim_config c = t.optim;
     c.optimizer = k;
     return c;
@@ -431,8 +431,8 @@ static void test_optimizer_flags(void)
     static const struct {
         const char *args[10], *says;
     } cases[] = {
-        {{"train", "--optimizer", "adam"}, "herd: --optimizer: expected sgd, lars or lamb, got 'adam'"},
-        {{"train", "--lr-scale", "sqrt"}, "herd: --lr-scale: expected none or linear, got 'sqrt'"},
+        {{"train", "--optimizer", "adam"}, "herd: --optimizer must be sgd, lars or lamb, got 'adam'"},
+        {{"train", "--lr-scale", "sqrt"}, "herd: --lr-scale must be none or linear, got 'sqrt'"},
         {{"train", "--optimizer", "lars", "--lars-eta", "0"}, "--lars-eta must be in (0, 1]"},
         {{"train", "--lars-eta", "2"}, "--lars-eta must be in (0, 1]"},
         {{"train", "--lamb-beta1", "1"}, "--lamb-beta1 must be in [0, 1), got 1"},
@@ -477,7 +477,7 @@ typedef struct algo_run {
 static void optimizer_runs(const algo_run *runs, size_t nruns)
 {
     for (size_t i = 0; i < nruns; i++) {
-        herd_train_config c = herd_test_config("mlp", runs[i].algo, runs[i].workers);
+        herd__train_config c = herd_test_config("mlp", runs[i].algo, runs[i].workers);
         c.optim.optimizer = runs[i].k;
         c.optim.lr = runs[i].k == HERD_OPTIMIZER_LARS ? 2.0f : 0.005f;
         c.optim.lars_eta = 0.01f;

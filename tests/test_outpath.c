@@ -162,12 +162,12 @@ static void test_run_outputs(void)
     const char *ff = scratch("logfifo"), *dir = scratch("tracedir");
     ASSERT_OK(mkfifo(ff, 0644));
     ASSERT_OK(mkdir(dir, 0755));
-    herd_train_config c = herd_test_config("linear", "sgd", 1);
+    herd__train_config c = herd_test_config("linear", "sgd", 1);
     c.log_path = ff;
     herd_train_result r;
     herd_err err = {0};
     double t0 = herd__now();
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_TRUE(herd__now() - t0 < 5.0);
     ASSERT_STR_CONTAINS(err.msg, "--log");
     ASSERT_STR_CONTAINS(err.msg, "no process reads");
@@ -177,7 +177,7 @@ static void test_run_outputs(void)
     c.test_limit = 64;
     c.epochs = 1;
     err = (herd_err){0};
-    herd_status st = herd_train(&c, &r, &err);
+    herd_status st = herd__train(&c, &r, &err);
     ASSERT_EQ_INT(st, HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "--trace");
     ASSERT_STR_CONTAINS(err.msg, "is a directory");

@@ -288,9 +288,9 @@ static void test_hogwild_loses_nothing(void)
         ASSERT_TRUE(args[i].ok);
 }
 
-static herd_train_config small(const char *algo, size_t workers)
+static herd__train_config small(const char *algo, size_t workers)
 {
-    herd_train_config c = herd_test_config("linear", algo, workers);
+    herd__train_config c = herd_test_config("linear", algo, workers);
     c.batch = 16;
     c.comm_timeout_s = 20;
     return c;
@@ -302,14 +302,14 @@ static void test_train_end_to_end(void)
 {
     const char *algos[] = {"asgd", "amsgd", "hogwild"};
     for (size_t a = 0; a < 3; a++) {
-        herd_train_config c = small(algos[a], 4);
+        herd__train_config c = small(algos[a], 4);
         if (a == 1)
             c.optim.lr = 0.01f;
-        c.slow[0] = (herd_slow){.rank = 1, .factor = 4};
+        c.slow[0] = (herd__slow){.rank = 1, .factor = 4};
         c.nslow = 1;
         herd_train_result r;
         herd_err err = {0};
-        herd_status st = herd_train(&c, &r, &err);
+        herd_status st = herd__train(&c, &r, &err);
         if (st != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "%s: %s", algos[a], err.msg);
         ASSERT_TRUE(strcmp(r.eval_model, "server") == 0);
@@ -324,13 +324,13 @@ static void test_train_end_to_end(void)
  * update) and in the paper's (n = workers / C). */
 static void test_summary_names_softsync(void)
 {
-    herd_train_config c = small("asgd", 4);
+    herd__train_config c = small("asgd", 4);
     c.max_steps = 3;
     herd_test_set(&c, "softsync", "2");
     herd_test_set(&c, "staleness-lr", NULL);
     herd_train_result r;
     herd_err err = {0};
-    if (herd_train(&c, &r, &err) != HERD_OK)
+    if (herd__train(&c, &r, &err) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
     ASSERT_STR_CONTAINS(r.algo_json, "\"softsync\":2,\"softsync_n\":2,\"staleness_lr\":true");
 }
@@ -340,29 +340,29 @@ static void test_summary_names_softsync(void)
  * synchronous run stops naming the worker. */
 static void test_lost_workers(void)
 {
-    herd_train_config c = small("asgd", 4);
+    herd__train_config c = small("asgd", 4);
     herd_test_set(&c, "ps-shards", "2"); /* on workers 0 and 1 */
-    c.fail[0] = (herd_fail){.rank = 2, .step = 0}; /* the others might finish before any later step */
+    c.fail[0] = (herd__fail){.rank = 2, .step = 0}; /* the others might finish before any later step */
     c.nfail = 1;
     herd_train_result r;
     herd_err err = {0};
-    ASSERT_OK(herd_train(&c, &r, &err));
+    ASSERT_OK(herd__train(&c, &r, &err));
     ASSERT_EQ_INT(r.nlost, 1);
     ASSERT_EQ_INT(r.lost[0], 2);
     ASSERT_TRUE(r.test_acc > 0.8);
     ASSERT_NEAR(r.images, 2 * 2048, 0, 0); /* the lost worker claimed no batch it did not train */
 
-    c.fail[0] = (herd_fail){.rank = 0, .step = 0};
+    c.fail[0] = (herd__fail){.rank = 0, .step = 0};
     herd_test_set(&c, "softsync", "2");
     memset(&err, 0, sizeof err);
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "the server's first shard is always on worker 0, which cannot fail");
 
     c = small("allreduce", 3);
-    c.fail[0] = (herd_fail){.rank = 1, .step = 7};
+    c.fail[0] = (herd__fail){.rank = 1, .step = 7};
     c.nfail = 1;
     memset(&err, 0, sizeof err);
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EKILLED);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EKILLED);
     ASSERT_STR_CONTAINS(err.msg, "worker 1 stopped at step 7");
 }
 
@@ -370,16 +370,16 @@ static void test_lost_workers(void)
  * stopped: a lost worker, or one whose share of the data ran out. */
 static void test_waits_survive_stops(void)
 {
-    herd_train_config c = small("asgd", 3);
+    herd__train_config c = small("asgd", 3);
     herd_test_set(&c, "max-staleness", "1");
     herd_test_set(&c, "softsync", "2");
     herd_test_set(&c, "ps-shards", "1");
     c.train_limit = 16 * 3 * 7; /* 21 batches: the last softsync group is short */
-    c.fail[0] = (herd_fail){.rank = 1, .step = 3};
+    c.fail[0] = (herd__fail){.rank = 1, .step = 3};
     c.nfail = 1;
     herd_train_result r;
     herd_err err = {0};
-    herd_status st = herd_train(&c, &r, &err);
+    herd_status st = herd__train(&c, &r, &err);
     if (st != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
     ASSERT_EQ_INT(r.nlost, 1);
@@ -389,29 +389,29 @@ static void test_option_errors(void)
 {
     herd_train_result r;
     herd_err err = {0};
-    herd_train_config c = small("allreduce", 2);
+    herd__train_config c = small("allreduce", 2);
     herd_test_set(&c, "softsync", "2");
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "--softsync applies to asgd, amsgd, hogwild, not --algo allreduce");
     c = small("hogwild", 2);
     herd_test_set(&c, "softsync", "2");
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "not hogwild");
     c = small("asgd", 2);
     herd_test_set(&c, "ps-shards", "3");
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "--ps-shards must be in [0, workers = 2] (0: every worker), got 3");
     /* the default puts a shard on every worker: a lost worker is refused before the run */
     c = small("asgd", 3);
-    c.fail[0] = (herd_fail){.rank = 2, .step = 5};
+    c.fail[0] = (herd__fail){.rank = 2, .step = 5};
     c.nfail = 1;
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "--fail 2@5: worker 2 holds shard 2 of the parameter server's 3 (--ps-shards 0: every "
                                  "worker); an asynchronous run goes on without a lost worker, not without a shard");
     c = small("asgd", 2);
-    c.fail[0] = (herd_fail){.rank = 2, .step = 1};
+    c.fail[0] = (herd__fail){.rank = 2, .step = 1};
     c.nfail = 1;
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "--fail 2@1 names worker 2");
 }
 

@@ -289,7 +289,7 @@ static void test_train_bits(void)
     size_t np = 0;
     setenv("HERD_CONV", "im2col", 1);
     for (int t = 0; t < 2; t++) {
-        herd_train_config c = herd_test_config("lenet", "sgd", 1);
+        herd__train_config c = herd_test_config("lenet", "sgd", 1);
         c.data = "synthetic:1x28x28:10";
         c.epochs = 1, c.batch = 64, c.train_limit = 1024, c.test_limit = 128;
         c.optim.momentum = 0.9f;
@@ -297,7 +297,7 @@ static void test_train_bits(void)
         c.keep_final = true;
         herd_train_result r;
         herd_err err = {0};
-        if (herd_train(&c, &r, &err) != HERD_OK)
+        if (herd__train(&c, &r, &err) != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "--threads %d: %s", t + 1, err.msg);
         ASSERT_EQ_INT(r.threads, t + 1);
         ASSERT_TRUE(r.final_params != NULL);
@@ -321,10 +321,10 @@ static size_t affinity_cores(void)
 
 static void run_linear(size_t workers, size_t threads, herd_train_result *r)
 {
-    herd_train_config c = herd_test_config("linear", workers > 1 ? "allreduce" : "sgd", workers);
+    herd__train_config c = herd_test_config("linear", workers > 1 ? "allreduce" : "sgd", workers);
     c.threads = threads, c.max_steps = 2, c.batch = 16;
     herd_err err = {0};
-    if (herd_train(&c, r, &err) != HERD_OK)
+    if (herd__train(&c, r, &err) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "%zu workers, threads %zu: %s", workers, threads, err.msg);
 }
 
@@ -335,8 +335,8 @@ static void test_default_count(void)
 {
     unsetenv("OMP_NUM_THREADS");
     size_t cores = affinity_cores();
-    herd_train_config d;
-    herd_train_config_defaults(&d);
+    herd__train_config d;
+    herd__train_config_defaults(&d);
     ASSERT_EQ_INT(d.threads, 0);
     herd_train_result r;
     run_linear(1, 0, &r);

@@ -1,4 +1,4 @@
-/* End-to-end runs of herd_train() on small synthetic data: it learns, it is
+/* End-to-end runs of herd__train() on small synthetic data: it learns, it is
  * deterministic, bad configurations and divergence are reported. */
 #include "fixtures.h"
 #include "harness.h"
@@ -16,10 +16,10 @@
 
 static void test_learns(void)
 {
-    herd_train_config c = herd_test_config("linear", "sgd", 1);
+    herd__train_config c = herd_test_config("linear", "sgd", 1);
     herd_train_result r;
     herd_err err = {0};
-    herd_status st = herd_train(&c, &r, &err);
+    herd_status st = herd__train(&c, &r, &err);
     if (st != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "herd_train: %s", err.msg);
     ASSERT_TRUE(r.test_acc > 0.9);
@@ -32,28 +32,28 @@ static void test_learns(void)
 /* Same seed, same everything: bit-identical results. */
 static void test_deterministic(void)
 {
-    herd_train_config c = herd_test_config("lenet", "sgd", 1);
+    herd__train_config c = herd_test_config("lenet", "sgd", 1);
     herd_train_result a, b;
-    ASSERT_OK(herd_train(&c, &a, NULL));
-    ASSERT_OK(herd_train(&c, &b, NULL));
+    ASSERT_OK(herd__train(&c, &a, NULL));
+    ASSERT_OK(herd__train(&c, &b, NULL));
     ASSERT_TRUE(a.test_loss == b.test_loss);
     ASSERT_TRUE(a.train_loss == b.train_loss);
     c.seed = 2;
-    ASSERT_OK(herd_train(&c, &b, NULL));
+    ASSERT_OK(herd__train(&c, &b, NULL));
     ASSERT_TRUE(a.test_loss != b.test_loss);
 }
 
-static void expect_error(herd_train_config *c, herd_status want, const char *msg)
+static void expect_error(herd__train_config *c, herd_status want, const char *msg)
 {
     herd_train_result r;
     herd_err err = {0};
-    ASSERT_EQ_INT(herd_train(c, &r, &err), want);
+    ASSERT_EQ_INT(herd__train(c, &r, &err), want);
     ASSERT_STR_CONTAINS(err.msg, msg);
 }
 
 static void test_config_errors(void)
 {
-    herd_train_config c = herd_test_config("linear", "sgd", 1);
+    herd__train_config c = herd_test_config("linear", "sgd", 1);
     c.workers = 2;
     expect_error(&c, HERD_EINVAL, "(sgd: single-worker SGD (the baseline))");
     c = herd_test_config("linear", "sgd", 1), c.algo = "gossip9";
@@ -64,20 +64,20 @@ static void test_config_errors(void)
     expect_error(&c, HERD_EINVAL, "--lr");
     c = herd_test_config("linear", "sgd", 1), c.epochs = 0;
     expect_error(&c, HERD_EINVAL, "--epochs");
-    c = herd_test_config("linear", "sgd", 1), c.nslow = 1, c.slow[0] = (herd_slow){3, 2.0};
+    c = herd_test_config("linear", "sgd", 1), c.nslow = 1, c.slow[0] = (herd__slow){3, 2.0};
     expect_error(&c, HERD_EINVAL, "names worker 3");
     c = herd_test_config("linear", "sgd", 1), c.batch = 4096;
     expect_error(&c, HERD_EINVAL, "smaller than one global batch");
     c = herd_test_config("linear", "sgd", 1), c.data = "synthetic:0x1:3";
     herd_train_result r;
-    ASSERT_TRUE(herd_train(&c, &r, NULL) < 0);
+    ASSERT_TRUE(herd__train(&c, &r, NULL) < 0);
 }
 
 /* A learning rate far too high makes the loss blow up: the run stops with a
  * message that names the problem, instead of training on NaNs. */
 static void test_nonfinite_loss(void)
 {
-    herd_train_config c = herd_test_config("mlp", "sgd", 1);
+    herd__train_config c = herd_test_config("mlp", "sgd", 1);
     c.optim.lr = 100.0f;
     c.optim.schedule = HERD_SCHED_CONST;
     expect_error(&c, HERD_ENONFINITE, "learning rate 100 may be too high");
@@ -87,10 +87,10 @@ static void test_log_records(void)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/run.jsonl", herd_test_tmpdir());
-    herd_train_config c = herd_test_config("linear", "sgd", 1);
+    herd__train_config c = herd_test_config("linear", "sgd", 1);
     c.log_path = path;
     herd_train_result r;
-    ASSERT_OK(herd_train(&c, &r, NULL));
+    ASSERT_OK(herd__train(&c, &r, NULL));
     FILE *f = fopen(path, "r");
     ASSERT_TRUE(f != NULL);
     char line[4096];
@@ -138,15 +138,15 @@ static void test_unfired_warned(void)
     for (size_t i = 0; i < 2; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/unfired%zu.jsonl", herd_test_tmpdir(), i);
-        herd_train_config c = herd_test_config("linear", "sgd", 1);
+        herd__train_config c = herd_test_config("linear", "sgd", 1);
         c.log_path = path;
         c.quiet = true;
         c.skip_nonfinite = true;
-        c.inject_nan[c.ninject_nan++] = (herd_inject){0, steps[i]};
-        c.fail[c.nfail++] = (herd_fail){0, 1000 + steps[i], HERD_FAIL_DEFAULT};
+        c.inject_nan[c.ninject_nan++] = (herd__inject){0, steps[i]};
+        c.fail[c.nfail++] = (herd__fail){0, 1000 + steps[i], HERD_FAIL_DEFAULT};
         herd_train_result r;
         herd_err err = {0};
-        if (herd_train(&c, &r, &err) != HERD_OK)
+        if (herd__train(&c, &r, &err) != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "herd_train: %s", err.msg);
         ASSERT_EQ_INT(r.steps, 128);
         ASSERT_EQ_INT(r.skipped_steps, i == 0);
@@ -163,7 +163,7 @@ static void test_log_steps_and_ids(void)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/steps.jsonl", herd_test_tmpdir());
-    herd_train_config c = herd_test_config("linear", "sgd", 1);
+    herd__train_config c = herd_test_config("linear", "sgd", 1);
     c.log_path = path;
     c.log_every = 16;
     herd_train_result r;
@@ -178,10 +178,10 @@ static void test_log_steps_and_ids(void)
     /* a failure: the message in the log */
     snprintf(path, sizeof path, "%s/error.jsonl", herd_test_tmpdir());
     c.log_every = 0;
-    c.inject_nan[c.ninject_nan++] = (herd_inject){0, 3};
+    c.inject_nan[c.ninject_nan++] = (herd__inject){0, 3};
     c.quiet = true;
     herd_err err = {0};
-    ASSERT_TRUE(herd_train(&c, &r, &err) < 0);
+    ASSERT_TRUE(herd__train(&c, &r, &err) < 0);
     ASSERT_EQ_INT(count_lines(path, "\"event\":\"error\",\"worker\":0,\"status\":"), 1);
     ASSERT_EQ_INT(count_lines(path, "non-finite gradient"), 1);
 }
@@ -195,7 +195,7 @@ static void test_trace(void)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/trace.json", herd_test_tmpdir());
-    herd_train_config c = herd_test_config("linear", "allreduce", 2);
+    herd__train_config c = herd_test_config("linear", "allreduce", 2);
     c.trace_path = path;
     herd_train_result r;
     herd_test_train_ok(&c, &r);
@@ -257,7 +257,7 @@ static void test_trace(void)
     /* a trace that cannot be written fails the run, naming the file */
     c.trace_path = "/nonexistent-dir/trace.json";
     herd_err err = {0};
-    ASSERT_TRUE(herd_train(&c, &r, &err) == HERD_EIO);
+    ASSERT_TRUE(herd__train(&c, &r, &err) == HERD_EIO);
     ASSERT_STR_CONTAINS(err.msg, "/nonexistent-dir/trace.json");
 }
 
@@ -277,7 +277,7 @@ static void test_worker_figures(void)
     for (size_t a = 0; a < 2; a++) {
         char path[512];
         snprintf(path, sizeof path, "%s/workers-%s.jsonl", herd_test_tmpdir(), algos[a]);
-        herd_train_config c = herd_test_config("linear", algos[a], 4);
+        herd__train_config c = herd_test_config("linear", algos[a], 4);
         c.log_path = path;
         herd_train_result r;
         herd_test_train_ok(&c, &r);
@@ -334,15 +334,15 @@ static void test_worker_figures(void)
  * float rounding of summing in another order. */
 static void test_allreduce_equals_big_batch(void)
 {
-    herd_train_config one = herd_test_config("mlp", "sgd", 1);
+    herd__train_config one = herd_test_config("mlp", "sgd", 1);
     one.epochs = 1, one.batch = 32, one.max_steps = 30;
     one.optim.schedule = HERD_SCHED_CONST;
-    herd_train_config four = one;
+    herd__train_config four = one;
     four.algo = "allreduce", four.workers = 4, four.batch = 8;
     herd_train_result a, b;
     herd_err err = {0};
-    ASSERT_OK(herd_train(&one, &a, &err));
-    if (herd_train(&four, &b, &err) != HERD_OK)
+    ASSERT_OK(herd__train(&one, &a, &err));
+    if (herd__train(&four, &b, &err) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "allreduce: %s", err.msg);
     ASSERT_EQ_INT(b.steps, 30);
     ASSERT_NEAR(b.test_loss, a.test_loss, 1e-4, 1e-3);
@@ -367,7 +367,7 @@ static void test_allreduce_options(void)
         {1 << 20, true, HERD_F32, 0.25},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        herd_train_config c = herd_test_config("linear", "sgd", 1);
+        herd__train_config c = herd_test_config("linear", "sgd", 1);
         c.algo = "allreduce", c.workers = 3, c.batch = 16;
         herd_test_set(&c, "bucket-bytes", herd_test_fmt("%zu", (size_t)cases[i].bucket));
         herd_test_set(&c, "overlap", cases[i].overlap ? "on" : "off");
@@ -376,7 +376,7 @@ static void test_allreduce_options(void)
         herd_test_set(&c, "csc-chunk-bytes", "256");
         herd_train_result r;
         herd_err err = {0};
-        if (herd_train(&c, &r, &err) != HERD_OK)
+        if (herd__train(&c, &r, &err) != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "case %zu: %s", i, err.msg);
         if (!(r.test_acc > 0.85 && r.replica_max_diff == 0.0))
             herd_test_fail(__FILE__, __LINE__, "case %zu: test_acc %.4f, replica diff %g", i, r.test_acc,
@@ -394,12 +394,12 @@ static void test_allreduce_fused_update(void)
     for (size_t n = 2; n <= 3; n++) {
         herd_train_result r[2];
         for (int fused = 0; fused < 2; fused++) {
-            herd_train_config c = herd_test_config("mlp", "sgd", 1);
+            herd__train_config c = herd_test_config("mlp", "sgd", 1);
             c.algo = "allreduce", c.workers = n, c.batch = 16, c.epochs = 1, c.train_limit = 768;
             herd_test_set(&c, "allreduce", "native"), herd_test_set(&c, "bucket-bytes", "4096");
             herd_test_set(&c, "overlap", fused ? "off" : "on");
             herd_err err = {0};
-            if (herd_train(&c, &r[fused], &err) != HERD_OK)
+            if (herd__train(&c, &r[fused], &err) != HERD_OK)
                 herd_test_fail(__FILE__, __LINE__, "%zu workers, fused %d: %s", n, fused, err.msg);
             ASSERT_TRUE(r[fused].replica_max_diff == 0.0);
         }
@@ -426,7 +426,7 @@ static void test_first_bucket(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int ov = 0; ov < 2; ov++) {
-            herd_train_config c = herd_test_config("mlp", "sgd", 1);
+            herd__train_config c = herd_test_config("mlp", "sgd", 1);
             c.algo = "allreduce", c.workers = 2, c.batch = 16, c.max_steps = 3;
             herd_test_set(&c, "bucket-bytes", cases[i].bucket);
             herd_test_set(&c, "first-bucket-bytes", cases[i].first);
@@ -434,7 +434,7 @@ static void test_first_bucket(void)
             herd_test_set(&c, "overlap", ov ? "on" : "off");
             herd_train_result r;
             herd_err err = {0};
-            if (herd_train(&c, &r, &err) != HERD_OK)
+            if (herd__train(&c, &r, &err) != HERD_OK)
                 herd_test_fail(__FILE__, __LINE__, "case %zu: %s", i, err.msg);
             const char *p = strstr(r.algo_json, "\"buckets_per_step\":");
             double got = p ? strtod(p + strlen("\"buckets_per_step\":"), NULL) : -1;
@@ -461,13 +461,13 @@ static void test_overlap_auto(void)
         {2, 1, "off", false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        herd_train_config c = herd_test_config("linear", "sgd", 1);
+        herd__train_config c = herd_test_config("linear", "sgd", 1);
         c.algo = "allreduce", c.workers = cases[i].workers, c.threads = cases[i].threads, c.batch = 16;
         c.max_steps = 3;
         herd_test_set(&c, "overlap", cases[i].asked);
         herd_train_result r;
         herd_err err = {0};
-        if (herd_train(&c, &r, &err) != HERD_OK)
+        if (herd__train(&c, &r, &err) != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "case %zu: %s", i, err.msg);
         const char *want = cases[i].want ? "\"overlap\":true" : "\"overlap\":false";
         if (!strstr(r.algo_json, want))
@@ -480,15 +480,15 @@ static void test_overlap_auto(void)
  * others fail within the timeout, with a message naming it: never a hang. */
 static void test_stalled_worker_named(void)
 {
-    herd_train_config c = herd_test_config("linear", "sgd", 1);
+    herd__train_config c = herd_test_config("linear", "sgd", 1);
     c.algo = "allreduce", c.workers = 2, c.batch = 16;
     c.comm_timeout_s = 0.3;
     /* even 1 us of compute becomes 1 s, past the timeout; the straggle is
      * cut short once worker 0 fails */
-    c.nslow = 1, c.slow[0] = (herd_slow){1, 1e6};
+    c.nslow = 1, c.slow[0] = (herd__slow){1, 1e6};
     herd_train_result r;
     herd_err err = {0};
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_ETIMEOUT);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_ETIMEOUT);
     ASSERT_STR_CONTAINS(err.msg, "from rank 1");
     ASSERT_STR_CONTAINS(err.msg, "(worker 0, step "); /* which step: how long a step's compute took */
 }
@@ -501,15 +501,15 @@ static void test_stall_keeps_checkpoint(void)
     char dir[256];
     snprintf(dir, sizeof dir, "%s/herd-stall-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     ASSERT_TRUE(mkdir(dir, 0700) == 0);
-    herd_train_config c = herd_test_config("linear", "sgd", 1);
+    herd__train_config c = herd_test_config("linear", "sgd", 1);
     c.algo = "allreduce", c.workers = 2, c.batch = 16, c.epochs = 1;
     c.checkpoint_dir = dir, c.checkpoint_every = 1; /* the first after step 0, which is never slowed */
     c.comm_timeout_s = 0.5;
     /* 1 us of compute becomes 1 s; cut short once the other worker fails */
-    c.nslow = 1, c.slow[0] = (herd_slow){1, 1e6};
+    c.nslow = 1, c.slow[0] = (herd__slow){1, 1e6};
     herd_train_result r;
     herd_err err = {0};
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_ETIMEOUT);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_ETIMEOUT);
     ASSERT_STR_CONTAINS(err.msg, "from rank 1");
     const char *at = strstr(err.msg, "(worker 0, step ");
     ASSERT_TRUE(at != NULL);
@@ -525,7 +525,7 @@ static void test_stall_keeps_checkpoint(void)
     c.nslow = 0, c.resume = true;
     c.comm_timeout_s = 60, c.checkpoint_every = 16; /* fewer fsyncs; sanitizers are slow */
     err = (herd_err){0};
-    if (herd_train(&c, &r, &err) != HERD_OK)
+    if (herd__train(&c, &r, &err) != HERD_OK)
         herd_test_fail(__FILE__, __LINE__, "resume after the stall: %s", err.msg);
     ASSERT_EQ_INT(r.steps, 2048 / (2 * 16));
     char cmd[300];
@@ -539,30 +539,30 @@ static void test_fail_modes_threads(void)
 {
     static const char *const names[] = {"stop", "exit0", "exit1", "abort", "kill"};
     for (size_t i = 0; i < 5; i++) {
-        herd_fail_mode m = HERD_FAIL_DEFAULT;
-        ASSERT_OK(herd_fail_mode_parse(names[i], &m));
+        herd__fail_mode m = HERD_FAIL_DEFAULT;
+        ASSERT_OK(herd__fail_mode_parse(names[i], &m));
         ASSERT_EQ_INT(m, HERD_FAIL_STOP + (int)i);
-        ASSERT_TRUE(!strcmp(herd_fail_mode_name(m), names[i]));
+        ASSERT_TRUE(!strcmp(herd__fail_mode_name(m), names[i]));
     }
-    herd_fail_mode m = HERD_FAIL_KILL;
-    ASSERT_EQ_INT(herd_fail_mode_parse("default", &m), HERD_EINVAL);
-    ASSERT_EQ_INT(herd_fail_mode_parse("Kill", &m), HERD_EINVAL);
+    herd__fail_mode m = HERD_FAIL_KILL;
+    ASSERT_EQ_INT(herd__fail_mode_parse("default", &m), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__fail_mode_parse("Kill", &m), HERD_EINVAL);
     ASSERT_EQ_INT(m, HERD_FAIL_KILL);
 
-    herd_train_config c = herd_test_config("linear", "sgd", 1);
+    herd__train_config c = herd_test_config("linear", "sgd", 1);
     c.algo = "allreduce", c.workers = 2, c.batch = 16;
     herd_train_result r;
-    for (herd_fail_mode mode = HERD_FAIL_DEFAULT; mode <= HERD_FAIL_KILL; mode++) {
+    for (herd__fail_mode mode = HERD_FAIL_DEFAULT; mode <= HERD_FAIL_KILL; mode++) {
         herd_err err = {0};
-        c.nfail = 1, c.fail[0] = (herd_fail){1, 3, mode};
-        herd_status st = herd_train(&c, &r, &err);
+        c.nfail = 1, c.fail[0] = (herd__fail){1, 3, mode};
+        herd_status st = herd__train(&c, &r, &err);
         if (mode <= HERD_FAIL_STOP) {
             ASSERT_EQ_INT(st, HERD_EKILLED);
             ASSERT_STR_CONTAINS(err.msg, "worker 1 stopped at step 3");
         } else {
             ASSERT_EQ_INT(st, HERD_EINVAL);
             ASSERT_STR_CONTAINS(err.msg, "the threads engine's mode is stop");
-            ASSERT_STR_CONTAINS(err.msg, herd_fail_mode_name(mode));
+            ASSERT_STR_CONTAINS(err.msg, herd__fail_mode_name(mode));
         }
     }
 }
@@ -574,28 +574,28 @@ static void test_engine_loopback(void)
 {
     const char *algos[] = {"sgd", "allreduce", "asgd", "easgd", "eawild", "dpsgd", "adpsgd", "sgp", "localsgd"};
     for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
-        herd_train_config c = herd_test_config("linear", algos[i], 1);
+        herd__train_config c = herd_test_config("linear", algos[i], 1);
         c.epochs = 1;
         herd_train_result a, b;
         herd_err err = {0};
         c.engine = "threads";
-        if (herd_train(&c, &a, &err) != HERD_OK)
+        if (herd__train(&c, &a, &err) != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "%s on threads: %s", algos[i], err.msg);
         c.engine = "loopback";
-        if (herd_train(&c, &b, &err) != HERD_OK)
+        if (herd__train(&c, &b, &err) != HERD_OK)
             herd_test_fail(__FILE__, __LINE__, "%s on loopback: %s", algos[i], err.msg);
         ASSERT_TRUE(!strcmp(b.engine, "loopback"));
         ASSERT_TRUE(a.test_loss == b.test_loss);
         ASSERT_TRUE(a.train_loss == b.train_loss);
     }
-    herd_train_config c = herd_test_config("linear", "allreduce", 2);
+    herd__train_config c = herd_test_config("linear", "allreduce", 2);
     c.engine = "loopback";
     herd_train_result r;
     herd_err err = {0};
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "loopback");
     c.engine = "carrier-pigeon";
-    ASSERT_EQ_INT(herd_train(&c, &r, &err), HERD_EINVAL);
+    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_EINVAL);
     ASSERT_STR_CONTAINS(err.msg, "threads");
 }
 

@@ -3,8 +3,9 @@
  *   #include <herd/herd.h>
  *   cc prog.c $(pkg-config --cflags --libs herd) -Wl,-rpath,$(pkg-config --variable=libdir herd)
  *
- * herd_run.h is where a program starts: herd_train_config_defaults, a few
- * fields, herd_train (tests/install/embed.c). The others: the status codes
+ * A program starts with herd_config.h (a configuration set by name) and
+ * herd_run.h (herd_train, its result): tests/install/embed.c. The others:
+ * the status codes
  * and errors (herd_status.h), data sets (herd_data.h), models and their
  * kernels (herd_nn.h), optimizers (herd_optim.h), checkpoints, eval and
  * export (herd_ckpt.h), the engines and their communication (herd_engine.h,
@@ -18,6 +19,7 @@
 #include "herd/herd_algo.h"
 #include "herd/herd_ckpt.h"
 #include "herd/herd_comm.h"
+#include "herd/herd_config.h"
 #include "herd/herd_data.h"
 #include "herd/herd_engine.h"
 #include "herd/herd_nn.h"

@@ -48,7 +48,6 @@
 #include "herd/herd_nn.h"
 #include "herd/herd_opt.h"
 #include "herd/herd_optim.h"
-#include "herd/herd_run.h"
 #include "herd/herd_status.h"
 
 typedef struct herd_algo herd_algo;
@@ -89,6 +88,18 @@ typedef struct herd_step_result {
 } herd_step_result;
 
 /* What an algorithm sees of the worker it runs in. */
+/* An option of the run's algorithm, as typed: `--ps-shards 4` is
+ * {"ps-shards", "4"}, a bare flag `--staleness-lr` {"staleness-lr", NULL}.
+ * The algorithm's table (herd_algo_ops.opts) says what it means. */
+typedef struct herd_arg {
+    const char *name, *value;
+} herd_arg;
+
+/* The run's configuration (internal to the library: src/algo/run_config.h
+ * defines it for herd's own algorithms; a program sets it by name through
+ * herd_config.h). */
+typedef struct herd__train_config herd__train_config;
+
 typedef struct herd_worker {
     size_t rank, nworkers;
     herd_model *model;
@@ -99,7 +110,7 @@ typedef struct herd_worker {
     size_t step;           /* steps done by this worker, all epochs */
     size_t epoch;
     size_t steps_per_epoch;
-    const herd_train_config *cfg;
+    const herd__train_config *cfg;
     const void *opts;      /* the algorithm's own options (ops->opts), parsed and checked */
     bool cores_taken;      /* the compute threads of this process's workers take every core
                             * of the machine (a helper thread would take one from them) */
@@ -134,14 +145,14 @@ typedef struct herd_algo_ops {
     /* The algorithm's own flags (herd_opt.h), NULL-name terminated, filling
      * a struct of opts_size bytes that the worker sees as w->opts. The CLI
      * parses and lists them; herd_train fills the defaults, applies the
-     * run's (herd_train_config_set) and refuses an option of another
+     * run's (herd__train_config_set) and refuses an option of another
      * algorithm, naming the algorithms that take it. Several tables (a
      * family's members) may share one. */
     const herd_opt *opts;
     size_t opts_size;
     /* Optional: checks the options against the rest of the run (bounds that
      * depend on the number of workers), before any worker starts. */
-    herd_status (*check)(const struct herd_algo_ops *ops, const void *opts, const herd_train_config *cfg,
+    herd_status (*check)(const struct herd_algo_ops *ops, const void *opts, const herd__train_config *cfg,
                          herd_err *err);
     /* Which member of a family this table is, for the family's file (ps.c
      * keeps its server-momentum and lock-free variants here); NULL: none. */
@@ -234,7 +245,7 @@ herd_status herd_algo_optim_init(const herd_algo_ops *ops, const void *opts, con
  * on every parameter at w->lr. Sets w->skipped for after_step. */
 herd_status herd_algo_update(herd_algo *a, herd_worker *w, const herd_step_result *res, bool skip);
 
-/* ops's options from their defaults and args (as herd_train_config's
+/* ops's options from their defaults and args (as herd__train_config's
  * algo_args), into out (ops->opts_size bytes), without ops->check: an
  * option ops does not have is HERD_EINVAL naming the algorithms that do. */
 herd_status herd_algo_opts_parse(const herd_algo_ops *ops, const herd_arg *args, size_t nargs, void *out, herd_err *err);

@@ -72,6 +72,8 @@ typedef enum herd_precision {
     HERD_PRECISION_BF16,
 } herd_precision;
 
+/* "fp32", "bf16" (the enum's order), NULL. */
+extern const char *const herd_precision_names[];
 /* "fp32" or "bf16"; HERD_EINVAL for anything else. */
 herd_status herd_precision_parse(const char *s, herd_precision *out);
 const char *herd_precision_name(herd_precision p);

@@ -77,6 +77,9 @@ float herd_optim_lr(const herd_optim_config *cfg, double epoch, double total_epo
 
 /* Parse names ("const", "step", "cosine"; "sgd", "lars", "lamb"; "none",
  * "linear"): HERD_EINVAL for any other. */
+/* The names of the schedules, optimizers and --lr-scale modes, in their
+ * enums' order, NULL-terminated. */
+extern const char *const herd_schedule_names[], *const herd_optimizer_names[], *const herd_lr_scale_names[];
 herd_status herd_schedule_parse(const char *s, herd_schedule *out);
 const char *herd_schedule_name(herd_schedule s);
 herd_status herd_optimizer_parse(const char *s, herd_optimizer *out);

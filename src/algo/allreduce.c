@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "algo/algos.h"
+#include "algo/run_config.h"
 #include "algo/state_io.h"
 #include "core/clock.h"
 #include "core/finite.h"
@@ -100,30 +101,28 @@ static const char *const dtype_names[] = {"fp32", "fp16", "bf16", NULL};     /* 
 static const char *const impl_names[] = {"auto", "ring", "native", NULL};   /* herd_allreduce_impl's order */
 
 static const herd_opt ar_opt_table[] = {
-    {"bucket-bytes", HERD_OPT_SIZE, offsetof(ar_opts, bucket_bytes), "4194304", 0, 0, 0, NULL, NULL,
-     "fuse gradients into buckets of N bytes (0: one per layer)"},
-    {"first-bucket-bytes", HERD_OPT_SIZE, offsetof(ar_opts, first_bucket_bytes), "65536", 0, 0, 0, NULL, NULL,
-     "close a step's first bucket at N bytes where --bucket-bytes is larger, so that its allreduce starts while "
-     "most of backward is still to come (0: as the others)"},
-    {"overlap", HERD_OPT_CHOICE, offsetof(ar_opts, overlap), "auto", 0, 0, 0, overlap_names, NULL,
-     "reduce a bucket while backward goes on (on), after backward (off), or on except where the workers' compute "
-     "threads take every core (auto)"},
-    {"no-overlap", HERD_OPT_BOOL, offsetof(ar_opts, no_overlap), NULL, 0, 0, 0, NULL, NULL, "the same as --overlap off"},
-    {"comm-dtype", HERD_OPT_CHOICE, offsetof(ar_opts, comm_dtype), "fp32", 0, 0, 0, dtype_names, NULL,
-     "what goes on the wire (16-bit: with a dynamic loss scale)"},
-    {"csc-ratio", HERD_OPT_DOUBLE, offsetof(ar_opts, csc_ratio), "0", HERD_OPT_BOUNDED, 0, 1, NULL, NULL,
-     "coarse-grained sparse: send only this fraction of gradient chunks per step"},
-    {"csc-chunk-bytes", HERD_OPT_SIZE, offsetof(ar_opts, csc_chunk_bytes), "32768", 0, 0, 0, NULL, NULL,
-     "chunk size for --csc-ratio"},
-    {"allreduce", HERD_OPT_CHOICE, offsetof(ar_opts, impl), "auto", 0, 0, 0, impl_names, NULL,
-     "herd's ring, the engine's own (MPI_Allreduce; shared memory on threads), or auto (the engine's own where it "
-     "prefers it: threads)"},
-    {"segment-bytes", HERD_OPT_SIZE, offsetof(ar_opts, segment_bytes), "0", 0, 0, 0, NULL, NULL,
-     "ring pipeline segment (0: 1 MiB)"},
-    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+    {.name = "bucket-bytes", .type = HERD_OPT_SIZE, .offset = offsetof(ar_opts, bucket_bytes), .def = "4194304",
+     .help = "fuse gradients into buckets of N bytes (0: one per layer)"},
+    {.name = "first-bucket-bytes", .type = HERD_OPT_SIZE, .offset = offsetof(ar_opts, first_bucket_bytes), .def = "65536",
+     .help = "close a step's first bucket at N bytes where --bucket-bytes is larger, so that its allreduce starts while " "most of backward is still to come (0: as the others)"},
+    {.name = "overlap", .type = HERD_OPT_CHOICE, .offset = offsetof(ar_opts, overlap), .def = "auto", .choices = overlap_names,
+     .help = "reduce a bucket while backward goes on (on), after backward (off), or on except where the workers' compute " "threads take every core (auto)"},
+    {.name = "no-overlap", .type = HERD_OPT_BOOL, .offset = offsetof(ar_opts, no_overlap),
+     .help = "the same as --overlap off"},
+    {.name = "comm-dtype", .type = HERD_OPT_CHOICE, .offset = offsetof(ar_opts, comm_dtype), .def = "fp32", .choices = dtype_names,
+     .help = "what goes on the wire (16-bit: with a dynamic loss scale)"},
+    {.name = "csc-ratio", .type = HERD_OPT_DOUBLE, .offset = offsetof(ar_opts, csc_ratio), .def = "0", .flags = HERD_OPT_BOUNDED, .max = 1,
+     .help = "coarse-grained sparse: send only this fraction of gradient chunks per step"},
+    {.name = "csc-chunk-bytes", .type = HERD_OPT_SIZE, .offset = offsetof(ar_opts, csc_chunk_bytes), .def = "32768",
+     .help = "chunk size for --csc-ratio"},
+    {.name = "allreduce", .type = HERD_OPT_CHOICE, .offset = offsetof(ar_opts, impl), .def = "auto", .choices = impl_names,
+     .help = "herd's ring, the engine's own (MPI_Allreduce; shared memory on threads), or auto (the engine's own where it " "prefers it: threads)"},
+    {.name = "segment-bytes", .type = HERD_OPT_SIZE, .offset = offsetof(ar_opts, segment_bytes), .def = "0",
+     .help = "ring pipeline segment (0: 1 MiB)"},
+    {0},
 };
 
-static herd_status ar_check(const herd_algo_ops *ops, const void *opts, const herd_train_config *cfg, herd_err *err)
+static herd_status ar_check(const herd_algo_ops *ops, const void *opts, const herd__train_config *cfg, herd_err *err)
 {
     (void)ops, (void)cfg;
     const ar_opts *o = opts;

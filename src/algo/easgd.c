@@ -83,6 +83,7 @@
 
 #include "algo/algos.h"
 #include "algo/center.h"
+#include "algo/run_config.h"
 #include "algo/state_io.h"
 #include "core/clock.h"
 
@@ -123,20 +124,19 @@ typedef enum ea_transport { EA_TR_AUTO, EA_TR_WINDOWS, EA_TR_MESSAGES } ea_trans
 static const char *const transport_names[] = {"auto", "windows", "messages", NULL};
 
 #define EA_OPT_ROWS \
-    {"elastic-alpha", HERD_OPT_DOUBLE, offsetof(ea_opts, alpha), NULL, HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, 0, 1, NULL, \
-     NULL, "moving rate toward the center (default 0.9/workers; easgd diverges from 2/(workers+1) on)"}, \
-    {"elastic-period", HERD_OPT_SIZE, offsetof(ea_opts, period), "1", HERD_OPT_BOUNDED, 1, 1000000, NULL, NULL, \
-     "local steps between exchanges with the center"}, \
-    {"elastic-shards", HERD_OPT_SIZE, offsetof(ea_opts, shards), "0", HERD_OPT_BOUNDED, 0, 4096, NULL, NULL, \
-     "spread the center over ranks 0..N-1 (asynchronous variants; default 0: every worker)"}, \
-    {"elastic-transport", HERD_OPT_CHOICE, offsetof(ea_opts, transport), "auto", 0, 0, 0, transport_names, NULL, \
-     "eawild: reach the center by windows or by messages its holders serve (auto: windows on threads, else " \
-     "messages)"}
+    {.name = "elastic-alpha", .type = HERD_OPT_DOUBLE, .offset = offsetof(ea_opts, alpha), .flags = HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, .max = 1, \
+     .help = "moving rate toward the center (default 0.9/workers; easgd diverges from 2/(workers+1) on)"}, \
+    {.name = "elastic-period", .type = HERD_OPT_SIZE, .offset = offsetof(ea_opts, period), .def = "1", .flags = HERD_OPT_BOUNDED, .min = 1, .max = 1000000, \
+     .help = "local steps between exchanges with the center"}, \
+    {.name = "elastic-shards", .type = HERD_OPT_SIZE, .offset = offsetof(ea_opts, shards), .def = "0", .flags = HERD_OPT_BOUNDED, .max = 4096, \
+     .help = "spread the center over ranks 0..N-1 (asynchronous variants; default 0: every worker)"}, \
+    {.name = "elastic-transport", .type = HERD_OPT_CHOICE, .offset = offsetof(ea_opts, transport), .def = "auto", .choices = transport_names, \
+     .help = "eawild: reach the center by windows or by messages its holders serve (auto: windows on threads, else " "messages)"}
 
 /* ameasgd's: its local step is Nesterov momentum at the run's --lr */
 static const herd_opt ea_opt_table[] = {
     EA_OPT_ROWS,
-    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+    {0},
 };
 
 /* The plain-SGD variants' (the papers' local rule, no momentum) take --lr
@@ -147,13 +147,13 @@ static const herd_opt ea_opt_table[] = {
 #define EA_SGD_LR "0.2"
 static const herd_opt ea_sgd_opt_table[] = {
     EA_OPT_ROWS,
-    {"lr", HERD_OPT_FLOAT, offsetof(ea_opts, lr), EA_SGD_LR, HERD_OPT_BOUNDED | HERD_OPT_MIN_OPEN, 0, 100, NULL, NULL,
-     "learning rate of the local SGD steps, this variant's own (the run's 0.05 is for momentum SGD)"},
-    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+    {.name = "lr", .type = HERD_OPT_FLOAT, .offset = offsetof(ea_opts, lr), .def = EA_SGD_LR, .flags = HERD_OPT_BOUNDED | HERD_OPT_MIN_OPEN, .max = 100,
+     .help = "learning rate of the local SGD steps, this variant's own (the run's 0.05 is for momentum SGD)"},
+    {0},
 };
 
 /* The center's shards: at most one per worker. */
-static herd_status ea_check(const herd_algo_ops *ops, const void *opts, const herd_train_config *cfg, herd_err *err)
+static herd_status ea_check(const herd_algo_ops *ops, const void *opts, const herd__train_config *cfg, herd_err *err)
 {
     const ea_opts *o = opts;
     if (o->shards > cfg->workers)

@@ -54,6 +54,7 @@
 
 #include "algo/algos.h"
 #include "algo/gossip.h"
+#include "algo/run_config.h"
 #include "algo/state_io.h"
 #include "herd/herd_rng.h"
 
@@ -65,15 +66,15 @@ enum { TAG_DPSGD = 0x6470 };
 static const char *const topo_names[] = {"ring", "exp", "random", NULL};
 
 #define TOPOLOGY_ROW                                                                                       \
-    {"topology", HERD_OPT_STR, offsetof(herd__gossip_opts, topology), NULL, 0, 0, 0, topo_names, NULL,    \
-     "who talks to whom (default: the algorithm's)"}
-#define END_ROW {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL}
+    {.name = "topology", .type = HERD_OPT_STR, .offset = offsetof(herd__gossip_opts, topology), .choices = topo_names, \
+     .help = "who talks to whom (default: the algorithm's)"}
+#define END_ROW {0}
 
 const herd_opt herd__gossip_opt_table[] = {TOPOLOGY_ROW, END_ROW};
 const herd_opt herd__osgp_opt_table[] = {
     TOPOLOGY_ROW,
-    {"max-delay", HERD_OPT_SIZE, offsetof(herd__gossip_opts, max_delay), "1", HERD_OPT_BOUNDED, 0, 1000000, NULL, NULL,
-     "steps a worker goes on without hearing from an in-neighbour"},
+    {.name = "max-delay", .type = HERD_OPT_SIZE, .offset = offsetof(herd__gossip_opts, max_delay), .def = "1", .flags = HERD_OPT_BOUNDED, .max = 1000000,
+     .help = "steps a worker goes on without hearing from an in-neighbour"},
     END_ROW,
 };
 

@@ -32,19 +32,19 @@ typedef struct local_opts {
 } local_opts;
 
 #define LOCAL_STEPS_ROW                                                                                        \
-    {"local-steps", HERD_OPT_SIZE, offsetof(local_opts, local_steps), "4", HERD_OPT_BOUNDED, 1, 1000000, NULL,  \
-     NULL, "H: local steps between two averagings of the workers' weights (1: mini-batch SGD)"}
+    {.name = "local-steps", .type = HERD_OPT_SIZE, .offset = offsetof(local_opts, local_steps), .def = "4", .flags = HERD_OPT_BOUNDED, .min = 1, .max = 1000000, \
+     .help = "H: local steps between two averagings of the workers' weights (1: mini-batch SGD)"}
 
 static const herd_opt localsgd_opt_table[] = {
     LOCAL_STEPS_ROW,
-    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+    {0},
 };
 
 static const herd_opt postlocal_opt_table[] = {
     LOCAL_STEPS_ROW,
-    {"switch-epoch", HERD_OPT_SIZE, offsetof(local_opts, switch_epoch), "1", HERD_OPT_BOUNDED, 0, 100000, NULL, NULL,
-     "E: epochs of mini-batch SGD before the local steps begin"},
-    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+    {.name = "switch-epoch", .type = HERD_OPT_SIZE, .offset = offsetof(local_opts, switch_epoch), .def = "1", .flags = HERD_OPT_BOUNDED, .max = 100000,
+     .help = "E: epochs of mini-batch SGD before the local steps begin"},
+    {0},
 };
 
 typedef struct local_state {

@@ -85,6 +85,7 @@
 
 #include "algo/algos.h"
 #include "algo/center.h"
+#include "algo/run_config.h"
 #include "core/clock.h"
 
 enum { SLOT_W, SLOT_V, SLOT_ACC, NSLOTS };
@@ -104,18 +105,18 @@ typedef struct ps_opts {
 } ps_opts;
 
 #define PS_OPT_ROWS                                                                                                   \
-    {"ps-shards", HERD_OPT_SIZE, offsetof(ps_opts, shards), "0", HERD_OPT_BOUNDED, 0, 4096, NULL, NULL,              \
-     "spread the global weights over ranks 0..N-1 (at most the workers; default 0: every worker)"},                 \
-    {"staleness-lr", HERD_OPT_BOOL, offsetof(ps_opts, staleness_lr), NULL, 0, 0, 0, NULL, NULL,                        \
-     "divide the learning rate by each gradient's staleness"},                                                        \
-    {"softsync", HERD_OPT_SIZE, offsetof(ps_opts, softsync), "1", HERD_OPT_BOUNDED, 1, 4096, NULL, NULL,              \
-     "average N gradients per update (n-softsync; N = workers is synchronous)"},                                     \
-    {"max-staleness", HERD_OPT_LONG, offsetof(ps_opts, max_staleness), "-1", HERD_OPT_BOUNDED, 0, 1000000, NULL, NULL, \
-     "no worker runs more than N steps ahead of the slowest (SSP; default none)"}
+    {.name = "ps-shards", .type = HERD_OPT_SIZE, .offset = offsetof(ps_opts, shards), .def = "0", .flags = HERD_OPT_BOUNDED, .max = 4096, \
+     .help = "spread the global weights over ranks 0..N-1 (at most the workers; default 0: every worker)"},                 \
+    {.name = "staleness-lr", .type = HERD_OPT_BOOL, .offset = offsetof(ps_opts, staleness_lr), \
+     .help = "divide the learning rate by each gradient's staleness"},                                                        \
+    {.name = "softsync", .type = HERD_OPT_SIZE, .offset = offsetof(ps_opts, softsync), .def = "1", .flags = HERD_OPT_BOUNDED, .min = 1, .max = 4096, \
+     .help = "average N gradients per update (n-softsync; N = workers is synchronous)"},                                     \
+    {.name = "max-staleness", .type = HERD_OPT_LONG, .offset = offsetof(ps_opts, max_staleness), .def = "-1", .flags = HERD_OPT_BOUNDED, .max = 1000000, \
+     .help = "no worker runs more than N steps ahead of the slowest (SSP; default none)"}
 
 static const herd_opt ps_opt_table[] = {
     PS_OPT_ROWS,
-    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+    {0},
 };
 
 /* amsgd's --lr and --momentum by measurement (bench/README.md, "amsgd's
@@ -125,11 +126,11 @@ static const herd_opt ps_opt_table[] = {
 #define AMSGD_MOMENTUM "0.3"
 static const herd_opt amsgd_opt_table[] = {
     PS_OPT_ROWS,
-    {"lr", HERD_OPT_FLOAT, offsetof(ps_opts, lr), AMSGD_LR, HERD_OPT_BOUNDED | HERD_OPT_MIN_OPEN, 0, 100, NULL, NULL,
-     "learning rate, amsgd's own (the run's 0.05 diverges with server momentum; bench/README.md)"},
-    {"momentum", HERD_OPT_FLOAT, offsetof(ps_opts, momentum), AMSGD_MOMENTUM, HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, 0,
-     1, NULL, NULL, "the server's heavy-ball momentum, amsgd's own"},
-    {NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL},
+    {.name = "lr", .type = HERD_OPT_FLOAT, .offset = offsetof(ps_opts, lr), .def = AMSGD_LR, .flags = HERD_OPT_BOUNDED | HERD_OPT_MIN_OPEN, .max = 100,
+     .help = "learning rate, amsgd's own (the run's 0.05 diverges with server momentum; bench/README.md)"},
+    {.name = "momentum", .type = HERD_OPT_FLOAT, .offset = offsetof(ps_opts, momentum), .def = AMSGD_MOMENTUM, .flags = HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, .max = 1,
+     .help = "the server's heavy-ball momentum, amsgd's own"},
+    {0},
 };
 
 static const ps_opts *opts_of(const herd_worker *w) { return w->opts; }
@@ -143,7 +144,7 @@ static void ps_optim_config(const herd_algo_ops *ops, const void *opts, herd_opt
     oc->momentum = 0.0f, oc->nesterov = false;
 }
 
-static herd_status ps_check(const herd_algo_ops *ops, const void *opts, const herd_train_config *cfg, herd_err *err)
+static herd_status ps_check(const herd_algo_ops *ops, const void *opts, const herd__train_config *cfg, herd_err *err)
 {
     const ps_opts *o = opts;
     if (o->shards > cfg->workers)

@@ -74,6 +74,7 @@
 
 #include "algo/algos.h"
 #include "algo/gossip.h"
+#include "algo/run_config.h"
 #include "algo/state_io.h"
 #include "core/clock.h"
 #include "herd/herd_rng.h"

@@ -369,7 +369,8 @@ static int check_specs(const cmp_opts *o, bool sim, const char *self, const char
     int rc = 0;
     for (size_t i = o->no_baseline ? 1 : 0; i <= nspecs && rc == 0; i++) {
         const char *spec = i ? specs[i - 1] : "sgd"; /* 0: the baseline, which has --model, --data and --extra too */
-        if (run_cmd_make(c, o, sim, self, spec, workers, i == 0, o->seed, NULL) != 0) {
+        /* the baseline runs on one worker: checked there (sgd refuses more) */
+        if (run_cmd_make(c, o, sim, self, spec, i ? workers : 1, i == 0, o->seed, NULL) != 0) {
             fprintf(stderr, "herd: compare: spec '%s' is empty or too long (at most %d words)\n", spec, MAX_TOKENS);
             rc = 2;
             break;

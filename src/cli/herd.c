@@ -30,8 +30,9 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/outpath.h"
+#include "run/options.h"
 
-#define HERD_VERSION "0.1.0"
+#define HERD_VERSION "0.2.0"
 
 /* The index of val in names (NULL-terminated; the indexes are the enum's
  * values), or a usage error listing the choices (herd_opt's CHOICE). */
@@ -45,166 +46,30 @@ static int pick(const char *cmd, const char *flag, const char *val, const char *
     return i;
 }
 
-/* ---- the values of herd train's own flags ---------------------------- */
-
-/* RANK@STEP, two non-negative integers. */
-static int parse_rank_at_step(const char *s, size_t *rank, size_t *step)
-{
-    const char *at = strchr(s, '@');
-    char head[32];
-    if (!at || (size_t)(at - s) >= sizeof head)
-        return -1;
-    snprintf(head, sizeof head, "%.*s", (int)(at - s), s);
-    return herd__parse_size(head, rank) || herd__parse_size(at + 1, step) ? -1 : 0;
-}
-
-/* A name not among a flag's choices: the message, and false. */
-static bool bad_choice(char *msg, size_t cap, const char *flag, const char *choices, const char *val)
-{
-    snprintf(msg, cap, "%s: expected %s, got '%s'", flag, choices, val);
-    return false;
-}
-
-/* A flag that takes one name of a list, parsed by herd_X_parse into dest. */
-#define CHOICE_FLAG(fn, parse, flag, choices)                                               \
-    static bool fn(void *dest, const char *val, char *msg, size_t cap)                      \
-    {                                                                                       \
-        return parse(val, dest) == HERD_OK || bad_choice(msg, cap, flag, choices, val);    \
-    }
-CHOICE_FLAG(parse_schedule, herd_schedule_parse, "--schedule", "const, step or cosine")
-CHOICE_FLAG(parse_optimizer, herd_optimizer_parse, "--optimizer", "sgd, lars or lamb")
-CHOICE_FLAG(parse_lr_scale, herd_lr_scale_parse, "--lr-scale", "none or linear")
-CHOICE_FLAG(parse_precision, herd_precision_parse, "--precision", "fp32 or bf16")
-
-/* --slow RANK:FACTOR */
-static bool parse_slow(void *dest, const char *val, char *msg, size_t cap)
-{
-    herd_train_config *cfg = dest;
-    const char *colon = strchr(val, ':');
-    char rank[32];
-    if (!colon || (size_t)(colon - val) >= sizeof rank || cfg->nslow >= HERD_MAX_SLOW) {
-        snprintf(msg, cap, "--slow: expected RANK:FACTOR (e.g. 3:10), at most %d times, got '%s'", HERD_MAX_SLOW, val);
-        return false;
-    }
-    snprintf(rank, sizeof rank, "%.*s", (int)(colon - val), val);
-    herd_slow *s = &cfg->slow[cfg->nslow];
-    if (herd__parse_size(rank, &s->rank) || herd__parse_double(colon + 1, &s->factor)) {
-        snprintf(msg, cap, "--slow: expected RANK:FACTOR (e.g. 3:10), got '%s'", val);
-        return false;
-    }
-    cfg->nslow++;
-    return true;
-}
-
-/* --fail RANK@STEP[:MODE] */
-static bool parse_fail(void *dest, const char *val, char *msg, size_t cap)
-{
-    herd_train_config *cfg = dest;
-    const char *at = strchr(val, '@'), *colon = at ? strchr(at, ':') : NULL;
-    char rank[32], step[32];
-    herd_fail *f = &cfg->fail[cfg->nfail < HERD_MAX_FAIL ? cfg->nfail : 0];
-    size_t step_len = at ? (colon ? (size_t)(colon - at - 1) : strlen(at + 1)) : 0;
-    f->mode = HERD_FAIL_DEFAULT;
-    if (!at || (size_t)(at - val) >= sizeof rank || step_len >= sizeof step || cfg->nfail >= HERD_MAX_FAIL ||
-        (snprintf(rank, sizeof rank, "%.*s", (int)(at - val), val), herd__parse_size(rank, &f->rank)) ||
-        (snprintf(step, sizeof step, "%.*s", (int)step_len, at + 1), herd__parse_size(step, &f->step)) ||
-        (colon && herd_fail_mode_parse(colon + 1, &f->mode))) {
-        snprintf(msg, cap,
-                 "--fail: expected RANK@STEP[:MODE] (e.g. 2@100 or 2@100:kill; MODE stop, exit0, exit1, abort or kill), "
-                 "at most %d times, got '%s'",
-                 HERD_MAX_FAIL, val);
-        return false;
-    }
-    cfg->nfail++;
-    return true;
-}
-
-/* --inject-nan RANK@STEP */
-static bool parse_inject(void *dest, const char *val, char *msg, size_t cap)
-{
-    herd_train_config *cfg = dest;
-    if (cfg->ninject_nan >= HERD_MAX_INJECT ||
-        parse_rank_at_step(val, &cfg->inject_nan[cfg->ninject_nan].rank, &cfg->inject_nan[cfg->ninject_nan].step)) {
-        snprintf(msg, cap, "--inject-nan: expected RANK@STEP (e.g. 1@20), at most %d times, got '%s'", HERD_MAX_INJECT,
-                 val);
-        return false;
-    }
-    cfg->ninject_nan++;
-    return true;
-}
-
 /* ---- herd train ------------------------------------------------------ */
 
+/* herd train's flags are the run's options (the rows of
+ * herd__run_options) and the algorithms' (herd_algo_ops.opts), set by
+ * name as herd_config_set sets them, plus the few below that only the
+ * command has. */
 typedef struct train_cli {
-    herd_train_config cfg;
-    bool json, no_progress, nesterov, dry_run;
+    herd__train_config cfg; /* on the stack, its strings in argv: a usage error's exit() leaves nothing behind */
+    bool json, no_progress, quiet, dry_run;
     bool json_asked; /* --json is among the arguments (known before they are parsed: usage errors print JSON too) */
     char ckpt_dir[4096]; /* --checkpoint FILE --resume: FILE's directory */
 } train_cli;
 
-enum { TRAIN_NFLAGS = 57 };
+enum { TRAIN_NFLAGS = 5 };
 
-_Static_assert(HERD_NONFINITE_MAX_SKIPS == 10, "--skip-nonfinite's help says 10");
-
-/* herd train's own flags; the table points into o. */
 static void train_flags(train_cli *o, herd__flag *f)
 {
     const herd__flag t[] = {
-        {"data", HERD__FLAG_STR, &o->cfg.data, "S", "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)", NULL},
-        {"model", HERD__FLAG_STR, &o->cfg.model, "S", "linear, mlp, lenet, cnn or resnet20 (default lenet)", NULL},
-        {"algo", HERD__FLAG_STR, &o->cfg.algo, "S",
-         "synchronization algorithm (default: sgd for one worker, allreduce for several; see 'herd algos')", NULL},
-        {"workers", HERD__FLAG_SIZE, &o->cfg.workers, "N", "number of workers (default 1; on the mpi engine, the ranks)", NULL},
-        {"engine", HERD__FLAG_STR, &o->cfg.engine, "S", "the engine (herd engines lists them; default: mpi when started by mpirun, else threads)", NULL},
-        {"epochs", HERD__FLAG_SIZE, &o->cfg.epochs, "N", "passes over the training set (default 5)", NULL},
-        {"batch", HERD__FLAG_SIZE, &o->cfg.batch, "N", "batch size per worker (default 64)", NULL},
-        {"lr", HERD__FLAG_FLOAT, &o->cfg.optim.lr, "X", "learning rate (default 0.05; --optimizer lars: 0.5)", NULL},
-        {"momentum", HERD__FLAG_FLOAT, &o->cfg.optim.momentum, "X", "momentum (default 0.9)", NULL},
-        {"nesterov", HERD__FLAG_BOOL, &o->nesterov, NULL, "Nesterov momentum", NULL},
-        {"weight-decay", HERD__FLAG_FLOAT, &o->cfg.optim.weight_decay, "X", "L2 weight decay (default 5e-4)", NULL},
-        {"schedule", HERD__FLAG_FN, &o->cfg.optim.schedule, "NAME", "learning-rate schedule: const, step, cosine (default cosine)", parse_schedule},
-        {"warmup", HERD__FLAG_DOUBLE, &o->cfg.optim.warmup_epochs, "X", "linear warm-up epochs (default 0)", NULL},
-        {"step-epochs", HERD__FLAG_DOUBLE, &o->cfg.optim.step_epochs, "X", "step schedule: epochs between decays (default 30)", NULL},
-        {"step-gamma", HERD__FLAG_FLOAT, &o->cfg.optim.step_gamma, "X", "step schedule: decay factor (default 0.1)", NULL},
-        {"optimizer", HERD__FLAG_FN, &o->cfg.optim.optimizer, "NAME", "sgd, lars (a trust ratio per layer, with --momentum) or lamb (its Adam counterpart) (default sgd); lars and lamb leave biases and batch norm out of the trust ratio and weight decay. Large batches (README): --optimizer lars (its defaults: --lars-eta 0.04 --lr 0.5), --warmup 2 of 10 epochs", parse_optimizer},
-        {"lars-eta", HERD__FLAG_FLOAT, &o->cfg.optim.lars_eta, "X", "lars: trust coefficient eta, the layer's rate being lr * eta ||w|| / (||g|| + wd ||w||) (default 0.04; the paper's 0.001 learns nothing at herd's rates: bench/optimizer-defaults)", NULL},
-        {"lamb-beta1", HERD__FLAG_FLOAT, &o->cfg.optim.beta1, "X", "lamb: first-moment decay (default 0.9)", NULL},
-        {"lamb-beta2", HERD__FLAG_FLOAT, &o->cfg.optim.beta2, "X", "lamb: second-moment decay (default 0.999)", NULL},
-        {"lamb-eps", HERD__FLAG_FLOAT, &o->cfg.optim.eps, "X", "lamb: added to the root of the second moment (default 1e-6)", NULL},
-        {"lr-scale", HERD__FLAG_FN, &o->cfg.optim.lr_scale, "NAME", "none, or linear: --lr times the global batch (workers x batch) / --lr-ref-batch (default none)", parse_lr_scale},
-        {"lr-ref-batch", HERD__FLAG_SIZE, &o->cfg.optim.lr_ref_batch, "N", "--lr-scale linear: the global batch --lr is given for (default 256)", NULL},
-        {"seed", HERD__FLAG_U64, &o->cfg.seed, "N", "random seed (default 1)", NULL},
-        {"precision", HERD__FLAG_FN, &o->cfg.precision, "NAME", "fp32 or bf16: the arithmetic of matrix products and convolutions (default fp32); bf16 rounds their inputs to bfloat16 and sums in fp32, weights and optimizer stay fp32; needs AVX-512 (emulated, slower, without avx512_bf16)", parse_precision},
-        {"threads", HERD__FLAG_SIZE, &o->cfg.threads, "N", "compute threads per worker (default or 0: OMP_NUM_THREADS where set, else this process's cores over its workers)", NULL},
-        {"adapt-threads", HERD__FLAG_BOOL, &o->cfg.adapt_threads, NULL, "each worker runs at its threads or at 1, whichever its steps time faster (a busy neighbour; checked now and then; results then depend on timing)", NULL},
-        {"slow", HERD__FLAG_FN, &o->cfg, "RANK:FACTOR", "make worker RANK's compute FACTOR times slower (repeatable)", parse_slow},
-        {"log", HERD__FLAG_STR, &o->cfg.log_path, "S", "append JSON Lines records (per epoch/eval/event) to FILE", NULL},
-        {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON summary as the last line of stdout", NULL},
+        {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON summary (every option included) as the last line of stdout", NULL},
         {"no-progress", HERD__FLAG_BOOL, &o->no_progress, NULL, "no progress bar", NULL},
-        {"quiet", HERD__FLAG_BOOL, &o->cfg.quiet, NULL, "print nothing on stderr but errors", NULL},
-        {"train-limit", HERD__FLAG_SIZE, &o->cfg.train_limit, "N", "use only the first N training examples", NULL},
-        {"test-limit", HERD__FLAG_SIZE, &o->cfg.test_limit, "N", "use only the first N test examples", NULL},
-        {"eval-every", HERD__FLAG_SIZE, &o->cfg.eval_every, "N", "evaluate every N epochs (default 1)", NULL},
-        {"eval-at-start", HERD__FLAG_BOOL, &o->cfg.eval_at_start, NULL,
-         "also evaluate before the first step (an \"eval\" log record at epoch 0, train_s 0)", NULL},
-        {"eval-every-steps", HERD__FLAG_SIZE, &o->cfg.eval_every_steps, "N", "also evaluate every N global steps, within epochs too (default 0: off; an asynchronous run's global step: workers batches of the shared counter); the \"eval\" records' progress is in epochs, their train_s excludes evaluation", NULL},
-        {"trace", HERD__FLAG_STR, &o->cfg.trace_path, "FILE",
-         "write each worker's timeline (pull, compute, exchange, batch, eval, checkpoint; phases: forward, backward, update) as a Chrome trace "
-         "(chrome://tracing, Perfetto); mpirun: rank r's to FILE.rank<r>", NULL},
-        {"log-every", HERD__FLAG_SIZE, &o->cfg.log_every, "N",
-         "with --log: a \"step\" record (loss, lr) every N steps of each worker (default 0: none)", NULL},
-        {"max-steps", HERD__FLAG_SIZE, &o->cfg.max_steps, "N", "stop after N steps per worker", NULL},
-        {"timeout", HERD__FLAG_DOUBLE, &o->cfg.comm_timeout_s, "X", "seconds a worker may wait for another before failing (default 60)", NULL},
-        {"fail", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "RANK@STEP[:MODE]: worker RANK fails on purpose at step STEP (repeatable); MODE: threads engine stop (its thread ends; the default), mpi engine exit0, exit1 (the default), abort or kill (SIGKILL): the process dies", parse_fail},
-        {"skip-nonfinite", HERD__FLAG_BOOL, &o->cfg.skip_nonfinite, NULL, "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row", NULL},
-        {"stop-on-divergence", HERD__FLAG_BOOL, &o->cfg.stop_on_divergence, NULL, "stop (exit 1) when the loss diverges: not finite, back at chance after having learned, 10x its lowest, or not learning: still at chance after 100 steps, or at the end a test accuracy within 2 points of chance (without it: a warning, and the summary's status \"diverged\" or \"not_learning\")", NULL},
-        {"inject-nan", HERD__FLAG_FN, &o->cfg, "RANK@STEP", "for testing: a NaN goes into worker RANK's gradient at its step STEP (repeatable)", parse_inject},
-        {"checkpoint", HERD__FLAG_STR, &o->cfg.checkpoint_dir, "S", "write checkpoints into directory S (threads engine: every algorithm but osgp; mpi engine: the synchronous ones, DIR on a filesystem every rank shares); with --resume S may be the newest checkpoint file of its directory", NULL},
-        {"checkpoint-every", HERD__FLAG_SIZE, &o->cfg.checkpoint_every, "N", "steps between checkpoints (default: one per epoch; the last step always)", NULL},
-        {"keep", HERD__FLAG_SIZE, &o->cfg.checkpoint_keep, "N", "keep the newest N checkpoints (default 3)", NULL},
-        {"resume", HERD__FLAG_BOOL, &o->cfg.resume, NULL, "continue from the newest valid checkpoint of --checkpoint DIR", NULL},
-        {"other-data", HERD__FLAG_BOOL, &o->cfg.other_data, NULL, "with --resume: go on although the checkpoint's run read other data (its data digests differ: refused otherwise, exit 2); the summary gives both digests", NULL},
-        {"dry-run", HERD__FLAG_BOOL, &o->dry_run, NULL, "check the flags, the algorithm and its options, and exit 0: nothing is read or run (herd compare checks its specs so)", NULL},
+        {"quiet", HERD__FLAG_BOOL, &o->quiet, NULL, "print nothing on stderr but errors and warnings", NULL},
+        {"dry-run", HERD__FLAG_BOOL, &o->dry_run, NULL,
+         "check every option as the run would (alone, together, against the algorithm, engine and model) and exit "
+         "0: nothing is read or run (herd compare checks its specs so)", NULL},
         {NULL, 0, NULL, NULL, NULL, NULL},
     };
     _Static_assert(sizeof t / sizeof t[0] <= TRAIN_NFLAGS, "TRAIN_NFLAGS");
@@ -236,20 +101,25 @@ static void train_usage(FILE *out)
     herd__flag f[TRAIN_NFLAGS];
     train_flags(&o, f);
     fprintf(out, "usage: herd train [flags]\n\nTrains a model data-parallel and prints its test accuracy.\n\n");
+    herd_opt_print(herd__run_options, out);
+    fprintf(out, "\nherd train itself:\n");
     herd__flags_print(f, out);
     print_algo_opts(out);
 }
 
-/* `--name [value]` of an algorithm's option (herd_algo_ops.opts): its form
- * and bounds are checked here, which algorithm takes it once --algo is
- * known (cmd_train). */
-static int algo_flag(void *ctx, const char *name, const char *val, int i, int argc, char **argv)
+/* `--name [value]`: a run option or an algorithm's, set on o->cfg (its
+ * form and bounds checked now; which algorithm takes it once --algo is
+ * known: herd__config_validate). */
+static int option_flag(void *ctx, const char *name, const char *val, int i, int argc, char **argv)
 {
     train_cli *o = ctx;
-    herd_train_config *cfg = &o->cfg;
     bool json = o->json_asked;
     const herd_algo_ops *owner;
-    const herd_opt *row = herd_algo_opt_find(name, &owner);
+    const herd_opt *row = herd__run_option_find(name);
+    if (row && (row->flags & HERD_OPT_LIBRARY))
+        row = NULL; /* set through the library, or by herd train's own flags */
+    if (!row)
+        row = herd_algo_opt_find(name, &owner);
     if (!row)
         herd__usage_error_json(json, "train", "unknown flag '--%s'", name);
     if (!herd_opt_takes_value(row) && val)
@@ -259,19 +129,15 @@ static int algo_flag(void *ctx, const char *name, const char *val, int i, int ar
             herd__usage_error_json(json, "train", "flag '--%s' needs a value", name);
         val = argv[++i];
     }
-    _Alignas(max_align_t) char scratch[512];
     herd_err err = {0};
-    HERD_ASSERT(owner->opts_size <= sizeof scratch);
-    if (herd_opt_parse(row, scratch, val, &err) < 0)
-        herd__usage_error_json(json, "train", "%s", err.msg);
-    if (herd_train_config_set(cfg, row->name, val) < 0)
-        herd__usage_error_json(json, "train", "too many algorithm options (at most %d)", HERD_MAX_ALGO_ARGS);
+    if (herd__config_set_arg(&o->cfg, row->name, val, &err) < 0) /* the message names the flag and what it takes */
+        herd__usage_error_json(json, NULL, "%s", err.msg);
     return i;
 }
 
 /* The result's lines: on stdout (herd train > out.txt keeps them), or on
  * stderr where --json has stdout (the JSON summary alone there). */
-static void print_summary(const herd_train_result *res, const herd_train_config *cfg, bool json)
+static void print_summary(const herd_train_result *res, const herd__train_config *cfg, bool json)
 {
     FILE *out = json ? stderr : stdout;
     char kept[64] = "";
@@ -293,12 +159,12 @@ static void print_summary(const herd_train_result *res, const herd_train_config 
 
 /* The one piece of mutable state outside a command's stack: a signal
  * handler has no context to reach. 0, or the signal that asked herd train
- * to stop (herd_train_config.stop points to it). */
+ * to stop (herd__train_config.stop points to it). */
 static atomic_int stop_signal; /* lock-free on every target herd builds for: safe in a handler */
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "a signal handler stores to stop_signal");
 
 /* SIGINT, SIGTERM: the first asks the run to stop after the step under way
- * (herd_train_config.stop); a second stops herd at once, as the signal
+ * (herd__train_config.stop); a second stops herd at once, as the signal
  * does by default. */
 static void on_stop_signal(int sig)
 {
@@ -334,7 +200,7 @@ static const char *signal_name(int sig)
 
 /* --json on a failed run: the summary line still comes, with "status":"error"
  * and the message. */
-static void print_error_json(const herd_train_config *cfg, herd_status st, const char *msg)
+static void print_error_json(const herd__train_config *cfg, herd_status st, const char *msg)
 {
     char algo[128], model[128], m[1100];
     herd__json_quote(algo, sizeof algo, cfg->algo);
@@ -413,49 +279,32 @@ static void checkpoint_file(train_cli *o)
 static int cmd_train(int argc, char **argv)
 {
     train_cli o = {0};
-    herd_train_config *cfg = &o.cfg;
-    herd_train_config_defaults(cfg);
-    cfg->quiet = false; /* the command speaks unless --quiet; the library's default is silence */
+    herd__train_config *cfg = &o.cfg;
+    herd__train_config_defaults(cfg); /* quiet, the library's default: the command speaks unless --quiet */
     herd__flag f[TRAIN_NFLAGS];
     train_flags(&o, f);
     for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
         o.json_asked = o.json_asked || !strcmp(argv[i], "--json");
-    herd__flag_cmd c = {.cmd = "train", .flags = f, .usage = train_usage, .other = algo_flag, .other_ctx = &o,
+    herd__flag_cmd c = {.cmd = "train", .flags = f, .usage = train_usage, .other = option_flag, .other_ctx = &o,
                         .json = o.json_asked};
     int end = herd__flags_parse(&c, argc, argv, 2, false);
     if (end < argc) /* a "--": nothing follows herd train's flags */
         herd__usage_error_json(o.json_asked, "train", "unknown flag '%s'", argv[end]);
-    cfg->optim.nesterov = o.nesterov;
     cfg->progress = !o.no_progress;
+    cfg->quiet = o.quiet;
     foreign_launcher_refused(o.json_asked); /* after the flags: --help still answers */
     checkpoint_file(&o);
-    /* the algorithm's options against its table (an option of another algorithm is a usage error) */
-    const herd_algo_ops *ops = cfg->algo ? herd_algo_find(cfg->algo) : NULL; /* NULL: herd_train picks it */
-    if (ops) {
-        _Alignas(max_align_t) char opts[512]; /* no allocation: a usage error exits */
-        herd_err oerr = {0};
-        HERD_ASSERT(ops->opts_size <= sizeof opts);
-        if (herd_algo_opts_parse(ops, cfg->algo_args, cfg->nalgo_args, opts, &oerr) < 0)
-            herd__usage_error_json(o.json, "train", "%s", oerr.msg);
-    }
-    if (cfg->eval_every == 0)
-        herd__usage_error_json(o.json, NULL, "--eval-every must be at least 1");
-    if (o.dry_run && cfg->algo && !ops)
-        herd__usage_error_json(o.json, NULL, "unknown algorithm '%s' ('herd algos' lists them)", cfg->algo);
-    if (o.dry_run) {
-        bool known = !cfg->model; /* NULL: the default */
-        for (size_t i = 0; !known && herd_model_names[i]; i++)
-            known = !strcmp(herd_model_names[i], cfg->model);
-        if (!known)
-            herd__usage_error_json(o.json, NULL, "unknown model '%s' (choose one of: linear, mlp, lenet, cnn, resnet20)",
-                                   cfg->model);
+    if (o.dry_run) { /* what the run refuses before it reads anything, refused alike */
+        herd_err verr = {0};
+        if (herd__config_validate(cfg, &verr) < 0)
+            herd__usage_error_json(o.json, NULL, "%s", verr.msg);
         return 0;
     }
     herd_train_result res;
     herd_err err = {0};
     cfg->stop = &stop_signal;
     catch_stop_signals();
-    herd_status st = herd_train(cfg, &res, &err);
+    herd_status st = herd__train(cfg, &res, &err);
     if (st < 0) {
         /* every rank refuses a configuration alike: rank 0 says it */
         if (!res.refused || (res.rank == 0 && herd__launch_rank() == 0))

@@ -414,12 +414,12 @@ size_t herd_model_blocked_layers(const herd_model *m)
     return n;
 }
 
-static const char *const precision_names[] = {"fp32", "bf16"};
+const char *const herd_precision_names[] = {"fp32", "bf16", NULL};
 
 herd_status herd_precision_parse(const char *s, herd_precision *out)
 {
-    for (size_t i = 0; i < sizeof precision_names / sizeof precision_names[0]; i++)
-        if (s && !strcmp(s, precision_names[i])) {
+    for (size_t i = 0; herd_precision_names[i]; i++)
+        if (s && !strcmp(s, herd_precision_names[i])) {
             *out = (herd_precision)i;
             return HERD_OK;
         }
@@ -428,7 +428,7 @@ herd_status herd_precision_parse(const char *s, herd_precision *out)
 
 const char *herd_precision_name(herd_precision p)
 {
-    return (size_t)p < sizeof precision_names / sizeof precision_names[0] ? precision_names[p] : "?";
+    return (size_t)p < 2 ? herd_precision_names[p] : "?";
 }
 
 /* Frees the convolutions' primitives: they were made for one precision. */

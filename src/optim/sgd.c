@@ -37,9 +37,9 @@ float herd_optim_lr(const herd_optim_config *cfg, double epoch, double total_epo
     return (float)lr;
 }
 
-static const char *const schedule_names[] = {"const", "step", "cosine", NULL};
-static const char *const optimizer_names[] = {"sgd", "lars", "lamb", NULL};
-static const char *const lr_scale_names[] = {"none", "linear", NULL};
+const char *const herd_schedule_names[] = {"const", "step", "cosine", NULL};
+const char *const herd_optimizer_names[] = {"sgd", "lars", "lamb", NULL};
+const char *const herd_lr_scale_names[] = {"none", "linear", NULL};
 
 /* The index of s in the NULL-terminated names, or -1. */
 static int name_index(const char *const *names, const char *s)
@@ -52,25 +52,25 @@ static int name_index(const char *const *names, const char *s)
 
 herd_status herd_schedule_parse(const char *s, herd_schedule *out)
 {
-    int i = name_index(schedule_names, s);
+    int i = name_index(herd_schedule_names, s);
     return i < 0 ? HERD_EINVAL : (*out = (herd_schedule)i, HERD_OK);
 }
 
 herd_status herd_optimizer_parse(const char *s, herd_optimizer *out)
 {
-    int i = name_index(optimizer_names, s);
+    int i = name_index(herd_optimizer_names, s);
     return i < 0 ? HERD_EINVAL : (*out = (herd_optimizer)i, HERD_OK);
 }
 
 herd_status herd_lr_scale_parse(const char *s, herd_lr_scale *out)
 {
-    int i = name_index(lr_scale_names, s);
+    int i = name_index(herd_lr_scale_names, s);
     return i < 0 ? HERD_EINVAL : (*out = (herd_lr_scale)i, HERD_OK);
 }
 
-const char *herd_schedule_name(herd_schedule s) { return (unsigned)s < 3 ? schedule_names[s] : "?"; }
-const char *herd_optimizer_name(herd_optimizer k) { return (unsigned)k < 3 ? optimizer_names[k] : "?"; }
-const char *herd_lr_scale_name(herd_lr_scale s) { return (unsigned)s < 2 ? lr_scale_names[s] : "?"; }
+const char *herd_schedule_name(herd_schedule s) { return (unsigned)s < 3 ? herd_schedule_names[s] : "?"; }
+const char *herd_optimizer_name(herd_optimizer k) { return (unsigned)k < 3 ? herd_optimizer_names[k] : "?"; }
+const char *herd_lr_scale_name(herd_lr_scale s) { return (unsigned)s < 2 ? herd_lr_scale_names[s] : "?"; }
 
 herd_status herd_optim_init(herd_optim *o, const herd_optim_config *cfg, size_t n, herd_err *err)
 {

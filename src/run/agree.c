@@ -1,8 +1,9 @@
 /* Ranks agree on the run before they compute: where the workers live in
  * several processes (mpirun, herd sim), each builds one record of what must
  * be the same everywhere (the algorithm and every one of its options, the
- * model and its parameter count, the data's shape and sizes, batch, epochs,
- * seed, the optimizer), and the ranks compare the records' hashes with one
+ * model's parameter count, the data's shape and sizes, and every option of
+ * the run's table marked HERD_OPT_AGREE: the model, batch, epochs, seed,
+ * the optimizer...), and the ranks compare the records' hashes with one
  * 8-byte allgather. Where they differ, the records themselves are gathered
  * so that every rank builds the same message naming each differing item
  * and which ranks hold which value; the run is then refused on every rank
@@ -19,9 +20,10 @@
 #include "herd/herd_algo.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_nn.h"
+#include "run/options.h"
 #include "run/run.h"
 
-enum { ITEMS = 64, NAME_LEN = 24, VALUE_LEN = 40 };
+enum { ITEMS = 64, NAME_LEN = 24, VALUE_LEN = 96 };
 
 typedef struct item {
     char name[NAME_LEN], value[VALUE_LEN];
@@ -43,64 +45,35 @@ static void add(record *rec, size_t *n, const char *name, const char *fmt, ...)
     va_end(ap);
 }
 
-/* An algorithm option's value as parsed (defaults included), so that
- * `--comm-dtype fp32` and no flag at all compare equal. */
-static void add_opt(record *rec, size_t *n, const herd_opt *o, const void *opts)
+/* A row's value (defaults included, as parsed), so that `--comm-dtype
+ * fp32` and no flag at all compare equal. */
+static void add_opt(record *rec, size_t *n, const herd_opt *o, const void *obj)
 {
-    char name[NAME_LEN];
+    char name[NAME_LEN], value[VALUE_LEN];
     snprintf(name, sizeof name, "--%s", o->name);
-    const char *p = (const char *)opts + o->offset;
-    switch (o->type) {
-    case HERD_OPT_BOOL: add(rec, n, name, "%s", *(const bool *)p ? "on" : "off"); break;
-    case HERD_OPT_SIZE: add(rec, n, name, "%zu", *(const size_t *)p); break;
-    case HERD_OPT_LONG: add(rec, n, name, "%ld", *(const long *)p); break;
-    case HERD_OPT_DOUBLE: add(rec, n, name, "%.17g", *(const double *)p); break;
-    case HERD_OPT_FLOAT: add(rec, n, name, "%.9g", (double)*(const float *)p); break;
-    case HERD_OPT_STR: add(rec, n, name, "%s", *(const char *const *)p ? *(const char *const *)p : "(none)"); break;
-    case HERD_OPT_CHOICE: add(rec, n, name, "%s", o->choices[*(const int *)p]); break;
-    }
+    herd_opt_format(o, obj, value, sizeof value);
+    add(rec, n, name, "%s", value);
 }
 
-/* This process's record; rec zeroed first, so that equal runs hash equal. */
+/* This process's record; rec zeroed first, so that equal runs hash equal:
+ * what the run derived (the parameters, the data's shape and sizes), then
+ * every option the run's table marks HERD_OPT_AGREE, then every option of
+ * the algorithm. */
 static void build(const herd_run *r, const herd_worker *w, record *rec)
 {
-    const herd_train_config *cfg = r->cfg;
-    const herd_optim_config *oc = &cfg->optim;
+    const herd__train_config *cfg = r->cfg;
     size_t n = 0;
     memset(rec, 0, sizeof *rec);
-    add(rec, &n, "record", "herd-agree-1 %zu ranks", r->world->size);
+    add(rec, &n, "record", "herd-agree-2 %zu ranks", r->world->size);
     add(rec, &n, "--algo", "%s", r->algo_ops->name);
-    add(rec, &n, "--model", "%s", cfg->model);
     add(rec, &n, "parameters", "%zu", w->nparams);
     add(rec, &n, "example shape", "%zux%zux%zu", r->train.c, r->train.h, r->train.w);
     add(rec, &n, "classes", "%zu", r->train.nclasses);
     add(rec, &n, "training examples", "%zu", r->train.n);
     add(rec, &n, "test examples", "%zu", r->test.n);
-    add(rec, &n, "--batch", "%zu", cfg->batch);
-    add(rec, &n, "--epochs", "%zu", cfg->epochs);
-    add(rec, &n, "--max-steps", "%zu", cfg->max_steps);
-    add(rec, &n, "--eval-every", "%zu", cfg->eval_every);
-    add(rec, &n, "--eval-at-start", "%s", cfg->eval_at_start ? "on" : "off");
-    add(rec, &n, "--eval-every-steps", "%zu", cfg->eval_every_steps);
-    add(rec, &n, "--seed", "%" PRIu64, cfg->seed);
-    add(rec, &n, "--lr", "%.9g", (double)oc->lr);
-    add(rec, &n, "--momentum", "%.9g", (double)oc->momentum);
-    add(rec, &n, "--weight-decay", "%.9g", (double)oc->weight_decay);
-    add(rec, &n, "--nesterov", "%s", oc->nesterov ? "on" : "off");
-    add(rec, &n, "--schedule", "%s", herd_schedule_name(oc->schedule));
-    add(rec, &n, "--warmup-epochs", "%.17g", oc->warmup_epochs);
-    add(rec, &n, "--step-epochs", "%.17g", oc->step_epochs);
-    add(rec, &n, "--step-gamma", "%.9g", (double)oc->step_gamma);
-    add(rec, &n, "--optimizer", "%s", herd_optimizer_name(oc->optimizer));
-    add(rec, &n, "--precision", "%s", herd_precision_name(cfg->precision));
-    add(rec, &n, "--lars-eta", "%.9g", (double)oc->lars_eta);
-    add(rec, &n, "--lamb-beta1", "%.9g", (double)oc->beta1);
-    add(rec, &n, "--lamb-beta2", "%.9g", (double)oc->beta2);
-    add(rec, &n, "--lamb-eps", "%.9g", (double)oc->eps);
-    add(rec, &n, "--lr-scale", "%s", herd_lr_scale_name(oc->lr_scale));
-    add(rec, &n, "--lr-ref-batch", "%zu", oc->lr_ref_batch);
-    add(rec, &n, "--skip-nonfinite", "%s", cfg->skip_nonfinite ? "on" : "off");
-    add(rec, &n, "--stop-on-divergence", "%s", cfg->stop_on_divergence ? "on" : "off");
+    for (const herd_opt *o = herd__run_options; o->name; o++)
+        if ((o->flags & HERD_OPT_AGREE) && strcmp(o->name, "algo") && strcmp(o->name, "workers"))
+            add_opt(rec, &n, o, cfg);
     for (const herd_opt *o = r->algo_ops->opts; o && o->name; o++)
         add_opt(rec, &n, o, r->algo_opts);
 }

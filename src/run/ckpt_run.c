@@ -39,7 +39,7 @@ typedef struct slot {
 } slot;
 
 struct herd__ckpt_run {
-    const herd_train_config *cfg;
+    const herd__train_config *cfg;
     herd_ckpt_info info; /* step and epoch set per checkpoint */
     size_t every, last_step;
     bool async;          /* checkpoints at holds of the shared batch counter */
@@ -106,7 +106,7 @@ static void checkpointing_engines(char *buf, size_t cap)
             len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", (*e)->name);
 }
 
-herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *algo, const herd_engine *engine,
+herd_status herd__ckpt_check(const herd__train_config *cfg, const herd_algo_ops *algo, const herd_engine *engine,
                              herd_err *err)
 {
     if (cfg->resume && !cfg->checkpoint_dir)
@@ -261,7 +261,7 @@ static herd_status lock_dir(herd__ckpt_run *cr, const char *dir, herd_err *err)
     return HERD_OK;
 }
 
-herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, size_t nparams,
+herd_status herd__ckpt_run_open(const herd__train_config *cfg, const char *algo, size_t nparams,
                                 size_t steps_per_epoch, const herd_dataset *train, const herd_dataset *test,
                                 size_t first_rank, size_t nlocal, herd__ckpt_run **out, herd_err *err)
 {

@@ -58,6 +58,7 @@
 #include "herd/herd_comm.h"
 #include "herd/herd_data.h"
 #include "herd/herd_run.h"
+#include "algo/run_config.h"
 
 /* A worker's position in the run, saved and restored with it. */
 typedef struct herd__ckpt_cursor {
@@ -72,7 +73,7 @@ typedef struct herd__ckpt_cursor {
 typedef struct herd__ckpt_run herd__ckpt_run;
 
 /* Refuses the checkpoint options this run cannot honour, naming why. */
-herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *algo, const herd_engine *engine,
+herd_status herd__ckpt_check(const herd__train_config *cfg, const herd_algo_ops *algo, const herd_engine *engine,
                              herd_err *err);
 
 /* The run's checkpoint state (*out stays NULL when cfg has no checkpoint
@@ -85,7 +86,7 @@ herd_status herd__ckpt_check(const herd_train_config *cfg, const herd_algo_ops *
  * and one whose run read other data (train, test: this run's sets, their
  * digests; HERD_EDATA, unless cfg->other_data; NULL, NULL: none recorded,
  * none compared). */
-herd_status herd__ckpt_run_open(const herd_train_config *cfg, const char *algo, size_t nparams,
+herd_status herd__ckpt_run_open(const herd__train_config *cfg, const char *algo, size_t nparams,
                                 size_t steps_per_epoch, const herd_dataset *train, const herd_dataset *test,
                                 size_t first_rank, size_t nlocal, herd__ckpt_run **out, herd_err *err);
 /* A resume on other data than its checkpoint's (cfg->other_data let it

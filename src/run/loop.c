@@ -171,7 +171,7 @@ static herd_status evaluate_epoch_end(worker_ctx *c, double epoch_loss, double t
 static herd_status final_evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
 {
     herd_worker *w = &c->w;
-    const herd_train_config *cfg = c->run->cfg;
+    const herd__train_config *cfg = c->run->cfg;
     if (!c->run->algo_ops->async || !w->steps_per_epoch)
         return evaluate_epoch_end(c, epoch_loss, t_epoch);
     double progress = (double)cfg->epochs;
@@ -373,10 +373,10 @@ static herd_status injected_failure(worker_ctx *c)
     herd_run *r = c->run;
     herd_worker *w = &c->w;
     herd__log_record(&r->log, "fail", "\"worker\":%zu,\"step\":%zu,\"mode\":\"%s\"", w->rank, w->step,
-                     herd_fail_mode_name(c->fail_mode));
+                     herd__fail_mode_name(c->fail_mode));
     if (c->fail_mode != HERD_FAIL_STOP) { /* mpi: a process that dies, as the others must survive or report */
         fprintf(stderr, "herd: worker %zu dies at step %zu (--fail %zu@%zu:%s)\n", w->rank, w->step, w->rank,
-                w->step, herd_fail_mode_name(c->fail_mode));
+                w->step, herd__fail_mode_name(c->fail_mode));
         fflush(NULL); /* the log's "fail" record and the line above */
         if (c->fail_mode == HERD_FAIL_ABORT)
             abort();
@@ -402,7 +402,7 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
 {
     herd_status st = HERD_OK;
     herd_run *r = c->run;
-    const herd_train_config *cfg = r->cfg;
+    const herd__train_config *cfg = r->cfg;
     herd_worker *w = &c->w;
     w->lr = herd_optim_lr(&cfg->optim, pos, (double)cfg->epochs);
     double t_pull = herd__now();
@@ -552,7 +552,7 @@ static herd_status checkpoint(worker_ctx *c, const epoch_stats *e, uint64_t clai
 static herd_status loop_static(worker_ctx *c)
 {
     herd_status st = HERD_OK;
-    const herd_train_config *cfg = c->run->cfg;
+    const herd__train_config *cfg = c->run->cfg;
     herd_worker *w = &c->w;
     bool settles = herd__nf_settles(c->run);
     epoch_stats e;
@@ -614,7 +614,7 @@ out:
 static herd_status loop_claimed(worker_ctx *c)
 {
     herd_status st = HERD_OK;
-    const herd_train_config *cfg = c->run->cfg;
+    const herd__train_config *cfg = c->run->cfg;
     herd_worker *w = &c->w;
     uint64_t per_epoch = (uint64_t)w->steps_per_epoch * w->nworkers, total = per_epoch * cfg->epochs;
     uint64_t hold = herd__ckpt_next_hold(c->run->ckpt, c->resume.claimed);

@@ -49,7 +49,7 @@ int herd__nf_code(const worker_ctx *c)
 /* --inject-nan: whether this worker's gradient gets a NaN at this step. */
 bool herd__nf_injected(const worker_ctx *c)
 {
-    const herd_train_config *cfg = c->run->cfg;
+    const herd__train_config *cfg = c->run->cfg;
     for (size_t i = 0; i < cfg->ninject_nan; i++)
         if (cfg->inject_nan[i].rank == c->w.rank && cfg->inject_nan[i].step == c->w.step)
             return true;

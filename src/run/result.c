@@ -158,13 +158,15 @@ void herd_train_result_free(herd_train_result *res)
 {
     free(res->final_params);
     free(res->final_buffers);
+    free(res->options);
     res->final_params = res->final_buffers = NULL;
+    res->options = NULL;
 }
 
 herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, herd_train_result *res, herd_err *err)
 {
     herd_status st = HERD_OK;
-    const herd_train_config *cfg = r->cfg;
+    const herd__train_config *cfg = r->cfg;
     run_totals t;
     HERD_TRY(gather_totals(r, workers, &t, err));
     HERD_TRY(worker_figures(r, workers, res, err));
@@ -271,6 +273,8 @@ herd_status herd_train_result_json(const herd_train_result *res, FILE *f)
         fprintf(m, ",\"checkpoint_train_digest\":\"%016" PRIx64 "\",\"checkpoint_test_digest\":\"%016" PRIx64 "\"",
                 res->ckpt_train_digest, res->ckpt_test_digest);
     fputs(res->algo_json, m);
+    if (res->options) /* every option as the run resolved it */
+        fprintf(m, ",\"options\":%s", res->options);
     fputs("}", m);
     herd_status st = fclose(m) ? HERD_ENOMEM : HERD_OK;
     if (st == HERD_OK && herd__json_write(f, buf) < 0)

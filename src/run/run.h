@@ -28,11 +28,12 @@
 #include "herd/herd_data.h"
 #include "herd/herd_nn.h"
 #include "herd/herd_run.h"
+#include "algo/run_config.h"
 #include "run/ckpt_run.h"
 #include "run/log.h"
 
 typedef struct herd_run {
-    const herd_train_config *cfg;
+    const herd__train_config *cfg;
     const herd_algo_ops *algo_ops;
     herd_dataset train, test;
     herd__log log;
@@ -113,7 +114,7 @@ typedef struct worker_ctx {
     int32_t *y;
     double slow_factor;
     size_t fail_step;     /* --fail: stop for good at this step (SIZE_MAX: never) */
-    herd_fail_mode fail_mode; /* how (resolved: never DEFAULT) */
+    herd__fail_mode fail_mode; /* how (resolved: never DEFAULT) */
     bool lost;            /* stopped by --fail while the others go on */
     herd_win *claim_win;  /* asynchronous algorithms: the shared batch counter */
     uint64_t claim_buf[2];/* on rank 0: the counter, and the stop word (see announce_stop) */
@@ -160,22 +161,22 @@ typedef struct epoch_stats {
 /* config.c */
 /* No name (--data, --model, --algo, --engine, --log, --checkpoint) is given
  * empty: NULL is the default, "" a mistake. */
-herd_status herd__check_names(const herd_train_config *cfg, herd_err *err);
+herd_status herd__check_names(const herd__train_config *cfg, herd_err *err);
 /* The algorithm named by --algo into *algo, and the run's settings checked;
  * --lr and --momentum not given become the algorithm's defaults. */
-herd_status herd__check_config(herd_train_config *cfg, const herd_algo_ops **algo, herd_err *err);
+herd_status herd__check_config(herd__train_config *cfg, const herd_algo_ops **algo, herd_err *err);
 /* --workers within bounds (where the engine's launcher does not set it). */
-herd_status herd__check_workers(const herd_train_config *cfg, herd_err *err);
+herd_status herd__check_workers(const herd__train_config *cfg, herd_err *err);
 /* --fail modes: where workers are processes (processes), a worker dies as
  * a process does; else it can only stop. Resolves DEFAULT to the engine's. */
-herd_status herd__check_fail_modes(herd_train_config *cfg, bool processes, const char *engine, herd_err *err);
+herd_status herd__check_fail_modes(herd__train_config *cfg, bool processes, const char *engine, herd_err *err);
 
 /* Whether the run's workers live in several processes (collectives over
  * them are needed to add up the run's totals). */
 static inline bool herd__run_spans_processes(const herd_run *r) { return r->world->nlocal < r->world->size; }
 /* The algorithm's options (ops->opts) from its defaults and cfg's
  * algo_args, checked; *out is the caller's to free. */
-herd_status herd__algo_opts_parse(const herd_algo_ops *ops, const herd_train_config *cfg, void **out, herd_err *err);
+herd_status herd__algo_opts_parse(const herd_algo_ops *ops, const herd__train_config *cfg, void **out, herd_err *err);
 /* Where the run's workers live in several processes: whether every rank
  * was started with the same configuration (agree.c says what is compared);
  * *differ and HERD_EINVAL, with a message naming each differing item and

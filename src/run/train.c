@@ -24,12 +24,13 @@
 #include "core/json.h"
 #include "run/ckpt_run.h"
 #include "run/log.h"
+#include "run/options.h"
 #include "run/run.h"
 
 static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_err *err)
 {
     herd_status st = HERD_OK;
-    const herd_train_config *cfg = r->cfg;
+    const herd__train_config *cfg = r->cfg;
     c->run = r;
     herd_worker *w = &c->w;
     w->rank = rank, w->nworkers = cfg->workers, w->cfg = cfg;
@@ -94,17 +95,12 @@ static void worker_teardown(worker_ctx *c)
     free(c->y);
 }
 
-/* The engine and this process's part of the run's world: its workers
- * first_rank .. first_rank + nlocal - 1; where the engine's launcher sets the
- * number of workers (mpirun), the run's --workers becomes it. *refused: the
- * failure is the configuration's (an engine unknown, --workers out of
- * range), not the world's. */
-static herd_status open_world(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, bool *refused,
-                              herd_err *err)
+/* The engine the run asks for, checked against the names and the
+ * launcher (nothing started). */
+static herd_status pick_engine(const herd__train_config *cfg, const herd_engine **out, herd_err *err)
 {
     herd_status st = HERD_OK;
     const herd_engine *e;
-    *refused = true;
     HERD_TRY(herd__check_names(cfg, err));
     HERD_TRY(herd_engine_pick(cfg->engine, &e, err));
     /* A simulator's ranks are its hosts: another engine than the one it
@@ -114,9 +110,26 @@ static herd_status open_world(const herd_train_config *cfg, herd_run *r, herd_tr
         return herd_err_set(err, HERD_EINVAL,
                             "--engine %s: herd sim runs the %s engine, one rank per simulated host (drop --engine)",
                             e->name, l->name);
-    bool sized = e->caps & HERD_ENGINE_LAUNCHER_SIZED;
-    if (!sized)
+    if (!(e->caps & HERD_ENGINE_LAUNCHER_SIZED))
         HERD_TRY(herd__check_workers(cfg, err));
+    *out = e;
+out:
+    return st;
+}
+
+/* The engine and this process's part of the run's world: its workers
+ * first_rank .. first_rank + nlocal - 1; where the engine's launcher sets the
+ * number of workers (mpirun), the run's --workers becomes it. *refused: the
+ * failure is the configuration's (an engine unknown, --workers out of
+ * range), not the world's. */
+static herd_status open_world(const herd__train_config *cfg, herd_run *r, herd__train_config *eff, bool *refused,
+                              herd_err *err)
+{
+    herd_status st = HERD_OK;
+    const herd_engine *e;
+    *refused = true;
+    HERD_TRY(pick_engine(cfg, &e, err));
+    bool sized = e->caps & HERD_ENGINE_LAUNCHER_SIZED;
     *refused = false;
     HERD_TRY(herd_world_create(e, sized && cfg->workers == 1 ? 0 : cfg->workers, &r->world, err));
     eff->workers = r->world->size;
@@ -129,7 +142,7 @@ out:
  * is read or made (synthetic data): a model that cannot take the shape is
  * refused before 60000 examples are generated for it. Elsewhere the
  * model's name alone (the shape is checked once the data is read). */
-static herd_status check_model(const herd_train_config *cfg, herd_err *err)
+static herd_status check_model(const herd__train_config *cfg, herd_err *err)
 {
     herd_status st = HERD_OK;
     bool known = false, named = false;
@@ -209,7 +222,7 @@ static size_t env_count(const char *name)
  * launcher says how many processes of the run share this host (Open MPI's
  * mpirun, MPICH's Hydra), theirs. On a virtual clock
  * (HERD_ENGINE_VIRTUAL_CLOCK) more threads buy no time: one each. */
-static void choose_threads(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, size_t cores)
+static void choose_threads(const herd__train_config *cfg, herd_run *r, herd__train_config *eff, size_t cores)
 {
     size_t omp = env_count("OMP_NUM_THREADS");
     if (cfg->threads) {
@@ -237,9 +250,43 @@ static void choose_threads(const herd_train_config *cfg, herd_run *r, herd_train
     r->threads_from = sharers > 1 ? "cores/workers" : "cores";
 }
 
+/* The configuration on engine e, once the run's size is known: the
+ * algorithm (its default, its options), every option alone and against
+ * the others, checkpoints, the model. Resolves what the run picks (the
+ * algorithm, --lr, --momentum) in eff; *algo_opts is the caller's to free. */
+static herd_status check_run(herd__train_config *eff, const herd_engine *e, const herd_algo_ops **ops,
+                             void **algo_opts, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    if (!eff->algo)
+        eff->algo = eff->workers > 1 ? "allreduce" : "sgd";
+    HERD_TRY(herd__check_config(eff, ops, err));
+    eff->optim.global_batch = eff->workers * eff->batch; /* --lr-scale linear's, once the engine sized the run */
+    HERD_TRY(herd__check_fail_modes(eff, e->caps & HERD_ENGINE_PROCESS_PER_WORKER, e->name, err));
+    HERD_TRY(herd__algo_opts_parse(*ops, eff, algo_opts, err));
+    HERD_TRY(herd__ckpt_check(eff, *ops, e, err));
+    HERD_TRY(check_model(eff, err));
+out:
+    return st;
+}
+
+herd_status herd__config_validate(const herd__train_config *cfg, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    herd__train_config eff = *cfg;
+    const herd_engine *e;
+    const herd_algo_ops *ops = NULL;
+    void *opts = NULL;
+    HERD_TRY(pick_engine(cfg, &e, err));
+    HERD_TRY(check_run(&eff, e, &ops, &opts, err));
+out:
+    free(opts);
+    return st;
+}
+
 /* Engine, configuration, the algorithm's options, the model: everything
  * that can be refused before any data is read (*refused: it was). */
-static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train_config *eff, bool *refused,
+static herd_status prepare(const herd__train_config *cfg, herd_run *r, herd__train_config *eff, bool *refused,
                            herd_err *err)
 {
     herd_status st = HERD_OK;
@@ -247,15 +294,8 @@ static herd_status prepare(const herd_train_config *cfg, herd_run *r, herd_train
     size_t cores = cores_available();
     choose_threads(cfg, r, eff, cores);
     *refused = true;
-    if (!eff->algo) /* the world's size is known now (mpirun sets it) */
-        eff->algo = eff->workers > 1 ? "allreduce" : "sgd";
     const herd_engine *e = r->world->engine;
-    HERD_TRY(herd__check_config(eff, &r->algo_ops, err));
-    eff->optim.global_batch = eff->workers * eff->batch; /* --lr-scale linear's, once the engine sized the run */
-    HERD_TRY(herd__check_fail_modes(eff, e->caps & HERD_ENGINE_PROCESS_PER_WORKER, e->name, err));
-    HERD_TRY(herd__algo_opts_parse(r->algo_ops, eff, &r->algo_opts, err));
-    HERD_TRY(herd__ckpt_check(eff, r->algo_ops, e, err));
-    HERD_TRY(check_model(eff, err));
+    HERD_TRY(check_run(eff, e, &r->algo_ops, &r->algo_opts, err));
     *refused = false;
     /* the workers' compute threads on this process's cores: a helper thread
      * (allreduce's overlap) would take one from them */
@@ -268,7 +308,7 @@ out:
 static herd_status open_run(herd_run *r, worker_ctx **workers, bool *log_open, herd_err *err)
 {
     herd_status st = HERD_OK;
-    const herd_train_config *cfg = r->cfg;
+    const herd__train_config *cfg = r->cfg;
     HERD_TRY(herd_data_open(cfg->data, cfg->seed, &r->train, &r->test, err));
     HERD_TRY(check_labels(r, err));
     herd_dataset_truncate(&r->train, cfg->train_limit);
@@ -335,7 +375,7 @@ static herd_status first_failure(herd_run *r, const worker_ctx *workers, herd_er
  * a run that survived it. */
 static void warn_unfired(herd_run *r, const worker_ctx *workers)
 {
-    const herd_train_config *cfg = r->cfg;
+    const herd__train_config *cfg = r->cfg;
     for (size_t i = 0; i < r->nlocal; i++) {
         const herd_worker *w = &workers[i].w;
         for (size_t k = 0; k < cfg->nfail + cfg->ninject_nan; k++) {
@@ -380,12 +420,13 @@ static herd_status close_run(herd_run *r, worker_ctx *workers, bool log_open, he
     return st;
 }
 
-herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, herd_err *err)
+herd_status herd__train(const herd__train_config *cfg, herd_train_result *res, herd_err *err)
 {
     herd_status st = HERD_OK;
-    herd_train_config eff = *cfg;
+    herd__train_config eff = *cfg;
     herd_run r = {.cfg = &eff};
     worker_ctx *workers = NULL;
+    char *options = NULL; /* the options as JSON: the start record's, then the result's */
     bool log_open = false;
     char log_path[4096];
     memset(res, 0, sizeof *res);
@@ -426,12 +467,21 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     time_t started = time(NULL);
     struct tm utc;
     strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&started, &utc));
+    enum { OPTIONS_CAP = 16384 };
+    if (!(options = malloc(OPTIONS_CAP))) {
+        st = herd_err_set(err, HERD_ENOMEM, "out of memory");
+        goto out;
+    }
+    eff.engine = r.world->engine->name; /* as the run resolved it, as --algo and --lr are */
+    herd__options_json(&eff, r.algo_ops, r.algo_opts, options, OPTIONS_CAP);
+    /* the figures a reader wants at a glance, then every option (the run can be repeated from them) */
     herd__log_record(&r.log, "start",
                      "\"run_id\":\"%s\",\"time\":\"%s\",\"rank\":%zu,\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
-                     "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu",
+                     "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu,"
+                     "\"threads\":%zu,\"options\":%s",
                      r.run_id, now, r.first_rank, eff.algo, r.world->engine->name, eff.model, eff.workers, eff.epochs, eff.batch, (double)eff.optim.lr,
                      (double)eff.optim.momentum, (unsigned long long)eff.seed, workers[0].w.nparams, r.train.n,
-                     r.test.n);
+                     r.test.n, eff.threads, options);
     HERD_TRY(herd__log_check(&r.log, err)); /* a log that cannot be written, before any training */
     double t_start = herd__now();
     if ((st = herd_world_run(r.world, herd__worker_thread, workers, sizeof *workers, err)) < 0) {
@@ -459,6 +509,7 @@ herd_status herd_train(const herd_train_config *cfg, herd_train_result *res, her
     if (stopped && !w0->eval_model) /* stopped before any evaluation: no figure, not 0 */
         w0->test_acc = w0->test_loss = w0->worker0_acc = NAN;
     HERD_TRY(herd__result_fill(&r, workers, wall, res, err));
+    res->options = options, options = NULL;
     HERD_TRY(herd__trace_write(&r, workers, err));
     if (stopped) {
         res->stop_signal = atomic_load(cfg->stop);
@@ -473,5 +524,6 @@ out:
     for (size_t i = 0; st < 0 && workers && i < r.nlocal; i++)
         if (workers[i].w.comm)
             workers[i].w.comm->failed = true; /* as in herd__worker_thread: no collective teardown */
+    free(options);
     return close_run(&r, workers, log_open, st, err);
 }

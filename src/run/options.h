@@ -1,0 +1,46 @@
+/* options.h — the run's option table and what is made from it, for the
+ * run itself and the command line (internal: herd_config.h is the public
+ * face). */
+#ifndef HERD_RUN_OPTIONS_H
+#define HERD_RUN_OPTIONS_H
+
+#include <stddef.h>
+
+#include "herd/herd_algo.h"
+#include "herd/herd_config.h"
+#include "herd/herd_opt.h"
+#include "herd/herd_run.h"
+#include "algo/run_config.h"
+
+/* The run's options, NULL-name terminated, rows into herd__train_config. */
+extern const herd_opt herd__run_options[];
+
+/* The run's row called name, or NULL. */
+const herd_opt *herd__run_option_find(const char *name);
+
+/* The options as one JSON object: every run option but the library's
+ * (quiet, progress, keep-final), then "algo_options":{...} with ops's
+ * rows in algo_opts (where ops is not NULL). Returns the length written
+ * (cut at cap - 1). */
+size_t herd__options_json(const herd__train_config *cfg, const herd_algo_ops *ops, const void *algo_opts, char *buf,
+                          size_t cap);
+
+/* The struct behind a herd_config (the command line reads and sets it
+ * beside herd_config_set). */
+herd__train_config *herd__config_run(herd_config *cfg);
+const herd__train_config *herd__config_run_const(const herd_config *cfg);
+
+/* herd_config_set on the struct: value (which must outlive cfg: argv, a
+ * herd_config's copy) into the run's row called name, or appended to the
+ * algorithm's options once its form is checked against the table that has
+ * it. HERD_EINVAL with the message. */
+herd_status herd__config_set_arg(herd__train_config *cfg, const char *name, const char *value, herd_err *err);
+
+/* herd_train on the struct itself (herd's tests fill it field by field). */
+herd_status herd__train(const herd__train_config *cfg, herd_train_result *res, herd_err *err);
+
+/* herd_config_check on the struct: everything the run refuses before it
+ * reads data or starts a worker, with nothing started. */
+herd_status herd__config_validate(const herd__train_config *cfg, herd_err *err);
+
+#endif
