@@ -21,4 +21,5 @@
     X(localsgd)             \
     X(export)               \
     X(outpath)              \
+    X(config)               \
     X(threads)

@@ -51,12 +51,14 @@ if [ $openmpi = 1 ]; then
     # Ranks started with different options (an MPMD launch) are refused before
     # the algorithm's first message, on every rank, with one message naming what
     # differs and the ranks (were: heap corruption, a hang, MPI_ERR_REQUEST, or
-    # exit 0 with a wrong answer): model, algorithm, wire type, batch.
+    # exit 0 with a wrong answer): model, algorithm, wire type, batch, and an
+    # option the agreed record takes from the run's table (HERD_OPT_AGREE).
     base=(train --data synthetic:1x12x12:4 --epochs 1 --batch 16 --train-limit 512 --test-limit 128 --timeout 30 --no-progress)
     for spec in "--model lenet|--model linear|--model linear|--model lenet (rank 0) / linear (ranks 1-2)" \
         "--algo asgd|--algo allreduce|--algo asgd|--algo asgd (ranks 0,2) / allreduce (rank 1)" \
         "--comm-dtype fp16|--comm-dtype fp32|--comm-dtype fp16|--comm-dtype fp16 (ranks 0,2) / fp32 (rank 1)" \
-        "--batch 16|--batch 16|--batch 32|--batch 16 (ranks 0-1) / 32 (rank 2)"; do
+        "--batch 16|--batch 16|--batch 32|--batch 16 (ranks 0-1) / 32 (rank 2)" \
+        "--inject-nan 0@900|--inject-nan 0@900|--inject-nan 1@900|--inject-nan 0@900 (ranks 0-1) / 1@900 (rank 2)"; do
         IFS='|' read -r a0 a1 a2 want <<<"$spec"
         # shellcheck disable=SC2086 # each spec's options are words
         out=$(timeout 120 $mpirun -np 1 "$bin" "${base[@]}" --algo allreduce $a0 : -np 1 "$bin" "${base[@]}" --algo allreduce $a1 \
