@@ -584,8 +584,11 @@ static void test_json_everywhere(void)
                                 "--train-limit", lenet ? "2000" : "1024", "--test-limit", "300", "--quiet",
                                 "--no-progress", "--json", "--log", logpath};
         size_t n = 16;
+        bool data = runs[i].extra[0] && !strcmp(runs[i].extra[0], "--data"); /* the run's own */
+        if (!lenet && !data)
+            args[n++] = "--data", args[n++] = "synthetic:1x8x8:4";
         if (!lenet)
-            args[n++] = "--data", args[n++] = "synthetic:1x8x8:4", args[n++] = "--model", args[n++] = "mlp";
+            args[n++] = "--model", args[n++] = "mlp";
         for (size_t k = 0; runs[i].extra[k]; k++)
             args[n++] = runs[i].extra[k];
         args[n] = NULL;
@@ -1660,6 +1663,40 @@ static void test_compare_outputs_kept(void)
     ASSERT_TRUE(st.st_size > 0);
 }
 
+/* A flag of a spec wins over herd compare's own (--epochs, --model, --data)
+ * and the CSV gives what each run used (its summary's); a flag given by a
+ * spec and by --extra is refused, both values named. */
+static void test_compare_spec_flags(void)
+{
+    static char csv[1 << 14];
+    char out[512], path[700];
+    snprintf(out, sizeof out, "%s/cmp-spec", herd_test_tmpdir());
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "compare", "--out", out, "--workers", "2", "--epochs", "1", "--model", "linear", "--data",
+                  "synthetic:1x12x12:4", "--extra", "--batch 16 --train-limit 128 --test-limit 64", "--no-plots",
+                  "--no-baseline", "allreduce", "allreduce --epochs 2");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    snprintf(path, sizeof path, "%s/compare.csv", out);
+    slurp(path, csv, sizeof csv);
+    ASSERT_STR_CONTAINS(csv, "\n\"allreduce\",threads,-,2,1,");
+    ASSERT_STR_CONTAINS(csv, "\n\"allreduce --epochs 2\",threads,-,2,2,");
+    HERD_TEST_RUN(&o, "compare", "--out", out, "--workers", "2", "--epochs", "1", "--model", "linear", "--data",
+                  "synthetic:1x12x12:4", "--extra", "--batch 16 --train-limit 128", "allreduce --batch 32");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "herd: --batch is given twice ('32', then '16'): each flag takes one value\n");
+    ASSERT_STR_CONTAINS(o.err, "spec 'allreduce --batch 32' is refused");
+    /* herd train itself */
+    HERD_TEST_RUN(&o, "train", "--lr", "0.1", "--epochs", "2", "--lr=0.2", "--dry-run");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_ERR_IS(o, "herd: --lr is given twice ('0.1', then '0.2'): each flag takes one value\n");
+    HERD_TEST_RUN(&o, "train", "--algo", "localsgd", "--local-steps", "2", "--local-steps", "2", "--dry-run");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_ERR_IS(o, "herd: --local-steps is given twice ('2', then '2'): each flag takes one value\n");
+    HERD_TEST_RUN(&o, "train", "--slow", "0:2", "--slow", "0:3", "--nesterov", "--dry-run"); /* repeatable */
+    ASSERT_EQ_INT(o.code, 0);
+}
+
 static void test_compare_seeds(void)
 {
     static char csv[1 << 14], sum[1 << 14], dat[3][1 << 13];
@@ -1847,6 +1884,7 @@ const herd_test herd_tests_cli[] = {
     {"cli_sim_signals", test_sim_signals, 90},
     {"cli_compare_checks_specs", test_compare_checks_specs, 60},
     {"cli_compare_signals", test_compare_signals, 150},
+    {"cli_compare_spec_flags", test_compare_spec_flags, 60},
     {"cli_compare_seeds", test_compare_seeds, 90},
     HERD_TEST_END,
 };

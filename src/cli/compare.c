@@ -63,7 +63,7 @@ typedef struct cmp_opts {
 /* One run's results. */
 typedef struct cmp_row {
     char spec[256], eval_model[32], dat[PATH_MAX];
-    size_t workers;
+    size_t workers, epochs; /* epochs: the run's own (its summary's) */
     uint64_t seed;
     bool ok, baseline;
     int stopped; /* the signal that stopped it (it is not ok), or 0 */
@@ -229,6 +229,16 @@ typedef struct run_cmd {
     char *argv[3 * MAX_TOKENS + 56];
 } run_cmd;
 
+/* Whether tok[0, n) holds --name or --name=VALUE. */
+static bool names_flag(char *const *tok, int n, const char *name)
+{
+    size_t len = strlen(name);
+    for (int i = 0; i < n; i++)
+        if (!strncmp(tok[i], "--", 2) && !strncmp(tok[i] + 2, name, len) && (!tok[i][2 + len] || tok[i][2 + len] == '='))
+            return true;
+    return false;
+}
+
 /* Fills c with the command that runs spec at n workers, its log into log:
  * `herd train ... --json --log LOG` or `herd sim ... -- train ...`; with
  * log NULL, the same herd train flags with --dry-run (nothing run: the
@@ -267,9 +277,14 @@ static int run_cmd_make(run_cmd *c, const cmp_opts *o, bool sim, const char *sel
         argv[k++] = tok[i];
     if (!sim)
         argv[k++] = "--workers", argv[k++] = c->n;
-    argv[k++] = "--epochs", argv[k++] = c->epochs;
-    argv[k++] = "--model", argv[k++] = (char *)(o->model ? o->model : "lenet");
-    if (o->data)
+    /* the spec's or --extra's own --epochs, --model, --data win over herd
+     * compare's (the label shows them; the CSV reads the run's epochs back
+     * from its summary); given by both, herd train refuses them */
+    if (!names_flag(tok, nt, "epochs") && !names_flag(xtok, nx, "epochs"))
+        argv[k++] = "--epochs", argv[k++] = c->epochs;
+    if (!names_flag(tok, nt, "model") && !names_flag(xtok, nx, "model"))
+        argv[k++] = "--model", argv[k++] = (char *)(o->model ? o->model : "lenet");
+    if (o->data && !names_flag(tok, nt, "data") && !names_flag(xtok, nx, "data"))
         argv[k++] = "--data", argv[k++] = (char *)o->data;
     for (int i = 0; i < nx; i++)
         argv[k++] = xtok[i];
@@ -309,7 +324,7 @@ static void run_one(const cmp_opts *o, bool sim, const char *self, const char *s
     char log[PATH_MAX];
     memset(r, 0, sizeof *r);
     snprintf(r->spec, sizeof r->spec, "%s", spec);
-    r->workers = n, r->baseline = baseline, r->seed = seed;
+    r->workers = n, r->baseline = baseline, r->seed = seed, r->epochs = o->epochs;
     run_file(r->dat, sizeof r->dat, o, index, seed, "dat");
     run_file(log, sizeof log, o, index, seed, "jsonl");
     run_cmd *c = calloc(1, sizeof *c);
@@ -339,6 +354,8 @@ static void run_one(const cmp_opts *o, bool sim, const char *self, const char *s
     r->w0acc = json_num(s->line, "worker0_acc");
     r->wall = json_num(s->line, "wall_s");
     double epochs = json_num(s->line, "epochs"), bytes = json_num(s->line, "bytes_sent");
+    if (epochs > 0)
+        r->epochs = (size_t)epochs;
     /* the median worker's: an asynchronous run's slowest worker can take
      * longer for one slowed step than the others for their epoch */
     r->epoch_s = json_num(s->line, "epoch_s_median");
@@ -875,7 +892,7 @@ static int print_table(const cmp_opts *op, const cmp_row *rows, const cmp_group 
             fmt(tt, sizeof tt, r->t_target, "%.4g");
             fmt(sp, sizeof sp, r->speedup, "%.3g");
             fprintf(csv, "\"%s\",%s,%s,%zu,%zu,%" PRIu64 ",%.6f,%s,%.6f,%s,%.9g,%s,%.6g,%.9g,%.3f\n", r->spec, engine,
-                    platform, r->workers, o.epochs, r->seed, r->acc, r->eval_model, r->w0acc, tt, r->epoch_s, sp, r->mb,
+                    platform, r->workers, r->epochs, r->seed, r->acc, r->eval_model, r->w0acc, tt, r->epoch_s, sp, r->mb,
                     r->wall, r->real_s);
         }
         if (!ended) {
@@ -914,8 +931,14 @@ static int print_table(const cmp_opts *op, const cmp_row *rows, const cmp_group 
         puts("|");
         if (!sum)
             continue;
+        size_t epochs = o.epochs; /* the runs' own (a spec's --epochs wins) */
+        for (size_t i = g->first; i < g->first + g->n; i++)
+            if (rows[i].ok) {
+                epochs = rows[i].epochs;
+                break;
+            }
         fprintf(sum, "\"%s\",%s,%s,%zu,%zu,%zu,%zu,%" PRIu64 ",%s,%zu", r0->spec, engine, platform, r0->workers,
-                o.epochs, g->n, ended, r0->seed, model, tt.n);
+                epochs, g->n, ended, r0->seed, model, tt.n);
         for (size_t f = 0; f < sizeof figs / sizeof figs[0]; f++) {
             cmp_stat st = stat_at(rows, g, figs[f].off);
             double x[] = {st.mean, st.max - st.min, st.std, st.min, st.max};

@@ -52,11 +52,15 @@ static int pick(const char *cmd, const char *flag, const char *val, const char *
  * herd__run_options) and the algorithms' (herd_algo_ops.opts), set by
  * name as herd_config_set sets them, plus the few below that only the
  * command has. */
+enum { TRAIN_MAX_ROWS = 128 }; /* the run's option rows (asserted in option_flag) */
+
 typedef struct train_cli {
     herd__train_config cfg; /* on the stack, its strings in argv: a usage error's exit() leaves nothing behind */
     bool json, no_progress, quiet, dry_run;
     bool json_asked; /* --json is among the arguments (known before they are parsed: usage errors print JSON too) */
     char ckpt_dir[4096]; /* --checkpoint FILE --resume: FILE's directory */
+    /* each run option's value as typed (a bare flag: ""), for a second use's message */
+    const char *given[TRAIN_MAX_ROWS];
 } train_cli;
 
 enum { TRAIN_NFLAGS = 5 };
@@ -107,6 +111,32 @@ static void train_usage(FILE *out)
     print_algo_opts(out);
 }
 
+/* A flag given twice (--lr 0.1 ... --lr 0.2, a herd compare spec's flag
+ * and the same flag of --extra or of herd compare itself) would leave one
+ * value silently overriding the other while a label shows the first: a
+ * usage error naming both, unless the option is repeatable. */
+static void given_once(train_cli *o, const herd_opt *row, const char *val)
+{
+    const char *before = NULL;
+    if (row->flags & HERD_OPT_REPEAT)
+        return;
+    if (herd__run_option_find(row->name) == row) {
+        size_t idx = (size_t)(row - herd__run_options);
+        HERD_ASSERT(idx < TRAIN_MAX_ROWS);
+        before = o->given[idx];
+        o->given[idx] = val ? val : "";
+    } else {
+        for (size_t k = 0; k < o->cfg.nalgo_args && !before; k++)
+            if (!strcmp(o->cfg.algo_args[k].name, row->name))
+                before = o->cfg.algo_args[k].value ? o->cfg.algo_args[k].value : "";
+    }
+    if (before && !*before && !val)
+        herd__usage_error_json(o->json_asked, NULL, "--%s is given twice", row->name);
+    if (before)
+        herd__usage_error_json(o->json_asked, NULL, "--%s is given twice ('%s', then '%s'): each flag takes one value",
+                               row->name, before, val ? val : "");
+}
+
 /* `--name [value]`: a run option or an algorithm's, set on o->cfg (its
  * form and bounds checked now; which algorithm takes it once --algo is
  * known: herd__config_validate). */
@@ -129,6 +159,7 @@ static int option_flag(void *ctx, const char *name, const char *val, int i, int 
             herd__usage_error_json(json, "train", "flag '--%s' needs a value", name);
         val = argv[++i];
     }
+    given_once(o, row, val);
     herd_err err = {0};
     if (herd__config_set_arg(&o->cfg, row->name, val, &err) < 0) /* the message names the flag and what it takes */
         herd__usage_error_json(json, NULL, "%s", err.msg);
