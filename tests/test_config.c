@@ -269,7 +269,64 @@ static void test_options_echoed(void)
     herd_config_free(c);
 }
 
+/* A configuration file: options one a line, comments, bare flags,
+ * repeatable options; a bad line refused with FILE:LINE and nothing
+ * changed; options set after it win. */
+static void test_file(void)
+{
+    const char *path = herd_test_fmt("%s/run.conf", herd_test_tmpdir());
+    herd_config *c;
+    herd_err err = {0};
+    char v[256];
+    ASSERT_OK(herd_config_new(&c));
+    ASSERT_OK(herd_config_set(c, "epochs", "7", &err));
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    fputs("# lenet on four workers\n\n  model = mlp  \nworkers=4\n--batch = 32 # per worker\nnesterov\n"
+          "slow = 1:2\nslow = 3:4\nps-shards = 2\ndata = /tmp/a#b\n", f);
+    ASSERT_OK(fclose(f));
+    if (herd_config_load(c, path, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    static const char *const want[][2] = {{"model", "mlp"}, {"workers", "4"}, {"batch", "32"}, {"nesterov", "true"},
+                                          {"slow", "1:2,3:4"}, {"ps-shards", "2"}, {"data", "/tmp/a#b"},
+                                          {"epochs", "7"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        get(c, want[i][0], v, sizeof v);
+        if (strcmp(v, want[i][1]))
+            herd_test_fail(__FILE__, __LINE__, "%s: '%s', want '%s'", want[i][0], v, want[i][1]);
+    }
+    ASSERT_OK(herd_config_set(c, "workers", "2", &err)); /* after the file: it wins */
+    get(c, "workers", v, sizeof v);
+    ASSERT_TRUE(!strcmp(v, "2"));
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"model = mlp\nworkers = 0\n", "run.conf:2: --workers must be in [1, 4096], got 0"},
+        {"model = mlp\nmodel = lenet\n", "run.conf:2: model is given twice"},
+        {"# x\nbogus = 1\n", "run.conf:2: unknown option '--bogus'"},
+        {"model mlp\n", "run.conf:1: expected NAME = VALUE or NAME, got 'model mlp'"},
+        {"model =\n", "run.conf:1: model = what?"},
+        {"= 3\n", "run.conf:1: expected NAME = VALUE"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        f = fopen(path, "w");
+        ASSERT_TRUE(f && fputs(bad[i].text, f) >= 0 && fclose(f) == 0);
+        ASSERT_TRUE(herd_config_load(c, path, &err) == HERD_EINVAL);
+        ASSERT_STR_CONTAINS(err.msg, bad[i].says);
+        get(c, "model", v, sizeof v); /* nothing changed */
+        ASSERT_TRUE(!strcmp(v, "mlp"));
+        get(c, "workers", v, sizeof v);
+        ASSERT_TRUE(!strcmp(v, "2"));
+    }
+    ASSERT_TRUE(herd_config_load(c, herd_test_tmpdir(), &err) == HERD_EINVAL); /* a directory */
+    ASSERT_TRUE(herd_config_load(c, "/nonexistent/x.conf", &err) == HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "/nonexistent/x.conf");
+    ASSERT_TRUE(herd_config_load(NULL, path, &err) == HERD_EINVAL);
+    herd_config_free(c);
+}
+
 const herd_test herd_tests_config[] = {
+    {"config_file", test_file, 10},
     {"config_rows", test_rows, 10},
     {"config_set_get", test_set_get, 10},
     {"config_lr_given", test_lr_given, 10},

@@ -50,6 +50,20 @@ herd_config *herd_config_dup(const herd_config *cfg);
  * has or a value refused; nothing is changed then. */
 herd_status herd_config_set(herd_config *cfg, const char *name, const char *value, herd_err *err);
 
+/* The options of a configuration file, one a line, as herd_config_set
+ * takes them (herd train --config FILE):
+ *
+ *   # a comment
+ *   model = lenet
+ *   workers = 4
+ *   nesterov            # a flag without a value
+ *   slow = 1:2          # repeatable options, a line each
+ *
+ * A value refused, a line that is not NAME or NAME = VALUE, or an option
+ * given twice (but the repeatable) is HERD_EINVAL naming FILE:LINE, and
+ * cfg is left as it was. Options set after it override the file's. */
+herd_status herd_config_load(herd_config *cfg, const char *path, herd_err *err);
+
 /* The value of option `name` as it would be typed, into buf (cut to
  * cap): "" where none is set (a path left to its default, a learning rate
  * the algorithm picks, an algorithm's option not given). HERD_EINVAL for

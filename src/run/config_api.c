@@ -71,6 +71,12 @@ static const char *moved(const herd_config *src, const herd_config *dst, const c
     return p;
 }
 
+void herd__config_swap(herd_config *a, herd_config *b)
+{
+    herd_config t = *a;
+    *a = *b, *b = t;
+}
+
 herd_config *herd_config_dup(const herd_config *cfg)
 {
     herd_config *d = calloc(1, sizeof *d);

@@ -36,6 +36,17 @@ const herd__train_config *herd__config_run_const(const herd_config *cfg);
  * it. HERD_EINVAL with the message. */
 herd_status herd__config_set_arg(herd__train_config *cfg, const char *name, const char *value, herd_err *err);
 
+/* A configuration file's text (config_file.c), split in place into its
+ * lines' NAME and VALUE (NULL for a bare NAME): fn for each, in order;
+ * the first failure ends it, "PATH:LINE: " before fn's message. */
+typedef herd_status (*herd__config_line_fn)(void *ctx, const char *name, const char *value, herd_err *err);
+herd_status herd__config_text_each(char *text, const char *path, herd__config_line_fn fn, void *ctx, herd_err *err);
+/* A configuration file's text into *out (malloc'd, NUL-terminated; at
+ * most 1 MiB, a regular file, no NUL byte). */
+herd_status herd__config_file_read(const char *path, char **out, herd_err *err);
+/* Exchanges the contents of a and b. */
+void herd__config_swap(herd_config *a, herd_config *b);
+
 /* herd_train on the struct itself (herd's tests fill it field by field). */
 herd_status herd__train(const herd__train_config *cfg, herd_train_result *res, herd_err *err);
 
