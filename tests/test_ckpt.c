@@ -14,6 +14,7 @@
 #include "herd/herd_run.h"
 #include "core/clock.h"
 #include "run/ckpt_run.h"
+#include "run/run.h"
 #include "algo/state_io.h"
 
 #include <errno.h>
@@ -705,13 +706,14 @@ static void test_resume_layerwise(void)
     herd__train_config d = c;
     d.resume = true, d.epochs = 2, d.optim.optimizer = HERD_OPTIMIZER_SGD;
     expect_train_error(&d, HERD_EINVAL, "written with --optimizer lamb; this run has --optimizer sgd");
+    /* lars has its own default --lr: both named */
     d.optim.optimizer = HERD_OPTIMIZER_LARS;
-    expect_train_error(&d, HERD_EINVAL, "written with --optimizer lamb; this run has --optimizer lars");
+    expect_train_error(&d, HERD_EINVAL, "written with --lr 0.05, --optimizer lamb; this run has --lr 0.5, --optimizer lars");
     make_dir(dir, sizeof dir, "sgd-then-lars");
     d = c, d.checkpoint_dir = dir, d.optim.optimizer = HERD_OPTIMIZER_SGD;
     herd_test_train_ok(&d, &r);
     d.resume = true, d.epochs = 2, d.optim.optimizer = HERD_OPTIMIZER_LARS;
-    expect_train_error(&d, HERD_EINVAL, "written with --optimizer sgd; this run has --optimizer lars");
+    expect_train_error(&d, HERD_EINVAL, "written with --lr 0.05, --optimizer sgd; this run has --lr 0.5, --optimizer lars");
 }
 
 /* Every section a worker can have at once (params, momentum, buffers, optim,
@@ -731,7 +733,7 @@ static void test_every_section(void)
     herd_test_train_ok(&c, &r);
     herd_ckpt *ck;
     ASSERT_OK(herd_ckpt_read(dir, "ckpt-2.herd", &ck, NULL));
-    ASSERT_EQ_INT(herd_ckpt_nsections(ck), 2 * 7 + 3);
+    ASSERT_EQ_INT(herd_ckpt_nsections(ck), 2 * 7 + 4); /* and the run's: claim, meta, model, options */
     herd_ckpt_free(ck);
 }
 
@@ -757,7 +759,7 @@ static void test_resume_refusals(void)
     d = c, d.resume = true, d.train_limit = 1024;
     expect_train_error(&d, HERD_EINVAL, "steps per epoch");
     d = c, d.resume = true, d.optim.momentum = 0;
-    expect_train_error(&d, HERD_EINVAL, "holds momentum; this run has --momentum 0");
+    expect_train_error(&d, HERD_EINVAL, "written with --momentum 0.9; this run has --momentum 0");
     d = c, d.resume = true, d.algo = "sgd", d.workers = 1, d.train_limit = 256;
     expect_train_error(&d, HERD_EINVAL, "written by --algo allreduce; this run is --algo sgd");
     /* options that cannot be honoured */
@@ -963,8 +965,12 @@ static void load_and_save_again(herd__train_config c, const char *dir, const cha
         ASSERT_OK(herd_comm_threads_create(world, i, &w->comm, &err));
         rw[i].algo.ops = herd_algo_find(c.algo);
         if (i == 0) {
-            if (herd__ckpt_run_open(&cin, c.algo, w->nparams, w->steps_per_epoch, &train, &test, 0, cin.workers, &from, &err) != HERD_OK ||
-                herd__ckpt_run_open(&cout, c.algo, w->nparams, w->steps_per_epoch, &train, &test, 0, cout.workers, &to, &err) != HERD_OK)
+            const herd_algo_ops *ops;
+            /* as herd_train: the configuration resolved (--lr...), the options recorded and checked */
+            if (herd__check_config(&cin, &ops, &err) != HERD_OK || herd__check_config(&cout, &ops, &err) != HERD_OK ||
+                herd__ckpt_run_open(&cin, c.algo, w->nparams, w->steps_per_epoch, &train, &test, 0, cin.workers, &from, &err) != HERD_OK ||
+                herd__ckpt_run_open(&cout, c.algo, w->nparams, w->steps_per_epoch, &train, &test, 0, cout.workers, &to, &err) != HERD_OK ||
+                herd__ckpt_run_options(from, ops, opts, &err) != HERD_OK || herd__ckpt_run_options(to, ops, opts, &err) != HERD_OK)
                 herd_test_fail(__FILE__, __LINE__, "open: %s", err.msg);
         }
         rw[i].from = from, rw[i].to = to;

@@ -325,7 +325,54 @@ static void test_file(void)
     herd_config_free(c);
 }
 
+/* A resumed run keeps the options its checkpoints record (the rows marked
+ * HERD_OPT_RESUME, the algorithm's): another --lr, --schedule, --precision
+ * or --local-steps is refused naming both values; the same options resume;
+ * options a resume may change (--epochs, --eval-every) do not matter. */
+static void test_resume_keeps_options(void)
+{
+    const char *dir = herd_test_fmt("%s/ck", herd_test_tmpdir());
+    herd__train_config c = herd_test_config("linear", "localsgd", 2);
+    herd_train_result res;
+    herd_err err = {0};
+    c.epochs = 1, c.max_steps = 4, c.checkpoint_dir = dir, c.checkpoint_every = 2;
+    ASSERT_OK(herd__config_set_arg(&c, "local-steps", "2", &err));
+    ASSERT_OK(herd__config_set_arg(&c, "lr", "0.05", &err));
+    if (herd__train(&c, &res, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    herd_train_result_free(&res);
+    static const struct {
+        const char *name, *value, *says; /* says NULL: resumes */
+    } cases[] = {
+        {"lr", "0.1", "was written with --lr 0.05; this run has --lr 0.1"},
+        {"schedule", "const", "was written with --schedule cosine; this run has --schedule const"},
+        {"weight-decay", "0", "--weight-decay 0.0005; this run has --weight-decay 0"},
+        {"local-steps", "3", "was written with --local-steps 2; this run has --local-steps 3"},
+        {"eval-every", "2", NULL},
+        {"epochs", "2", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd__train_config r = c;
+        r.resume = true, r.max_steps = 0;
+        r.nalgo_args = 0; /* local-steps given again below: 2 unless the case says */
+        if (strcmp(cases[i].name, "local-steps"))
+            ASSERT_OK(herd__config_set_arg(&r, "local-steps", "2", &err));
+        ASSERT_OK(herd__config_set_arg(&r, cases[i].name, cases[i].value, &err));
+        herd_status st = herd__train(&r, &res, &err);
+        herd_train_result_free(&res);
+        if (!cases[i].says) {
+            if (st != HERD_OK)
+                herd_test_fail(__FILE__, __LINE__, "--%s %s: %s", cases[i].name, cases[i].value, err.msg);
+            continue;
+        }
+        if (st == HERD_OK)
+            herd_test_fail(__FILE__, __LINE__, "--%s %s resumed", cases[i].name, cases[i].value);
+        ASSERT_STR_CONTAINS(err.msg, cases[i].says);
+    }
+}
+
 const herd_test herd_tests_config[] = {
+    {"config_resume_keeps_options", test_resume_keeps_options, 60},
     {"config_file", test_file, 10},
     {"config_rows", test_rows, 10},
     {"config_set_get", test_set_get, 10},

@@ -44,6 +44,8 @@ enum {
                                   * where it has the row, else def): a value typed is never taken
                                   * for "not given" */
     HERD_OPT_NONEMPTY = 1u << 7, /* STR: "" is refused (NULL, not "", is the default) */
+    HERD_OPT_RESUME = 1u << 8,   /* a run resumed from a checkpoint keeps the value its run had (the
+                                  * checkpoint records it): it shapes the trajectory being continued */
 };
 
 typedef struct herd_opt {

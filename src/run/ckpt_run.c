@@ -15,10 +15,11 @@
 #include "herd/herd_comm.h"
 #include "herd/herd_nn.h"
 #include "core/finite.h"
+#include "run/options.h"
 
 /* A worker's sections: params, momentum, optimizer state, buffers, cursor,
- * rng, algo; the run's: claim, meta, model (worker 0's). */
-enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 7, RUN_SECTIONS = 3 };
+ * rng, algo; the run's: claim, meta, model (worker 0's), options. */
+enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 7, RUN_SECTIONS = 4 };
 /* A slot sent to worker 0 from another process: a head (what follows:
  * momentum, buffers, optimizer record and algo sizes, then the cursor and
  * rng sections), then each of its arrays that is not empty, in slot_pieces'
@@ -56,6 +57,8 @@ struct herd__ckpt_run {
     float *model;        /* nparams floats: the kept model, where it is not worker 0's params */
     bool has_model;
     unsigned char *meta; /* the meta section (its length is fixed by the run's --data) */
+    char *options;       /* the options section: "name=value\n" of every HERD_OPT_RESUME row and the
+                          * algorithm's options ("algo.name=value"), which a resume must keep */
     size_t meta_len;
     herd_ckpt_info last; /* the header of the last checkpoint written */
     bool wrote_last;     /* ... which is of the run's last step */
@@ -193,6 +196,83 @@ static herd_status check_same_run(const herd__ckpt_run *cr, herd_err *err)
     if (h->epoch >= cr->cfg->epochs)
         return herd_err_set(err, HERD_EINVAL, "checkpoint %s is in epoch %" PRIu64 ", beyond --epochs %zu", f,
                             h->epoch + 1, cr->cfg->epochs);
+    return HERD_OK;
+}
+
+/* "name=value\n" for every row of table (prefixed by prefix) that flag
+ * marks (0: every row), appended to buf at *len. */
+static void options_text(const herd_opt *table, const void *obj, unsigned flag, const char *prefix, char *buf,
+                         size_t *len, size_t cap)
+{
+    for (const herd_opt *o = table; o && o->name && *len < cap; o++) {
+        if (flag && !(o->flags & flag))
+            continue;
+        char v[256];
+        herd_opt_format(o, obj, v, sizeof v);
+        *len += (size_t)snprintf(buf + *len, cap - *len, "%s%s=%s\n", prefix, o->name, v);
+    }
+}
+
+/* The value of name in text ("name=value\n" lines) into out; false when absent. */
+static bool option_value(const char *text, size_t len, const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+    for (const char *p = text, *end = text + len; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        if ((size_t)(le - p) > n && !strncmp(p, name, n) && p[n] == '=') {
+            snprintf(out, cap, "%.*s", (int)(le - p - (ptrdiff_t)n - 1), p + n + 1);
+            return true;
+        }
+        p = le + 1;
+    }
+    return false;
+}
+
+herd_status herd__ckpt_run_options(herd__ckpt_run *cr, const herd_algo_ops *ops, const void *algo_opts, herd_err *err)
+{
+    enum { CAP = 8192 };
+    if (!cr)
+        return HERD_OK;
+    if (!(cr->options = malloc(CAP)))
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    size_t len = 0;
+    cr->options[0] = 0;
+    options_text(herd__run_options, cr->cfg, HERD_OPT_RESUME, "", cr->options, &len, CAP);
+    /* an algorithm that saves its own state records its options as it
+     * resolved them and checks them itself (ps-shards 0 is "every worker");
+     * one that keeps none has them checked here */
+    if (ops->stateless && !ops->save)
+        options_text(ops->opts, algo_opts, 0, "algo.", cr->options, &len, CAP);
+    herd_ckpt_section sec;
+    if (!cr->resume || herd_ckpt_find(cr->resume, "options", 0, &sec, NULL) != HERD_OK)
+        return HERD_OK; /* a checkpoint of an older herd records none: its header's checks stand */
+    /* every option this run keeps, against the value the checkpoint's run
+     * had: all that differ named (a value left to the algorithm, "", is the
+     * algorithm's to check: its record says what it resolved to) */
+    char then[1024] = "", now[1024] = "";
+    size_t nt = 0, nn = 0, differ = 0;
+    for (const char *p = cr->options; *p;) {
+        const char *eq = strchr(p, '='), *nl = strchr(p, '\n');
+        char name[64], mine[256], theirs[256];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - p), p);
+        snprintf(mine, sizeof mine, "%.*s", (int)(nl - eq - 1), eq + 1);
+        p = nl + 1;
+        if (!option_value(sec.data, sec.bytes, name, theirs, sizeof theirs) || !*mine || !*theirs ||
+            !strcmp(mine, theirs))
+            continue;
+        const char *flag = strncmp(name, "algo.", 5) ? name : name + 5;
+        if (nt < sizeof then)
+            nt += (size_t)snprintf(then + nt, sizeof then - nt, "%s--%s %s", differ ? ", " : "", flag, theirs);
+        if (nn < sizeof now)
+            nn += (size_t)snprintf(now + nn, sizeof now - nn, "%s--%s %s", differ ? ", " : "", flag, mine);
+        differ++;
+    }
+    if (differ)
+        return herd_err_set(err, HERD_EINVAL,
+                            "checkpoint %s was written with %s; this run has %s (a resumed run goes on as it began: "
+                            "give it the same options, or start a new run in another --checkpoint directory)",
+                            herd_ckpt_label(cr->resume), then, now);
     return HERD_OK;
 }
 
@@ -367,6 +447,7 @@ void herd__ckpt_run_free(herd__ckpt_run *cr)
     }
     free(cr->slots);
     free(cr->secs);
+    free(cr->options);
     free(cr->model);
     free(cr->meta);
     herd_ckpt_free(cr->resume);
@@ -728,6 +809,8 @@ static size_t build_sections(herd__ckpt_run *cr)
     cr->secs[n++] = (herd_ckpt_section){"meta", 0, cr->meta, cr->meta_len};
     if (cr->has_model)
         cr->secs[n++] = (herd_ckpt_section){"model", 0, cr->model, nparams * sizeof(float)};
+    if (cr->options)
+        cr->secs[n++] = (herd_ckpt_section){"options", 0, cr->options, strlen(cr->options)};
     return n;
 }
 

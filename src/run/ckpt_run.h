@@ -92,6 +92,12 @@ herd_status herd__ckpt_run_open(const herd__train_config *cfg, const char *algo,
 /* A resume on other data than its checkpoint's (cfg->other_data let it
  * through): true, with the checkpoint's digests; false otherwise. */
 bool herd__ckpt_other_data(const herd__ckpt_run *cr, uint64_t *train, uint64_t *test);
+/* The options the checkpoints record and a resume must keep (the run's
+ * HERD_OPT_RESUME rows; the algorithm's options where it keeps no state
+ * of its own, whose save/load checks them otherwise), from the run's
+ * resolved configuration; resuming, a value that differs from the
+ * checkpoint's is refused, naming both. Nothing to do where cr is NULL. */
+herd_status herd__ckpt_run_options(herd__ckpt_run *cr, const herd_algo_ops *ops, const void *algo_opts, herd_err *err);
 void herd__ckpt_run_free(herd__ckpt_run *cr);
 bool herd__ckpt_resuming(const herd__ckpt_run *cr);
 

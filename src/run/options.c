@@ -137,6 +137,7 @@ static void inject_format(const herd_opt *o, const void *obj, char *buf, size_t 
 #define AT(field) offsetof(herd__train_config, field)
 #define B HERD_OPT_BOUNDED
 #define AGREE HERD_OPT_AGREE
+#define RESUME HERD_OPT_RESUME
 
 _Static_assert(HERD_NONFINITE_MAX_SKIPS == 10, "--skip-nonfinite's help says 10");
 _Static_assert(HERD_MAX_EVAL_EVERY_STEPS == 1000000000, "--eval-every-steps' bound");
@@ -149,23 +150,23 @@ const herd_opt herd__run_options[] = {
     {.name = "data", .type = HERD_OPT_STR, .offset = AT(data), .flags = HERD_OPT_NONEMPTY, .meta = "S", .group = G_RUN,
      .help = "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or "
              "/usr/share/datasets/fashion-mnist)"},
-    {.name = "model", .type = HERD_OPT_STR, .offset = AT(model), .def = "lenet", .flags = AGREE | HERD_OPT_NONEMPTY,
+    {.name = "model", .type = HERD_OPT_STR, .offset = AT(model), .def = "lenet", .flags = RESUME | AGREE | HERD_OPT_NONEMPTY,
      .meta = "S", .group = G_RUN, .help = "linear, mlp, lenet, cnn or resnet20"},
     {.name = "algo", .type = HERD_OPT_STR, .offset = AT(algo), .flags = AGREE | HERD_OPT_NONEMPTY, .meta = "S",
      .group = G_RUN,
      .help = "synchronization algorithm (default: sgd for one worker, allreduce for several; see 'herd algos')"},
-    {.name = "workers", .type = HERD_OPT_SIZE, .offset = AT(workers), .def = "1", .flags = B | AGREE, .min = 1,
+    {.name = "workers", .type = HERD_OPT_SIZE, .offset = AT(workers), .def = "1", .flags = RESUME | B | AGREE, .min = 1,
      .max = 4096, .meta = "N", .group = G_RUN, .help = "number of workers (on the mpi engine, the ranks)"},
     {.name = "engine", .type = HERD_OPT_STR, .offset = AT(engine), .flags = HERD_OPT_NONEMPTY, .meta = "S",
      .group = G_RUN,
      .help = "the engine (herd engines lists them; default: mpi when started by mpirun, else threads)"},
     {.name = "epochs", .type = HERD_OPT_SIZE, .offset = AT(epochs), .def = "5", .flags = B | AGREE, .min = 1,
      .max = 100000, .meta = "N", .group = G_RUN, .help = "passes over the training set"},
-    {.name = "batch", .type = HERD_OPT_SIZE, .offset = AT(batch), .def = "64", .flags = B | AGREE, .min = 1,
+    {.name = "batch", .type = HERD_OPT_SIZE, .offset = AT(batch), .def = "64", .flags = RESUME | B | AGREE, .min = 1,
      .max = 65536, .meta = "N", .group = G_RUN, .help = "batch size per worker"},
-    {.name = "seed", .type = HERD_OPT_U64, .offset = AT(seed), .def = "1", .flags = AGREE, .meta = "N",
+    {.name = "seed", .type = HERD_OPT_U64, .offset = AT(seed), .def = "1", .flags = RESUME | AGREE, .meta = "N",
      .group = G_RUN, .help = "random seed"},
-    {.name = "train-limit", .type = HERD_OPT_SIZE, .offset = AT(train_limit), .flags = AGREE, .meta = "N",
+    {.name = "train-limit", .type = HERD_OPT_SIZE, .offset = AT(train_limit), .flags = RESUME | AGREE, .meta = "N",
      .group = G_RUN, .help = "use only the first N training examples (0: all)"},
     {.name = "test-limit", .type = HERD_OPT_SIZE, .offset = AT(test_limit), .flags = AGREE, .meta = "N",
      .group = G_RUN, .help = "use only the first N test examples (0: all)"},
@@ -176,51 +177,51 @@ const herd_opt herd__run_options[] = {
      .help = "seconds a worker may wait for another before failing"},
 
     {.name = "lr", .type = HERD_OPT_FLOAT, .offset = AT(optim.lr), .def = "0.05",
-     .flags = B | HERD_OPT_MIN_OPEN | HERD_OPT_UNSET | AGREE, .min = 0, .max = 100, .meta = "X", .group = G_OPT,
+     .flags = RESUME | B | HERD_OPT_MIN_OPEN | HERD_OPT_UNSET | AGREE, .min = 0, .max = 100, .meta = "X", .group = G_OPT,
      .help = "learning rate (default: the algorithm's own where it has one, --optimizer lars's 0.5, else 0.05)"},
     {.name = "momentum", .type = HERD_OPT_FLOAT, .offset = AT(optim.momentum), .def = "0.9",
-     .flags = B | HERD_OPT_MAX_OPEN | HERD_OPT_UNSET | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
+     .flags = RESUME | B | HERD_OPT_MAX_OPEN | HERD_OPT_UNSET | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
      .help = "momentum (default: the algorithm's own where it has one, else 0.9)"},
-    {.name = "nesterov", .type = HERD_OPT_BOOL, .offset = AT(optim.nesterov), .flags = AGREE, .group = G_OPT,
+    {.name = "nesterov", .type = HERD_OPT_BOOL, .offset = AT(optim.nesterov), .flags = RESUME | AGREE, .group = G_OPT,
      .help = "Nesterov momentum"},
     {.name = "weight-decay", .type = HERD_OPT_FLOAT, .offset = AT(optim.weight_decay), .def = "5e-4",
-     .flags = B | HERD_OPT_MAX_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT, .help = "L2 weight decay"},
-    {.name = "schedule", .type = HERD_OPT_CHOICE, .offset = AT(optim.schedule), .def = "cosine", .flags = AGREE,
+     .flags = RESUME | B | HERD_OPT_MAX_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT, .help = "L2 weight decay"},
+    {.name = "schedule", .type = HERD_OPT_CHOICE, .offset = AT(optim.schedule), .def = "cosine", .flags = RESUME | AGREE,
      .choices = herd_schedule_names, .group = G_OPT, .help = "learning-rate schedule"},
-    {.name = "warmup", .type = HERD_OPT_DOUBLE, .offset = AT(optim.warmup_epochs), .def = "0", .flags = B | AGREE,
+    {.name = "warmup", .type = HERD_OPT_DOUBLE, .offset = AT(optim.warmup_epochs), .def = "0", .flags = RESUME | B | AGREE,
      .min = 0, .max = 100000, .meta = "X", .group = G_OPT, .help = "linear warm-up epochs (at most --epochs)"},
     {.name = "step-epochs", .type = HERD_OPT_DOUBLE, .offset = AT(optim.step_epochs), .def = "30",
-     .flags = B | HERD_OPT_MIN_OPEN | AGREE, .min = 0, .max = 1e6, .meta = "X", .group = G_OPT,
+     .flags = RESUME | B | HERD_OPT_MIN_OPEN | AGREE, .min = 0, .max = 1e6, .meta = "X", .group = G_OPT,
      .help = "step schedule: epochs between decays"},
     {.name = "step-gamma", .type = HERD_OPT_FLOAT, .offset = AT(optim.step_gamma), .def = "0.1",
-     .flags = B | HERD_OPT_MIN_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
+     .flags = RESUME | B | HERD_OPT_MIN_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
      .help = "step schedule: the factor of each decay"},
-    {.name = "optimizer", .type = HERD_OPT_CHOICE, .offset = AT(optim.optimizer), .def = "sgd", .flags = AGREE,
+    {.name = "optimizer", .type = HERD_OPT_CHOICE, .offset = AT(optim.optimizer), .def = "sgd", .flags = RESUME | AGREE,
      .choices = herd_optimizer_names, .group = G_OPT,
      .help = "sgd, lars (a trust ratio per layer, with --momentum) or lamb (its Adam counterpart); lars and lamb "
              "leave biases and batch norm out of the trust ratio and weight decay. Large batches (README): "
              "--optimizer lars (its --lr 0.5), --warmup 2 of 10 epochs"},
     {.name = "lars-eta", .type = HERD_OPT_FLOAT, .offset = AT(optim.lars_eta), .def = "0.04",
-     .flags = B | HERD_OPT_MIN_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
+     .flags = RESUME | B | HERD_OPT_MIN_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
      .help = "lars: trust coefficient eta, the layer's rate being lr * eta ||w|| / (||g|| + wd ||w||) (the paper's "
              "0.001 learns nothing at herd's rates: bench/optimizer-defaults)"},
     {.name = "lamb-beta1", .type = HERD_OPT_FLOAT, .offset = AT(optim.beta1), .def = "0.9",
-     .flags = B | HERD_OPT_MAX_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
+     .flags = RESUME | B | HERD_OPT_MAX_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
      .help = "lamb: first-moment decay"},
     {.name = "lamb-beta2", .type = HERD_OPT_FLOAT, .offset = AT(optim.beta2), .def = "0.999",
-     .flags = B | HERD_OPT_MAX_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
+     .flags = RESUME | B | HERD_OPT_MAX_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
      .help = "lamb: second-moment decay"},
     {.name = "lamb-eps", .type = HERD_OPT_FLOAT, .offset = AT(optim.eps), .def = "1e-6",
-     .flags = B | HERD_OPT_MIN_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
+     .flags = RESUME | B | HERD_OPT_MIN_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
      .help = "lamb: added to the root of the second moment"},
-    {.name = "lr-scale", .type = HERD_OPT_CHOICE, .offset = AT(optim.lr_scale), .def = "none", .flags = AGREE,
+    {.name = "lr-scale", .type = HERD_OPT_CHOICE, .offset = AT(optim.lr_scale), .def = "none", .flags = RESUME | AGREE,
      .choices = herd_lr_scale_names, .group = G_OPT,
      .help = "linear: --lr times the global batch (workers x batch) / --lr-ref-batch"},
     {.name = "lr-ref-batch", .type = HERD_OPT_SIZE, .offset = AT(optim.lr_ref_batch), .def = "256",
-     .flags = B | AGREE, .min = 1, .max = 16777216, .meta = "N", .group = G_OPT,
+     .flags = RESUME | B | AGREE, .min = 1, .max = 16777216, .meta = "N", .group = G_OPT,
      .help = "--lr-scale linear: the global batch --lr is given for"},
 
-    {.name = "precision", .type = HERD_OPT_CHOICE, .offset = AT(precision), .def = "fp32", .flags = AGREE,
+    {.name = "precision", .type = HERD_OPT_CHOICE, .offset = AT(precision), .def = "fp32", .flags = RESUME | AGREE,
      .choices = herd_precision_names, .group = G_COMPUTE,
      .help = "the arithmetic of matrix products and convolutions; bf16 rounds their inputs to bfloat16 and sums in "
              "fp32, weights and optimizer stay fp32; needs AVX-512 (emulated, slower, without avx512_bf16)"},
@@ -299,6 +300,7 @@ const herd_opt herd__run_options[] = {
 #undef AT
 #undef B
 #undef AGREE
+#undef RESUME
 
 const herd_opt *herd__run_option_find(const char *name)
 {

@@ -327,6 +327,7 @@ static herd_status open_run(herd_run *r, worker_ctx **workers, bool *log_open, h
         HERD_TRY(worker_setup(&(*workers)[i], r, r->first_rank + i, err));
     HERD_TRY(herd__ckpt_run_open(cfg, r->algo_ops->name, (*workers)[0].w.nparams, (*workers)[0].w.steps_per_epoch,
                                  &r->train, &r->test, r->first_rank, r->nlocal, &r->ckpt, err));
+    HERD_TRY(herd__ckpt_run_options(r->ckpt, r->algo_ops, r->algo_opts, err));
     for (size_t i = 0; herd__ckpt_resuming(r->ckpt) && i < r->nlocal; i++)
         HERD_TRY(herd__ckpt_restore(r->ckpt, &(*workers)[i].w, &(*workers)[i].loader, &(*workers)[i].resume, err));
 out:
