@@ -371,7 +371,71 @@ static void test_resume_keeps_options(void)
     }
 }
 
+/* The log's start record (and the summary's "options") is a
+ * configuration: loaded back, it repeats the run, the same figures bit for
+ * bit (allreduce on the threads engine is deterministic). */
+static void test_json_repeats_run(void)
+{
+    const char *log = herd_test_fmt("%s/first.jsonl", herd_test_tmpdir());
+    const char *sum = herd_test_fmt("%s/summary.json", herd_test_tmpdir());
+    herd_config *a, *b, *c;
+    herd_err err = {0};
+    ASSERT_OK(herd_config_new(&a));
+    static const char *const set[][2] = {{"data", "synthetic:1x8x8:4"}, {"model", "mlp"}, {"algo", "allreduce"},
+                                         {"workers", "2"}, {"epochs", "2"}, {"train-limit", "512"},
+                                         {"test-limit", "128"}, {"schedule", "step"}, {"step-epochs", "1"},
+                                         {"bucket-bytes", "8192"}, {"slow", "1:1.5"}, {"slow", "0:1.25"}};
+    for (size_t k = 0; k < sizeof set / sizeof set[0]; k++)
+        ASSERT_OK(herd_config_set(a, set[k][0], set[k][1], &err));
+    ASSERT_OK(herd_config_set(a, "log", log, &err));
+    herd_train_result ra, rb, rc;
+    if (herd_train(a, &ra, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    FILE *f = fopen(sum, "w");
+    ASSERT_TRUE(f && fprintf(f, "%s\n", ra.options) > 0 && fclose(f) == 0);
+    ASSERT_OK(herd_config_new(&b));
+    ASSERT_OK(herd_config_new(&c));
+    if (herd_config_load(b, log, &err) != HERD_OK || herd_config_load(c, sum, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    char va[256], vb[256], vc[256];
+    for (size_t i = 0; herd_config_option(i); i++) {
+        const herd_opt *o = herd_config_option(i);
+        if (o->flags & HERD_OPT_LIBRARY || !strcmp(o->name, "log"))
+            continue;
+        get(b, o->name, vb, sizeof vb);
+        get(c, o->name, vc, sizeof vc);
+        if (strcmp(vb, vc))
+            herd_test_fail(__FILE__, __LINE__, "--%s: '%s' from the log, '%s' from the summary", o->name, vb, vc);
+    }
+    get(a, "slow", va, sizeof va);
+    get(b, "slow", vb, sizeof vb);
+    ASSERT_TRUE(!strcmp(va, vb) && !strcmp(vb, "1:1.5,0:1.25"));
+    get(b, "bucket-bytes", vb, sizeof vb);
+    ASSERT_TRUE(!strcmp(vb, "8192"));
+    get(b, "lr", vb, sizeof vb);
+    ASSERT_TRUE(!strcmp(vb, "0.05")); /* as the run resolved it */
+    get(b, "engine", vb, sizeof vb);
+    ASSERT_TRUE(!strcmp(vb, "threads"));
+    if (herd_train(b, &rb, &err) != HERD_OK || herd_train(c, &rc, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    ASSERT_TRUE(ra.test_loss == rb.test_loss && ra.test_acc == rb.test_acc && ra.train_loss == rb.train_loss);
+    ASSERT_TRUE(ra.test_loss == rc.test_loss && ra.steps == rc.steps);
+    ASSERT_TRUE(!strcmp(ra.options, rb.options) && !strcmp(ra.options, rc.options));
+    /* bad JSON: refused, naming the file */
+    f = fopen(sum, "w");
+    ASSERT_TRUE(f && fputs("{\"model\": \"mlp\", \"workers\": [2]}\n", f) >= 0 && fclose(f) == 0);
+    ASSERT_TRUE(herd_config_load(c, sum, &err) == HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "not a JSON object of options");
+    f = fopen(sum, "w");
+    ASSERT_TRUE(f && fputs("{\"model\": \"mlp\", \"workers\": 0}\n", f) >= 0 && fclose(f) == 0);
+    ASSERT_TRUE(herd_config_load(c, sum, &err) == HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "--workers must be in [1, 4096], got 0");
+    herd_train_result_free(&ra), herd_train_result_free(&rb), herd_train_result_free(&rc);
+    herd_config_free(a), herd_config_free(b), herd_config_free(c);
+}
+
 const herd_test herd_tests_config[] = {
+    {"config_json_repeats_run", test_json_repeats_run, 60},
     {"config_resume_keeps_options", test_resume_keeps_options, 60},
     {"config_file", test_file, 10},
     {"config_rows", test_rows, 10},

@@ -9,7 +9,14 @@
  *   ps-shards = 2         # an algorithm's option
  *
  * Blank lines and text from a '#' at the start of a line or after a space
- * are comments; spaces around the name and the value are dropped. */
+ * are comments; spaces around the name and the value are dropped.
+ *
+ * Or JSON, so that a run's own record repeats it: a file whose first
+ * character is '{' is an object of options (the summary's "options", as
+ * herd train --json prints it), or a log record holding one under
+ * "options" (a --log file: its first "start" record). Members are options
+ * (null: left at its default), "algo_options" an object of the
+ * algorithm's; a repeatable option's values are joined with commas. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +103,194 @@ herd_status herd__config_file_read(const char *path, char **out, herd_err *err)
     return HERD_OK;
 }
 
+/* ---- JSON: a flat object of options, or a record holding one --------- */
+
+typedef struct jmember {
+    char key[96];    /* "name", "options.name", "options.algo_options.name", "algo_options.name" */
+    char value[512]; /* as herd_config_set takes it */
+    bool null;
+} jmember;
+
+typedef struct jparse {
+    const char *p;
+    jmember *m;
+    size_t n, cap;
+} jparse;
+
+static void jws(jparse *j)
+{
+    while (*j->p == ' ' || *j->p == '\t' || *j->p == '\r' || *j->p == '\n')
+        j->p++;
+}
+
+/* A JSON string at j->p into out (UTF-8; \u escapes of the BMP). */
+static bool jstring(jparse *j, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (*j->p++ != '"')
+        return false;
+    for (;;) {
+        unsigned c = (unsigned char)*j->p++;
+        if (!c || c < 0x20)
+            return false;
+        if (c == '"')
+            break;
+        if (c == '\\') {
+            char e = *j->p++;
+            const char *map = strchr("\"\\/bfnrt", e);
+            if (map && e != 'u') {
+                c = (unsigned char)"\"\\/\b\f\n\r\t"[map - "\"\\/bfnrt"];
+            } else if (e == 'u') {
+                unsigned v = 0;
+                for (int k = 0; k < 4; k++) {
+                    char h = *j->p++;
+                    v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                            : h >= 'A' && h <= 'F'           ? h - 'A' + 10
+                                                                             : 99);
+                    if (v > 0xffff)
+                        return false;
+                }
+                unsigned char u[3];
+                size_t k = v < 0x80 ? 1 : v < 0x800 ? 2 : 3;
+                if (k == 1)
+                    u[0] = (unsigned char)v;
+                else if (k == 2)
+                    u[0] = (unsigned char)(0xc0 | v >> 6), u[1] = (unsigned char)(0x80 | (v & 0x3f));
+                else
+                    u[0] = (unsigned char)(0xe0 | v >> 12), u[1] = (unsigned char)(0x80 | ((v >> 6) & 0x3f)),
+                    u[2] = (unsigned char)(0x80 | (v & 0x3f));
+                for (size_t i = 0; i < k; i++)
+                    if (n + 1 < cap)
+                        out[n++] = (char)u[i];
+                continue;
+            } else {
+                return false;
+            }
+        }
+        if (n + 1 >= cap)
+            return false;
+        out[n++] = (char)c;
+    }
+    out[n] = 0;
+    return true;
+}
+
+static bool jobject(jparse *j, const char *prefix, int depth);
+
+/* One member's value at j->p: a scalar into a member, an object into
+ * members under key. */
+static bool jvalue(jparse *j, const char *key, int depth)
+{
+    jws(j);
+    if (*j->p == '{')
+        return jobject(j, key, depth + 1);
+    if (j->n == j->cap) {
+        size_t cap = j->cap ? 2 * j->cap : 64;
+        jmember *m = realloc(j->m, cap * sizeof *m);
+        if (!m)
+            return false;
+        j->m = m, j->cap = cap;
+    }
+    jmember *m = &j->m[j->n];
+    memset(m, 0, sizeof *m);
+    snprintf(m->key, sizeof m->key, "%s", key);
+    if (*j->p == '"') {
+        if (!jstring(j, m->value, sizeof m->value))
+            return false;
+    } else {
+        size_t len = strspn(j->p, "+-0123456789.eEtruefalsn");
+        if (!len || len >= sizeof m->value)
+            return false;
+        snprintf(m->value, sizeof m->value, "%.*s", (int)len, j->p);
+        j->p += len;
+        m->null = !strcmp(m->value, "null");
+        if (strcmp(m->value, "true") && strcmp(m->value, "false") && !m->null &&
+            strspn(m->value, "+-0123456789.eE") != len)
+            return false;
+    }
+    j->n++;
+    return true;
+}
+
+static bool jobject(jparse *j, const char *prefix, int depth)
+{
+    jws(j);
+    if (depth > 3 || *j->p++ != '{')
+        return false;
+    jws(j);
+    if (*j->p == '}')
+        return j->p++, true;
+    for (;;) {
+        char name[64], key[96];
+        jws(j);
+        if (!jstring(j, name, sizeof name))
+            return false;
+        snprintf(key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", name);
+        jws(j);
+        if (*j->p++ != ':' || !jvalue(j, key, depth))
+            return false;
+        jws(j);
+        if (*j->p == '}')
+            return j->p++, true;
+        if (*j->p++ != ',')
+            return false;
+    }
+}
+
+/* The JSON text's options, through fn: the object under "options" where
+ * there is one, else the object itself; the first line with a "start"
+ * record where the text is a log. */
+static herd_status json_each(const char *text, const char *path, herd__config_line_fn fn, void *ctx, herd_err *err)
+{
+    const char *start = strstr(text, "\"event\":\"start\"");
+    if (start) /* a log: the line of its first start record */
+        while (start > text && start[-1] != '\n')
+            start--;
+    jparse j = {.p = start ? start : text};
+    herd_status st = HERD_OK;
+    if (!jobject(&j, "", 0)) {
+        st = herd_err_set(err, HERD_EINVAL, "%s: not a JSON object of options (near byte %zu)", path,
+                          (size_t)(j.p - text));
+        goto out;
+    }
+    bool nested = false;
+    for (size_t i = 0; i < j.n; i++)
+        nested = nested || !strncmp(j.m[i].key, "options.", 8);
+    for (size_t i = 0; i < j.n && st == HERD_OK; i++) {
+        const char *k = j.m[i].key;
+        if (nested && strncmp(k, "options.", 8))
+            continue; /* the record's own members: run_id, time... */
+        if (nested)
+            k += 8;
+        if (!strncmp(k, "algo_options.", 13))
+            k += 13;
+        if (j.m[i].null)
+            continue;
+        const herd_opt *row = herd__run_option_find(k);
+        char *v = j.m[i].value;
+        herd_err e = {0};
+        if (row && (row->flags & HERD_OPT_REPEAT)) { /* "1:2,3:4" */
+            for (char *tok = strtok(v, ","); tok && st == HERD_OK; tok = strtok(NULL, ","))
+                st = fn(ctx, k, tok, &e);
+        } else {
+            st = fn(ctx, k, v, &e);
+        }
+        if (st < 0)
+            herd_err_set(err, st, "%s: %s", path, e.msg);
+    }
+out:
+    free(j.m);
+    return st;
+}
+
+herd_status herd__config_each(char *text, const char *path, herd__config_line_fn fn, void *ctx, herd_err *err)
+{
+    const char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+        p++;
+    return *p == '{' ? json_each(p, path, fn, ctx, err) : herd__config_text_each(text, path, fn, ctx, err);
+}
+
 /* A file's options on a herd_config: each line as herd_config_set; a
  * non-repeatable option given twice in the file is refused, as on the
  * command line. */
@@ -133,7 +328,7 @@ herd_status herd_config_load(herd_config *cfg, const char *path, herd_err *err)
         free(text);
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
     }
-    st = herd__config_text_each(text, path, load_line, &l, err);
+    st = herd__config_each(text, path, load_line, &l, err);
     if (st == HERD_OK)
         herd__config_swap(cfg, l.cfg);
     for (size_t i = 0; i < l.nseen; i++)

@@ -41,6 +41,9 @@ herd_status herd__config_set_arg(herd__train_config *cfg, const char *name, cons
  * the first failure ends it, "PATH:LINE: " before fn's message. */
 typedef herd_status (*herd__config_line_fn)(void *ctx, const char *name, const char *value, herd_err *err);
 herd_status herd__config_text_each(char *text, const char *path, herd__config_line_fn fn, void *ctx, herd_err *err);
+/* herd__config_text_each, or for a text that is JSON (its first
+ * character '{') its options object's members (config_file.c). */
+herd_status herd__config_each(char *text, const char *path, herd__config_line_fn fn, void *ctx, herd_err *err);
 /* A configuration file's text into *out (malloc'd, NUL-terminated; at
  * most 1 MiB, a regular file, no NUL byte). */
 herd_status herd__config_file_read(const char *path, char **out, herd_err *err);
