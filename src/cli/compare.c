@@ -50,6 +50,9 @@ static FILE *out_open(const char *path)
 }
 
 enum { MAX_SPECS = 32, MAX_SCALE = 16, MAX_TOKENS = 64, MAX_SEEDS = 100, MAX_SWEEP = 16, MAX_MODELS = 8 };
+/* --seed's bound: S + --seeds - 1 fits a uint64_t with room to spare, and a
+ * double (a row's bound) holds it exactly */
+#define MAX_SEED 4294967295.0
 
 typedef struct cmp_opts {
     const char *engine, *platform, *link, *host_speed, *model, *data, *extra, *out, *scaling, *sweep, *models;
@@ -71,42 +74,68 @@ typedef struct cmp_row {
     double t_last; /* its curve's last time */
 } cmp_row;
 
-static void cmp_flags(cmp_opts *o, herd__flag *f)
-{
-    const herd__flag t[] = {
-        {"engine", HERD__FLAG_STR, &o->engine, "E", "threads or sim (default threads; sim when --platform is given)", NULL},
-        {"platform", HERD__FLAG_STR, &o->platform, "NAME", "sim: the platform (herd sim --list; default ib-100g)", NULL},
-        {"link", HERD__FLAG_STR, &o->link, "BW:LAT", "sim: each host's link (herd sim --link)", NULL},
-        {"host-speed", HERD__FLAG_STR, &o->host_speed, "SPEED", "sim: each host's speed (herd sim --host-speed)", NULL},
-        {"slow", HERD__FLAG_LIST, &o->slow, "RANK:FACTOR", "worker RANK FACTOR times slower in every run but the baseline", NULL},
-        {"workers", HERD__FLAG_SIZE, &o->workers, "N", "workers of every run (default 8)", NULL},
-        {"scaling", HERD__FLAG_STR, &o->scaling, "N,N,...", "run every algorithm at each of these worker counts instead", NULL},
-        {"epochs", HERD__FLAG_SIZE, &o->epochs, "N", "epochs of every run (default 5)", NULL},
-        {"model", HERD__FLAG_STR, &o->model, "M", "model (default lenet)", NULL},
-        {"data", HERD__FLAG_STR, &o->data, "D", "data (herd train --data)", NULL},
-        {"extra", HERD__FLAG_STR, &o->extra, "'FLAGS'", "more herd train flags for every run", NULL},
-        {"target", HERD__FLAG_DOUBLE, &o->target, "ACC", "test accuracy for the time-to-target column (default 0.8)", NULL},
-        {"seeds", HERD__FLAG_SIZE, &o->seeds, "N", "run every configuration N times, with seeds S, S+1, ... (default 1; at most 100): the table gives each figure's mean and spread (max - min), the plots the mean with a band from the lowest seed's to the highest's", NULL},
-        {"seed", HERD__FLAG_U64, &o->seed, "S", "the first seed, S (default 1; herd train's --seed, not allowed in a spec or --extra)", NULL},
-        {"eval-every-steps", HERD__FLAG_SIZE, &o->eval_every_steps, "N", "also evaluate every N global steps (herd train --eval-every-steps; default 0: at epochs' ends only): curves with many points", NULL},
-        {"out", HERD__FLAG_STR, &o->out, "DIR", "where the CSV, curves and plots go (default herd-compare)", NULL},
-        {"no-baseline", HERD__FLAG_BOOL, &o->no_baseline, NULL, "no sgd run on one worker (no speedup column)", NULL},
-        {"no-plots", HERD__FLAG_BOOL, &o->no_plots, NULL, "no gnuplot", NULL},
-        {"real-timeout", HERD__FLAG_DOUBLE, &o->timeout_s, "S", "stop a run after S real seconds (default 86400)", NULL},
-        {"sweep", HERD__FLAG_STR, &o->sweep, "KEY=V,V,...", "sim: a crossover map: every spec at each value of link (BW:LAT) or host-speed (SPEED), for each of --models; the cell's winner is the spec first to --target", NULL},
-        {"models", HERD__FLAG_STR, &o->models, "M,M,...", "the map's rows: every spec on each of these models (instead of --model)", NULL},
-        {NULL, 0, NULL, NULL, NULL, NULL},
-    };
-    memcpy(f, t, sizeof t);
-}
+static const char *const cmp_engines[] = {"threads", "sim", NULL};
 
-enum { CMP_NFLAGS = 22 };
+#define AT(f) offsetof(cmp_opts, f)
+#define B HERD_OPT_BOUNDED
+#define NONEMPTY HERD_OPT_NONEMPTY
+
+static const herd_opt cmp_opts_table[] = {
+    {.name = "engine", .type = HERD_OPT_STR, .offset = AT(engine), .flags = NONEMPTY, .choices = cmp_engines,
+     .meta = "E", .help = "the runs' engine (default threads; sim when --platform or --sweep is given)"},
+    {.name = "platform", .type = HERD_OPT_STR, .offset = AT(platform), .flags = NONEMPTY, .meta = "NAME",
+     .help = "sim: the platform (herd sim --list; default ib-100g)"},
+    {.name = "link", .type = HERD_OPT_STR, .offset = AT(link), .flags = NONEMPTY, .meta = "BW:LAT",
+     .help = "sim: each host's link (herd sim --link)"},
+    {.name = "host-speed", .type = HERD_OPT_STR, .offset = AT(host_speed), .flags = NONEMPTY, .meta = "SPEED",
+     .help = "sim: each host's speed (herd sim --host-speed)"},
+    {.name = "slow", .type = HERD_OPT_CUSTOM, .offset = AT(slow), .flags = HERD_OPT_REPEAT, .meta = "RANK:FACTOR",
+     .help = "worker RANK FACTOR times slower in every run but the baseline", .parse = herd__opt_list_parse,
+     .format = herd__opt_list_format},
+    {.name = "workers", .type = HERD_OPT_SIZE, .offset = AT(workers), .def = "8", .flags = B, .min = 1, .max = 4096,
+     .help = "workers of every run"},
+    {.name = "scaling", .type = HERD_OPT_STR, .offset = AT(scaling), .flags = NONEMPTY, .meta = "N,N,...",
+     .help = "run every algorithm at each of these worker counts instead"},
+    {.name = "epochs", .type = HERD_OPT_SIZE, .offset = AT(epochs), .def = "5", .flags = B, .min = 1, .max = 100000,
+     .help = "epochs of every run"},
+    {.name = "model", .type = HERD_OPT_STR, .offset = AT(model), .flags = NONEMPTY, .meta = "M",
+     .help = "model (default lenet)"},
+    {.name = "data", .type = HERD_OPT_STR, .offset = AT(data), .flags = NONEMPTY, .meta = "D",
+     .help = "data (herd train --data)"},
+    {.name = "extra", .type = HERD_OPT_STR, .offset = AT(extra), .flags = NONEMPTY, .meta = "'FLAGS'",
+     .help = "more herd train flags for every run"},
+    {.name = "target", .type = HERD_OPT_DOUBLE, .offset = AT(target), .def = "0.8", .flags = B | HERD_OPT_MIN_OPEN,
+     .min = 0, .max = 1, .meta = "ACC", .help = "test accuracy for the time-to-target column"},
+    {.name = "seeds", .type = HERD_OPT_SIZE, .offset = AT(seeds), .def = "1", .flags = B, .min = 1, .max = MAX_SEEDS,
+     .help = "run every configuration N times, with seeds S, S+1, ...: the table gives each figure's mean and "
+             "spread (max - min), the plots the mean with a band from the lowest seed's to the highest's"},
+    {.name = "seed", .type = HERD_OPT_U64, .offset = AT(seed), .def = "1", .flags = B, .min = 0, .max = MAX_SEED,
+     .meta = "S", .help = "the first seed, S (herd train's --seed, not allowed in a spec or --extra)"},
+    {.name = "eval-every-steps", .type = HERD_OPT_SIZE, .offset = AT(eval_every_steps), .def = "0", .flags = B,
+     .min = 0, .max = 1e9,
+     .help = "also evaluate every N global steps (herd train --eval-every-steps; 0: at epochs' ends only): curves "
+             "with many points"},
+    {.name = "out", .type = HERD_OPT_STR, .offset = AT(out), .def = "herd-compare", .flags = NONEMPTY, .meta = "DIR",
+     .help = "where the CSV, curves and plots go"},
+    {.name = "no-baseline", .type = HERD_OPT_BOOL, .offset = AT(no_baseline),
+     .help = "no sgd run on one worker (no speedup column)"},
+    {.name = "no-plots", .type = HERD_OPT_BOOL, .offset = AT(no_plots), .help = "no gnuplot"},
+    {.name = "real-timeout", .type = HERD_OPT_DOUBLE, .offset = AT(timeout_s), .def = "86400",
+     .flags = B | HERD_OPT_MIN_OPEN, .min = 0, .max = 2592000, .meta = "S", .help = "stop a run after S real seconds"},
+    {.name = "sweep", .type = HERD_OPT_STR, .offset = AT(sweep), .flags = NONEMPTY, .meta = "KEY=V,V,...",
+     .help = "sim: a crossover map: every spec at each value of link (BW:LAT) or host-speed (SPEED), for each of "
+             "--models; the cell's winner is the spec first to --target"},
+    {.name = "models", .type = HERD_OPT_STR, .offset = AT(models), .flags = NONEMPTY, .meta = "M,M,...",
+     .help = "the map's rows: every spec on each of these models (instead of --model)"},
+    {0},
+};
+
+#undef NONEMPTY
+#undef B
+#undef AT
 
 static void cmp_usage(FILE *out)
 {
-    cmp_opts o = {0};
-    herd__flag f[CMP_NFLAGS];
-    cmp_flags(&o, f);
     fprintf(out, "usage: herd compare [flags] [--] 'ALGO [FLAGS]' ...\n\n"
                     "Runs each algorithm spec (default: allreduce asgd dpsgd adpsgd) with the same data,\n"
                     "model, workers and epochs, and prints one table; writes DIR/compare.csv, the curves\n"
@@ -121,7 +150,7 @@ static void cmp_usage(FILE *out)
                     "  herd compare --platform ib-100g --workers 16 --slow 3:10 allreduce dpsgd adpsgd\n"
                     "  herd compare --platform 10gbe --sweep link=1Gbps:25us,10Gbps:25us --models lenet,mlp \\\n"
                     "      --target 0.7 --seeds 3 --no-baseline allreduce eawild asgd\n\n");
-    herd__flags_print(f, out);
+    herd_opt_print(cmp_opts_table, out);
 }
 
 /* Splits s at spaces into tok (pointers into buf); returns the count or -1. */
@@ -1475,12 +1504,11 @@ static int crossover(const cmp_opts *op, const cmp_sweep *sw, bool sim, const ch
 
 int herd__cli_compare(int argc, char **argv)
 {
-    cmp_opts o = {.workers = 8, .epochs = 5, .target = 0.8, .out = "herd-compare", .timeout_s = 86400, .seeds = 1,
-                  .seed = 1};
-    herd__flag f[CMP_NFLAGS];
-    cmp_flags(&o, f);
+    cmp_opts o = {0};
+    herd__flags_defaults(cmp_opts_table, &o);
     /* flags, then specs (after "--", or the first argument that is not a flag) */
-    int first = herd__flags_parse(&(herd__flag_cmd){.cmd = "compare", .flags = f, .usage = cmp_usage}, argc, argv, 2, true);
+    herd__flag_cmd c = {.cmd = "compare", .opts = cmp_opts_table, .obj = &o, .usage = cmp_usage};
+    int first = herd__flags_parse(&c, argc, argv, 2, true);
     if (first < argc && !strcmp(argv[first], "--"))
         first++;
     const char *defaults[] = {"allreduce", "asgd", "dpsgd", "adpsgd"};
@@ -1499,10 +1527,6 @@ int herd__cli_compare(int argc, char **argv)
         nspecs = 4;
     const char *engine = o.engine ? o.engine : o.platform || o.sweep ? "sim" : "threads";
     bool sim = !strcmp(engine, "sim");
-    if (!sim && strcmp(engine, "threads")) {
-        fprintf(stderr, "herd: compare: --engine must be threads or sim, got '%s'\n", engine);
-        return 2;
-    }
     if (!sim && (o.platform || o.link || o.host_speed || o.sweep)) {
         fprintf(stderr, "herd: compare: --platform, --link, --host-speed and --sweep need --engine sim\n");
         return 2;
@@ -1513,15 +1537,6 @@ int herd__cli_compare(int argc, char **argv)
     size_t counts[MAX_SCALE], ncounts = 0;
     if (worker_counts(&o, counts, &ncounts) != 0)
         return 2;
-    if (o.workers < 1 || o.epochs < 1 || !(o.timeout_s > 0) || !(o.target > 0 && o.target <= 1)) {
-        fprintf(stderr, "herd: compare: --workers and --epochs must be at least 1, --target in (0, 1]\n");
-        return 2;
-    }
-    if (o.seeds < 1 || o.seeds > MAX_SEEDS || o.seed > UINT64_MAX - o.seeds) {
-        fprintf(stderr, "herd: compare: --seeds must be in [1, %d], got %zu%s\n", MAX_SEEDS, o.seeds,
-                o.seeds >= 1 && o.seeds <= MAX_SEEDS ? " (--seed too large for them)" : "");
-        return 2;
-    }
     for (size_t i = 0; i <= nspecs; i++) { /* the runs' seeds are compare's */
         const char *words = i < nspecs ? specs[i] : o.extra ? o.extra : "";
         if (has_seed_flag(words)) {

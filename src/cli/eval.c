@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ typedef struct model_cli {
     const char *cmd; /* "eval" or "export" */
     herd_eval_config eval;
     herd_export_config export;
-    const char *format, *dump_logits, *dump_inputs;
+    const char *dump_logits, *dump_inputs;
     bool json, quiet;
 } model_cli;
 
@@ -91,48 +92,49 @@ static int succeeded(const model_cli *o, const char *warn, const model_said *m, 
     return 0;
 }
 
-enum { MODEL_NFLAGS = 13 };
+static const char *const export_formats[] = {"safetensors", "npy", NULL}; /* herd_export_format's order */
+_Static_assert(sizeof(herd_export_format) == sizeof(int), "a CHOICE row's enum is an int");
 
-/* herd eval's flags, or herd export's; the table points into o. */
-static void model_flags(model_cli *o, bool export, herd__flag *f)
-{
-    size_t n = 0;
-    f[n++] = (herd__flag){"checkpoint", HERD__FLAG_STR, export ? &o->export.checkpoint_dir : &o->eval.checkpoint_dir,
-                          "DIR|FILE", "the checkpoint directory (its newest valid checkpoint) or a checkpoint file (required)", NULL};
-    f[n++] = (herd__flag){"data", HERD__FLAG_STR, export ? &o->export.data : &o->eval.data, "S",
-                          export ? "the run's data, for the input shape of a checkpoint that does not record it (an "
-                                   "older herd's)"
-                                 : "test data (default: the run's --data as the checkpoint records it)",
-                          NULL};
-    if (export) {
-        f[n++] = (herd__flag){"format", HERD__FLAG_STR, &o->format, "F",
-                              "safetensors (OUT is one file; the default) or npy (OUT is a directory of NAME.npy)", NULL};
-    } else {
-        f[n++] = (herd__flag){"test-limit", HERD__FLAG_SIZE, &o->eval.test_limit, "N",
-                              "evaluate the first N test examples (default: all)", NULL};
-        f[n++] = (herd__flag){"threads", HERD__FLAG_SIZE, &o->eval.threads, "N",
-                              "compute threads (default 1; the run's --threads gives its figures to the last digit)", NULL};
-        f[n++] = (herd__flag){"dump-logits", HERD__FLAG_STR, &o->dump_logits, "FILE",
-                              "write every example's logits to FILE (NPY, N x classes float32)", NULL};
-        f[n++] = (herd__flag){"dump-inputs", HERD__FLAG_STR, &o->dump_inputs, "FILE",
-                              "write the examples as the model takes them to FILE (NPY, N x C x H x W, standardized)",
-                              NULL};
-        f[n++] = (herd__flag){"other-data", HERD__FLAG_BOOL, &o->eval.other_data, NULL,
-                              "score data other than the run's (the checkpoint's data digests differ: refused "
-                              "otherwise, exit 2); the summary gives both digests",
-                              NULL};
-    }
-    f[n++] = (herd__flag){"json", HERD__FLAG_BOOL, &o->json, NULL, "print a one-line JSON summary on stdout", NULL};
-    f[n++] = (herd__flag){"quiet", HERD__FLAG_BOOL, &o->quiet, NULL, "nothing on stderr but errors", NULL};
-    f[n] = (herd__flag){NULL, 0, NULL, NULL, NULL, NULL};
-    HERD_ASSERT(n < MODEL_NFLAGS);
-}
+#define AT(f) offsetof(model_cli, f)
+
+static const herd_opt eval_opts[] = {
+    {.name = "checkpoint", .type = HERD_OPT_STR, .offset = AT(eval.checkpoint_dir), .flags = HERD_OPT_NONEMPTY,
+     .meta = "DIR|FILE", .help = "the checkpoint directory (its newest valid checkpoint) or a checkpoint file (required)"},
+    {.name = "data", .type = HERD_OPT_STR, .offset = AT(eval.data), .flags = HERD_OPT_NONEMPTY, .meta = "S",
+     .help = "test data (default: the run's --data as the checkpoint records it)"},
+    {.name = "test-limit", .type = HERD_OPT_SIZE, .offset = AT(eval.test_limit), .flags = HERD_OPT_BOUNDED, .min = 0,
+     .max = 1000000000, .help = "evaluate the first N test examples (0: all)"},
+    {.name = "threads", .type = HERD_OPT_SIZE, .offset = AT(eval.threads), .def = "1", .flags = HERD_OPT_BOUNDED,
+     .min = 1, .max = 256, .help = "compute threads (the run's --threads gives its figures to the last digit)"},
+    {.name = "dump-logits", .type = HERD_OPT_STR, .offset = AT(dump_logits), .flags = HERD_OPT_NONEMPTY,
+     .meta = "FILE", .help = "write every example's logits to FILE (NPY, N x classes float32)"},
+    {.name = "dump-inputs", .type = HERD_OPT_STR, .offset = AT(dump_inputs), .flags = HERD_OPT_NONEMPTY,
+     .meta = "FILE", .help = "write the examples as the model takes them to FILE (NPY, N x C x H x W, standardized)"},
+    {.name = "other-data", .type = HERD_OPT_BOOL, .offset = AT(eval.other_data),
+     .help = "score data other than the run's (the checkpoint's data digests differ: refused otherwise, exit 2); the "
+             "summary gives both digests"},
+    {.name = "json", .type = HERD_OPT_BOOL, .offset = AT(json), .help = "print a one-line JSON summary on stdout"},
+    {.name = "quiet", .type = HERD_OPT_BOOL, .offset = AT(quiet), .help = "nothing on stderr but errors"},
+    {0},
+};
+
+static const herd_opt export_opts[] = {
+    {.name = "checkpoint", .type = HERD_OPT_STR, .offset = AT(export.checkpoint_dir), .flags = HERD_OPT_NONEMPTY,
+     .meta = "DIR|FILE", .help = "the checkpoint directory (its newest valid checkpoint) or a checkpoint file (required)"},
+    {.name = "data", .type = HERD_OPT_STR, .offset = AT(export.data), .flags = HERD_OPT_NONEMPTY, .meta = "S",
+     .help = "the run's data, for the input shape of a checkpoint that does not record it (an older herd's)"},
+    {.name = "format", .type = HERD_OPT_CHOICE, .offset = AT(export.format), .def = "safetensors",
+     .choices = export_formats, .meta = "F",
+     .help = "OUT as one file (safetensors) or as a directory of NAME.npy (npy)"},
+    {.name = "json", .type = HERD_OPT_BOOL, .offset = AT(json), .help = "print a one-line JSON summary on stdout"},
+    {.name = "quiet", .type = HERD_OPT_BOOL, .offset = AT(quiet), .help = "nothing on stderr but errors"},
+    {0},
+};
+
+#undef AT
 
 static void model_usage(bool export, FILE *out)
 {
-    model_cli o;
-    herd__flag f[MODEL_NFLAGS];
-    model_flags(&o, export, f);
     if (export)
         fprintf(out, "usage: herd export --checkpoint DIR [--format safetensors|npy] OUT\n\n"
                "Writes the weights of the model a training run keeps (as herd eval scores it), from the newest\n"
@@ -145,7 +147,7 @@ static void model_usage(bool export, FILE *out)
                "Scores the model a training run keeps (worker 0's weights, or its algorithm's center, average or\n"
                "server model: the one its own evaluation scores) on the test set, from the newest valid checkpoint\n"
                "of DIR. The checkpoint of a run's last step holds exactly what its final evaluation scored.\n\n");
-    herd__flags_print(f, out);
+    herd_opt_print(export ? export_opts : eval_opts, out);
 }
 
 static void eval_usage(FILE *out) { model_usage(false, out); }
@@ -179,11 +181,10 @@ static herd_status write_dumps(const model_cli *o, const herd_eval_result *res, 
 int herd__cli_eval(int argc, char **argv)
 {
     model_cli o = {.cmd = "eval"};
-    herd__flag f[MODEL_NFLAGS];
-    model_flags(&o, false, f);
+    herd__flags_defaults(eval_opts, &o);
     bool json = json_asked(argc, argv);
-    int end = herd__flags_parse(&(herd__flag_cmd){.cmd = "eval", .flags = f, .usage = eval_usage, .json = json}, argc,
-                                argv, 2, false);
+    herd__flag_cmd c = {.cmd = "eval", .opts = eval_opts, .obj = &o, .usage = eval_usage, .json = json};
+    int end = herd__flags_parse(&c, argc, argv, 2, false);
     if (end < argc)
         herd__usage_error_json(json, "eval", "unknown flag '%s'", argv[end]);
     if (!o.eval.checkpoint_dir)
@@ -217,11 +218,10 @@ int herd__cli_eval(int argc, char **argv)
 
 int herd__cli_export(int argc, char **argv, const char *version)
 {
-    model_cli o = {.cmd = "export", .format = "safetensors"};
-    herd__flag f[MODEL_NFLAGS];
-    model_flags(&o, true, f);
+    model_cli o = {.cmd = "export"};
+    herd__flags_defaults(export_opts, &o);
     bool json = json_asked(argc, argv);
-    herd__flag_cmd c = {.cmd = "export", .flags = f, .usage = export_usage, .json = json};
+    herd__flag_cmd c = {.cmd = "export", .opts = export_opts, .obj = &o, .usage = export_usage, .json = json};
     herd_export_config *x = &o.export;
     /* flags and the one OUT in any order; after "--", OUT alone */
     for (int i = 2; (i = herd__flags_parse(&c, argc, argv, i, true)) < argc;) {
@@ -238,12 +238,6 @@ int herd__cli_export(int argc, char **argv, const char *version)
         herd__usage_error_json(json, "export", "--checkpoint DIR is required");
     if (!x->out || !*x->out)
         herd__usage_error_json(json, "export", "name the file or directory to write (OUT)");
-    if (!strcmp(o.format, "safetensors"))
-        x->format = HERD_EXPORT_SAFETENSORS;
-    else if (!strcmp(o.format, "npy"))
-        x->format = HERD_EXPORT_NPY;
-    else
-        herd__usage_error_json(json, NULL, "--format must be safetensors or npy, got '%s'", o.format);
     x->version = version;
     herd_export_result res;
     herd_err err = {0};
@@ -253,10 +247,11 @@ int herd__cli_export(int argc, char **argv, const char *version)
     model_said m;
     char what[1200], out[1100], rest[1300];
     say_model(&m, res.checkpoint, &res.info, &res.kept);
+    const char *format = export_formats[x->format];
     snprintf(what, sizeof what, "%zu tensors, %zu floats, written to %s (%s)", res.ntensors, res.nfloats, x->out,
-             o.format);
+             format);
     herd__json_quote(out, sizeof out, x->out);
-    snprintf(rest, sizeof rest, "\"out\":%s,\"format\":\"%s\",\"tensors\":%zu,\"floats\":%zu", out, o.format,
+    snprintf(rest, sizeof rest, "\"out\":%s,\"format\":\"%s\",\"tensors\":%zu,\"floats\":%zu", out, format,
              res.ntensors, res.nfloats);
     return succeeded(&o, res.warn, &m, what, rest);
 }

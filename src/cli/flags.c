@@ -4,7 +4,6 @@
 #include "core/json.h"
 
 #include <errno.h>
-#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -105,66 +104,34 @@ static _Noreturn __attribute__((format(printf, 2, 3))) void value_error(const he
     usage_exit(c->json, NULL, fmt, ap);
 }
 
-void herd__flags_print(const herd__flag *flags, FILE *out)
+herd_status herd__opt_list_parse(const herd_opt *o, void *obj, const char *value, herd_err *err)
 {
-    for (const herd__flag *f = flags; f->name; f++) {
-        char left[48];
-        snprintf(left, sizeof left, "--%s%s%s", f->name, f->meta ? " " : "", f->meta ? f->meta : "");
-        fprintf(out, "  %-28s %s\n", left, f->help);
-    }
+    herd__str_list *l = (herd__str_list *)((char *)obj + o->offset);
+    if (!value || !*value) /* a variable that expanded to nothing, say */
+        return herd_err_set(err, HERD_EINVAL, "--%s: expected a value, got ''", o->name);
+    if (l->n >= HERD__MAX_LIST)
+        return herd_err_set(err, HERD_EINVAL, "--%s: at most %d times", o->name, HERD__MAX_LIST);
+    l->v[l->n++] = value;
+    return HERD_OK;
 }
 
-/* Stores val into f's destination, or exits with a message naming the flag. */
-static void store(const herd__flag_cmd *c, const herd__flag *f, const char *val)
+void herd__opt_list_format(const herd_opt *o, const void *obj, char *buf, size_t cap)
 {
-    size_t z;
-    double d;
-    char msg[256];
-    switch (f->kind) {
-    case HERD__FLAG_SIZE:
-    case HERD__FLAG_U64:
-        if (herd__parse_size(val, &z))
-            value_error(c, "--%s: expected a non-negative integer, got '%s'", f->name, val);
-        if (f->kind == HERD__FLAG_SIZE)
-            *(size_t *)f->dest = z;
-        else
-            *(uint64_t *)f->dest = z;
-        break;
-    case HERD__FLAG_DOUBLE:
-    case HERD__FLAG_FLOAT:
-        if (herd__parse_double(val, &d))
-            value_error(c, "--%s: expected a number, got '%s'", f->name, val);
-        /* a float would hold 0 or Inf: the message would name a value not typed */
-        if (f->kind == HERD__FLAG_FLOAT && d != 0 && (fabs(d) < FLT_MIN || fabs(d) > FLT_MAX))
-            value_error(c, "--%s: %s is out of the range of a float (magnitude %g to %g, or 0)", f->name, val,
-                        (double)FLT_MIN, (double)FLT_MAX);
-        if (f->kind == HERD__FLAG_DOUBLE)
-            *(double *)f->dest = d;
-        else
-            *(float *)f->dest = (float)d;
-        break;
-    case HERD__FLAG_STR:
-        if (!*val) /* not the default: a variable that expanded to nothing, say */
-            value_error(c, "--%s: expected a value, got ''", f->name);
-        *(const char **)f->dest = val;
-        break;
-    case HERD__FLAG_LIST: {
-        herd__str_list *l = f->dest;
-        if (!*val)
-            value_error(c, "--%s: expected a value, got ''", f->name);
-        if (l->n >= HERD__MAX_LIST)
-            value_error(c, "--%s: at most %d times", f->name, HERD__MAX_LIST);
-        l->v[l->n++] = val;
-        break;
-    }
-    case HERD__FLAG_FN:
-        msg[0] = 0;
-        if (!f->parse(f->dest, val, msg, sizeof msg))
-            value_error(c, "%s", msg[0] ? msg : "bad value");
-        break;
-    case HERD__FLAG_BOOL:
-        break;
-    }
+    const herd__str_list *l = (const herd__str_list *)((const char *)obj + o->offset);
+    size_t len = 0;
+    if (cap)
+        buf[0] = 0;
+    for (size_t i = 0; i < l->n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? "," : "", l->v[i]);
+}
+
+void herd__flags_defaults(const herd_opt *opts, void *obj)
+{
+    herd_err err = {0};
+    herd_status st = herd_opt_defaults(opts, obj, &err);
+    if (st < 0)
+        fprintf(stderr, "herd: %s\n", err.msg);
+    HERD_ASSERT(st == HERD_OK);
 }
 
 int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first, bool stop_at_word)
@@ -194,27 +161,25 @@ int herd__flags_parse(const herd__flag_cmd *c, int argc, char **argv, int first,
             herd__usage_error_json(c->json, c->cmd, "unknown flag '%s'", a);
         memcpy(name, a + 2, len);
         name[len] = 0;
-        const herd__flag *f = c->flags;
-        while (f->name && strcmp(f->name, name))
-            f++;
-        if (!f->name) {
+        const herd_opt *f = herd_opt_find(c->opts, name);
+        if (f && (f->flags & HERD_OPT_LIBRARY))
+            f = NULL; /* set through the library only */
+        if (!f) {
             if (!c->other)
                 herd__usage_error_json(c->json, c->cmd, "unknown flag '%s'", a);
             i = c->other(c->other_ctx, name, val, i, argc, argv);
             continue;
         }
-        if (f->kind == HERD__FLAG_BOOL) {
-            if (val)
-                herd__usage_error_json(c->json, c->cmd, "flag '%s' takes no value", a);
-            *(bool *)f->dest = true;
-            continue;
-        }
-        if (!val) {
+        if (!herd_opt_takes_value(f) && val)
+            herd__usage_error_json(c->json, c->cmd, "flag '%s' takes no value", a);
+        if (herd_opt_takes_value(f) && !val) {
             if (i + 1 >= argc)
                 herd__usage_error_json(c->json, c->cmd, "flag '%s' needs a value", a);
             val = argv[++i];
         }
-        store(c, f, val);
+        herd_err err = {0};
+        if (herd_opt_parse(f, c->obj, val, &err) < 0) /* the message names the flag and what it takes */
+            value_error(c, "%s", err.msg);
     }
     return argc;
 }

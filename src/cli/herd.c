@@ -1,9 +1,9 @@
 /* herd — the command-line tool: one function per sub-command (train,
  * bench, algos, engines; sim and compare in their own files), dispatched
- * by main. Each command's flags are a table (cli/flags.h) pointing into an
- * options struct on its own stack: nothing outlives a command. The only
- * place in herd, with the rest of src/cli, that prints usage and calls
- * exit(). */
+ * by main. Each command's flags are herd_opt rows (cli/flags.h) at offsets
+ * into an options struct on its own stack: nothing outlives a command. The
+ * only place in herd, with the rest of src/cli, that prints usage and
+ * calls exit(). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -34,18 +34,6 @@
 
 #define HERD_VERSION "0.2.0"
 
-/* The index of val in names (NULL-terminated; the indexes are the enum's
- * values), or a usage error listing the choices (herd_opt's CHOICE). */
-static int pick(const char *cmd, const char *flag, const char *val, const char *const *names)
-{
-    int i = 0;
-    herd_opt row = {.name = flag + 2, .type = HERD_OPT_CHOICE, .choices = names};
-    herd_err err = {0};
-    if (herd_opt_parse(&row, &i, val, &err) < 0)
-        herd__usage_error(cmd, "%s", err.msg);
-    return i;
-}
-
 /* ---- herd train ------------------------------------------------------ */
 
 /* herd train's flags are the run's options (the rows of
@@ -63,22 +51,18 @@ typedef struct train_cli {
     const char *given[TRAIN_MAX_ROWS];
 } train_cli;
 
-enum { TRAIN_NFLAGS = 5 };
-
-static void train_flags(train_cli *o, herd__flag *f)
-{
-    const herd__flag t[] = {
-        {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON summary (every option included) as the last line of stdout", NULL},
-        {"no-progress", HERD__FLAG_BOOL, &o->no_progress, NULL, "no progress bar", NULL},
-        {"quiet", HERD__FLAG_BOOL, &o->quiet, NULL, "print nothing on stderr but errors and warnings", NULL},
-        {"dry-run", HERD__FLAG_BOOL, &o->dry_run, NULL,
-         "check every option as the run would (alone, together, against the algorithm, engine and model) and exit "
-         "0: nothing is read or run (herd compare checks its specs so)", NULL},
-        {NULL, 0, NULL, NULL, NULL, NULL},
-    };
-    _Static_assert(sizeof t / sizeof t[0] <= TRAIN_NFLAGS, "TRAIN_NFLAGS");
-    memcpy(f, t, sizeof t);
-}
+/* herd train's own flags, beside the run's options and the algorithms' */
+static const herd_opt train_own_opts[] = {
+    {.name = "json", .type = HERD_OPT_BOOL, .offset = offsetof(train_cli, json),
+     .help = "print a JSON summary (every option included) as the last line of stdout"},
+    {.name = "no-progress", .type = HERD_OPT_BOOL, .offset = offsetof(train_cli, no_progress), .help = "no progress bar"},
+    {.name = "quiet", .type = HERD_OPT_BOOL, .offset = offsetof(train_cli, quiet),
+     .help = "print nothing on stderr but errors and warnings"},
+    {.name = "dry-run", .type = HERD_OPT_BOOL, .offset = offsetof(train_cli, dry_run),
+     .help = "check every option as the run would (alone, together, against the algorithm, engine and model) and "
+             "exit 0: nothing is read or run (herd compare checks its specs so)"},
+    {0},
+};
 
 /* Each algorithm's options, once per table (a family shares one). */
 static void print_algo_opts(FILE *out)
@@ -101,13 +85,10 @@ static void print_algo_opts(FILE *out)
 
 static void train_usage(FILE *out)
 {
-    train_cli o;
-    herd__flag f[TRAIN_NFLAGS];
-    train_flags(&o, f);
     fprintf(out, "usage: herd train [flags]\n\nTrains a model data-parallel and prints its test accuracy.\n\n");
     herd_opt_print(herd__run_options, out);
     fprintf(out, "\nherd train itself:\n");
-    herd__flags_print(f, out);
+    herd_opt_print(train_own_opts, out);
     print_algo_opts(out);
 }
 
@@ -312,12 +293,11 @@ static int cmd_train(int argc, char **argv)
     train_cli o = {0};
     herd__train_config *cfg = &o.cfg;
     herd__train_config_defaults(cfg); /* quiet, the library's default: the command speaks unless --quiet */
-    herd__flag f[TRAIN_NFLAGS];
-    train_flags(&o, f);
+    herd__flags_defaults(train_own_opts, &o);
     for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
         o.json_asked = o.json_asked || !strcmp(argv[i], "--json");
-    herd__flag_cmd c = {.cmd = "train", .flags = f, .usage = train_usage, .other = option_flag, .other_ctx = &o,
-                        .json = o.json_asked};
+    herd__flag_cmd c = {.cmd = "train", .opts = train_own_opts, .obj = &o, .usage = train_usage,
+                        .other = option_flag, .other_ctx = &o, .json = o.json_asked};
     int end = herd__flags_parse(&c, argc, argv, 2, false);
     if (end < argc) /* a "--": nothing follows herd train's flags */
         herd__usage_error_json(o.json_asked, "train", "unknown flag '%s'", argv[end]);
@@ -378,93 +358,95 @@ typedef struct bench_cli {
     size_t batch, steps, warmup, threads, size, reps;
     bool json, adapt;
     herd_bench_allreduce_config ar;
-    const char *dtype, *impl;
+    int dtype, impl; /* --comm-dtype (herd_dtype's order), --allreduce (bench_impls) */
 } bench_cli;
 
-static bench_cli bench_defaults(void)
-{
-    return (bench_cli){
-        .model = "lenet", .shape = "1x28x28:10", .batch = 64, .steps = 200, .warmup = 20, .threads = 1,
-        .size = 1024, .reps = 10, .dtype = "fp32", .impl = "ring",
-        .ar = {.workers = 2, .min_bytes = 4096, .max_bytes = 64u << 20, .warmup = 2, .iters = 10, .timeout_s = 60},
-    };
-}
+static const char *const bench_dtypes[] = {"fp32", "fp16", "bf16", NULL}; /* herd_dtype's order */
+static const char *const bench_impls[] = {"ring", "native", "both", NULL};
+enum { BENCH_RING, BENCH_NATIVE, BENCH_BOTH };
 
-enum { BENCH_NFLAGS = 12 };
+#define BENCH_AT(f) offsetof(bench_cli, f)
+#define B HERD_OPT_BOUNDED
 
-static void bench_train_flags(bench_cli *o, herd__flag *f)
-{
-    const herd__flag t[] = {
-        {"model", HERD__FLAG_STR, &o->model, "S", "model (default lenet)", NULL},
-        {"shape", HERD__FLAG_STR, &o->shape, "S", "input shape and classes CxHxW:K (default 1x28x28:10)", NULL},
-        {"batch", HERD__FLAG_SIZE, &o->batch, "N", "batch size (default 64)", NULL},
-        {"steps", HERD__FLAG_SIZE, &o->steps, "N", "timed steps (default 200)", NULL},
-        {"warmup", HERD__FLAG_SIZE, &o->warmup, "N", "untimed warm-up steps (default 20)", NULL},
-        {"threads", HERD__FLAG_SIZE, &o->threads, "N", "compute threads (default 1)", NULL},
-        {"adapt-threads", HERD__FLAG_BOOL, &o->adapt, NULL,
-         "run at --threads or at 1, whichever the steps time faster (checked now and then)", NULL},
-        {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON line", NULL},
-        {NULL, 0, NULL, NULL, NULL, NULL},
-    };
-    memcpy(f, t, sizeof t);
-}
+static const herd_opt bench_train_opts[] = {
+    {.name = "model", .type = HERD_OPT_STR, .offset = BENCH_AT(model), .def = "lenet", .flags = HERD_OPT_NONEMPTY,
+     .meta = "S", .help = "model"},
+    {.name = "shape", .type = HERD_OPT_STR, .offset = BENCH_AT(shape), .def = "1x28x28:10", .flags = HERD_OPT_NONEMPTY,
+     .meta = "S", .help = "input shape and classes CxHxW:K"},
+    {.name = "batch", .type = HERD_OPT_SIZE, .offset = BENCH_AT(batch), .def = "64", .flags = B, .min = 1,
+     .max = 65536, .help = "batch size"},
+    {.name = "steps", .type = HERD_OPT_SIZE, .offset = BENCH_AT(steps), .def = "200", .flags = B, .min = 1,
+     .max = 1000000, .help = "timed steps"},
+    {.name = "warmup", .type = HERD_OPT_SIZE, .offset = BENCH_AT(warmup), .def = "20", .flags = B, .min = 0,
+     .max = 1000000, .help = "untimed warm-up steps"},
+    {.name = "threads", .type = HERD_OPT_SIZE, .offset = BENCH_AT(threads), .def = "1", .flags = B, .min = 1,
+     .max = 256, .help = "compute threads"},
+    {.name = "adapt-threads", .type = HERD_OPT_BOOL, .offset = BENCH_AT(adapt),
+     .help = "run at --threads or at 1, whichever the steps time faster (checked now and then)"},
+    {.name = "json", .type = HERD_OPT_BOOL, .offset = BENCH_AT(json), .help = "print a JSON line"},
+    {0},
+};
 
-static void bench_gemm_flags(bench_cli *o, herd__flag *f)
-{
-    const herd__flag t[] = {
-        {"size", HERD__FLAG_SIZE, &o->size, "N", "square matrix size (default 1024)", NULL},
-        {"reps", HERD__FLAG_SIZE, &o->reps, "N", "timed repetitions (default 10)", NULL},
-        {"threads", HERD__FLAG_SIZE, &o->threads, "N", "compute threads (default 1)", NULL},
-        {"json", HERD__FLAG_BOOL, &o->json, NULL, "print a JSON line", NULL},
-        {NULL, 0, NULL, NULL, NULL, NULL},
-    };
-    memcpy(f, t, sizeof t);
-}
+static const herd_opt bench_gemm_opts[] = {
+    {.name = "size", .type = HERD_OPT_SIZE, .offset = BENCH_AT(size), .def = "1024", .flags = B, .min = 1,
+     .max = 16384, .help = "square matrix size"},
+    {.name = "reps", .type = HERD_OPT_SIZE, .offset = BENCH_AT(reps), .def = "10", .flags = B, .min = 1,
+     .max = 1000000, .help = "timed repetitions"},
+    {.name = "threads", .type = HERD_OPT_SIZE, .offset = BENCH_AT(threads), .def = "1", .flags = B, .min = 1,
+     .max = 256, .help = "compute threads"},
+    {.name = "json", .type = HERD_OPT_BOOL, .offset = BENCH_AT(json), .help = "print a JSON line"},
+    {0},
+};
 
-static void bench_allreduce_flags(bench_cli *o, herd__flag *f)
-{
-    const herd__flag t[] = {
-        {"workers", HERD__FLAG_SIZE, &o->ar.workers, "N", "threads engine: number of workers (default 2)", NULL},
-        {"engine", HERD__FLAG_STR, &o->ar.engine, "S", "the engine (default: mpi when started by mpirun, else threads)", NULL},
-        {"min-bytes", HERD__FLAG_SIZE, &o->ar.min_bytes, "N", "smallest message (default 4096)", NULL},
-        {"max-bytes", HERD__FLAG_SIZE, &o->ar.max_bytes, "N", "largest message (default 64 MiB)", NULL},
-        {"warmup", HERD__FLAG_SIZE, &o->ar.warmup, "N", "untimed iterations per size (default 2)", NULL},
-        {"iters", HERD__FLAG_SIZE, &o->ar.iters, "N", "timed iterations per size (default 10)", NULL},
-        {"comm-dtype", HERD__FLAG_STR, &o->dtype, "S", "fp32, fp16 or bf16 on the wire", NULL},
-        {"allreduce", HERD__FLAG_STR, &o->impl, "S", "ring (herd's), native (the engine's) or both (side by side, with their ratio)", NULL},
-        {"segment-bytes", HERD__FLAG_SIZE, &o->ar.opts.segment_bytes, "N", "ring pipeline segment (default 1 MiB)", NULL},
-        {"json", HERD__FLAG_BOOL, &o->json, NULL, "print one JSON line per size", NULL},
-        {NULL, 0, NULL, NULL, NULL, NULL},
-    };
-    memcpy(f, t, sizeof t);
-}
+static const herd_opt bench_allreduce_opts[] = {
+    {.name = "workers", .type = HERD_OPT_SIZE, .offset = BENCH_AT(ar.workers), .def = "2", .flags = B, .min = 1,
+     .max = 4096, .help = "threads engine: number of workers"},
+    {.name = "engine", .type = HERD_OPT_STR, .offset = BENCH_AT(ar.engine), .flags = HERD_OPT_NONEMPTY, .meta = "S",
+     .help = "the engine (default: mpi when started by mpirun, else threads)"},
+    {.name = "min-bytes", .type = HERD_OPT_SIZE, .offset = BENCH_AT(ar.min_bytes), .def = "4096", .flags = B,
+     .min = 4, .max = 4294967296.0, .help = "smallest message, at most --max-bytes"},
+    {.name = "max-bytes", .type = HERD_OPT_SIZE, .offset = BENCH_AT(ar.max_bytes), .def = "67108864", .flags = B,
+     .min = 4, .max = 4294967296.0, .help = "largest message"},
+    {.name = "warmup", .type = HERD_OPT_SIZE, .offset = BENCH_AT(ar.warmup), .def = "2", .flags = B, .min = 0,
+     .max = 1000000, .help = "untimed iterations per size"},
+    {.name = "iters", .type = HERD_OPT_SIZE, .offset = BENCH_AT(ar.iters), .def = "10", .flags = B, .min = 1,
+     .max = 1000000, .help = "timed iterations per size"},
+    {.name = "comm-dtype", .type = HERD_OPT_CHOICE, .offset = BENCH_AT(dtype), .def = "fp32", .choices = bench_dtypes,
+     .help = "the type on the wire"},
+    {.name = "allreduce", .type = HERD_OPT_CHOICE, .offset = BENCH_AT(impl), .def = "ring", .choices = bench_impls,
+     .help = "herd's ring, the engine's own, or both side by side with their ratio"},
+    {.name = "segment-bytes", .type = HERD_OPT_SIZE, .offset = BENCH_AT(ar.opts.segment_bytes), .def = "0",
+     .flags = B, .min = 0, .max = 1073741824, .help = "ring pipeline segment (0: 1 MiB)"},
+    {.name = "json", .type = HERD_OPT_BOOL, .offset = BENCH_AT(json), .help = "print one JSON line per size"},
+    {0},
+};
+
+#undef B
+#undef BENCH_AT
 
 static void bench_usage(FILE *out)
 {
-    bench_cli o = bench_defaults();
-    herd__flag f[BENCH_NFLAGS];
     fprintf(out, "usage: herd bench train [flags]      training-step throughput of one worker\n"
                     "       herd bench gemm [flags]       single-precision GEMM rate\n"
                     "       herd bench allreduce [flags]  allreduce time, algbw, busbw (as nccl-tests)\n\ntrain flags:\n");
-    bench_train_flags(&o, f);
-    herd__flags_print(f, out);
+    herd_opt_print(bench_train_opts, out);
     fprintf(out, "gemm flags:\n");
-    bench_gemm_flags(&o, f);
-    herd__flags_print(f, out);
+    herd_opt_print(bench_gemm_opts, out);
     fprintf(out, "allreduce flags:\n");
-    bench_allreduce_flags(&o, f);
-    herd__flags_print(f, out);
+    herd_opt_print(bench_allreduce_opts, out);
 }
 
-/* Parses `herd bench WHAT` with the flags `make` gives into o. */
-static void bench_parse(bench_cli *o, void (*make)(bench_cli *, herd__flag *), int argc, char **argv)
+/* Parses `herd bench WHAT` with its rows, opts, into o (their defaults first). */
+static void bench_parse(bench_cli *o, const herd_opt *opts, int argc, char **argv)
 {
-    herd__flag f[BENCH_NFLAGS];
-    make(o, f);
-    int end = herd__flags_parse(&(herd__flag_cmd){.cmd = "bench", .flags = f, .usage = bench_usage}, argc, argv, 3, false);
+    memset(o, 0, sizeof *o);
+    herd__flags_defaults(opts, o);
+    herd__flag_cmd c = {.cmd = "bench", .opts = opts, .obj = o, .usage = bench_usage};
+    int end = herd__flags_parse(&c, argc, argv, 3, false);
     if (end < argc) /* a "--": nothing follows herd bench's flags */
         herd__usage_error("bench", "unknown flag '%s'", argv[end]);
 }
+
 /* Single-thread memcpy rate on a buffer of `bytes`, the threads engine's ceiling. */
 static double memcpy_gbs(size_t bytes)
 {
@@ -486,13 +468,13 @@ static double memcpy_gbs(size_t bytes)
 
 static int bench_allreduce(int argc, char **argv)
 {
-    bench_cli o = bench_defaults();
-    bench_parse(&o, bench_allreduce_flags, argc, argv);
-    static const char *const dtypes[] = {"fp32", "fp16", "bf16", NULL}, *const impls[] = {"ring", "native", "both", NULL};
-    o.ar.opts.wire = (herd_dtype)pick("bench", "--comm-dtype", o.dtype, dtypes); /* herd_dtype's order */
-    int impl = pick("bench", "--allreduce", o.impl, impls);
-    o.ar.opts.impl = impl == 1 ? HERD_ALLREDUCE_NATIVE : HERD_ALLREDUCE_RING;
-    o.ar.versus_native = impl == 2;
+    bench_cli o;
+    bench_parse(&o, bench_allreduce_opts, argc, argv);
+    if (o.ar.min_bytes > o.ar.max_bytes)
+        herd__usage_error(NULL, "--min-bytes %zu is above --max-bytes %zu", o.ar.min_bytes, o.ar.max_bytes);
+    o.ar.opts.wire = (herd_dtype)o.dtype;
+    o.ar.opts.impl = o.impl == BENCH_NATIVE ? HERD_ALLREDUCE_NATIVE : HERD_ALLREDUCE_RING;
+    o.ar.versus_native = o.impl == BENCH_BOTH;
     herd_err eerr = {0};
     const herd_engine *eng;
     if (herd_engine_pick(o.ar.engine, &eng, &eerr) < 0)
@@ -509,7 +491,8 @@ static int bench_allreduce(int argc, char **argv)
     if (nrows == 0)
         return 0; /* not rank 0 */
     double mgbs = memcpy_gbs(o.ar.max_bytes);
-    printf("# allreduce (%s, %s wire), %zu ranks, median of %zu; memcpy %.2f GB/s on %zu bytes\n", o.impl, o.dtype,
+    const char *impl = bench_impls[o.impl], *dtype = bench_dtypes[o.dtype];
+    printf("# allreduce (%s, %s wire), %zu ranks, median of %zu; memcpy %.2f GB/s on %zu bytes\n", impl, dtype,
            world, o.ar.iters, mgbs, o.ar.max_bytes);
     if (o.ar.versus_native)
         printf("# %12s %12s %12s %12s %12s %12s %10s %8s\n", "size(B)", "count", "ring(us)", "ring_busbw",
@@ -530,7 +513,7 @@ static int bench_allreduce(int argc, char **argv)
             printf("{\"impl\":\"%s\",\"wire\":\"%s\",\"ranks\":%zu,\"bytes\":%zu,\"time_us\":%.3f,"
                    "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"native_time_us\":%.3f,\"native_busbw_gbs\":%.4f,"
                    "\"wrong\":%zu,\"memcpy_gbs\":%.4f}\n",
-                   o.impl, o.dtype, world, r->bytes, r->time_us, r->algbw_gbs, r->busbw_gbs, r->native_time_us,
+                   impl, dtype, world, r->bytes, r->time_us, r->algbw_gbs, r->busbw_gbs, r->native_time_us,
                    r->native_busbw_gbs, r->wrong, mgbs);
     }
     size_t wrong = 0;
@@ -559,15 +542,11 @@ static const char *wait_policy(char *buf, size_t len)
 
 static int bench_train(int argc, char **argv)
 {
-    bench_cli bo = bench_defaults();
-    bench_parse(&bo, bench_train_flags, argc, argv);
+    bench_cli bo;
+    bench_parse(&bo, bench_train_opts, argc, argv);
     herd_err err = {0};
     herd_dataset d = {0};
     herd_model *m = NULL;
-    if (bo.batch == 0 || bo.steps == 0 || bo.threads == 0) {
-        fprintf(stderr, "herd: bench train: --batch, --steps and --threads must be at least 1\n");
-        return 2;
-    }
     herd_status st = herd_data_synthetic(bo.shape, 4 * bo.batch, 1, &d, &err);
     if (st == HERD_OK)
         st = herd_model_create(bo.model, d.c, d.h, d.w, d.nclasses, bo.batch, 1, &m, &err);
@@ -627,13 +606,9 @@ static int bench_train(int argc, char **argv)
 
 static int bench_gemm(int argc, char **argv)
 {
-    bench_cli o = bench_defaults();
-    bench_parse(&o, bench_gemm_flags, argc, argv);
+    bench_cli o;
+    bench_parse(&o, bench_gemm_opts, argc, argv);
     size_t n = o.size;
-    if (n == 0 || n > 16384 || o.reps == 0) {
-        fprintf(stderr, "herd: bench gemm: --size must be in [1, 16384] and --reps at least 1\n");
-        return 2;
-    }
     herd_nn_set_threads((int)o.threads);
     float *a = malloc(n * n * sizeof(float)), *b = malloc(n * n * sizeof(float)), *c = malloc(n * n * sizeof(float));
     if (!a || !b || !c) {

@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -475,54 +476,68 @@ out:
 /* ---- herd sim ----------------------------------------------------------- */
 
 typedef struct sim_opts {
-    size_t workers;
+    size_t workers; /* 0: the platform's size */
     const char *platform, *link, *host_speed, *real_speed, *keep, *bin, *paje;
     herd__str_list slow, cfg;
     bool measured, dry_run, verbose, list;
     double timeout_s, step_overhead_s, agent_wake_us;
 } sim_opts;
 
-static void sim_usage(FILE *out);
+#define AT(f) offsetof(sim_opts, f)
+#define B HERD_OPT_BOUNDED
+#define NONEMPTY HERD_OPT_NONEMPTY
 
-/* Flags of `herd sim`; the table points into o. */
-static void sim_flags(sim_opts *o, herd__flag *f)
-{
-    const herd__flag t[] = {
-        {"workers", HERD__FLAG_SIZE, &o->workers, "N", "simulated workers, one host each (default: the platform's size)", NULL},
-        {"platform", HERD__FLAG_STR, &o->platform, "NAME|FILE", "ib-100g (default), ib-56g, 10gbe, slow-cloud, or a SimGrid platform file", NULL},
-        {"link", HERD__FLAG_STR, &o->link, "BW:LAT", "each host's link, e.g. 25Gbps:5us (host to host latency)", NULL},
-        {"host-speed", HERD__FLAG_STR, &o->host_speed, "SPEED", "each host's sustained rate, e.g. 2Tf", NULL},
-        {"slow", HERD__FLAG_LIST, &o->slow, "RANK:FACTOR", "worker RANK's host is FACTOR times slower (repeatable)", NULL},
-        {"measured-compute", HERD__FLAG_BOOL, &o->measured, NULL, "time compute by measuring it here, not from FLOPs (not repeatable)", NULL},
-        {"real-speed", HERD__FLAG_STR, &o->real_speed, "SPEED", "--measured-compute: this machine's rate (default 20Gf)", NULL},
-        {"step-overhead", HERD__FLAG_DOUBLE, &o->step_overhead_s, "S", "a framework's cost per step, in seconds, beside the FLOPs (default 0)", NULL},
-        {"agent-wake-us", HERD__FLAG_DOUBLE, &o->agent_wake_us, "US",
-         "the time a rank's communication agent takes to wake and answer a window request, in microseconds, beside the network's (default: HERD_SIM_AGENT_US, else 0)", NULL},
-        {"sim-cfg", HERD__FLAG_LIST, &o->cfg, "KEY:VALUE", "a SimGrid --cfg option (repeatable)", NULL},
-        {"paje", HERD__FLAG_STR, &o->paje, "FILE",
-         "write SimGrid's trace of every rank's MPI calls and compute (Paje format: vite, paje tools) to FILE", NULL},
-        {"keep", HERD__FLAG_STR, &o->keep, "DIR", "write the platform and host file into DIR and keep them", NULL},
-        {"dry-run", HERD__FLAG_BOOL, &o->dry_run, NULL, "write the files and print the smpirun command, run nothing", NULL},
-        {"real-timeout", HERD__FLAG_DOUBLE, &o->timeout_s, "S", "stop the simulation after S real seconds (default 86400)", NULL},
-        {"bin", HERD__FLAG_STR, &o->bin, "PATH", "the herd-sim binary (default: beside herd, or $HERD_SIM_BIN)", NULL},
-        {"verbose", HERD__FLAG_BOOL, &o->verbose, NULL, "show SimGrid's own messages", NULL},
-        {"list", HERD__FLAG_BOOL, &o->list, NULL, "list the named platforms", NULL},
-        {NULL, 0, NULL, NULL, NULL, NULL},
-    };
-    memcpy(f, t, sizeof t);
-}
+/* Flags of `herd sim`. */
+static const herd_opt sim_opts_table[] = {
+    {.name = "workers", .type = HERD_OPT_SIZE, .offset = AT(workers), .flags = B, .min = 1, .max = SIM_MAX_WORKERS,
+     .help = "simulated workers, one host each (default: the platform's size)"},
+    {.name = "platform", .type = HERD_OPT_STR, .offset = AT(platform), .def = "ib-100g", .flags = NONEMPTY,
+     .meta = "NAME|FILE", .help = "ib-100g, ib-56g, 10gbe, slow-cloud, or a SimGrid platform file"},
+    {.name = "link", .type = HERD_OPT_STR, .offset = AT(link), .flags = NONEMPTY, .meta = "BW:LAT",
+     .help = "each host's link, e.g. 25Gbps:5us (host to host latency)"},
+    {.name = "host-speed", .type = HERD_OPT_STR, .offset = AT(host_speed), .flags = NONEMPTY, .meta = "SPEED",
+     .help = "each host's sustained rate, e.g. 2Tf"},
+    {.name = "slow", .type = HERD_OPT_CUSTOM, .offset = AT(slow), .flags = HERD_OPT_REPEAT, .meta = "RANK:FACTOR",
+     .help = "worker RANK's host is FACTOR times slower (repeatable)", .parse = herd__opt_list_parse,
+     .format = herd__opt_list_format},
+    {.name = "measured-compute", .type = HERD_OPT_BOOL, .offset = AT(measured),
+     .help = "time compute by measuring it here, not from FLOPs (not repeatable)"},
+    {.name = "real-speed", .type = HERD_OPT_STR, .offset = AT(real_speed), .def = "20Gf", .flags = NONEMPTY,
+     .meta = "SPEED", .help = "--measured-compute: this machine's rate"},
+    {.name = "step-overhead", .type = HERD_OPT_DOUBLE, .offset = AT(step_overhead_s), .def = "0", .flags = B,
+     .min = 0, .max = 3600, .meta = "S", .help = "a framework's cost per step, in seconds, beside the FLOPs"},
+    {.name = "agent-wake-us", .type = HERD_OPT_DOUBLE, .offset = AT(agent_wake_us), .def = "0", .flags = B, .min = 0,
+     .max = 1e6, .meta = "US",
+     .help = "the time a rank's communication agent takes to wake and answer a window request, in microseconds, "
+             "beside the network's (HERD_SIM_AGENT_US sets its default)"},
+    {.name = "sim-cfg", .type = HERD_OPT_CUSTOM, .offset = AT(cfg), .flags = HERD_OPT_REPEAT, .meta = "KEY:VALUE",
+     .help = "a SimGrid --cfg option (repeatable)", .parse = herd__opt_list_parse, .format = herd__opt_list_format},
+    {.name = "paje", .type = HERD_OPT_STR, .offset = AT(paje), .flags = NONEMPTY, .meta = "FILE",
+     .help = "write SimGrid's trace of every rank's MPI calls and compute (Paje format: vite, paje tools) to FILE"},
+    {.name = "keep", .type = HERD_OPT_STR, .offset = AT(keep), .flags = NONEMPTY, .meta = "DIR",
+     .help = "write the platform and host file into DIR and keep them"},
+    {.name = "dry-run", .type = HERD_OPT_BOOL, .offset = AT(dry_run),
+     .help = "write the files and print the smpirun command, run nothing"},
+    {.name = "real-timeout", .type = HERD_OPT_DOUBLE, .offset = AT(timeout_s), .def = "86400",
+     .flags = B | HERD_OPT_MIN_OPEN, .min = 0, .max = 2592000, .meta = "S",
+     .help = "stop the simulation after S real seconds"},
+    {.name = "bin", .type = HERD_OPT_STR, .offset = AT(bin), .flags = NONEMPTY, .meta = "PATH",
+     .help = "the herd-sim binary (default: beside herd, or $HERD_SIM_BIN)"},
+    {.name = "verbose", .type = HERD_OPT_BOOL, .offset = AT(verbose), .help = "show SimGrid's own messages"},
+    {.name = "list", .type = HERD_OPT_BOOL, .offset = AT(list), .help = "list the named platforms"},
+    {0},
+};
 
-enum { SIM_NFLAGS = 19 };
+#undef NONEMPTY
+#undef B
+#undef AT
 
 static void sim_usage(FILE *out)
 {
-    sim_opts o = {0};
-    herd__flag f[SIM_NFLAGS];
-    sim_flags(&o, f);
     fprintf(out, "usage: herd sim [flags] -- train|bench ... [their flags]\n\n"
                     "Runs a herd command on a simulated cluster (SimGrid): every worker is a host of the\n"
                     "platform; time is simulated (wall_s), real_s is what it took here.\n\n");
-    herd__flags_print(f, out);
+    herd_opt_print(sim_opts_table, out);
     fprintf(out, "\nplatforms:\n");
     for (size_t i = 0; i < NPLATFORMS; i++)
         fprintf(out, "  %-12s %s\n", platforms[i].name, platforms[i].desc);
@@ -534,6 +549,7 @@ typedef struct sim_cluster {
     const char *file;    /* a user's platform file (nothing generated), or NULL */
     platform_hosts file_hosts;
     double bw, lat, speed;
+    double real_speed;            /* --measured-compute: this machine's flop/s */
     double slow[SIM_MAX_WORKERS]; /* per host: speed divisor (0: 1) */
 } sim_cluster;
 
@@ -591,13 +607,17 @@ static int write_platform(const sim_cluster *c, size_t n, const char *xml_path, 
 static int resolve_cluster(const sim_opts *o, sim_cluster *c, size_t *workers)
 {
     char dir[PATH_MAX], path[PATH_MAX + 64];
-    const char *name = o->platform ? o->platform : "ib-100g";
+    const char *name = o->platform;
     const sim_platform *p = NULL;
     for (size_t i = 0; i < NPLATFORMS; i++)
         if (!strcmp(platforms[i].name, name))
             p = &platforms[i];
     memset(c, 0, sizeof *c);
     c->name = name;
+    if (parse_unit(o->real_speed, strlen(o->real_speed), speed_units, &c->real_speed)) {
+        fprintf(stderr, "herd: --real-speed: expected a rate such as 20Gf, got '%s'\n", o->real_speed);
+        return -1;
+    }
     if (!p) {
         /* a file: as given, or platforms/NAME.xml beside the binary */
         const char *env = getenv("HERD_PLATFORMS");
@@ -812,14 +832,9 @@ static int smpirun_line_make(const sim_opts *o, const sim_cluster *c, size_t wor
      * than Open MPI's Rabenseifner at 256 ranks. */
     argv[n++] = "--cfg=smpi/coll-selector:ompi";
     if (o->measured) {
-        double rs = 20e9;
-        if (o->real_speed && parse_unit(o->real_speed, strlen(o->real_speed), speed_units, &rs)) {
-            fprintf(stderr, "herd: --real-speed: expected a rate such as 20Gf, got '%s'\n", o->real_speed);
-            return -1;
-        }
         /* herd-sim times the compute itself (src/comm/sim.h), by each rank's
          * thread's CPU time: a thread per rank */
-        snprintf(l->speed_env, sizeof l->speed_env, "HERD_SIM_REAL_SPEED=%.17g", rs);
+        snprintf(l->speed_env, sizeof l->speed_env, "HERD_SIM_REAL_SPEED=%.17g", c->real_speed);
         argv[n++] = "--cfg=contexts/factory:thread";
     }
     argv[n++] = "--cfg=smpi/simulate-computation:no";
@@ -875,7 +890,9 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
     char dir[PATH_MAX], bin[PATH_MAX + 16], xml[PATH_MAX + 32], hosts[PATH_MAX + 32];
     /* from here a signal stops smpirun's process group and the files go */
     herd__cli_catch_signals();
-    if (sim_binary(o, bin, sizeof bin) != 0 || sim_workdir(o, dir, sizeof dir) != 0)
+    if (sim_binary(o, bin, sizeof bin) != 0)
+        return o->bin ? 2 : 1; /* --bin naming no program is a usage error; herd-sim not built, a failure */
+    if (sim_workdir(o, dir, sizeof dir) != 0)
         return 1;
     snprintf(xml, sizeof xml, "%s/platform.xml", dir);
     snprintf(hosts, sizeof hosts, "%s/hosts", dir);
@@ -916,7 +933,7 @@ static int sim_launch(const sim_opts *o, const sim_cluster *c, size_t workers, c
     if (!o->keep)
         env[nenv++] = tmpdir;
     double real_s = 0;
-    herd__spawn run = {.argv = line.argv, .env = env, .timeout_s = o->timeout_s > 0 ? o->timeout_s : 86400,
+    herd__spawn run = {.argv = line.argv, .env = env, .timeout_s = o->timeout_s,
                        .grace_s = HERD__SPAWN_GRACE_S, .on_line = train ? on_train_line : NULL, .ctx = &out};
     rc = herd__cli_spawn(&run, &real_s);
     if (herd__cli_stop_signal())
@@ -946,29 +963,19 @@ out:
 
 int herd__cli_sim(int argc, char **argv)
 {
-    /* --workers unset is SIZE_MAX here (the platform's size); a 0 given is refused */
-    sim_opts o = {.timeout_s = 86400, .workers = SIZE_MAX};
+    sim_opts o = {0};
+    herd__flags_defaults(sim_opts_table, &o);
     /* the agent's wake: a property of the hosts, set once for every run a
-     * protocol (herd compare, bench/) makes: HERD_SIM_AGENT_US, a number
-     * (a bad one is refused below, as the flag's would be) */
+     * protocol (herd compare, bench/) makes: HERD_SIM_AGENT_US, the flag's
+     * default (checked as the flag's value is) */
     const char *wake = getenv("HERD_SIM_AGENT_US");
-    if (wake && *wake) {
-        char *end;
-        o.agent_wake_us = strtod(wake, &end);
-        if (*end || end == wake) {
-            fprintf(stderr, "herd: HERD_SIM_AGENT_US='%.64s' is not a number of microseconds\n", wake);
-            return 2;
-        }
-    }
-    herd__flag f[SIM_NFLAGS];
-    sim_flags(&o, f);
-    int dash = herd__flags_parse(&(herd__flag_cmd){.cmd = "sim", .flags = f, .usage = sim_usage}, argc, argv, 2, false);
-    if (o.workers == 0 || (o.workers > SIM_MAX_WORKERS && o.workers != SIZE_MAX)) {
-        fprintf(stderr, "herd: --workers must be in [1, %d], got %zu\n", SIM_MAX_WORKERS, o.workers);
+    herd_err err = {0};
+    if (wake && *wake && herd_opt_parse(herd_opt_find(sim_opts_table, "agent-wake-us"), &o, wake, &err) < 0) {
+        fprintf(stderr, "herd: HERD_SIM_AGENT_US='%.64s': %s\n", wake, err.msg);
         return 2;
     }
-    if (o.workers == SIZE_MAX)
-        o.workers = 0;
+    herd__flag_cmd fc = {.cmd = "sim", .opts = sim_opts_table, .obj = &o, .usage = sim_usage};
+    int dash = herd__flags_parse(&fc, argc, argv, 2, false);
     for (size_t i = 0; i < o.cfg.n; i++) {
         if (check_sim_cfg(o.cfg.v[i]) != 0)
             return 2;
@@ -1003,19 +1010,6 @@ int herd__cli_sim(int argc, char **argv)
     if (has_arg(cmd, ncmd, "--fail") || has_arg(cmd, ncmd, "--checkpoint")) {
         fprintf(stderr, "herd: sim does not take --fail or --checkpoint: all simulated workers live in one process, "
                         "where a worker that stops for good ends the whole simulation\n");
-        return 2;
-    }
-    if (!(o.step_overhead_s >= 0 && o.step_overhead_s <= 3600)) {
-        fprintf(stderr, "herd: --step-overhead must be in [0, 3600] seconds, got %g\n", o.step_overhead_s);
-        return 2;
-    }
-    if (!(o.agent_wake_us >= 0 && o.agent_wake_us <= 1e6)) {
-        fprintf(stderr, "herd: --agent-wake-us (or HERD_SIM_AGENT_US) must be in [0, 1000000] microseconds, got %g\n",
-                o.agent_wake_us);
-        return 2;
-    }
-    if (!(o.timeout_s > 0)) {
-        fprintf(stderr, "herd: --real-timeout must be positive\n");
         return 2;
     }
     sim_cluster *c = calloc(1, sizeof *c);
