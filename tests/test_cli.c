@@ -517,9 +517,18 @@ static void test_no_state_between_commands(void)
     ASSERT_EQ_INT(in_proc.nallreduce, 1);
     ASSERT_TRUE(in_proc.allreduce.opts.wire == HERD_F16 && in_proc.allreduce.versus_native);
     ASSERT_TRUE(in_proc.allreduce.workers == 3 && same_str(in_proc.allreduce.engine, "threads"));
+    RUN_IN_PROCESS(&o, "bench", "allreduce", "--min-bytes", "8", "--max-bytes=16", "--iters", "3", "--segment-bytes",
+                   "4096", "--warmup", "0");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_TRUE(in_proc.allreduce.min_bytes == 8 && in_proc.allreduce.max_bytes == 16 && in_proc.allreduce.iters == 3);
+    ASSERT_TRUE(in_proc.allreduce.opts.segment_bytes == 4096 && in_proc.allreduce.warmup == 0);
+    RUN_IN_PROCESS(&o, "bench", "allreduce", "--iters", "0"); /* refused half-way: nothing of it is left */
+    ASSERT_EQ_INT(o.code, 2);
     RUN_IN_PROCESS(&o, "bench", "allreduce");
     ASSERT_EQ_INT(o.code, 0);
-    ASSERT_EQ_INT(in_proc.nallreduce, 2);
+    ASSERT_EQ_INT(in_proc.nallreduce, 3);
+    ASSERT_TRUE(in_proc.allreduce.min_bytes == 4096 && in_proc.allreduce.max_bytes == (size_t)64 << 20);
+    ASSERT_TRUE(in_proc.allreduce.iters == 10 && in_proc.allreduce.warmup == 2 && in_proc.allreduce.opts.segment_bytes == 0);
     ASSERT_TRUE(in_proc.allreduce.opts.wire == HERD_F32 && !in_proc.allreduce.versus_native);
     ASSERT_TRUE(in_proc.allreduce.opts.impl == HERD_ALLREDUCE_RING);
     ASSERT_TRUE(in_proc.allreduce.workers == 2 && in_proc.allreduce.engine == NULL);
@@ -711,6 +720,87 @@ static void test_exit_codes(void)
                            cases[i].args[1], cases[i].args[2] ? cases[i].args[2] : "", o.code, cases[i].code,
                            cases[i].says, o.err);
     }
+}
+
+/* Every numeric flag of every sub-command has bounds (its herd_opt row's):
+ * a value outside them is a usage error, exit 2, with the message naming
+ * the flag, its bounds and the value as typed (no pointer to --help: the
+ * flag was right, its value not); under --json the failure's line too. */
+static void test_subcommand_bounds(void)
+{
+    static const struct {
+        const char *args[8], *err;
+    } cases[] = {
+        {{"bench", "train", "--batch", "0"}, "herd: --batch must be in [1, 65536], got 0\n"},
+        {{"bench", "train", "--steps", "0"}, "herd: --steps must be in [1, 1000000], got 0\n"},
+        {{"bench", "train", "--warmup", "99999999999"}, "herd: --warmup must be in [0, 1000000], got 99999999999\n"},
+        {{"bench", "train", "--threads", "0"}, "herd: --threads must be in [1, 256], got 0\n"},
+        {{"bench", "gemm", "--size", "16385"}, "herd: --size must be in [1, 16384], got 16385\n"},
+        {{"bench", "gemm", "--reps", "0"}, "herd: --reps must be in [1, 1000000], got 0\n"},
+        {{"bench", "gemm", "--threads", "1000"}, "herd: --threads must be in [1, 256], got 1000\n"},
+        {{"bench", "allreduce", "--iters", "0"}, "herd: --iters must be in [1, 1000000], got 0\n"},
+        {{"bench", "allreduce", "--warmup", "99999999999"}, "herd: --warmup must be in [0, 1000000], got 99999999999\n"},
+        {{"bench", "allreduce", "--workers", "0"}, "herd: --workers must be in [1, 4096], got 0\n"},
+        {{"bench", "allreduce", "--min-bytes", "2"}, "herd: --min-bytes must be in [4, 4294967296], got 2\n"},
+        {{"bench", "allreduce", "--max-bytes=8589934592"}, "herd: --max-bytes must be in [4, 4294967296], got 8589934592\n"},
+        {{"bench", "allreduce", "--segment-bytes", "2147483648"},
+         "herd: --segment-bytes must be in [0, 1073741824], got 2147483648\n"},
+        {{"bench", "allreduce", "--min-bytes", "8192", "--max-bytes", "4096"},
+         "herd: --min-bytes 8192 is above --max-bytes 4096\n"},
+        {{"sim", "--workers", "4097", "--", "train"}, "herd: --workers must be in [1, 4096], got 4097\n"},
+        {{"sim", "--step-overhead", "3601", "--", "train"}, "herd: --step-overhead must be in [0, 3600], got 3601\n"},
+        {{"sim", "--agent-wake-us", "-1", "--", "train"}, "herd: --agent-wake-us must be in [0, 1000000], got -1\n"},
+        {{"sim", "--real-timeout", "0", "--", "train"}, "herd: --real-timeout must be in (0, 2592000], got 0\n"},
+        {{"compare", "--workers", "0"}, "herd: --workers must be in [1, 4096], got 0\n"},
+        {{"compare", "--epochs", "0"}, "herd: --epochs must be in [1, 100000], got 0\n"},
+        {{"compare", "--target", "0"}, "herd: --target must be in (0, 1], got 0\n"},
+        {{"compare", "--target", "1.5"}, "herd: --target must be in (0, 1], got 1.5\n"},
+        {{"compare", "--seeds", "101"}, "herd: --seeds must be in [1, 100], got 101\n"},
+        {{"compare", "--seed", "4294967296"}, "herd: --seed must be in [0, 4294967295], got 4294967296\n"},
+        {{"compare", "--eval-every-steps", "2000000000"},
+         "herd: --eval-every-steps must be in [0, 1000000000], got 2000000000\n"},
+        {{"compare", "--real-timeout", "-5"}, "herd: --real-timeout must be in (0, 2592000], got -5\n"},
+        {{"eval", "--checkpoint", "d", "--threads", "0"}, "herd: --threads must be in [1, 256], got 0\n"},
+        {{"eval", "--checkpoint", "d", "--threads", "100000"}, "herd: --threads must be in [1, 256], got 100000\n"},
+        {{"eval", "--checkpoint", "d", "--test-limit", "2000000000"},
+         "herd: --test-limit must be in [0, 1000000000], got 2000000000\n"},
+        /* export has no numeric flag: its one valued choice, refused alike */
+        {{"export", "--checkpoint", "d", "--format", "onnx", "out"}, "herd: --format must be safetensors or npy, got 'onnx'\n"},
+    };
+    herd_test_cmd o;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        herd_test_run(&o, 50, cases[i].args);
+        if (o.code != 2 || strcmp(o.err, cases[i].err))
+            herd_test_fail(__FILE__, __LINE__, "herd %s %s %s: exit %d, stderr \"%s\"; want 2, \"%s\"", cases[i].args[0],
+                           cases[i].args[1], cases[i].args[2], o.code, o.err, cases[i].err);
+    }
+    /* --json: the failure's summary line on stdout too */
+    HERD_TEST_RUN(&o, "eval", "--json", "--checkpoint", "d", "--threads", "0");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.out, "\"code\":\"usage\",\"error\":\"--threads must be in [1, 256], got 0\"");
+    /* HERD_SIM_AGENT_US, --agent-wake-us's default, is held to the row's bounds */
+    setenv("HERD_SIM_AGENT_US", "2e6", 1);
+    HERD_TEST_RUN(&o, "sim", "--", "train");
+    unsetenv("HERD_SIM_AGENT_US");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_ERR_IS(o, "herd: HERD_SIM_AGENT_US='2e6': --agent-wake-us must be in [0, 1000000], got 2e6\n");
+    /* herd sim's values read by hand (a rate, a program) are usage errors too */
+    HERD_TEST_RUN(&o, "sim", "--workers", "2", "--measured-compute", "--real-speed", "fast", "--dry-run", "--", "train");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_ERR_IS(o, "herd: --real-speed: expected a rate such as 20Gf, got 'fast'\n");
+    HERD_TEST_RUN(&o, "sim", "--workers", "2", "--bin", "/nonexistent/herd-sim", "--", "train");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "herd: /nonexistent/herd-sim: No such file or directory");
+    /* the defaults are the rows': each --help shows them */
+    HERD_TEST_RUN(&o, "bench", "--help");
+    ASSERT_STR_CONTAINS(o.out, "  --size N                     square matrix size (default 1024)\n");
+    ASSERT_STR_CONTAINS(o.out, "  --comm-dtype NAME            the type on the wire; fp32, fp16 or bf16 (default fp32)\n");
+    HERD_TEST_RUN(&o, "sim", "--help");
+    ASSERT_STR_CONTAINS(o.out, "  --real-timeout S             stop the simulation after S real seconds (default 86400)\n");
+    HERD_TEST_RUN(&o, "compare", "--help");
+    ASSERT_STR_CONTAINS(o.out, "  --target ACC                 test accuracy for the time-to-target column (default 0.8)\n");
+    HERD_TEST_RUN(&o, "eval", "--help");
+    ASSERT_STR_CONTAINS(o.out, "(the run's --threads gives its figures to the last digit) (default 1)\n");
 }
 
 /* No --algo: sgd for one worker (test_train_fashion_slice), allreduce for
@@ -1866,6 +1956,7 @@ const herd_test herd_tests_cli[] = {
     {"cli_train_fashion_slice", test_train_fashion_slice, 120},
     {"cli_json_everywhere", test_json_everywhere, 200},
     {"cli_exit_codes", test_exit_codes, 120},
+    {"cli_subcommand_bounds", test_subcommand_bounds, 60},
     {"cli_default_algo", test_default_algo, 60},
     {"cli_eval_at_start", test_eval_at_start, 60},
     {"cli_eval_every_steps", test_eval_every_steps, 60},
