@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes the fuzzers' seed corpora and the CLI dictionary into OUT:
 OUT/idx, OUT/cifar, OUT/ckpt, OUT/cli (one valid input or more each) and
-OUT/cli.dict (every `herd train` flag, read from src/cli/herd.c, the run's
-option table src/run/options.c and the algorithms' tables)."""
+OUT/cli.dict (every flag of every sub-command: the herd_opt rows of
+src/cli/*.c, the run's option table src/run/options.c and the algorithms'
+tables)."""
 import os, re, struct, sys
 
 out = sys.argv[1]
@@ -60,18 +61,25 @@ lines = [
     ["train", "--checkpoint", "ck", "--checkpoint-every", "10", "--keep", "2", "--resume"],
     ["train", "--comm-dtype", "fp16", "--allreduce", "native", "--schedule", "step", "--json"],
     ["algos"], ["version"], ["train", "--help"],
+    ["bench", "allreduce", "--iters", "3", "--min-bytes=8", "--comm-dtype", "bf16"],
+    ["bench", "gemm", "--size", "64", "--threads", "2"],
+    ["sim", "--workers", "4", "--slow", "1:2", "--", "train", "--algo", "asgd"],
+    ["compare", "--seeds", "2", "--target", "0.5", "--", "allreduce --lr 0.1"],
+    ["eval", "--checkpoint", "ck", "--threads", "2", "--json"],
+    ["export", "--checkpoint", "ck", "--format", "npy", "out"],
 ]
 for i, l in enumerate(lines):
     put("cli", "args-%d" % i, b"\0".join(a.encode() for a in l))
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-src = open(os.path.join(root, "src", "cli", "herd.c")).read()
-run_src = open(os.path.join(root, "src", "run", "options.c")).read()
-algo_src = "".join(open(os.path.join(root, "src", "algo", f)).read() for f in sorted(os.listdir(os.path.join(root, "src", "algo"))) if f.endswith(".c"))
-# herd train's own flags and every algorithm's options
-flags = sorted(set(re.findall(r'\{"([a-z0-9-]+)", HERD__FLAG_', src) +
-                   re.findall(r'\{\.name = "([a-z0-9-]+)", \.type = HERD_OPT_', run_src + algo_src)))
+def sources(*parts):
+    d = os.path.join(root, "src", *parts)
+    return "".join(open(os.path.join(d, f)).read() for f in sorted(os.listdir(d)) if f.endswith(".c"))
+# every sub-command's flags (src/cli), the run's options and every algorithm's
+flags = sorted(set(re.findall(r'\{\.name = "([a-z0-9-]+)", \.type = HERD_OPT_',
+                              sources("cli") + sources("run") + sources("algo"))))
 with open(os.path.join(out, "cli.dict"), "w") as f:
     for fl in flags:
         f.write('"--%s"\n' % fl)
-    for w in ("train", "bench", "algos", "=", "@", ":", "\\x00"):
+    for w in ("train", "bench", "gemm", "allreduce", "sim", "compare", "eval", "export", "algos", "engines",
+              "--", "=", "@", ":", ",", "\\x00"):
         f.write('"%s"\n' % w)
