@@ -22,4 +22,5 @@
     X(export)               \
     X(outpath)              \
     X(config)               \
-    X(threads)
+    X(threads)              \
+    X(args)

@@ -125,7 +125,13 @@ struct herd_comm {
     const herd_engine_clock *clock;
 };
 
-/* The wrappers: argument checks, byte counts, timeouts. */
+/* The wrappers: argument checks, byte counts, timeouts. HERD_EINVAL, the
+ * detail in herd_comm_last_error(c): a peer, target or root that is not a
+ * rank (>= size), a NULL buffer for a non-zero length, a NULL req, done or
+ * win, a negative tag, a count whose bytes overflow, a window range
+ * (offset + length) past the end of the target's window (the engine's
+ * check), heavy ball's v and x ranges overlapping; c NULL, with no detail
+ * (there is no c to hold it). herd_comm_win_free(c, NULL) is a no-op. */
 herd_status herd_comm_isend(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req);
 herd_status herd_comm_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_t bytes, herd_req **req);
 /* As isend, but the request completes only once the receiver has matched
@@ -306,7 +312,9 @@ herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_al
 bool herd_allreduce_applies_in_place(const herd_comm *c, const herd_allreduce_opts *o);
 /* buf on every rank = buf on root. */
 herd_status herd_broadcast(herd_comm *c, void *buf, size_t bytes, size_t root);
-/* out (size * bytes) = concatenation of every rank's `in` (bytes each). */
+/* out (size * bytes) = concatenation of every rank's `in` (bytes each).
+ * herd_allreduce, herd_broadcast and herd_allgather check their arguments
+ * as the wrappers above do (opts->wire and opts->impl: one of their enums). */
 herd_status herd_allgather(herd_comm *c, const void *in, void *out, size_t bytes);
 
 /* fp32 <-> fp16 / bf16 conversion (round to nearest even; fp16 saturates to

@@ -204,7 +204,8 @@ herd_status herd_world_create(const herd_engine *e, size_t workers, herd_world *
 herd_status herd_world_endpoint(herd_world *w, size_t rank, herd_comm **out, herd_err *err);
 void herd_world_fail(herd_world *w, size_t rank);
 void herd_world_close(herd_world *w);
-/* Runs fn(arg0 + i * stride bytes) for each local worker i of w, to its
+/* Runs fn(arg0 + i * stride bytes) for each local worker i of w (neither
+ * NULL: HERD_EINVAL), to its
  * end: on the calling thread where there is one (an engine's calls may have
  * to stay on the thread that made the endpoint, as MPI's do), else on a
  * thread each. Where a thread cannot start, the world is failed (the

@@ -6,6 +6,15 @@
  *
  * A detailed, human-readable message travels in a herd_err the caller owns
  * (functions that take one fill it on failure; passing NULL is allowed).
+ * Arguments: every function that returns a herd_status checks its arguments
+ * before it does anything. A NULL where a pointer is needed (a buffer may be
+ * NULL for a length of 0, and where its header says so), a count or index
+ * beyond its array or its world (a rank, a window's length), an unknown name
+ * or an enum out of range is HERD_EINVAL, with a message naming the function
+ * and the argument in its herd_err, or where it takes none in its object's
+ * (herd_comm_last_error, herd_worker.err); where it has neither (a NULL
+ * herd_comm, the parsers of names), the status alone says it.
+ *
  * Thread-safety: everything here is reentrant; there is no global state.
  */
 #ifndef HERD_STATUS_H

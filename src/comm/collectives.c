@@ -301,6 +301,8 @@ static bool takes_engines_own(const herd_comm *c, const herd_allreduce_opts *o)
 
 herd_status herd_allreduce(herd_comm *c, float *buf, size_t count, const herd_allreduce_opts *opts)
 {
+    if (!c) /* no err to name it in: the status alone */
+        return HERD_EINVAL;
     herd_allreduce_opts o = opts ? *opts : (herd_allreduce_opts){0};
     if (o.wire != HERD_F32 && o.wire != HERD_F16 && o.wire != HERD_BF16)
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allreduce: opts->wire %d is not a herd_dtype", c->rank,
@@ -356,6 +358,8 @@ void herd__allreduce_finish(float *buf, size_t count, const herd_allreduce_opts 
 
 herd_status herd_allgather(herd_comm *c, const void *in, void *out, size_t bytes)
 {
+    if (!c)
+        return HERD_EINVAL;
     size_t n = c->size, r = c->rank, right = (r + 1) % n, left = (r + n - 1) % n;
     if (bytes && (!in || !out))
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: allgather: %s is NULL for %zu bytes", c->rank,
@@ -392,6 +396,8 @@ herd_status herd_allgather(herd_comm *c, const void *in, void *out, size_t bytes
  * a large one streams down the tree instead of waiting at every level. */
 herd_status herd__broadcast_seg(herd_comm *c, void *buf, size_t bytes, size_t root, size_t segment_bytes)
 {
+    if (!c)
+        return HERD_EINVAL;
     size_t n = c->size;
     if (root >= n)
         return herd_err_set(&c->err, HERD_EINVAL, "rank %zu: broadcast: root %zu is not a rank (size %zu)", c->rank,

@@ -41,11 +41,14 @@ static herd_status check_ptr(herd_comm *c, const void *p, const char *fn, const 
     return HERD_OK;
 }
 
-/* The checks shared by isend and irecv. */
+/* The checks shared by isend and irecv. A NULL c has no err to name the
+ * argument in: the status alone says it, as in every wrapper. */
 static herd_status check_p2p(herd_comm *c, size_t peer, int tag, const void *buf, size_t bytes, herd_req **req,
                              const char *fn)
 {
     herd_status st;
+    if (!c)
+        return HERD_EINVAL;
     if ((st = check_rank(c, peer, fn, "peer")) < 0 || (st = check_buf(c, buf, bytes, fn, "buf")) < 0 ||
         (st = check_ptr(c, req, fn, "req")) < 0)
         return st;
@@ -91,6 +94,8 @@ herd_status herd_comm_irecv(herd_comm *c, size_t peer, int tag, void *buf, size_
 
 herd_status herd_comm_wait(herd_comm *c, herd_req *req)
 {
+    if (!c)
+        return HERD_EINVAL;
     herd_status st = check_ptr(c, req, "wait", "req");
     if (st < 0)
         return st;
@@ -105,6 +110,8 @@ herd_status herd_comm_wait(herd_comm *c, herd_req *req)
 herd_status herd_comm_test(herd_comm *c, herd_req *req, bool *done)
 {
     herd_status st;
+    if (!c)
+        return HERD_EINVAL;
     if ((st = check_ptr(c, req, "test", "req")) < 0 || (st = check_ptr(c, done, "test", "done")) < 0)
         return st;
     *done = false;
@@ -138,6 +145,8 @@ herd_status herd_comm_recv(herd_comm *c, size_t peer, int tag, void *buf, size_t
 
 herd_status herd_comm_barrier(herd_comm *c)
 {
+    if (!c)
+        return HERD_EINVAL;
     double t0 = herd__now();
     c->collectives += c->size > 1;
     herd_status st = c->ops->barrier(c, t0 + herd__comm_timeout(c));
@@ -149,6 +158,8 @@ herd_status herd_comm_barrier(herd_comm *c)
  * leaves every win_* hook NULL, and a caller learns so here, not by a crash. */
 static herd_status check_windows(herd_comm *c, const char *fn)
 {
+    if (!c)
+        return HERD_EINVAL;
     if (!c->ops->win_create || !c->ops->win_lock)
         return herd_err_set(&c->err, HERD_EUNSUPPORTED, "rank %zu: %s: the %s engine has no one-sided windows",
                             c->rank, fn, c->ops->name);
@@ -158,6 +169,8 @@ static herd_status check_windows(herd_comm *c, const char *fn)
 static herd_status win_create(herd_comm *c, void *base, size_t bytes, unsigned flags, herd_win **win)
 {
     herd_status st;
+    if (!c)
+        return HERD_EINVAL;
     if ((st = check_buf(c, base, bytes, "win_create", "base")) < 0 ||
         (st = check_ptr(c, win, "win_create", "win")) < 0)
         return st;

@@ -146,6 +146,8 @@ herd_status herd_world_run(herd_world *w, void *(*fn)(void *), void *arg0, size_
 {
     herd_status st = HERD_OK;
     char *arg = arg0;
+    if (!w || !fn)
+        return herd_err_set(err, HERD_EINVAL, "herd_world_run: %s is NULL", w ? "fn" : "world");
     if (w->nlocal == 1) {
         fn(arg);
         return HERD_OK;
