@@ -212,9 +212,175 @@ static void test_engine(void)
     herd_world_free(w);
 }
 
+/* ---- herd_data.h ------------------------------------------------------- */
+
+static void test_data(void)
+{
+    herd_err err;
+    herd_dataset d, train, test;
+    herd_loader l;
+    bool known;
+    size_t c, h, w, k;
+    const char *one[1] = {NULL};
+    BAD(herd_data_load_idx(NULL, "labels", &d, &err), "images_path is NULL");
+    BAD(herd_data_load_idx("images", NULL, &d, &err), "labels_path is NULL");
+    BAD(herd_data_load_idx("images", "labels", NULL, &err), "out is NULL");
+    BAD(herd_data_load_cifar(one, 1, NULL, &err), "out is NULL");
+    BAD(herd_data_load_cifar(NULL, 1, &d, &err), "paths is NULL");
+    BAD(herd_data_load_cifar(one, 1, &d, &err), "paths[0] is NULL");
+    BAD(herd_data_load_cifar(one, 0, &d, &err), "no CIFAR files");
+    BAD(herd_data_synthetic(NULL, 10, 1, &d, &err), "spec is NULL");
+    BAD(herd_data_synthetic("4:2", 10, 1, NULL, &err), "out is NULL");
+    BAD(herd_data_synthetic("4x0x4:2", 10, 1, &d, &err), "at least 1");
+    BAD(herd_data_synthetic("4:1", 10, 1, &d, &err), "classes");
+    BAD(herd_data_synthetic("four:2", 10, 1, &d, &err), "expected CxHxW:K");
+    BAD(herd_data_synthetic("4:2", 0, 1, &d, &err), "0 examples");
+    BAD(herd_data_shape("synthetic:4:2", NULL, &c, &h, &w, &k, &err), "known is NULL");
+    BAD(herd_data_shape("synthetic:4:2", &known, NULL, &h, &w, &k, &err), "c is NULL");
+    BAD(herd_data_shape("synthetic:4:2", &known, &c, NULL, &w, &k, &err), "h is NULL");
+    BAD(herd_data_shape("synthetic:4:2", &known, &c, &h, NULL, &k, &err), "w is NULL");
+    BAD(herd_data_shape("synthetic:4:2", &known, &c, &h, &w, NULL, &err), "k is NULL");
+    BAD(herd_data_shape("synthetic:4x4:2", &known, &c, &h, &w, &k, &err), "expected CxHxW:K");
+    BAD(herd_data_open("synthetic:4:2", 1, NULL, &test, &err), "train is NULL");
+    BAD(herd_data_open("synthetic:4:2", 1, &train, NULL, &err), "test is NULL");
+    BAD(herd_data_open("synthetic:4:0", 1, &train, &test, &err), "classes");
+
+    ASSERT_OK(herd_data_synthetic("4:2", 16, 1, &d, NULL));
+    BAD(herd_loader_init(NULL, &d, 4, 0, 1, 1, true, &err), "l is NULL");
+    BAD(herd_loader_init(&l, NULL, 4, 0, 1, 1, true, &err), "d is NULL");
+    BAD(herd_loader_init(&l, &d, 0, 0, 1, 1, true, &err), "batch 0");
+    BAD(herd_loader_init(&l, &d, 4, 0, 0, 1, true, &err), "0 workers");
+    BAD(herd_loader_init(&l, &d, 4, 2, 2, 1, true, &err), "rank 2");
+    BAD(herd_loader_init(&l, &d, SIZE_MAX / 2, 0, 4, 1, true, &err), "too large");
+    ASSERT_TRUE(l.perm == NULL); /* cleared, nothing to free */
+    herd_dataset_free(&d);
+}
+
+/* ---- herd_nn.h ----------------------------------------------------------- */
+
+static void test_nn(void)
+{
+    herd_err err;
+    herd_model *m = NULL;
+    herd_precision p;
+    BAD(herd_model_create(NULL, 1, 4, 4, 2, 2, 1, &m, &err), "name is NULL");
+    BAD(herd_model_create("mlp", 1, 4, 4, 2, 2, 1, NULL, &err), "out is NULL");
+    BAD(herd_model_create("no-such-model", 1, 4, 4, 2, 2, 1, &m, &err), "unknown model 'no-such-model'");
+    BAD(herd_model_create("mlp", 0, 4, 4, 2, 2, 1, &m, &err), "shape 0x4x4");
+    BAD(herd_model_create("mlp", 1, 4, 4, 1, 2, 1, &m, &err), "1 classes");
+    BAD(herd_model_create("mlp", 1, 4, 4, 2, 0, 1, &m, &err), "batch 0");
+    ASSERT_TRUE(m == NULL);
+    BAD_ST(herd_precision_parse(NULL, &p));
+    BAD_ST(herd_precision_parse("fp32", NULL));
+    BAD_ST(herd_precision_parse("fp16", &p));
+    ASSERT_OK(herd_model_create("mlp", 1, 4, 4, 2, 2, 1, &m, NULL));
+    BAD_ST(herd_model_set_precision(NULL, HERD_PRECISION_FP32));
+    BAD_ST(herd_model_set_precision(m, (herd_precision)7));
+    ASSERT_TRUE(herd_model_precision(m) == HERD_PRECISION_FP32);
+    BAD_ST(herd_model_backward(NULL, 1, NULL, NULL));
+    BAD_ST(herd_model_backward(m, 0, NULL, NULL));
+    BAD_ST(herd_model_backward(m, 3, NULL, NULL));
+    BAD_ST(herd_model_warm_up(NULL));
+    herd_model_free(m);
+}
+
+/* ---- herd_optim.h -------------------------------------------------------- */
+
+static void test_optim(void)
+{
+    herd_err err;
+    herd_schedule s;
+    herd_optimizer k;
+    herd_lr_scale ls;
+    herd_optim o;
+    herd_optim_config cfg = {.lr = 0.1f, .optimizer = HERD_OPTIMIZER_LAMB};
+    herd_param_group g[2] = {{0, 3, HERD_PARAM_WEIGHT}, {3, 2, HERD_PARAM_BIAS}};
+    BAD_ST(herd_schedule_parse(NULL, &s));
+    BAD_ST(herd_schedule_parse("const", NULL));
+    BAD_ST(herd_schedule_parse("linear", &s));
+    BAD_ST(herd_optimizer_parse(NULL, &k));
+    BAD_ST(herd_optimizer_parse("sgd", NULL));
+    BAD_ST(herd_optimizer_parse("adam", &k));
+    BAD_ST(herd_lr_scale_parse(NULL, &ls));
+    BAD_ST(herd_lr_scale_parse("none", NULL));
+    BAD_ST(herd_lr_scale_parse("sqrt", &ls));
+
+    BAD(herd_optim_init(NULL, &cfg, 5, &err), "o is NULL");
+    BAD(herd_optim_init(&o, NULL, 5, &err), "cfg is NULL");
+    BAD(herd_optim_init_groups(NULL, &cfg, g, 2, 5, &err), "o is NULL");
+    BAD(herd_optim_init_groups(&o, NULL, g, 2, 5, &err), "cfg is NULL");
+    BAD(herd_optim_init_groups(&o, &cfg, NULL, 2, 5, &err), "groups is NULL");
+    BAD(herd_optim_init_groups(&o, &cfg, g, 2, 6, &err), "cover 5 of 6");
+    BAD(herd_optim_init_groups(&o, &cfg, g + 1, 1, 5, &err), "parameter tensor 0");
+    herd_optim_config bad = cfg;
+    bad.optimizer = (herd_optimizer)3;
+    BAD(herd_optim_init(&o, &bad, 5, &err), "cfg->optimizer");
+    bad = cfg, bad.schedule = (herd_schedule)-1;
+    BAD(herd_optim_init(&o, &bad, 5, &err), "cfg->schedule");
+    bad = cfg, bad.lr_scale = (herd_lr_scale)2;
+    BAD(herd_optim_init(&o, &bad, 5, &err), "cfg->lr_scale");
+    herd_param_group kind[2] = {g[0], {3, 2, (herd_param_kind)3}};
+    BAD(herd_optim_init_groups(&o, &cfg, kind, 2, 5, &err), "groups[1].kind");
+
+    ASSERT_OK(herd_optim_init_groups(&o, &cfg, g, 2, 5, NULL));
+    size_t n = herd_optim_state_bytes(&o);
+    unsigned char *rec = malloc(n);
+    ASSERT_TRUE(rec != NULL);
+    herd_optim_state_save(&o, rec);
+    BAD(herd_optim_state_load(NULL, rec, n, &err), "o is NULL");
+    BAD(herd_optim_state_load(&o, NULL, n, &err), "buf is NULL");
+    herd_optim sgd;
+    cfg.optimizer = HERD_OPTIMIZER_SGD;
+    ASSERT_OK(herd_optim_init_groups(&sgd, &cfg, g, 2, 5, NULL));
+    BAD(herd_optim_state_load(&sgd, rec, n, &err), "--optimizer lamb");
+    herd_optim_free(&sgd);
+    herd_optim_free(&o);
+    free(rec);
+}
+
+/* ---- herd_algo.h --------------------------------------------------------- */
+
+static void test_algo(void)
+{
+    herd_err err;
+    const herd_algo_ops *ops = herd_algo_find("localsgd");
+    ASSERT_TRUE(ops != NULL && ops->opts_size > 0);
+    void *opts = calloc(1, ops->opts_size);
+    ASSERT_TRUE(opts != NULL);
+    herd_optim_config run = {.lr = 0.1f};
+    herd_optim o;
+    BAD(herd_algo_optim_init(NULL, opts, &run, NULL, 4, &o, &err), "ops is NULL");
+    BAD(herd_algo_optim_init(ops, opts, NULL, NULL, 4, &o, &err), "run is NULL");
+    BAD(herd_algo_optim_init(ops, opts, &run, NULL, 4, NULL, &err), "out is NULL");
+
+    herd_arg args[1] = {{NULL, "4"}}, foreign[1] = {{"ps-shards", "2"}}, unknown[1] = {{"no-such-flag", "1"}};
+    BAD(herd_algo_opts_parse(NULL, NULL, 0, opts, &err), "ops is NULL");
+    BAD(herd_algo_opts_parse(ops, NULL, 0, NULL, &err), "out is NULL");
+    BAD(herd_algo_opts_parse(ops, NULL, 1, opts, &err), "args is NULL");
+    BAD(herd_algo_opts_parse(ops, args, 1, opts, &err), "args[0].name is NULL");
+    BAD(herd_algo_opts_parse(ops, foreign, 1, opts, &err), "--ps-shards applies to");
+    BAD(herd_algo_opts_parse(ops, unknown, 1, opts, &err), "unknown option --no-such-flag");
+
+    herd_worker w = {0};
+    herd_algo a = {0};
+    herd_step_result res = {0};
+    BAD_ST(herd_algo_update(&a, NULL, &res, false));
+    w.err = (herd_err){0};
+    ASSERT_EQ_INT(herd_algo_update(NULL, &w, &res, false), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(w.err.msg, "herd_algo_update: a is NULL");
+    w.err = (herd_err){0};
+    ASSERT_EQ_INT(herd_algo_update(&a, &w, &res, false), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(w.err.msg, "a->ops is NULL");
+    free(opts);
+}
+
 const herd_test herd_tests_args[] = {
     {"args_comm_p2p", test_comm_p2p, 20},
     {"args_comm_windows", test_comm_windows, 20},
     {"args_engine", test_engine, 20},
+    {"args_data", test_data, 20},
+    {"args_nn", test_nn, 20},
+    {"args_optim", test_optim, 20},
+    {"args_algo", test_algo, 20},
     HERD_TEST_END,
 };

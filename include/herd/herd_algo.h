@@ -242,12 +242,15 @@ herd_status herd_algo_optim_init(const herd_algo_ops *ops, const void *opts, con
 /* A step's update, in one place (the worker loop's, and any driver of the
  * hooks): nothing when skip or after_backward took it (res->applied), the
  * algorithm's own step where it has one, else the worker's optimizer step
- * on every parameter at w->lr. Sets w->skipped for after_step. */
+ * on every parameter at w->lr. Sets w->skipped for after_step. res may be
+ * NULL; a or a->ops NULL is HERD_EINVAL in w->err (w NULL: the status
+ * alone). */
 herd_status herd_algo_update(herd_algo *a, herd_worker *w, const herd_step_result *res, bool skip);
 
 /* ops's options from their defaults and args (as herd__train_config's
  * algo_args), into out (ops->opts_size bytes), without ops->check: an
- * option ops does not have is HERD_EINVAL naming the algorithms that do. */
+ * option ops does not have is HERD_EINVAL naming the algorithms that do;
+ * so is an args[i].name NULL (args may be NULL for nargs 0). */
 herd_status herd_algo_opts_parse(const herd_algo_ops *ops, const herd_arg *args, size_t nargs, void *out, herd_err *err);
 
 /* The first algorithm's row for option `name` (and that algorithm in

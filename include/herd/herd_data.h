@@ -8,7 +8,10 @@
  *
  * Parsers check every header field and length against the file's real size
  * before allocating; a bad file is reported with HERD_ECORRUPT (or HERD_EIO /
- * HERD_ENOTFOUND) and a message naming the file and the problem.
+ * HERD_ENOTFOUND) and a message naming the file and the problem. Every
+ * herd_dataset and herd_loader to fill is cleared first, also when a call
+ * fails (nothing to free), and every pointer argument is required but
+ * where said otherwise (HERD_EINVAL naming it).
  */
 #ifndef HERD_DATA_H
 #define HERD_DATA_H
@@ -40,12 +43,15 @@ herd_status herd_data_load_idx(const char *images_path, const char *labels_path,
                                herd_dataset *out, herd_err *err);
 
 /* Reads CIFAR-10 binary-format files (records of 1 label byte + 3072 pixel
- * bytes, 3x32x32 channel-major) and concatenates them. Pixels in [0, 1]. */
+ * bytes, 3x32x32 channel-major) and concatenates them. Pixels in [0, 1].
+ * HERD_EINVAL: no file (npaths 0), or paths[i] NULL. */
 herd_status herd_data_load_cifar(const char *const *paths, size_t npaths,
                                  herd_dataset *out, herd_err *err);
 
 /* Synthetic classification data of any shape. spec is "CxHxW:K" (e.g.
- * "3x32x32:10") or "D:K" for flat vectors. Labels are learnable: each class
+ * "3x32x32:10") or "D:K" for flat vectors (another form, a dimension of 0,
+ * an example of more than 2^28 floats, K outside [2, 256], n 0 or more
+ * than 8 GiB of examples: HERD_EINVAL). Labels are learnable: each class
  * has a random prototype and examples are prototype + noise. Deterministic
  * in (spec, n, seed). */
 herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed,
@@ -54,7 +60,7 @@ herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed,
 /* The shape of the examples of spec (as herd_data_open takes it) where it
  * can be told without reading or making any data (synthetic:CxHxW:K): then
  * *known, with channels, height, width and classes; a directory's shape is
- * known once read (*known false, HERD_OK). A malformed synthetic spec is
+ * known once read (*known false, HERD_OK; so for spec NULL). A malformed synthetic spec is
  * refused (HERD_EINVAL). */
 herd_status herd_data_shape(const char *spec, bool *known, size_t *c, size_t *h, size_t *w, size_t *k, herd_err *err);
 
@@ -64,7 +70,8 @@ herd_status herd_data_shape(const char *spec, bool *known, size_t *c, size_t *h,
  *   a directory          -> Fashion-MNIST/MNIST IDX files (train-images-idx3-ubyte[.gz], ...)
  *                           or CIFAR-10 binaries (data_batch_1..5.bin, test_batch.bin)
  * Then standardizes both sets per channel with the TRAIN set's mean and std
- * (x = (x - mean) / std). seed only matters for synthetic data. */
+ * (x = (x - mean) / std). seed only matters for synthetic data. spec may be
+ * NULL; train and test may not. */
 herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train,
                            herd_dataset *test, herd_err *err);
 
@@ -95,6 +102,8 @@ typedef struct herd_loader {
     size_t epoch; /* current epoch */
 } herd_loader;
 
+/* HERD_EINVAL: batch or nworkers 0, rank >= nworkers, batch x nworkers
+ * overflowing a size_t. */
 herd_status herd_loader_init(herd_loader *l, const herd_dataset *d, size_t batch,
                              size_t rank, size_t nworkers, uint64_t seed, bool shuffle,
                              herd_err *err);

@@ -32,7 +32,9 @@ extern const char *const herd_model_names[];
 
 /* Builds model `name` for inputs of shape (c, h, w) and `nclasses` outputs,
  * able to run batches of up to max_batch examples. Parameters are initialised
- * from `seed` (He-uniform weights, zero biases, BN gamma 1 / beta 0). */
+ * from `seed` (He-uniform weights, zero biases, BN gamma 1 / beta 0).
+ * HERD_EINVAL: a name not in herd_model_names, c, h, w or max_batch 0,
+ * nclasses below 2, a shape the model cannot take. */
 herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, size_t nclasses,
                               size_t max_batch, uint64_t seed, herd_model **out, herd_err *err);
 void herd_model_free(herd_model *m);
@@ -74,7 +76,7 @@ typedef enum herd_precision {
 
 /* "fp32", "bf16" (the enum's order), NULL. */
 extern const char *const herd_precision_names[];
-/* "fp32" or "bf16"; HERD_EINVAL for anything else. */
+/* "fp32" or "bf16"; HERD_EINVAL for anything else, s or out NULL. */
 herd_status herd_precision_parse(const char *s, herd_precision *out);
 const char *herd_precision_name(herd_precision p);
 
@@ -89,7 +91,8 @@ typedef enum herd_bf16_support {
 } herd_bf16_support;
 herd_bf16_support herd_nn_bf16_support(void);
 
-/* Sets the model's precision (models are created FP32). HERD_EUNSUPPORTED
+/* Sets the model's precision (models are created FP32); m NULL or p not a
+ * herd_precision: HERD_EINVAL. HERD_EUNSUPPORTED
  * when BF16 is asked and herd_nn_bf16_support() is HERD_BF16_NONE;
  * HERD_ENOMEM when its bf16 copies cannot be had. Either way the model is
  * left as it was. */
@@ -169,14 +172,15 @@ float herd_model_loss(herd_model *m, const int32_t *y, size_t batch, size_t *nco
 const float *herd_model_logits(const herd_model *m);
 /* Backward pass of the last forward + loss. Overwrites the gradients and calls
  * ready(ctx, off, len) per parameterised layer, last layer first (ready may be
- * NULL). Stops and returns the first error ready returns. */
+ * NULL). Stops and returns the first error ready returns. HERD_EINVAL
+ * (nothing done): m NULL, batch 0 or above the model's max_batch. */
 herd_status herd_model_backward(herd_model *m, size_t batch, herd_grad_ready_fn ready, void *ctx);
 
 /* One training-mode forward and backward pass on a batch of zeros (the
  * largest batch), with the gradients and batch-norm running statistics put
  * back as they were: the kernels are compiled (oneDNN's JIT) and every
  * activation buffer touched before a timed run starts. HERD_ENOMEM if the
- * zeros cannot be had. */
+ * zeros cannot be had; HERD_EINVAL for m NULL. */
 herd_status herd_model_warm_up(herd_model *m);
 
 /* Evaluates on n examples in chunks of max_batch: mean loss and accuracy. */

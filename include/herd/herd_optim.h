@@ -76,7 +76,7 @@ double herd_optim_base_lr(const herd_optim_config *cfg);
 float herd_optim_lr(const herd_optim_config *cfg, double epoch, double total_epochs);
 
 /* Parse names ("const", "step", "cosine"; "sgd", "lars", "lamb"; "none",
- * "linear"): HERD_EINVAL for any other. */
+ * "linear"): HERD_EINVAL for any other, and for s or out NULL. */
 /* The names of the schedules, optimizers and --lr-scale modes, in their
  * enums' order, NULL-terminated. */
 extern const char *const herd_schedule_names[], *const herd_optimizer_names[], *const herd_lr_scale_names[];
@@ -102,7 +102,10 @@ typedef struct herd_optim {
  * more; lars and lamb then take the whole model as one layer). */
 herd_status herd_optim_init(herd_optim *o, const herd_optim_config *cfg, size_t n, herd_err *err);
 /* An optimizer of the n parameters that groups[0, ngroups) tile (ascending,
- * no gap, no overlap: HERD_EINVAL otherwise); groups is copied. */
+ * no gap, no overlap: HERD_EINVAL otherwise); groups is copied. Both
+ * initialisers clear *o first (nothing to free after a failure) and refuse
+ * (HERD_EINVAL) a cfg whose optimizer, schedule or lr_scale, or a group
+ * whose kind, is not one of its enum's values. */
 herd_status herd_optim_init_groups(herd_optim *o, const herd_optim_config *cfg, const herd_param_group *groups,
                                    size_t ngroups, size_t n, herd_err *err);
 void herd_optim_free(herd_optim *o);

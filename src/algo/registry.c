@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "algo/algos.h"
+#include "core/args.h"
 
 /* Every algorithm, in the order `herd algos` lists them: one line each (the
  * table of algorithm x is herd__algo_x, defined in its own file). */
@@ -53,8 +54,15 @@ static herd_status foreign_option(const herd_algo_ops *ops, const char *name, he
 
 herd_status herd_algo_opts_parse(const herd_algo_ops *ops, const herd_arg *args, size_t nargs, void *out, herd_err *err)
 {
-    herd_status st = herd_opt_defaults(ops->opts, out, err);
+    herd_status st = HERD__NONNULL(err, ops, out);
+    if (st == HERD_OK && nargs && !args)
+        st = HERD__NONNULL(err, args);
+    if (st < 0)
+        return st;
+    st = herd_opt_defaults(ops->opts, out, err);
     for (size_t i = 0; st == HERD_OK && i < nargs; i++) {
+        if (!args[i].name)
+            return herd_err_set(err, HERD_EINVAL, "herd_algo_opts_parse: args[%zu].name is NULL", i);
         const herd_opt *row = herd_opt_find(ops->opts, args[i].name);
         st = row ? herd_opt_parse(row, out, args[i].value, err) : foreign_option(ops, args[i].name, err);
     }
@@ -76,6 +84,10 @@ const herd_opt *herd_algo_opt_find(const char *name, const herd_algo_ops **owner
 
 herd_status herd_algo_update(herd_algo *a, herd_worker *w, const herd_step_result *res, bool skip)
 {
+    if (!w)
+        return HERD_EINVAL;
+    if (!a || !a->ops) /* every step: two comparisons, named in the worker's err */
+        return herd_err_set(&w->err, HERD_EINVAL, "herd_algo_update: %s is NULL", a ? "a->ops" : "a");
     w->skipped = skip;
     if (skip || (res && res->applied))
         return HERD_OK;
@@ -88,6 +100,9 @@ herd_status herd_algo_update(herd_algo *a, herd_worker *w, const herd_step_resul
 herd_status herd_algo_optim_init(const herd_algo_ops *ops, const void *opts, const herd_optim_config *run,
                                  const herd_model *model, size_t n, herd_optim *out, herd_err *err)
 {
+    herd_status st = HERD__NONNULL(err, ops, run, out);
+    if (st < 0)
+        return st;
     herd_optim_config oc = *run;
     if (ops->optim_config)
         ops->optim_config(ops, opts, &oc);
@@ -98,7 +113,7 @@ herd_status herd_algo_optim_init(const herd_algo_ops *ops, const void *opts, con
     if (!groups)
         return herd_err_set(err, HERD_ENOMEM, "out of memory for %zu parameter tensors", ng);
     herd_model_param_groups(model, groups, ng);
-    herd_status st = herd_optim_init_groups(out, &oc, groups, ng, n, err);
+    st = herd_optim_init_groups(out, &oc, groups, ng, n, err);
     free(groups);
     return st;
 }

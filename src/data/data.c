@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "core/args.h"
 #include "core/digest.h"
 #include "data/data_parse.h"
 #include "herd/herd_rng.h"
@@ -103,7 +104,9 @@ herd_status herd_data_load_idx(const char *images_path, const char *labels_path,
     herd_status st = HERD_OK;
     unsigned char *img = NULL, *lab = NULL;
     size_t ni = 0, nl = 0;
-    memset(out, 0, sizeof *out);
+    if (out) /* a failed call leaves nothing to free */
+        memset(out, 0, sizeof *out);
+    HERD_TRY(HERD__NONNULL(err, images_path, labels_path, out));
     HERD_TRY(read_file(images_path, &img, &ni, err));
     HERD_TRY(read_file(labels_path, &lab, &nl, err));
     st = herd__data_parse_idx(img, ni, lab, nl, images_path, labels_path, out, err);
@@ -209,9 +212,17 @@ herd_status herd_data_load_cifar(const char *const *paths, size_t npaths, herd_d
 {
     herd_status st = HERD_OK;
     unsigned char *buf = NULL;
+    if (!out)
+        return HERD__NONNULL(err, out);
     memset(out, 0, sizeof *out);
+    if (npaths && !paths)
+        return HERD__NONNULL(err, paths);
     for (size_t f = 0; f < npaths; f++) {
         size_t len;
+        if (!paths[f]) {
+            st = herd_err_set(err, HERD_EINVAL, "herd_data_load_cifar: paths[%zu] is NULL", f);
+            goto out;
+        }
         HERD_TRY(read_file(paths[f], &buf, &len, err));
         HERD_TRY(herd__data_parse_cifar(buf, len, paths[f], out, err));
         free(buf);
@@ -271,10 +282,13 @@ bad:
 
 herd_status herd_data_shape(const char *spec, bool *known, size_t *c, size_t *h, size_t *w, size_t *k, herd_err *err)
 {
+    herd_status st = HERD__NONNULL(err, known, c, h, w, k);
+    if (st < 0)
+        return st;
     *known = false;
     if (!spec || strncmp(spec, "synthetic:", 10))
         return HERD_OK;
-    herd_status st = parse_spec(spec + 10, c, h, w, k, err);
+    st = parse_spec(spec + 10, c, h, w, k, err);
     *known = st == HERD_OK;
     return st;
 }
@@ -283,7 +297,10 @@ herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed, herd_
 {
     herd_status st = HERD_OK;
     size_t c = 0, h = 0, w = 0, k = 0;
+    if (!out)
+        return HERD__NONNULL(err, out);
     memset(out, 0, sizeof *out);
+    HERD_TRY(HERD__NONNULL(err, spec));
     HERD_TRY(parse_spec(spec, &c, &h, &w, &k, err));
     size_t dim = c * h * w;
     if (n == 0) {
@@ -397,8 +414,12 @@ static uint64_t dataset_digest(const herd_dataset *d)
 herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train, herd_dataset *test, herd_err *err)
 {
     herd_status st = HERD_OK;
-    memset(train, 0, sizeof *train);
-    memset(test, 0, sizeof *test);
+    if (train) /* a failed call leaves nothing to free */
+        memset(train, 0, sizeof *train);
+    if (test)
+        memset(test, 0, sizeof *test);
+    if ((st = HERD__NONNULL(err, train, test)) < 0)
+        return st;
     spec = spec_or_default(spec);
     if (!strncmp(spec, "synthetic:", 10)) {
         HERD_TRY(herd_data_synthetic(spec + 10, 60000, seed, train, err));
@@ -468,9 +489,16 @@ out:
 herd_status herd_loader_init(herd_loader *l, const herd_dataset *d, size_t batch, size_t rank, size_t nworkers,
                              uint64_t seed, bool shuffle, herd_err *err)
 {
-    memset(l, 0, sizeof *l);
+    if (l) /* a failed call leaves nothing to free */
+        memset(l, 0, sizeof *l);
+    herd_status st = HERD__NONNULL(err, l, d);
+    if (st < 0)
+        return st;
     if (!batch || !nworkers || rank >= nworkers)
         return herd_err_set(err, HERD_EINVAL, "loader: batch %zu, rank %zu of %zu workers", batch, rank, nworkers);
+    if (batch > SIZE_MAX / nworkers) /* herd_loader_steps divides by their product */
+        return herd_err_set(err, HERD_EINVAL, "herd_loader_init: batch %zu x nworkers %zu is too large", batch,
+                            nworkers);
     l->perm = malloc((d->n ? d->n : 1) * sizeof(size_t));
     if (!l->perm)
         return herd_err_set(err, HERD_ENOMEM, "loader: out of memory");

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/args.h"
 #include "herd/herd_rng.h"
 #include "nn/model.h"
 
@@ -327,9 +328,11 @@ oom:
 herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, size_t nclasses,
                               size_t max_batch, uint64_t seed, herd_model **out, herd_err *err)
 {
-    herd_status st = HERD_OK;
+    herd_status st = HERD__NONNULL(err, name, out);
+    if (st < 0)
+        return st;
     *out = NULL;
-    if (!name || !c || !h || !w || nclasses < 2 || !max_batch)
+    if (!c || !h || !w || nclasses < 2 || !max_batch)
         return herd_err_set(err, HERD_EINVAL, "model: invalid shape %zux%zux%zu, %zu classes, batch %zu",
                             c, h, w, nclasses, max_batch);
     const model_def *def = NULL;
@@ -418,6 +421,8 @@ const char *const herd_precision_names[] = {"fp32", "bf16", NULL};
 
 herd_status herd_precision_parse(const char *s, herd_precision *out)
 {
+    if (!out)
+        return HERD_EINVAL;
     for (size_t i = 0; herd_precision_names[i]; i++)
         if (s && !strcmp(s, herd_precision_names[i])) {
             *out = (herd_precision)i;
@@ -447,6 +452,8 @@ static void drop_conv_prims(herd_model *m)
 
 herd_status herd_model_set_precision(herd_model *m, herd_precision p)
 {
+    if (!m)
+        return HERD_EINVAL;
     if (p == m->precision)
         return HERD_OK;
     if (p != HERD_PRECISION_FP32 && p != HERD_PRECISION_BF16)
@@ -692,6 +699,8 @@ float herd_model_loss(herd_model *m, const int32_t *y, size_t batch, size_t *nco
 
 herd_status herd_model_backward(herd_model *m, size_t batch, herd_grad_ready_fn ready, void *ctx)
 {
+    if (!m || batch == 0 || batch > m->max_batch) /* the activations hold max_batch examples */
+        return HERD_EINVAL;
     for (size_t i = 0; i + 1 < m->nlayers; i++)
         if (m->layers[i]->nreaders > 1 && m->layers[i]->grad)
             memset(m->layers[i]->dout, 0, batch * out_dim(m->layers[i]) * sizeof(float));
@@ -711,6 +720,8 @@ herd_status herd_model_backward(herd_model *m, size_t batch, herd_grad_ready_fn 
 
 herd_status herd_model_warm_up(herd_model *m)
 {
+    if (!m)
+        return HERD_EINVAL;
     size_t b = m->max_batch, dim = m->c * m->h * m->w;
     float *x = calloc(b * dim + 1, sizeof(float));
     int32_t *y = calloc(b, sizeof(int32_t));

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/args.h"
 #include "optim/optim_internal.h"
 
 static double sumsq(const float *x, size_t n)
@@ -152,6 +153,9 @@ void herd_optim_state_save(const herd_optim *o, void *buf)
 herd_status herd_optim_state_load(herd_optim *o, const void *buf, size_t len, herd_err *err)
 {
     uint64_t head[RECORD_WORDS];
+    herd_status st = HERD__NONNULL(err, o, buf);
+    if (st < 0)
+        return st;
     if (len < sizeof head)
         return herd_err_set(err, HERD_ECORRUPT, "the optimizer's record is %zu bytes, too short for its header", len);
     memcpy(head, buf, sizeof head);

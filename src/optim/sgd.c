@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/args.h"
 #include "optim/optim_internal.h"
 
 double herd_optim_base_lr(const herd_optim_config *cfg)
@@ -41,10 +42,10 @@ const char *const herd_schedule_names[] = {"const", "step", "cosine", NULL};
 const char *const herd_optimizer_names[] = {"sgd", "lars", "lamb", NULL};
 const char *const herd_lr_scale_names[] = {"none", "linear", NULL};
 
-/* The index of s in the NULL-terminated names, or -1. */
+/* The index of s in the NULL-terminated names, or -1 (s NULL too). */
 static int name_index(const char *const *names, const char *s)
 {
-    for (int i = 0; names[i]; i++)
+    for (int i = 0; s && names[i]; i++)
         if (!strcmp(s, names[i]))
             return i;
     return -1;
@@ -52,19 +53,19 @@ static int name_index(const char *const *names, const char *s)
 
 herd_status herd_schedule_parse(const char *s, herd_schedule *out)
 {
-    int i = name_index(herd_schedule_names, s);
+    int i = out ? name_index(herd_schedule_names, s) : -1;
     return i < 0 ? HERD_EINVAL : (*out = (herd_schedule)i, HERD_OK);
 }
 
 herd_status herd_optimizer_parse(const char *s, herd_optimizer *out)
 {
-    int i = name_index(herd_optimizer_names, s);
+    int i = out ? name_index(herd_optimizer_names, s) : -1;
     return i < 0 ? HERD_EINVAL : (*out = (herd_optimizer)i, HERD_OK);
 }
 
 herd_status herd_lr_scale_parse(const char *s, herd_lr_scale *out)
 {
-    int i = name_index(herd_lr_scale_names, s);
+    int i = out ? name_index(herd_lr_scale_names, s) : -1;
     return i < 0 ? HERD_EINVAL : (*out = (herd_lr_scale)i, HERD_OK);
 }
 
@@ -74,6 +75,9 @@ const char *herd_lr_scale_name(herd_lr_scale s) { return (unsigned)s < 2 ? herd_
 
 herd_status herd_optim_init(herd_optim *o, const herd_optim_config *cfg, size_t n, herd_err *err)
 {
+    herd_status st = HERD__NONNULL(err, o, cfg);
+    if (st < 0)
+        return st;
     herd_param_group all = {0, n, HERD_PARAM_WEIGHT};
     return herd_optim_init_groups(o, cfg, &all, n ? 1 : 0, n, err);
 }
@@ -81,7 +85,19 @@ herd_status herd_optim_init(herd_optim *o, const herd_optim_config *cfg, size_t 
 herd_status herd_optim_init_groups(herd_optim *o, const herd_optim_config *cfg, const herd_param_group *groups,
                                    size_t ngroups, size_t n, herd_err *err)
 {
+    herd_status st = HERD__NONNULL(err, o, cfg);
+    if (st < 0)
+        return st;
     memset(o, 0, sizeof *o);
+    if (ngroups && !groups)
+        return HERD__NONNULL(err, groups);
+    /* the enums a caller may have filled by hand: a step switches on them */
+    const char *bad = (unsigned)cfg->optimizer > HERD_OPTIMIZER_LAMB ? "optimizer"
+                      : (unsigned)cfg->schedule > HERD_SCHED_COSINE  ? "schedule"
+                      : (unsigned)cfg->lr_scale > HERD_LR_SCALE_LINEAR ? "lr_scale"
+                                                                       : NULL;
+    if (bad)
+        return herd_err_set(err, HERD_EINVAL, "herd_optim_init_groups: cfg->%s is not one of its enum's values", bad);
     o->cfg = *cfg;
     o->n = n;
     size_t end = 0;
@@ -89,6 +105,9 @@ herd_status herd_optim_init_groups(herd_optim *o, const herd_optim_config *cfg, 
         if (groups[k].off != end || groups[k].len > n - end)
             return herd_err_set(err, HERD_EINVAL, "parameter tensor %zu ([%zu, +%zu)) does not follow the one before "
                                 "(ending at %zu) within %zu parameters", k, groups[k].off, groups[k].len, end, n);
+        if ((unsigned)groups[k].kind > HERD_PARAM_BN)
+            return herd_err_set(err, HERD_EINVAL, "herd_optim_init_groups: groups[%zu].kind is not a herd_param_kind",
+                                k);
         end += groups[k].len;
     }
     if (end != n)
