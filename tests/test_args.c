@@ -374,6 +374,162 @@ static void test_algo(void)
     free(opts);
 }
 
+/* ---- herd_ckpt.h --------------------------------------------------------- */
+
+/* A checkpoint of 2 workers with one section, params of worker 0, in dir. */
+static herd_ckpt *small_ckpt(const char *dir)
+{
+    float p[4] = {1, 2, 3, 4};
+    herd_ckpt_info info = {.step = 3, .nparams = 4, .workers = 2, .batch = 2, .model = "mlp", .algo = "sgd"};
+    herd_ckpt_section sec = {"params", 0, p, sizeof p};
+    herd_ckpt *ck = NULL;
+    ASSERT_OK(herd_ckpt_write(dir, &info, &sec, 1, 2, NULL));
+    ASSERT_OK(herd_ckpt_read(dir, "ckpt-3.herd", &ck, NULL));
+    return ck;
+}
+
+static void test_ckpt(void)
+{
+    herd_err err;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/ck", herd_test_tmpdir());
+    ASSERT_TRUE(mkdir(dir, 0700) == 0 || errno == EEXIST);
+    float p[4] = {0};
+    herd_ckpt_info info = {.step = 1, .workers = 1, .model = "mlp", .algo = "sgd"};
+    herd_ckpt_section sec = {"params", 0, p, sizeof p}, s;
+    herd_ckpt_section bad_name = {"Params", 0, p, sizeof p}, bad_worker = {"params", 1, p, sizeof p};
+    herd_ckpt_section no_data = {"params", 0, NULL, 4};
+    BAD(herd_ckpt_write(NULL, &info, &sec, 1, 1, &err), "dir is NULL");
+    BAD(herd_ckpt_write(dir, NULL, &sec, 1, 1, &err), "info is NULL");
+    BAD(herd_ckpt_write(dir, &info, NULL, 1, 1, &err), "secs is NULL");
+    BAD(herd_ckpt_write(dir, &info, &sec, 1, 0, &err), "keep");
+    BAD(herd_ckpt_write(dir, &info, &sec, (size_t)HERD_CKPT_MAX_SECTIONS + 1, 1, &err), "sections");
+    BAD(herd_ckpt_write(dir, &info, &bad_name, 1, 1, &err), "name 'Params'");
+    BAD(herd_ckpt_write(dir, &info, &bad_worker, 1, 1, &err), "worker 1 of 1");
+    BAD(herd_ckpt_write(dir, &info, &no_data, 1, 1, &err), "4 bytes");
+
+    herd_ckpt *ck = NULL;
+    uint64_t steps[4];
+    size_t n;
+    char warn[64];
+    BAD(herd_ckpt_parse(p, sizeof p, "mem", NULL, &err), "out is NULL");
+    BAD(herd_ckpt_parse(NULL, 8, "mem", &ck, &err), "buf is NULL");
+    BAD(herd_ckpt_read(NULL, "ckpt-1.herd", &ck, &err), "dir is NULL");
+    BAD(herd_ckpt_read(dir, NULL, &ck, &err), "name is NULL");
+    BAD(herd_ckpt_read(dir, "ckpt-1.herd", NULL, &err), "out is NULL");
+    BAD(herd_ckpt_read(dir, "../ckpt-1.herd", &ck, &err), "not a plain file name");
+    BAD(herd_ckpt_list(NULL, steps, 4, &n, &err), "dir is NULL");
+    BAD(herd_ckpt_list(dir, steps, 4, NULL, &err), "n is NULL");
+    BAD(herd_ckpt_list(dir, NULL, 4, &n, &err), "steps is NULL");
+    BAD(herd_ckpt_latest(NULL, &ck, warn, sizeof warn, NULL, &err), "dir is NULL");
+    BAD(herd_ckpt_latest(dir, NULL, warn, sizeof warn, NULL, &err), "out is NULL");
+
+    ck = small_ckpt(dir);
+    float got[4];
+    BAD(herd_ckpt_find(NULL, "params", 0, &s, &err), "ck is NULL");
+    BAD(herd_ckpt_find(ck, NULL, 0, &s, &err), "name is NULL");
+    BAD(herd_ckpt_find(ck, "params", 0, NULL, &err), "out is NULL");
+    BAD(herd_ckpt_find(ck, "params", 2, &s, &err), "worker 2");
+    BAD(herd_ckpt_copy(NULL, "params", 0, got, sizeof got, &err), "ck is NULL");
+    BAD(herd_ckpt_copy(ck, NULL, 0, got, sizeof got, &err), "name is NULL");
+    BAD(herd_ckpt_copy(ck, "params", 0, NULL, sizeof got, &err), "dst is NULL");
+    BAD(herd_ckpt_copy(ck, "params", 7, got, sizeof got, &err), "worker 7");
+    BAD(herd_ckpt_copy(ck, "params", 0, got, 8, &err), "holds 16 bytes");
+
+    herd_ckpt_kept kept;
+    herd_model *m = NULL;
+    BAD(herd_ckpt_kept_info(NULL, &kept, &err), "ck is NULL");
+    BAD(herd_ckpt_kept_info(ck, NULL, &err), "out is NULL");
+    BAD(herd_ckpt_kept_model(NULL, 1, 2, 2, 2, 1, &m, &err), "ck is NULL");
+    BAD(herd_ckpt_kept_model(ck, 1, 2, 2, 2, 1, NULL, &err), "out is NULL");
+    BAD(herd_ckpt_kept_model(ck, 0, 2, 2, 2, 1, &m, &err), "shape 0x2x2");
+    ASSERT_TRUE(m == NULL);
+    herd_ckpt_free(ck);
+
+    herd_eval_config ec = {.checkpoint_dir = dir};
+    herd_eval_result er;
+    BAD(herd_eval(NULL, &er, &err), "cfg is NULL");
+    BAD(herd_eval(&ec, NULL, &err), "res is NULL");
+    ec.threads = 100000;
+    BAD(herd_eval(&ec, &er, &err), "cfg->threads");
+    ec = (herd_eval_config){0};
+    BAD(herd_eval(&ec, &er, &err), "cfg->checkpoint_dir is NULL");
+
+    char out[600];
+    snprintf(out, sizeof out, "%s/model.safetensors", herd_test_tmpdir());
+    herd_export_config xc = {.checkpoint_dir = dir, .out = out};
+    herd_export_result xr;
+    BAD(herd_export(NULL, &xr, &err), "cfg is NULL");
+    BAD(herd_export(&xc, NULL, &err), "res is NULL");
+    xc.format = (herd_export_format)5;
+    BAD(herd_export(&xc, &xr, &err), "cfg->format");
+    xc.format = HERD_EXPORT_SAFETENSORS, xc.out = NULL;
+    BAD(herd_export(&xc, &xr, &err), "cfg->out");
+    xc.out = out, xc.checkpoint_dir = NULL;
+    BAD(herd_export(&xc, &xr, &err), "cfg->checkpoint_dir is NULL");
+    struct stat sb;
+    ASSERT_TRUE(stat(out, &sb) != 0); /* nothing written */
+
+    size_t shape[5] = {2, 2, 1, 1, 1}, huge[2] = {SIZE_MAX / 2, 4};
+    BAD(herd_npy_write(NULL, shape, 2, p, &err), "path is NULL");
+    BAD(herd_npy_write(out, NULL, 2, p, &err), "shape is NULL");
+    BAD(herd_npy_write(out, shape, 2, NULL, &err), "data is NULL");
+    BAD(herd_npy_write(out, shape, 5, p, &err), "5 dimensions");
+    BAD(herd_npy_write(out, huge, 2, p, &err), "overflows");
+    ASSERT_TRUE(stat(out, &sb) != 0);
+}
+
+/* ---- herd_run.h and herd_config.h ------------------------------------------ */
+
+static void test_run(void)
+{
+    herd_err err;
+    herd_bench_allreduce_config cfg = {.engine = "threads", .workers = 2, .min_bytes = 4, .max_bytes = 4, .iters = 1};
+    herd_bench_row rows[HERD_BENCH_MAX_ROWS];
+    size_t nrows, world;
+    BAD(herd_bench_allreduce(NULL, rows, &nrows, &world, &err), "cfg is NULL");
+    BAD(herd_bench_allreduce(&cfg, NULL, &nrows, &world, &err), "rows is NULL");
+    BAD(herd_bench_allreduce(&cfg, rows, NULL, &world, &err), "nrows is NULL");
+    BAD(herd_bench_allreduce(&cfg, rows, &nrows, NULL, &err), "world is NULL");
+    herd_bench_allreduce_config bad = cfg;
+    bad.min_bytes = 0;
+    BAD(herd_bench_allreduce(&bad, rows, &nrows, &world, &err), "--min-bytes");
+    bad = cfg, bad.max_bytes = 2;
+    BAD(herd_bench_allreduce(&bad, rows, &nrows, &world, &err), "--max-bytes");
+    bad = cfg, bad.iters = 0;
+    BAD(herd_bench_allreduce(&bad, rows, &nrows, &world, &err), "--iters");
+    bad = cfg, bad.engine = "no-such-engine";
+    BAD(herd_bench_allreduce(&bad, rows, &nrows, &world, &err), "unknown engine");
+    bad = cfg, bad.workers = 0;
+    BAD(herd_bench_allreduce(&bad, rows, &nrows, &world, &err), "--workers");
+    bad = cfg, bad.opts.wire = (herd_dtype)9;
+    BAD(herd_bench_allreduce(&bad, rows, &nrows, &world, &err), "wire");
+
+    herd_train_result res = {0};
+    FILE *f = tmpfile();
+    ASSERT_TRUE(f != NULL);
+    BAD_ST(herd_train_result_json(NULL, f));
+    BAD_ST(herd_train_result_json(&res, NULL));
+    res.nlost = HERD_MAX_FAIL + 1;
+    BAD_ST(herd_train_result_json(&res, f));
+    ASSERT_EQ_INT(ftell(f), 0);
+    fclose(f);
+
+    /* herd_config.h's and herd_train's own checks */
+    herd_config *c = NULL;
+    ASSERT_OK(herd_config_new(&c));
+    BAD(herd_config_set(NULL, "lr", "0.1", &err), "cfg is NULL");
+    BAD(herd_config_set(c, NULL, "0.1", &err), "name is NULL");
+    BAD(herd_config_set(c, "no-such-option", "1", &err), "no-such-option");
+    BAD(herd_config_load(NULL, "x.conf", &err), "cfg is NULL");
+    BAD(herd_config_load(c, NULL, &err), "path is NULL");
+    BAD(herd_config_check(NULL, &err), "cfg is NULL");
+    herd_train_result tr = {0};
+    BAD(herd_train(NULL, &tr, &err), "cfg is NULL");
+    BAD(herd_train(c, NULL, &err), "res is NULL");
+    herd_config_free(c);
+}
+
 const herd_test herd_tests_args[] = {
     {"args_comm_p2p", test_comm_p2p, 20},
     {"args_comm_windows", test_comm_windows, 20},
@@ -382,5 +538,7 @@ const herd_test herd_tests_args[] = {
     {"args_nn", test_nn, 20},
     {"args_optim", test_optim, 20},
     {"args_algo", test_algo, 20},
+    {"args_ckpt", test_ckpt, 20},
+    {"args_run", test_run, 30},
     HERD_TEST_END,
 };

@@ -79,7 +79,11 @@ typedef struct herd_ckpt_section {
 } herd_ckpt_section;
 
 /* Writes DIR/ckpt-<info->step>.herd atomically (see above) and keeps the
- * newest `keep` (>= 1) checkpoints of DIR. DIR must exist. */
+ * newest `keep` (>= 1) checkpoints of DIR. DIR must exist. HERD_EINVAL:
+ * keep 0, more than HERD_CKPT_MAX_SECTIONS sections, a section's name
+ * that is not [a-z0-9_]{1,23}, its worker >= info->workers, its data NULL
+ * for a non-zero length, a (name, worker) given twice, a model or algo
+ * name that is not printable. */
 herd_status herd_ckpt_write(const char *dir, const herd_ckpt_info *info, const herd_ckpt_section *secs,
                             size_t nsecs, size_t keep, herd_err *err);
 
@@ -99,17 +103,20 @@ const char *herd_ckpt_label(const herd_ckpt *ck);
 size_t herd_ckpt_nsections(const herd_ckpt *ck);
 /* Section i in file order (i < herd_ckpt_nsections). */
 herd_ckpt_section herd_ckpt_section_at(const herd_ckpt *ck, size_t i);
-/* Finds section (name, worker): HERD_ENOTFOUND (message set) if absent. */
+/* Finds section (name, worker): HERD_ENOTFOUND (message set) if absent;
+ * HERD_EINVAL for a worker >= the checkpoint's workers (find and copy). */
 herd_status herd_ckpt_find(const herd_ckpt *ck, const char *name, uint32_t worker, herd_ckpt_section *out,
                            herd_err *err);
-/* Copies section (name, worker), which must hold exactly `bytes` bytes. */
+/* Copies section (name, worker), which must hold exactly `bytes` bytes
+ * (HERD_EINVAL otherwise); dst may be NULL for 0 bytes. */
 herd_status herd_ckpt_copy(const herd_ckpt *ck, const char *name, uint32_t worker, void *dst, size_t bytes,
                            herd_err *err);
 
 enum { HERD_CKPT_MAX_LIST = 4096 };
 
-/* The steps of DIR's ckpt-<step>.herd files, newest first (at most cap);
- * *n is how many were found (HERD_ENOTFOUND if DIR is missing). */
+/* The steps of DIR's ckpt-<step>.herd files, newest first (at most cap;
+ * steps may be NULL for cap 0); *n is how many were found (HERD_ENOTFOUND
+ * if DIR is missing). */
 herd_status herd_ckpt_list(const char *dir, uint64_t *steps, size_t cap, size_t *n, herd_err *err);
 
 /* The newest checkpoint of DIR that reads and verifies: the one whose
@@ -208,8 +215,10 @@ typedef struct herd_eval_result {
  * evaluation's test_acc and test_loss. Fails (message in err) on a missing
  * or corrupt checkpoint, missing data, or data of another shape than the
  * model's; HERD_EDATA where the checkpoint records other data than cfg->data
- * reads (its digests; not with cfg->other_data). res owns logits and
- * inputs: herd_eval_result_free. */
+ * reads (its digests; not with cfg->other_data). HERD_EINVAL: cfg->
+ * checkpoint_dir NULL or empty, cfg->threads above 256 (herd train's
+ * bound). res is cleared first, and owns logits and inputs:
+ * herd_eval_result_free. */
 herd_status herd_eval(const herd_eval_config *cfg, herd_eval_result *res, herd_err *err);
 void herd_eval_result_free(herd_eval_result *res);
 
@@ -242,10 +251,14 @@ typedef struct herd_export_result {
 /* Writes the tensors of the model DIR's newest valid checkpoint keeps
  * (herd_model_tensors: names, shapes, parameters then buffers layer by
  * layer), float32 little-endian. Each file goes to a temporary name and is
- * renamed into place: a failed export leaves what was there. */
+ * renamed into place: a failed export leaves what was there. HERD_EINVAL:
+ * cfg->checkpoint_dir NULL, cfg->out NULL or empty, cfg->format not a
+ * herd_export_format. */
 herd_status herd_export(const herd_export_config *cfg, herd_export_result *res, herd_err *err);
 
-/* One float32 array as an NPY 1.0 file (ndim <= 4), written atomically. */
+/* One float32 array as an NPY 1.0 file (ndim <= 4), written atomically.
+ * HERD_EINVAL: ndim above 4, a shape whose bytes overflow a size_t; shape
+ * may be NULL for ndim 0, data for an empty shape. */
 herd_status herd_npy_write(const char *path, const size_t *shape, size_t ndim, const float *data, herd_err *err);
 
 #endif

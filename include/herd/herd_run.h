@@ -130,12 +130,17 @@ typedef struct herd_bench_row {
 } herd_bench_row;
 
 /* Runs the allreduce benchmark; rows are filled on the process holding rank 0
- * (*nrows is 0 elsewhere); *world is the number of ranks. */
+ * (*nrows is 0 elsewhere; rows holds HERD_BENCH_MAX_ROWS); *world is the
+ * number of ranks. HERD_EINVAL: min_bytes below 4 or above max_bytes,
+ * iters 0, an unknown engine, workers outside [1, 4096] where the engine
+ * does not size the run, opts' wire or impl not one of their enums. */
 herd_status herd_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_bench_row *rows, size_t *nrows,
                                  size_t *world, herd_err *err);
 
 /* Writes the result as one JSON object (no newline) to f; a non-finite
- * number is written as null. HERD_EIO when a write fails (errno says why). */
+ * number is written as null. HERD_EIO when a write fails (errno says why);
+ * HERD_EINVAL (no message: there is no err) for res or f NULL, or
+ * res->nlost above HERD_MAX_FAIL. */
 herd_status herd_train_result_json(const herd_train_result *res, FILE *f);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "herd/herd_comm.h"
+#include "core/args.h"
 #include "run/log.h"
 
 typedef struct bench_ctx {
@@ -154,6 +155,8 @@ herd_status herd_bench_allreduce(const herd_bench_allreduce_config *cfg, herd_be
     herd_world *hw = NULL;
     bench_ctx *ctx = NULL;
     size_t nlocal = 0;
+    if ((st = HERD__NONNULL(err, cfg, rows, nrows, world)) < 0)
+        return st;
     *nrows = 0;
     if (cfg->min_bytes < sizeof(float) || cfg->max_bytes < cfg->min_bytes || cfg->iters == 0)
         return herd_err_set(err, HERD_EINVAL, "bench allreduce: need 4 <= --min-bytes <= --max-bytes and --iters >= 1");

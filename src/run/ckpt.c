@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/args.h"
 #include "core/digest.h"
 #include "run/ckpt_run.h"
 #include "run/crc32c_table.h"
@@ -184,12 +185,13 @@ static herd_status list_fd(int dirfd, const char *dir, uint64_t *steps, size_t c
     return HERD_OK;
 }
 
-/* The arguments of herd_ckpt_write, checked; *total: the file's size. */
-static herd_status check_write(const char *dir, const herd_ckpt_info *info, const herd_ckpt_section *secs, size_t nsecs,
+/* The arguments of herd_ckpt_write past its pointers, checked; *total: the
+ * file's size. */
+static herd_status check_write(const herd_ckpt_info *info, const herd_ckpt_section *secs, size_t nsecs,
                                size_t keep, uint64_t *total, herd_err *err)
 {
-    if (!dir || !info || (nsecs && !secs) || keep < 1)
-        return herd_err_set(err, HERD_EINVAL, "checkpoint: %s", !dir ? "no directory" : !info ? "no header" : keep < 1 ? "keep must be at least 1" : "no sections");
+    if (keep < 1)
+        return herd_err_set(err, HERD_EINVAL, "herd_ckpt_write: keep must be at least 1");
     if (nsecs > HERD_CKPT_MAX_SECTIONS)
         return herd_err_set(err, HERD_EINVAL, "checkpoint: %zu sections (at most %u)", nsecs,
                             (unsigned)HERD_CKPT_MAX_SECTIONS);
@@ -281,7 +283,10 @@ herd_status herd_ckpt_write(const char *dir, const herd_ckpt_info *info, const h
     char tmp[64], final[64];
     bool tmp_made = false;
     uint64_t total = 0;
-    HERD_TRY(check_write(dir, info, secs, nsecs, keep, &total, err));
+    HERD_TRY(HERD__NONNULL(err, dir, info));
+    if (nsecs)
+        HERD_TRY(HERD__NONNULL(err, secs));
+    HERD_TRY(check_write(info, secs, nsecs, keep, &total, err));
     size_t hbytes = HERD_CKPT_HEADER_BYTES + nsecs * HERD_CKPT_ENTRY_BYTES;
     if (!(hdr = make_header(info, secs, nsecs, hbytes, total))) {
         st = herd_err_set(err, HERD_ENOMEM, "checkpoint: out of memory for the header");
@@ -473,7 +478,12 @@ static herd_status adopt(unsigned char *bytes, size_t len, const char *label, he
 
 herd_status herd_ckpt_parse(const void *buf, size_t len, const char *label, herd_ckpt **out, herd_err *err)
 {
+    herd_status st = HERD__NONNULL(err, out);
+    if (st < 0)
+        return st;
     *out = NULL;
+    if (len && !buf)
+        return HERD__NONNULL(err, buf);
     unsigned char *copy = malloc(len ? len : 1);
     if (!copy)
         return herd_err_set(err, HERD_ENOMEM, "checkpoint %s: out of memory for %zu bytes", label ? label : "(memory)", len);
@@ -488,9 +498,9 @@ herd_status herd_ckpt_read(const char *dir, const char *name, herd_ckpt **out, h
     int dirfd = -1, fd = -1;
     unsigned char *buf = NULL;
     char label[256];
+    if ((st = HERD__NONNULL(err, dir, name, out)) < 0)
+        return st;
     *out = NULL;
-    if (!dir || !name)
-        return herd_err_set(err, HERD_EINVAL, "checkpoint: no %s given", dir ? "file name" : "directory");
     if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
         return herd_err_set(err, HERD_EINVAL,
                             "checkpoint name '%s' is not a plain file name inside %s (herd reads checkpoints only there)",
@@ -555,9 +565,22 @@ herd_ckpt_section herd_ckpt_section_at(const herd_ckpt *ck, size_t i)
     return ck->secs[i];
 }
 
+/* A worker no section can have (the reader checked every section's): a
+ * wrong index, not a missing section. */
+static herd_status check_worker(const herd_ckpt *ck, uint32_t worker, const char *fn, herd_err *err)
+{
+    if (worker < ck->info.workers)
+        return HERD_OK;
+    return herd_err_set(err, HERD_EINVAL, "%s: worker %" PRIu32 " is not one of checkpoint %s's %" PRIu32 " workers",
+                        fn, worker, ck->label, ck->info.workers);
+}
+
 herd_status herd_ckpt_find(const herd_ckpt *ck, const char *name, uint32_t worker, herd_ckpt_section *out,
                            herd_err *err)
 {
+    herd_status st = HERD__NONNULL(err, ck, name, out);
+    if (st < 0 || (st = check_worker(ck, worker, __func__, err)) < 0)
+        return st;
     for (size_t i = 0; i < ck->nsecs; i++)
         if (ck->secs[i].worker == worker && !strcmp(ck->secs[i].name, name)) {
             *out = ck->secs[i];
@@ -571,8 +594,10 @@ herd_status herd_ckpt_copy(const herd_ckpt *ck, const char *name, uint32_t worke
                            herd_err *err)
 {
     herd_ckpt_section s = {0};
-    herd_status st = herd_ckpt_find(ck, name, worker, &s, err);
-    if (st < 0)
+    herd_status st = HERD__NONNULL(err, ck, name);
+    if (st < 0 || (bytes && (st = HERD__NONNULL(err, dst)) < 0) || (st = check_worker(ck, worker, __func__, err)) < 0)
+        return st;
+    if ((st = herd_ckpt_find(ck, name, worker, &s, err)) < 0)
         return st;
     if (s.bytes != bytes)
         return herd_err_set(err, HERD_EINVAL,
@@ -587,12 +612,15 @@ herd_status herd_ckpt_copy(const herd_ckpt *ck, const char *name, uint32_t worke
 
 herd_status herd_ckpt_list(const char *dir, uint64_t *steps, size_t cap, size_t *n, herd_err *err)
 {
+    herd_status st = HERD__NONNULL(err, dir, n);
+    if (st < 0 || (cap && (st = HERD__NONNULL(err, steps)) < 0))
+        return st;
     *n = 0;
     int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0)
         return herd_err_set(err, errno == ENOENT ? HERD_ENOTFOUND : HERD_EIO, "checkpoint directory %s: %s", dir,
                             strerror(errno));
-    herd_status st = list_fd(dirfd, dir, steps, cap, n, false, err);
+    st = list_fd(dirfd, dir, steps, cap, n, false, err);
     close(dirfd);
     return st;
 }
@@ -612,6 +640,8 @@ herd_status herd_ckpt_latest(const char *dir, herd_ckpt **out, char *warn, size_
     size_t n = 0, nskip = 0, used = 0;
     herd_ckpt *best = NULL;
     herd_err *bad = NULL; /* per file: why it does not read (status OK: it does) */
+    if ((st = HERD__NONNULL(err, dir, out)) < 0)
+        return st;
     *out = NULL;
     if (warn && cap)
         warn[0] = 0;

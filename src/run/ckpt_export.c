@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "herd/herd_nn.h"
+#include "core/args.h"
 #include "core/json.h"
 #include "core/outpath.h"
 #include "run/ckpt_run.h"
@@ -113,10 +114,18 @@ herd_status herd_npy_write(const char *path, const size_t *shape, size_t ndim, c
 {
     unsigned char hdr[256];
     size_t count = 1;
+    herd_status st = HERD__NONNULL(err, path);
+    if (st < 0 || (ndim && (st = HERD__NONNULL(err, shape)) < 0))
+        return st;
     if (ndim > 4)
         return herd_err_set(err, HERD_EINVAL, "%s: %zu dimensions (at most 4)", path, ndim);
-    for (size_t d = 0; d < ndim; d++)
+    for (size_t d = 0; d < ndim; d++) {
+        if (shape[d] && count > SIZE_MAX / sizeof(float) / shape[d])
+            return herd_err_set(err, HERD_EINVAL, "herd_npy_write: %s: the shape's product overflows", path);
         count *= shape[d];
+    }
+    if (count && !data)
+        return HERD__NONNULL(err, data);
     size_t hlen = npy_header(hdr, sizeof hdr, shape, ndim);
     if (!hlen)
         return herd_err_set(err, HERD_EINVAL, "%s: the shape does not fit an NPY header", path);

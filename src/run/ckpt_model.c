@@ -12,6 +12,7 @@
 #include "herd/herd_algo.h"
 #include "herd/herd_data.h"
 #include "herd/herd_nn.h"
+#include "core/args.h"
 #include "core/clock.h"
 #include "core/finite.h"
 #include "core/outpath.h"
@@ -82,6 +83,9 @@ static bool meta_tail(const unsigned char *t, size_t len, herd_ckpt_kept *out)
 
 herd_status herd_ckpt_kept_info(const herd_ckpt *ck, herd_ckpt_kept *out, herd_err *err)
 {
+    herd_status st = HERD__NONNULL(err, ck, out);
+    if (st < 0)
+        return st;
     memset(out, 0, sizeof *out);
     snprintf(out->eval_model, sizeof out->eval_model, "worker0");
     herd_ckpt_section s;
@@ -118,7 +122,9 @@ herd_status herd_ckpt_kept_info(const herd_ckpt *ck, herd_ckpt_kept *out, herd_e
 herd_status herd_ckpt_kept_model(const herd_ckpt *ck, size_t c, size_t h, size_t w, size_t nclasses,
                                  size_t max_batch, herd_model **out, herd_err *err)
 {
-    herd_status st = HERD_OK;
+    herd_status st = HERD__NONNULL(err, ck, out);
+    if (st < 0)
+        return st;
     const herd_ckpt_info *in = herd_ckpt_get_info(ck);
     const char *f = herd_ckpt_label(ck);
     herd_model *m = NULL;
@@ -227,7 +233,15 @@ herd_status herd_eval(const herd_eval_config *cfg, herd_eval_result *res, herd_e
     herd_ckpt *ck = NULL;
     herd_model *m = NULL;
     herd_dataset train = {0}, test = {0};
-    memset(res, 0, sizeof *res);
+    if (res) /* a failed call leaves nothing to free */
+        memset(res, 0, sizeof *res);
+    if ((st = HERD__NONNULL(err, cfg, res)) < 0)
+        return st;
+    HERD_TRY(HERD__NONNULL(err, cfg->checkpoint_dir));
+    if (cfg->threads > 256) { /* herd train's --threads bound: herd_nn_set_threads takes an int */
+        st = herd_err_set(err, HERD_EINVAL, "herd_eval: cfg->threads must be at most 256, got %zu", cfg->threads);
+        goto out;
+    }
     HERD_TRY(herd__ckpt_open_latest(cfg->checkpoint_dir, &ck, res->checkpoint, sizeof res->checkpoint, res->warn,
                          sizeof res->warn, &res->info, &res->kept, err));
     /* the run's data, standardized with its training set as the run's was */
@@ -310,9 +324,17 @@ herd_status herd_export(const herd_export_config *cfg, herd_export_result *res, 
     herd_ckpt *ck = NULL;
     herd_model *m = NULL;
     herd_tensor *ts = NULL;
-    memset(res, 0, sizeof *res);
+    if (res)
+        memset(res, 0, sizeof *res);
+    if ((st = HERD__NONNULL(err, cfg, res)) < 0)
+        return st;
+    if ((st = HERD__NONNULL(err, cfg->checkpoint_dir)) < 0)
+        return st;
     if (!cfg->out || !*cfg->out)
-        return herd_err_set(err, HERD_EINVAL, "export: no output named");
+        return herd_err_set(err, HERD_EINVAL, "export: no output named (cfg->out)");
+    if (cfg->format != HERD_EXPORT_SAFETENSORS && cfg->format != HERD_EXPORT_NPY)
+        return herd_err_set(err, HERD_EINVAL, "herd_export: cfg->format %d is not a herd_export_format",
+                            (int)cfg->format);
     HERD_TRY(herd__ckpt_open_latest(cfg->checkpoint_dir, &ck, res->checkpoint, sizeof res->checkpoint, res->warn,
                                     sizeof res->warn, &res->info, &res->kept, err));
     HERD_TRY(export_shape(cfg, res, err));

@@ -240,6 +240,8 @@ herd_status herd_train_result_json(const herd_train_result *res, FILE *f)
      * number into null, which it can tell only with the key before it */
     char *buf = NULL;
     size_t len = 0;
+    if (!res || !f || res->nlost > HERD_MAX_FAIL) /* no err here: the status says it */
+        return HERD_EINVAL;
     FILE *m = open_memstream(&buf, &len);
     if (!m)
         return HERD_ENOMEM;
