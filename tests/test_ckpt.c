@@ -1351,7 +1351,7 @@ static void test_header_decides(void)
     /* the newest renamed to an old name: still the newest */
     HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "640",
                   "--batch", "32", "--checkpoint", dir, "--checkpoint-every", "5", "--keep", "5", "--quiet");
-    ASSERT_EQ_INT(o.code, 1); /* the directory holds checkpoints: --resume or another directory */
+    ASSERT_EQ_INT(o.code, 2); /* the directory holds checkpoints: --resume or another directory (refused first) */
     char dir2[512];
     make_dir(dir2, sizeof dir2, "renamed-old");
     HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", "mlp", "--epochs", "1", "--train-limit", "640",

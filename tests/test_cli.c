@@ -1787,6 +1787,47 @@ static void test_compare_spec_flags(void)
     ASSERT_EQ_INT(o.code, 0);
 }
 
+/* --config FILE: options one a line, overridden by the flags given with
+ * it; a --json summary given back as the configuration repeats the run to
+ * the bit; a bad file refused with its line, exit 2. */
+static void test_config_flag(void)
+{
+    char path[600], sum[600], first[16384], again[16384];
+    snprintf(path, sizeof path, "%s/run.conf", herd_test_tmpdir());
+    snprintf(sum, sizeof sum, "%s/summary.json", herd_test_tmpdir());
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f && fputs("# two workers\ndata = synthetic:1x8x8:4\nmodel = mlp\nalgo = localsgd\nworkers = 3\n"
+                           "local-steps = 2\nepochs = 1\ntrain-limit = 512\ntest-limit = 128\n", f) >= 0 && fclose(f) == 0);
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--config", path, "--workers", "2", "--local-steps=3", "--quiet", "--json");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    last_line(o.out, first, sizeof first);
+    ASSERT_STR_CONTAINS(first, "\"workers\":2,"); /* the flag over the file */
+    ASSERT_STR_CONTAINS(first, "\"algo_options\":{\"local-steps\":3}");
+    ASSERT_STR_CONTAINS(first, "\"model\":\"mlp\"");
+    f = fopen(sum, "w");
+    ASSERT_TRUE(f && fputs(first, f) >= 0 && fclose(f) == 0);
+    HERD_TEST_RUN(&o, "train", "--config", sum, "--quiet", "--json");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    last_line(o.out, again, sizeof again);
+    const char *la = strstr(first, "\"test_loss\":"), *lb = strstr(again, "\"test_loss\":");
+    ASSERT_TRUE(la && lb);
+    ASSERT_TRUE(strcspn(la, ",") == strcspn(lb, ",") && !strncmp(la, lb, strcspn(la, ","))); /* the same loss */
+    ASSERT_STR_CONTAINS(again, strstr(first, "\"options\":")); /* the same options, to the end of the line */
+    f = fopen(path, "w");
+    ASSERT_TRUE(f && fputs("model = mlp\nepochs = 0\n", f) >= 0 && fclose(f) == 0);
+    HERD_TEST_RUN(&o, "train", "--config", path, "--dry-run");
+    ASSERT_EQ_INT(o.code, 2);
+    char want[700];
+    snprintf(want, sizeof want, "herd: %s:2: --epochs must be in [1, 100000], got 0\n", path);
+    ASSERT_ERR_IS(o, want);
+    HERD_TEST_RUN(&o, "train", "--config", path, "--config=x", "--dry-run");
+    ASSERT_EQ_INT(o.code, 2);
+    ASSERT_STR_CONTAINS(o.err, "--config is given twice");
+}
+
 static void test_compare_seeds(void)
 {
     static char csv[1 << 14], sum[1 << 14], dat[3][1 << 13];
@@ -1976,6 +2017,7 @@ const herd_test herd_tests_cli[] = {
     {"cli_compare_checks_specs", test_compare_checks_specs, 60},
     {"cli_compare_signals", test_compare_signals, 150},
     {"cli_compare_spec_flags", test_compare_spec_flags, 60},
+    {"cli_config_flag", test_config_flag, 60},
     {"cli_compare_seeds", test_compare_seeds, 90},
     HERD_TEST_END,
 };

@@ -425,7 +425,7 @@ static void test_json_repeats_run(void)
     f = fopen(sum, "w");
     ASSERT_TRUE(f && fputs("{\"model\": \"mlp\", \"workers\": [2]}\n", f) >= 0 && fclose(f) == 0);
     ASSERT_TRUE(herd_config_load(c, sum, &err) == HERD_EINVAL);
-    ASSERT_STR_CONTAINS(err.msg, "not a JSON object of options");
+    ASSERT_STR_CONTAINS(err.msg, "--workers takes one value, not a list");
     f = fopen(sum, "w");
     ASSERT_TRUE(f && fputs("{\"model\": \"mlp\", \"workers\": 0}\n", f) >= 0 && fclose(f) == 0);
     ASSERT_TRUE(herd_config_load(c, sum, &err) == HERD_EINVAL);

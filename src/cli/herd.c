@@ -49,6 +49,14 @@ typedef struct train_cli {
     char ckpt_dir[4096]; /* --checkpoint FILE --resume: FILE's directory */
     /* each run option's value as typed (a bare flag: ""), for a second use's message */
     const char *given[TRAIN_MAX_ROWS];
+    /* --config FILE: its text (the options point into it), the options it
+     * set (given twice in it is refused; a flag overrides it), and how many
+     * of the algorithm's options came from it */
+    const char *config;
+    char config_text[1 << 16], config_values[1 << 16]; /* the file; the values set from it */
+    size_t config_values_len;
+    bool in_file[TRAIN_MAX_ROWS];
+    size_t file_algo_args;
 } train_cli;
 
 /* herd train's own flags, beside the run's options and the algorithms' */
@@ -58,6 +66,11 @@ static const herd_opt train_own_opts[] = {
     {.name = "no-progress", .type = HERD_OPT_BOOL, .offset = offsetof(train_cli, no_progress), .help = "no progress bar"},
     {.name = "quiet", .type = HERD_OPT_BOOL, .offset = offsetof(train_cli, quiet),
      .help = "print nothing on stderr but errors and warnings"},
+    {.name = "config", .type = HERD_OPT_STR, .offset = offsetof(train_cli, config), .flags = HERD_OPT_NONEMPTY,
+     .meta = "FILE",
+     .help = "options from FILE first: one a line, 'name = value' or 'name' as these flags without their --, or a "
+             "JSON object (a --json summary's \"options\", a --log file's start record: the run again); the flags "
+             "given here override it"},
     {.name = "dry-run", .type = HERD_OPT_BOOL, .offset = offsetof(train_cli, dry_run),
      .help = "check every option as the run would (alone, together, against the algorithm, engine and model) and "
              "exit 0: nothing is read or run (herd compare checks its specs so)"},
@@ -107,7 +120,7 @@ static void given_once(train_cli *o, const herd_opt *row, const char *val)
         before = o->given[idx];
         o->given[idx] = val ? val : "";
     } else {
-        for (size_t k = 0; k < o->cfg.nalgo_args && !before; k++)
+        for (size_t k = o->file_algo_args; k < o->cfg.nalgo_args && !before; k++)
             if (!strcmp(o->cfg.algo_args[k].name, row->name))
                 before = o->cfg.algo_args[k].value ? o->cfg.algo_args[k].value : "";
     }
@@ -116,6 +129,59 @@ static void given_once(train_cli *o, const herd_opt *row, const char *val)
     if (before)
         herd__usage_error_json(o->json_asked, NULL, "--%s is given twice ('%s', then '%s'): each flag takes one value",
                                row->name, before, val ? val : "");
+}
+
+/* One option of --config's file, as its flag would set it; given twice in
+ * the file is refused as on the command line. */
+static herd_status config_line(void *ctx, const char *name, const char *value, herd_err *err)
+{
+    train_cli *o = ctx;
+    const herd_algo_ops *owner;
+    const herd_opt *row = herd__run_option_find(name);
+    if (row && (row->flags & HERD_OPT_LIBRARY))
+        row = NULL;
+    if (row && !(row->flags & HERD_OPT_REPEAT)) {
+        size_t idx = (size_t)(row - herd__run_options);
+        HERD_ASSERT(idx < TRAIN_MAX_ROWS);
+        if (o->in_file[idx])
+            return herd_err_set(err, HERD_EINVAL, "%s is given twice: each option takes one value", name);
+        o->in_file[idx] = true;
+    }
+    if (!row && !(row = herd_algo_opt_find(name, &owner)))
+        return herd_err_set(err, HERD_EINVAL, "unknown option '%s' (herd train --help lists them)", name);
+    for (size_t k = 0; !herd__run_option_find(name) && k < o->cfg.nalgo_args; k++)
+        if (!strcmp(o->cfg.algo_args[k].name, row->name))
+            return herd_err_set(err, HERD_EINVAL, "%s is given twice: each option takes one value", name);
+    /* the value kept for the run (a JSON file's are unescaped copies that do not last) */
+    size_t len = value ? strlen(value) + 1 : 0;
+    if (o->config_values_len + len > sizeof o->config_values)
+        return herd_err_set(err, HERD_EINVAL, "more than %zu bytes of values", sizeof o->config_values);
+    char *kept = value ? memcpy(o->config_values + o->config_values_len, value, len) : NULL;
+    o->config_values_len += len;
+    return herd__config_set_arg(&o->cfg, row->name, kept, err);
+}
+
+/* --config FILE (or --config=FILE), once, before the flags that override it. */
+static void config_file(train_cli *o, int argc, char **argv)
+{
+    const char *path = NULL;
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *p = !strcmp(argv[i], "--config") ? (i + 1 < argc ? argv[i + 1] : NULL)
+                        : !strncmp(argv[i], "--config=", 9) ? argv[i] + 9
+                                                            : NULL;
+        if (!p)
+            continue; /* a missing value: the parser says so */
+        if (path)
+            herd__usage_error_json(o->json_asked, NULL, "--config is given twice ('%s', then '%s')", path, p);
+        path = p;
+    }
+    if (!path || !*path)
+        return;
+    herd_err err = {0};
+    if (herd__config_file_read(path, o->config_text, sizeof o->config_text, &err) < 0 ||
+        herd__config_each(o->config_text, path, config_line, o, &err) < 0)
+        herd__usage_error_json(o->json_asked, NULL, "%s", err.msg);
+    o->file_algo_args = o->cfg.nalgo_args;
 }
 
 /* `--name [value]`: a run option or an algorithm's, set on o->cfg (its
@@ -296,6 +362,7 @@ static int cmd_train(int argc, char **argv)
     herd__flags_defaults(train_own_opts, &o);
     for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
         o.json_asked = o.json_asked || !strcmp(argv[i], "--json");
+    config_file(&o, argc, argv);
     herd__flag_cmd c = {.cmd = "train", .opts = train_own_opts, .obj = &o, .usage = train_usage,
                         .other = option_flag, .other_ctx = &o, .json = o.json_asked};
     int end = herd__flags_parse(&c, argc, argv, 2, false);

@@ -114,6 +114,8 @@ herd_status herd__ckpt_check(const herd__train_config *cfg, const herd_algo_ops 
 {
     if (cfg->resume && !cfg->checkpoint_dir)
         return herd_err_set(err, HERD_EINVAL, "--resume needs --checkpoint DIR (the directory to resume from)");
+    if (cfg->other_data && !cfg->resume)
+        return herd_err_set(err, HERD_EINVAL, "--other-data applies to --resume (a checkpoint's run read other data)");
     if (!cfg->checkpoint_dir) {
         if (cfg->checkpoint_every)
             return herd_err_set(err, HERD_EINVAL, "--checkpoint-every needs --checkpoint DIR");
@@ -159,6 +161,15 @@ herd_status herd__ckpt_check(const herd__train_config *cfg, const herd_algo_ops 
                                 "point of the shared batch counter, which %s rules out",
                                 algo->name, why);
     }
+    uint64_t newest[1];
+    size_t held = 0;
+    if (!cfg->resume && herd_ckpt_list(cfg->checkpoint_dir, newest, 1, &held, NULL) == HERD_OK && held)
+        /* a fresh run would mix its checkpoints with these, and prune them:
+         * refused before anything is read (and by --dry-run) */
+        return herd_err_set(err, HERD_EINVAL,
+                            "checkpoint directory %s already holds checkpoints (the newest: ckpt-%" PRIu64
+                            ".herd); add --resume to continue from them, or choose another directory",
+                            cfg->checkpoint_dir, newest[0]);
     return HERD_OK;
 }
 

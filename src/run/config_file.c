@@ -18,11 +18,14 @@
  * (null: left at its default), "algo_options" an object of the
  * algorithm's; a repeatable option's values are joined with commas. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "herd/herd_algo.h"
 #include "herd/herd_config.h"
 #include "run/options.h"
 
@@ -75,31 +78,26 @@ herd_status herd__config_text_each(char *text, const char *path, herd__config_li
     return HERD_OK;
 }
 
-herd_status herd__config_file_read(const char *path, char **out, herd_err *err)
+herd_status herd__config_file_read(const char *path, char *buf, size_t cap, herd_err *err)
 {
-    *out = NULL;
-    FILE *f = fopen(path, "r");
+    /* not blocking: a FIFO with no writer would wait in open() */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat sb;
-    if (!f)
+    if (fd < 0)
         return herd_err_set(err, errno == ENOENT ? HERD_EINVAL : HERD_EIO, "--config %s: %s", path, strerror(errno));
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > MAX_FILE) {
-        fclose(f);
-        return herd_err_set(err, HERD_EINVAL, "--config %s: not a regular file of at most %d bytes", path, MAX_FILE);
+    FILE *f = NULL;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (size_t)sb.st_size >= cap || !(f = fdopen(fd, "r"))) {
+        close(fd);
+        return herd_err_set(err, HERD_EINVAL, "--config %s: not a regular file of at most %zu bytes", path, cap - 1);
     }
-    char *buf = malloc((size_t)sb.st_size + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)sb.st_size, f) : 0;
-    bool bad = !buf || ferror(f);
+    size_t n = fread(buf, 1, (size_t)sb.st_size, f);
+    bool bad = ferror(f);
     fclose(f);
-    if (bad) {
-        free(buf);
-        return herd_err_set(err, buf ? HERD_EIO : HERD_ENOMEM, "--config %s: cannot read it", path);
-    }
+    if (bad)
+        return herd_err_set(err, HERD_EIO, "--config %s: cannot read it", path);
     buf[n] = 0;
-    if (strlen(buf) != n) {
-        free(buf);
+    if (strlen(buf) != n)
         return herd_err_set(err, HERD_EINVAL, "--config %s: a NUL byte: not a text file", path);
-    }
-    *out = buf;
     return HERD_OK;
 }
 
@@ -108,7 +106,7 @@ herd_status herd__config_file_read(const char *path, char **out, herd_err *err)
 typedef struct jmember {
     char key[96];    /* "name", "options.name", "options.algo_options.name", "algo_options.name" */
     char value[512]; /* as herd_config_set takes it */
-    bool null;
+    bool null, array; /* array: a record's list ("lost"), no option's value */
 } jmember;
 
 typedef struct jparse {
@@ -177,6 +175,34 @@ static bool jstring(jparse *j, char *out, size_t cap)
 
 static bool jobject(jparse *j, const char *prefix, int depth);
 
+static bool jmember_new(jparse *j, const char *key);
+
+/* An array at j->p, passed over (a record's "lost":[...]: no option is
+ * one), kept as a member marked array. */
+static bool jskip_array(jparse *j, const char *key)
+{
+    if (!jmember_new(j, key))
+        return false;
+    j->m[j->n++].array = true;
+    char scratch[512];
+    int depth = 0;
+    do {
+        jws(j);
+        char c = *j->p;
+        if (c == '"') {
+            if (!jstring(j, scratch, sizeof scratch))
+                return false;
+            continue;
+        }
+        if (!c)
+            return false;
+        depth += c == '[' || c == '{';
+        depth -= c == ']' || c == '}';
+        j->p++;
+    } while (depth > 0);
+    return true;
+}
+
 /* One member's value at j->p: a scalar into a member, an object into
  * members under key. */
 static bool jvalue(jparse *j, const char *key, int depth)
@@ -184,16 +210,11 @@ static bool jvalue(jparse *j, const char *key, int depth)
     jws(j);
     if (*j->p == '{')
         return jobject(j, key, depth + 1);
-    if (j->n == j->cap) {
-        size_t cap = j->cap ? 2 * j->cap : 64;
-        jmember *m = realloc(j->m, cap * sizeof *m);
-        if (!m)
-            return false;
-        j->m = m, j->cap = cap;
-    }
+    if (*j->p == '[')
+        return jskip_array(j, key);
+    if (!jmember_new(j, key))
+        return false;
     jmember *m = &j->m[j->n];
-    memset(m, 0, sizeof *m);
-    snprintf(m->key, sizeof m->key, "%s", key);
     if (*j->p == '"') {
         if (!jstring(j, m->value, sizeof m->value))
             return false;
@@ -209,6 +230,21 @@ static bool jvalue(jparse *j, const char *key, int depth)
             return false;
     }
     j->n++;
+    return true;
+}
+
+/* Room for member j->n, zeroed, named key (not yet counted). */
+static bool jmember_new(jparse *j, const char *key)
+{
+    if (j->n == j->cap) {
+        size_t cap = j->cap ? 2 * j->cap : 64;
+        jmember *m = realloc(j->m, cap * sizeof *m);
+        if (!m)
+            return false;
+        j->m = m, j->cap = cap;
+    }
+    memset(&j->m[j->n], 0, sizeof j->m[j->n]);
+    snprintf(j->m[j->n].key, sizeof j->m[j->n].key, "%s", key);
     return true;
 }
 
@@ -264,6 +300,13 @@ static herd_status json_each(const char *text, const char *path, herd__config_li
             k += 8;
         if (!strncmp(k, "algo_options.", 13))
             k += 13;
+        if (j.m[i].array) {
+            const herd_algo_ops *owner;
+            bool option = herd__run_option_find(k) || herd_algo_opt_find(k, &owner);
+            st = herd_err_set(err, HERD_EINVAL, option ? "%s: --%s takes one value, not a list"
+                                                       : "%s: unknown option '%s'", path, k);
+            continue;
+        }
         if (j.m[i].null)
             continue;
         const herd_opt *row = herd__run_option_find(k);
@@ -318,10 +361,14 @@ herd_status herd_config_load(herd_config *cfg, const char *path, herd_err *err)
 {
     if (!cfg || !path)
         return herd_err_set(err, HERD_EINVAL, "herd_config_load: %s is NULL", cfg ? "path" : "cfg");
-    char *text;
-    herd_status st = herd__config_file_read(path, &text, err);
-    if (st < 0)
+    char *text = malloc(MAX_FILE + 1);
+    if (!text)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    herd_status st = herd__config_file_read(path, text, MAX_FILE + 1, err);
+    if (st < 0) {
+        free(text);
         return st;
+    }
     /* on a copy: a file refused half-way changes nothing */
     load_ctx l = {.cfg = herd_config_dup(cfg)};
     if (!l.cfg) {

@@ -44,9 +44,9 @@ herd_status herd__config_text_each(char *text, const char *path, herd__config_li
 /* herd__config_text_each, or for a text that is JSON (its first
  * character '{') its options object's members (config_file.c). */
 herd_status herd__config_each(char *text, const char *path, herd__config_line_fn fn, void *ctx, herd_err *err);
-/* A configuration file's text into *out (malloc'd, NUL-terminated; at
- * most 1 MiB, a regular file, no NUL byte). */
-herd_status herd__config_file_read(const char *path, char **out, herd_err *err);
+/* A configuration file's text into buf, NUL-terminated (a regular file of
+ * fewer than cap bytes, no NUL byte in it). */
+herd_status herd__config_file_read(const char *path, char *buf, size_t cap, herd_err *err);
 /* Exchanges the contents of a and b. */
 void herd__config_swap(herd_config *a, herd_config *b);
 

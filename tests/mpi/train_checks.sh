@@ -54,6 +54,8 @@ if [ $openmpi = 1 ]; then
     # exit 0 with a wrong answer): model, algorithm, wire type, batch, and an
     # option the agreed record takes from the run's table (HERD_OPT_AGREE).
     base=(train --data synthetic:1x12x12:4 --epochs 1 --batch 16 --train-limit 512 --test-limit 128 --timeout 30 --no-progress)
+    # --algo allreduce, unless the rank's options name the algorithm (a flag is given once)
+    algo_of() { case "$1" in *--algo*) ;; *) echo --algo allreduce ;; esac; }
     for spec in "--model lenet|--model linear|--model linear|--model lenet (rank 0) / linear (ranks 1-2)" \
         "--algo asgd|--algo allreduce|--algo asgd|--algo asgd (ranks 0,2) / allreduce (rank 1)" \
         "--comm-dtype fp16|--comm-dtype fp32|--comm-dtype fp16|--comm-dtype fp16 (ranks 0,2) / fp32 (rank 1)" \
@@ -61,8 +63,8 @@ if [ $openmpi = 1 ]; then
         "--inject-nan 0@900|--inject-nan 0@900|--inject-nan 1@900|--inject-nan 0@900 (ranks 0-1) / 1@900 (rank 2)"; do
         IFS='|' read -r a0 a1 a2 want <<<"$spec"
         # shellcheck disable=SC2086 # each spec's options are words
-        out=$(timeout 120 $mpirun -np 1 "$bin" "${base[@]}" --algo allreduce $a0 : -np 1 "$bin" "${base[@]}" --algo allreduce $a1 \
-            : -np 1 "$bin" "${base[@]}" --algo allreduce $a2 2>&1)
+        out=$(timeout 120 $mpirun -np 1 "$bin" "${base[@]}" $(algo_of "$a0") $a0 : -np 1 "$bin" "${base[@]}" $(algo_of "$a1") $a1 \
+            : -np 1 "$bin" "${base[@]}" $(algo_of "$a2") $a2 2>&1)
         rc=$?
         said=$(printf '%s\n' "$out" | grep -c "^herd: ranks started with different configurations")
         if [ $rc -eq 2 ] && [ "$said" -eq 1 ] && printf '%s\n' "$out" | grep -qF -- "$want" &&

@@ -109,8 +109,9 @@ while IFS= read -r line; do
 done < <(tests/mpi/train_checks.sh "$build/herd-sim" "${smpirun[*]}" $train 2>&1)
 
 # -- 3. herd sim -----------------------------------------------------------------
-small=(--data synthetic:1x12x12:4 --model linear --epochs 2 --batch 16 --train-limit 2048 --test-limit 512
+small1=(--data synthetic:1x12x12:4 --model linear --batch 16 --train-limit 2048 --test-limit 512
        --no-progress --quiet --json)
+small=("${small1[@]}" --epochs 2) # small1 with its epochs: each flag is given once
 # the summary: engine sim, simulated wall_s, real_s beside it
 if timeout 300 "$herd" sim --workers 4 -- train --algo allreduce "${small[@]}" >"$tmp/s.json" 2>"$tmp/s.err" &&
     grep -q '"engine":"sim"' "$tmp/s.json" && [ -n "$(field "$tmp/s.json" real_s)" ] &&
@@ -124,9 +125,11 @@ fi
 # (but for the run's id and its wall-clock start)
 for algo in allreduce adpsgd osgp; do
     for k in 1 2; do
-        timeout 300 "$herd" sim --workers 4 --slow 1:3 -- train --algo "$algo" "${small[@]}" --log "$tmp/r$k.raw" \
+        # the same --log both times: the summary's options name it
+        timeout 300 "$herd" sim --workers 4 --slow 1:3 -- train --algo "$algo" "${small[@]}" --log "$tmp/r.raw" \
             2>/dev/null | sed 's/"real_s":[0-9.]*,//; s/"run_id":"[0-9a-f]*",//' >"$tmp/r$k.json"
-        sed 's/"run_id":"[0-9a-f]*","time":"[^"]*",//' "$tmp/r$k.raw" >"$tmp/r$k.log"
+        sed 's/"run_id":"[0-9a-f]*","time":"[^"]*",//' "$tmp/r.raw" >"$tmp/r$k.log"
+        rm -f "$tmp/r.raw"
     done
     if [ -s "$tmp/r1.json" ] && cmp -s "$tmp/r1.json" "$tmp/r2.json" && cmp -s "$tmp/r1.log" "$tmp/r2.log"; then
         ok "herd sim repeatable: $algo twice, same summary and log (wall_s $(field "$tmp/r1.json" wall_s))"
@@ -331,7 +334,7 @@ fi
 for spec in "ib-100g 100 1 680" "ib-56g 56 1.5 14000" "10gbe 10 25 8000" "slow-cloud 1 500 200"; do
     read -r name gbps lat_us gflops <<<"$spec"
     rm -rf "$tmp/p"
-    timeout 120 "$herd" sim --platform "$name" --workers 2 --keep "$tmp/p" -- train --algo allreduce "${small[@]}" --epochs 1 \
+    timeout 120 "$herd" sim --platform "$name" --workers 2 --keep "$tmp/p" -- train --algo allreduce "${small1[@]}" --epochs 1 \
         >"$tmp/p.json" 2>/dev/null
     x=$(grep -m1 '<host id="node-0"' "$tmp/p/platform.xml" 2>/dev/null; grep -m1 '<link id="node-1_link"' "$tmp/p/platform.xml" 2>/dev/null)
     want_x=$(awk -v g="$gbps" -v l="$lat_us" -v f="$gflops" 'BEGIN {
@@ -345,7 +348,7 @@ for spec in "ib-100g 100 1 680" "ib-56g 56 1.5 14000" "10gbe 10 25 8000" "slow-c
     fi
 done
 # --link and --host-speed override, and say so in the summary
-timeout 120 "$herd" sim --platform ib-100g --workers 2 --link 25Gbps:5us --host-speed 2Tf -- train --algo allreduce "${small[@]}" \
+timeout 120 "$herd" sim --platform ib-100g --workers 2 --link 25Gbps:5us --host-speed 2Tf -- train --algo allreduce "${small1[@]}" \
     --epochs 1 >"$tmp/o.json" 2>/dev/null
 got="$(field "$tmp/o.json" link_gbps) $(field "$tmp/o.json" link_lat_us) $(field "$tmp/o.json" host_gflops)"
 if [ "$got" = "25 5 2000" ]; then
@@ -592,7 +595,7 @@ else
 fi
 
 # a platform file of the user's: checked (well-formed, a <platform>, hosts), then run
-if timeout 120 "$herd" sim --platform platforms/ib-100g.xml --workers 2 -- train --algo allreduce "${small[@]}" --epochs 1 \
+if timeout 120 "$herd" sim --platform platforms/ib-100g.xml --workers 2 -- train --algo allreduce "${small1[@]}" --epochs 1 \
         >"$tmp/pf.json" 2>"$tmp/pf.err" && grep -q '"platform":"platforms/ib-100g.xml"' "$tmp/pf.json"; then
     ok "--platform platforms/ib-100g.xml: checked and run, test_acc $(field "$tmp/pf.json" test_acc)"
 else
