@@ -224,25 +224,32 @@ static void test_skip_log_and_bound(void)
     fclose(f);
     ASSERT_EQ_INT(epochs, 2); /* one record per worker */
 
-    /* HERD_NONFINITE_MAX_SKIPS skipped in a row, then the next one stops the run */
-    c = base("allreduce", 2, "linear");
-    c.skip_nonfinite = true;
-    c.train_limit = 1024; /* 32 steps */
-    for (size_t s = 2; s <= 2 + HERD_NONFINITE_MAX_SKIPS; s++)
-        inject(&c, 1, s);
-    herd_err err = {0};
-    ASSERT_EQ_INT(herd__train(&c, &r, &err), HERD_ENONFINITE);
-    char want[96];
-    snprintf(want, sizeof want, "step %d (epoch 1): non-finite gradient on worker 1;", 2 + HERD_NONFINITE_MAX_SKIPS);
-    ASSERT_STR_CONTAINS(err.msg, want);
-    snprintf(want, sizeof want, "%d steps in a row were skipped", HERD_NONFINITE_MAX_SKIPS);
-    ASSERT_STR_CONTAINS(err.msg, want);
-    /* a clean step between skips starts the count again */
-    c.ninject_nan = 0;
-    for (size_t s = 2; s <= 2 + HERD_NONFINITE_MAX_SKIPS; s++)
-        inject(&c, 1, s + (s > 6));
-    ASSERT_OK(herd__train(&c, &r, &err));
-    ASSERT_EQ_INT(r.skipped_steps, HERD_NONFINITE_MAX_SKIPS + 1);
+    /* --max-skips skipped in a row (its default, 10, then 3), then the next one stops the run */
+    static const size_t maxes[] = {10, 3};
+    for (size_t m = 0; m < 2; m++) {
+        size_t max = maxes[m];
+        c = base("allreduce", 2, "linear");
+        ASSERT_EQ_INT(c.max_skips, 10);
+        c.skip_nonfinite = true, c.max_skips = max;
+        c.train_limit = 1024; /* 32 steps */
+        for (size_t s = 2; s <= 2 + max; s++)
+            inject(&c, 1, s);
+        herd_err err = {0};
+        herd_status st = herd__train(&c, &r, &err);
+        if (st != HERD_ENONFINITE)
+            herd_test_fail(__FILE__, __LINE__, "--max-skips %zu: status %d: %s", max, st, err.msg);
+        char want[96];
+        snprintf(want, sizeof want, "step %zu (epoch 1): non-finite gradient on worker 1;", 2 + max);
+        ASSERT_STR_CONTAINS(err.msg, want);
+        snprintf(want, sizeof want, "%zu steps in a row were skipped", max);
+        ASSERT_STR_CONTAINS(err.msg, want);
+        /* a clean step between skips starts the count again */
+        c.ninject_nan = 0;
+        for (size_t s = 2; s <= 2 + max; s++)
+            inject(&c, 1, s + (s > 2 + max / 2));
+        ASSERT_OK(herd__train(&c, &r, &err));
+        ASSERT_EQ_INT(r.skipped_steps, max + 1);
+    }
 }
 
 static const char *const async_algos[] = {"asgd",   "amsgd",  "hogwild", "aeasgd", "ameasgd",
@@ -357,6 +364,6 @@ const herd_test herd_tests_nonfinite[] = {
     {"nonfinite_async", test_async, 120},
     {"nonfinite_divergence", test_divergence, 60},
     {"nonfinite_no_step_collective", test_no_step_collective, 60},
-    {"nonfinite_inject_config", test_inject_config, 30},
+    {"nonfinite_inject_config", test_inject_config, 30, HERD_TEST_ONE_THREAD},
     HERD_TEST_END,
 };

@@ -66,11 +66,6 @@ typedef struct herd__inject {
     size_t rank, step;
 } herd__inject;
 
-/* --skip-nonfinite: a run stops anyway after this many skipped steps in a
- * row (the weights themselves have gone bad, or the learning rate is far
- * too high: skipping more would only hide it). */
-enum { HERD_NONFINITE_MAX_SKIPS = 10 };
-
 /* --eval-every-steps: at most this many steps between evaluations. */
 enum { HERD_MAX_EVAL_EVERY_STEPS = 1000000000 };
 
@@ -125,8 +120,9 @@ typedef struct herd__train_config {
      * asynchronous run at the other workers' next claim. skip_nonfinite:
      * the step's update is not applied instead (allreduce: by every worker,
      * so replicas stay identical; elsewhere: that worker's gradient is
-     * dropped), up to HERD_NONFINITE_MAX_SKIPS in a row. */
+     * dropped), up to max_skips in a row. */
     bool skip_nonfinite;
+    size_t max_skips;
     herd__inject inject_nan[HERD_MAX_INJECT];
     size_t ninject_nan;
     /* Divergence (worker 0's loss, at each evaluation): a loss that is not

@@ -89,7 +89,7 @@ static herd_status nonfinite_found(worker_ctx *c, epoch_stats *e, const char *fo
 {
     herd_run *r = c->run;
     herd_worker *w = &c->w;
-    *skip = r->cfg->skip_nonfinite && c->skipped_run < HERD_NONFINITE_MAX_SKIPS;
+    *skip = r->cfg->skip_nonfinite && c->skipped_run < r->cfg->max_skips;
     herd__log_record(&r->log, "nonfinite", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"own\":\"%s\",\"action\":\"%s\"",
                      w->rank, w->step, w->epoch + 1, herd__nf_code(c) ? nonfinite_what[herd__nf_code(c)] : "none",
                      *skip ? "skip" : "stop");
@@ -173,7 +173,7 @@ static herd_status hold(worker_ctx *c, epoch_stats *e, bool *skip)
         return HERD_OK;
     }
     *skip = true;
-    bool within = r->cfg->skip_nonfinite && c->skipped_run < HERD_NONFINITE_MAX_SKIPS;
+    bool within = r->cfg->skip_nonfinite && c->skipped_run < r->cfg->max_skips;
     herd__log_record(&r->log, "nonfinite", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"own\":\"%s\",\"action\":\"%s\"",
                      w->rank, w->step, w->epoch + 1, nonfinite_what[code], within ? "skip" : "hold");
     if (!within && !c->held.stop)

@@ -139,7 +139,6 @@ static void inject_format(const herd_opt *o, const void *obj, char *buf, size_t 
 #define AGREE HERD_OPT_AGREE
 #define RESUME HERD_OPT_RESUME
 
-_Static_assert(HERD_NONFINITE_MAX_SKIPS == 10, "--skip-nonfinite's help says 10");
 _Static_assert(HERD_MAX_EVAL_EVERY_STEPS == 1000000000, "--eval-every-steps' bound");
 
 static const char G_RUN[] = "the run", G_OPT[] = "optimizer and schedule", G_COMPUTE[] = "compute",
@@ -275,7 +274,11 @@ const herd_opt herd__run_options[] = {
     {.name = "skip-nonfinite", .type = HERD_OPT_BOOL, .offset = AT(skip_nonfinite), .flags = AGREE,
      .group = G_FAULT,
      .help = "a NaN/Inf loss or gradient skips the step's update instead of stopping the run (synchronous: on every "
-             "worker; asynchronous: that gradient is dropped); the run stops anyway after 10 skipped steps in a row"},
+             "worker; asynchronous: that gradient is dropped), up to --max-skips in a row"},
+    {.name = "max-skips", .type = HERD_OPT_SIZE, .offset = AT(max_skips), .def = "10", .flags = B | AGREE, .min = 1,
+     .max = 1000000, .meta = "N", .group = G_FAULT,
+     .help = "with --skip-nonfinite: the run stops anyway after N skipped steps in a row (the weights have gone bad, "
+             "or the learning rate is far too high: skipping more would only hide it)"},
     {.name = "stop-on-divergence", .type = HERD_OPT_BOOL, .offset = AT(stop_on_divergence), .flags = AGREE,
      .group = G_FAULT,
      .help = "stop (exit 1) when the loss diverges: not finite, back at chance after having learned, 10x its lowest, "
