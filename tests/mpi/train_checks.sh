@@ -53,7 +53,7 @@ if [ $openmpi = 1 ]; then
     # differs and the ranks (were: heap corruption, a hang, MPI_ERR_REQUEST, or
     # exit 0 with a wrong answer): model, algorithm, wire type, batch, and an
     # option the agreed record takes from the run's table (HERD_OPT_AGREE).
-    base=(train --data synthetic:1x12x12:4 --epochs 1 --batch 16 --train-limit 512 --test-limit 128 --timeout 30 --no-progress)
+    base=(train --data synthetic:1x12x12:4 --epochs 1 --train-limit 512 --test-limit 128 --timeout 30 --no-progress)
     # --algo allreduce, unless the rank's options name the algorithm (a flag is given once)
     algo_of() { case "$1" in *--algo*) ;; *) echo --algo allreduce ;; esac; }
     for spec in "--model lenet|--model linear|--model linear|--model lenet (rank 0) / linear (ranks 1-2)" \
