@@ -53,6 +53,9 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -c $< -o $@
 
+# a test table's row may leave out its flags (tests/harness.h: 0, no tag)
+$(TEST_OBJ): WARN += -Wno-missing-field-initializers
+
 $(BUILD)/src/comm/mpi.o $(BUILD)/src/comm/mpi_am.o: CPPFLAGS += $(MPI_CFLAGS)
 # the engine registry lists the mpi engine where mpi.c defines it
 $(BUILD)/src/comm/engine.o: CPPFLAGS += $(if $(MPI_CFLAGS),-DHERD_HAVE_MPI)

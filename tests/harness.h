@@ -6,6 +6,17 @@
  * one line per test and a final `N passed, N failed`.
  * Assertions print both operands and the location, then abort the (forked)
  * test process, so one failing test never takes the others down.
+ *
+ * `make tsan` runs only the tests that may start threads; the others'
+ * bodies run under `make test` and `make asan`. A test counts as starting
+ * threads unless its row says HERD_TEST_ONE_THREAD, and the runner checks
+ * the tag wherever it runs the test: a tagged test runs under a seccomp
+ * filter that kills with SIGSYS any process of the test (itself, or a herd
+ * it runs) that starts a thread, OpenMP's and oneDNN's included. So a
+ * missing tag costs TSan time, never coverage, and a wrong one fails `make
+ * test`. A tag rather than detection at TSan time, which would have to run
+ * every test to find out (the cost the tag saves); `herd-tests -1` lists
+ * the tests that could take it.
  */
 #ifndef HERD_TEST_HARNESS_H
 #define HERD_TEST_HARNESS_H
@@ -19,9 +30,28 @@ typedef struct herd_test {
     const char *name;
     void (*fn)(void);
     unsigned timeout_s; /* 0: the runner's default (60 s) */
+    unsigned flags;     /* HERD_TEST_*; may be left out of a row (0) */
 } herd_test;
 
-#define HERD_TEST_END {NULL, NULL, 0}
+/* The test and every process it starts run one thread: no ThreadSanitizer
+ * run, checked everywhere else (above). */
+#define HERD_TEST_ONE_THREAD 1u
+
+#define HERD_TEST_END {NULL, NULL, 0, 0}
+
+/* 1 in a ThreadSanitizer build (make tsan), where a test may run a smaller
+ * size that still has the same threads meet the same way (TSan runs the
+ * instrumented code 5-20x slower); 0 elsewhere. */
+#if defined(__SANITIZE_THREAD__)
+#define HERD_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HERD_TEST_TSAN 1
+#endif
+#endif
+#ifndef HERD_TEST_TSAN
+#define HERD_TEST_TSAN 0
+#endif
 
 _Noreturn void herd_test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -29,6 +59,11 @@ _Noreturn void herd_test_fail(const char *file, int line, const char *fmt, ...)
 /* A scratch directory unique to this test process (created on first use,
  * removed by the runner after the test). */
 const char *herd_test_tmpdir(void);
+
+/* Makes the calling process and all it starts from now on die of SIGSYS
+ * when one starts a thread (how the runner checks HERD_TEST_ONE_THREAD);
+ * 0, or -errno where seccomp cannot be set up. */
+int herd_test_one_thread_filter(void);
 
 #define ASSERT_TRUE(c)                                                        \
     do {                                                                      \

@@ -1,6 +1,7 @@
 /* Every test suite, listed once. Each X(suite) needs a table
  * `const herd_test herd_tests_<suite>[]` in tests/test_<suite>.c. */
 #define HERD_TEST_SUITES(X) \
+    X(harness)              \
     X(core)                 \
     X(data)                 \
     X(ref)                  \

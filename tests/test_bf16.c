@@ -672,11 +672,11 @@ static void test_cli_precision(void)
 }
 
 const herd_test herd_tests_bf16[] = {
-    {"bf16_rounding", test_rounding, 30},
+    {"bf16_rounding", test_rounding, 30, HERD_TEST_ONE_THREAD},
     {"bf16_gemm_vs_ref", test_gemm_vs_ref, 60},
-    {"bf16_bound_rejects_broken", test_bound_rejects_broken, 30},
+    {"bf16_bound_rejects_broken", test_bound_rejects_broken, 30, HERD_TEST_ONE_THREAD},
     {"bf16_conv_vs_ref", test_conv_vs_ref, 60},
-    {"bf16_linear_layer_vs_ref", test_linear_layer_vs_ref, 30},
+    {"bf16_linear_layer_vs_ref", test_linear_layer_vs_ref, 30, HERD_TEST_ONE_THREAD},
     {"bf16_models_near_fp32", test_models_near_fp32, 90},
     {"bf16_precision_switch", test_precision_switch, 30},
     {"bf16_cli_precision", test_cli_precision, 60},

@@ -155,7 +155,7 @@ const herd_test herd_tests_collectives[] = {
     {"collectives_allreduce_f32_small_segments", test_allreduce_f32_small_segments, 120},
     {"collectives_allreduce_f16", test_allreduce_f16, 120},
     {"collectives_allreduce_bf16", test_allreduce_bf16, 120},
-    {"collectives_fp16_conversion", test_fp16_conversion, 20},
-    {"collectives_timeout_and_failure", test_timeout_and_failure, 20},
+    {"collectives_fp16_conversion", test_fp16_conversion, 20, HERD_TEST_ONE_THREAD},
+    {"collectives_timeout_and_failure", test_timeout_and_failure, 20, HERD_TEST_ONE_THREAD},
     HERD_TEST_END,
 };

@@ -343,6 +343,6 @@ const herd_test herd_tests_easgd[] = {
     {"easgd_train_end_to_end", test_train_end_to_end, 120},
     {"easgd_checkpoint_resume", test_checkpoint_resume, 60},
     {"easgd_message_center_exact", test_message_center_exact, 60},
-    {"easgd_transport_option", test_transport_option, 30},
+    {"easgd_transport_option", test_transport_option, 30, HERD_TEST_ONE_THREAD},
     HERD_TEST_END,
 };

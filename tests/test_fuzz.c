@@ -78,8 +78,8 @@ static void test_ckpt_empty(void)
 }
 
 const herd_test herd_tests_fuzz[] = {
-    {"fuzz_idx_in_memory", test_idx_in_memory, 20},
-    {"fuzz_cifar_in_memory", test_cifar_in_memory, 20},
-    {"fuzz_ckpt_empty", test_ckpt_empty, 20},
+    {"fuzz_idx_in_memory", test_idx_in_memory, 20, HERD_TEST_ONE_THREAD},
+    {"fuzz_cifar_in_memory", test_cifar_in_memory, 20, HERD_TEST_ONE_THREAD},
+    {"fuzz_ckpt_empty", test_ckpt_empty, 20, HERD_TEST_ONE_THREAD},
     HERD_TEST_END,
 };

@@ -140,6 +140,6 @@ const herd_test herd_tests_localsgd[] = {
     {"localsgd_closed_form", test_closed_form, 30},
     {"localsgd_one_step_is_allreduce", test_one_step_is_allreduce, 120},
     {"localsgd_learns", test_learns, 120},
-    {"localsgd_option_errors", test_option_errors, 30},
+    {"localsgd_option_errors", test_option_errors, 30, HERD_TEST_ONE_THREAD},
     HERD_TEST_END,
 };

@@ -512,10 +512,10 @@ static void test_conv_batch_sizes(void)
 }
 
 const herd_test herd_tests_nn[] = {
-    {"nn_param_counts", test_param_counts, 30},
-    {"nn_create_errors", test_create_errors, 10},
-    {"nn_grad_linear", test_grad_linear, 30},
-    {"nn_grad_mlp", test_grad_mlp, 30},
+    {"nn_param_counts", test_param_counts, 30, HERD_TEST_ONE_THREAD},
+    {"nn_create_errors", test_create_errors, 10, HERD_TEST_ONE_THREAD},
+    {"nn_grad_linear", test_grad_linear, 30, HERD_TEST_ONE_THREAD},
+    {"nn_grad_mlp", test_grad_mlp, 30, HERD_TEST_ONE_THREAD},
     {"nn_grad_lenet", test_grad_lenet, 30},
     {"nn_grad_lenet_rgb", test_grad_lenet_rgb, 30},
     {"nn_grad_cnn", test_grad_cnn, 30},

@@ -203,11 +203,11 @@ static void test_path_split(void)
 }
 
 const herd_test herd_tests_outpath[] = {
-    {"outpath_path_split", test_path_split, 10},
-    {"outpath_symlink_kept", test_symlink_kept, 10},
-    {"outpath_refused_untouched", test_refused_untouched, 10},
-    {"outpath_fifo", test_fifo, 20},
-    {"outpath_char_device", test_char_device, 10},
-    {"outpath_run_outputs", test_run_outputs, 60},
+    {"outpath_path_split", test_path_split, 10, HERD_TEST_ONE_THREAD},
+    {"outpath_symlink_kept", test_symlink_kept, 10, HERD_TEST_ONE_THREAD},
+    {"outpath_refused_untouched", test_refused_untouched, 10, HERD_TEST_ONE_THREAD},
+    {"outpath_fifo", test_fifo, 20, HERD_TEST_ONE_THREAD},
+    {"outpath_char_device", test_char_device, 10, HERD_TEST_ONE_THREAD},
+    {"outpath_run_outputs", test_run_outputs, 60, HERD_TEST_ONE_THREAD},
     HERD_TEST_END,
 };

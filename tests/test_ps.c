@@ -426,6 +426,6 @@ const herd_test herd_tests_ps[] = {
     {"ps_summary_names_softsync", test_summary_names_softsync, 60},
     {"ps_lost_workers", test_lost_workers, 120},
     {"ps_waits_survive_stops", test_waits_survive_stops, 60},
-    {"ps_option_errors", test_option_errors, 30},
+    {"ps_option_errors", test_option_errors, 30, HERD_TEST_ONE_THREAD},
     HERD_TEST_END,
 };

@@ -538,8 +538,8 @@ const herd_test herd_tests_threads[] = {
     {"threads_train_bits", test_train_bits, 60},
     {"threads_default_count", test_default_count, 60},
     {"threads_default_count_cli", test_default_count_cli, 60},
-    {"threads_spincount_choice", test_spincount_choice, 10},
-    {"threads_wait_policy", test_wait_policy, 30},
-    {"threads_adapt", test_adapt_threads, 30},
+    {"threads_spincount_choice", test_spincount_choice, 10, HERD_TEST_ONE_THREAD},
+    {"threads_wait_policy", test_wait_policy, 30, HERD_TEST_ONE_THREAD},
+    {"threads_adapt", test_adapt_threads, 30, HERD_TEST_ONE_THREAD},
     HERD_TEST_END,
 };
