@@ -233,6 +233,24 @@ static void test_cifar(void)
     ASSERT_EQ_INT(herd_data_load_cifar(paths, 1, &d, &err), HERD_ECORRUPT);
 }
 
+/* herd_data_check: what herd_data_open refuses without reading anything,
+ * as it would refuse it (a synthetic set's form and its 8 GiB), with the
+ * limit that applies; files are left to their readers. */
+static void test_data_check(void)
+{
+    herd_err err = {0};
+    ASSERT_OK(herd_data_check("synthetic:3x64x64:10", &err)); /* 60000 x 12288 floats: 2.7 GiB */
+    ASSERT_OK(herd_data_check("/nonexistent", &err));
+    ASSERT_EQ_INT(herd_data_check("synthetic:3x128x128:10", &err), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(err.msg, "its 60000 training examples would take 11.0 GiB, above the 8 GiB");
+    ASSERT_STR_CONTAINS(err.msg, "at most 35791 values an example");
+    ASSERT_EQ_INT(herd_data_check("synthetic:3x", &err), HERD_EINVAL);
+    herd_dataset tr, te;
+    herd_err oerr = {0};
+    ASSERT_EQ_INT(herd_data_open("synthetic:3x128x128:10", 1, &tr, &te, &oerr), HERD_EINVAL);
+    ASSERT_STR_CONTAINS(oerr.msg, "would take 11.0 GiB"); /* the run's refusal is the check's */
+}
+
 static void test_synthetic(void)
 {
     herd_dataset a, b;
@@ -575,6 +593,7 @@ static void test_data_shape(void)
 }
 
 const herd_test herd_tests_data[] = {
+    {"data_check", test_data_check, 10},
     {"data_shape", test_data_shape, 10, HERD_TEST_ONE_THREAD},
     {"data_idx_roundtrip", test_idx_roundtrip, 20, HERD_TEST_ONE_THREAD},
     {"data_idx_corrupt", test_idx_corrupt, 20, HERD_TEST_ONE_THREAD},

@@ -57,6 +57,11 @@ herd_status herd_data_load_cifar(const char *const *paths, size_t npaths,
 herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed,
                                 herd_dataset *out, herd_err *err);
 
+/* What herd_data_open would refuse of spec without reading anything (NULL:
+ * the default): a synthetic set's form and its size (60000 training
+ * examples of at most 8 GiB in all). HERD_EINVAL with the limit. */
+herd_status herd_data_check(const char *spec, herd_err *err);
+
 /* The shape of the examples of spec (as herd_data_open takes it) where it
  * can be told without reading or making any data (synthetic:CxHxW:K): then
  * *known, with channels, height, width and classes; a directory's shape is

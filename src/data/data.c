@@ -293,6 +293,33 @@ herd_status herd_data_shape(const char *spec, bool *known, size_t *c, size_t *h,
     return st;
 }
 
+/* A synthetic set's bound, and herd_data_open's sizes: the whole set is
+ * made, then cut to --train-limit, so that its standardization is the
+ * whole set's whatever the limit. */
+#define SYNTH_MAX_BYTES (8.0 * (1u << 30))
+enum { SYNTH_TRAIN = 60000, SYNTH_TEST = 10000 };
+
+static const char *spec_or_default(const char *spec);
+
+herd_status herd_data_check(const char *spec, herd_err *err)
+{
+    size_t c, h, w, k;
+    spec = spec_or_default(spec);
+    if (strncmp(spec, "synthetic:", 10))
+        return HERD_OK; /* files: their reader checks them as it reads */
+    herd_status st = parse_spec(spec + 10, &c, &h, &w, &k, err);
+    if (st < 0)
+        return st;
+    double bytes = (double)SYNTH_TRAIN * (double)(c * h * w) * sizeof(float);
+    if (bytes > SYNTH_MAX_BYTES)
+        return herd_err_set(err, HERD_EINVAL,
+                            "synthetic data '%s': its %d training examples would take %.1f GiB, above the 8 GiB a "
+                            "synthetic set may take (at most %.0f values an example; --train-limit cuts the set after "
+                            "it is made, so that its standardization is the whole set's)",
+                            spec + 10, SYNTH_TRAIN, bytes / (1u << 30), floor(SYNTH_MAX_BYTES / SYNTH_TRAIN / sizeof(float)));
+    return HERD_OK;
+}
+
 herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed, herd_dataset *out, herd_err *err)
 {
     herd_status st = HERD_OK;
@@ -307,8 +334,9 @@ herd_status herd_data_synthetic(const char *spec, size_t n, uint64_t seed, herd_
         st = herd_err_set(err, HERD_EINVAL, "synthetic data '%s': asked for 0 examples", spec);
         goto out;
     }
-    if ((double)n * (double)dim * sizeof(float) > 8.0 * (1u << 30)) {
-        st = herd_err_set(err, HERD_EINVAL, "synthetic data '%s': %zu examples would exceed 8 GiB", spec, n);
+    if ((double)n * (double)dim * sizeof(float) > SYNTH_MAX_BYTES) {
+        st = herd_err_set(err, HERD_EINVAL, "synthetic data '%s': %zu examples would exceed 8 GiB (at most %.0f of "
+                          "this shape)", spec, n, floor(SYNTH_MAX_BYTES / ((double)dim * sizeof(float))));
         goto out;
     }
     float *proto = malloc(k * dim * sizeof(float));
@@ -422,8 +450,9 @@ herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train,
         return st;
     spec = spec_or_default(spec);
     if (!strncmp(spec, "synthetic:", 10)) {
-        HERD_TRY(herd_data_synthetic(spec + 10, 60000, seed, train, err));
-        HERD_TRY(herd_data_synthetic(spec + 10, 10000, seed ^ 0x7e57, test, err));
+        HERD_TRY(herd_data_check(spec, err));
+        HERD_TRY(herd_data_synthetic(spec + 10, SYNTH_TRAIN, seed, train, err));
+        HERD_TRY(herd_data_synthetic(spec + 10, SYNTH_TEST, seed ^ 0x7e57, test, err));
         goto done;
     }
     struct stat sb;

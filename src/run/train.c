@@ -150,6 +150,7 @@ static herd_status check_model(const herd__train_config *cfg, herd_err *err)
     herd_model *m = NULL;
     for (size_t i = 0; herd_model_names[i] && cfg->model; i++)
         named = named || !strcmp(herd_model_names[i], cfg->model);
+    HERD_TRY(herd_data_check(cfg->data, err));
     HERD_TRY(herd_data_shape(cfg->data, &known, &c, &h, &w, &k, err));
     if (named && !known)
         return HERD_OK;

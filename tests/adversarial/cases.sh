@@ -60,6 +60,9 @@ for spec in "osgp --workers 4 --checkpoint ck|--algo osgp keeps state between st
     # shellcheck disable=SC2086
     expect "run-refuses: $algo_args" 2 "$says" -- train "${tiny[@]}" --algo $algo_args
 done
+expect dry-run-synthetic-size 2 "would take 175.8 GiB, above the 8 GiB" -- train --data synthetic:3x512x512:10 --model linear --dry-run
+expect run-synthetic-size 2 "would take 175.8 GiB, above the 8 GiB" -- train --data synthetic:3x512x512:10 --model linear --train-limit 64
+expect dry-run-synthetic-form 2 "expected CxHxW:K" -- train --data synthetic:3x32 --dry-run
 expect dry-run-model 2 "unknown model 'foo'" -- train --model foo --dry-run
 expect dry-run-engine 2 "unknown engine" -- train --engine warp --dry-run
 expect dry-run-accepts 0 "" -- train "${tiny[@]}" --algo easgd --workers 3 --dry-run
