@@ -1,4 +1,4 @@
-/* allreduce: synchronous data-parallel SGD (ALGORITHMS.md, seeds 000/002).
+/* allreduce: synchronous data-parallel SGD (docs/algorithms.md, seeds 000/002).
  *
  * Every step the gradients are summed over the workers by allreduce and
  * divided by n; every worker then takes the same optimizer step, so replicas
@@ -81,7 +81,7 @@ typedef struct ar_state {
     bool csc;
 } ar_state;
 
-/* The options (ALGORITHMS.md, seed 002). */
+/* The options (docs/algorithms.md, seed 002). */
 typedef enum ar_overlap { OVERLAP_AUTO, OVERLAP_ON, OVERLAP_OFF } ar_overlap;
 
 typedef struct ar_opts {

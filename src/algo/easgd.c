@@ -1,5 +1,5 @@
 /* Elastic averaging family: easgd, aeasgd, ameasgd, hogwild-easgd, eawild
- * (ALGORITHMS.md, seed 000: Zhang, Choromanska, LeCun 2015; You, Buluç,
+ * (docs/algorithms.md, seed 000: Zhang, Choromanska, LeCun 2015; You, Buluç,
  * Demmel SC17).
  *
  * Workers keep their own x_i and take local steps; every --elastic-period
@@ -108,7 +108,7 @@ typedef struct ea_state {
     uint64_t sent0, recv0; /* comm's byte counts at the epoch's start */
 } ea_state;
 
-/* The options (ALGORITHMS.md, seed 000). */
+/* The options (docs/algorithms.md, seed 000). */
 typedef struct ea_opts {
     double alpha;  /* moving rate; 0: beta / n with beta = 0.9 */
     size_t period; /* local steps between exchanges with the center */

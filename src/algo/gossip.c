@@ -1,4 +1,4 @@
-/* Decentralized family (ALGORITHMS.md, seed 003: Lian et al. NIPS'17, ICML'18).
+/* Decentralized family (docs/algorithms.md, seed 003: Lian et al. NIPS'17, ICML'18).
  *
  * dpsgd (D-PSGD, synchronous): every step x_i <- sum_j W_ij x_j - lr g_i,
  * with g_i taken at the pre-averaging x_i. The exchange overlaps the

@@ -1,4 +1,4 @@
-/* Parameter-server family: asgd, amsgd, hogwild (ALGORITHMS.md, seeds 000
+/* Parameter-server family: asgd, amsgd, hogwild (docs/algorithms.md, seeds 000
  * and 001), with the staleness options --staleness-lr, --softsync and
  * --max-staleness.
  *
@@ -94,7 +94,7 @@ enum { NHIST = 9 }; /* staleness 0, 1, 2, 3, 4-7, 8-15, 16-31, 32-63, 64+ */
 
 typedef enum ps_kind { PS_ASGD, PS_AMSGD, PS_HOGWILD } ps_kind;
 
-/* The options (ALGORITHMS.md, seeds 000/001). */
+/* The options (docs/algorithms.md, seeds 000/001). */
 typedef struct ps_opts {
     size_t shards;      /* ranks holding a slice of the global weights (rank 0..shards-1); 0: every worker */
     bool staleness_lr;  /* a gradient of staleness tau >= 1 is applied with lr / tau */

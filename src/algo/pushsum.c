@@ -1,11 +1,11 @@
-/* Push-sum family (ALGORITHMS.md, seed 004: Assran et al. ICML'19).
+/* Push-sum family (docs/algorithms.md, seed 004: Assran et al. ICML'19).
  *
  * Each worker keeps a push-sum weight w_i (starting at 1) and the de-biased
  * model z_i = x_i / w_i, which is what its weights hold: gradients and
  * evaluation use z_i; the numerator x_i = w_i z_i is never stored. A step:
  *   z_i <- z_i - lr d(z_i)  (d: the local optimizer's direction, momentum
  *                           and weight decay included), so the numerator
- *                           moves by w_i lr d. ALGORITHMS.md writes x_i <-
+ *                           moves by w_i lr d. docs/algorithms.md writes x_i <-
  *                           x_i - lr d; the two agree while w_i = 1 (the
  *                           default graph without delays), and the authors'
  *                           code steps on the de-biased z_i as here: with

@@ -1,4 +1,4 @@
-/* herd sim — runs a herd command on a simulated cluster (DESIGN.md, the sim
+/* herd sim — runs a herd command on a simulated cluster (docs/design.md, the sim
  * engine): writes a SimGrid platform and host file, starts smpirun with
  * herd-sim (herd compiled with smpicc, one simulated host per worker) and,
  * for `train`, reports the same summary as `herd train` with wall_s in

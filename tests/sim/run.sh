@@ -1,5 +1,5 @@
 #!/bin/bash
-# make test-sim: the sim engine's checks (DESIGN.md, the sim engine).
+# make test-sim: the sim engine's checks (docs/design.md, the sim engine).
 #   1. the transport and collective checks of tests/mpi/mpi_checks.c, built
 #      with smpicc, under smpirun for several world sizes;
 #   2. end-to-end training of several algorithms under smpirun
