@@ -733,7 +733,7 @@ static void test_every_section(void)
     herd_test_train_ok(&c, &r);
     herd_ckpt *ck;
     ASSERT_OK(herd_ckpt_read(dir, "ckpt-2.herd", &ck, NULL));
-    ASSERT_EQ_INT(herd_ckpt_nsections(ck), 2 * 7 + 4); /* and the run's: claim, meta, model, options */
+    ASSERT_EQ_INT(herd_ckpt_nsections(ck), 2 * 7 + 5); /* and the run's: claim, meta, model, options, norm */
     herd_ckpt_free(ck);
 }
 

@@ -251,6 +251,34 @@ static void test_data_check(void)
     ASSERT_STR_CONTAINS(oerr.msg, "would take 11.0 GiB"); /* the run's refusal is the check's */
 }
 
+/* herd_data_open's standardization, kept on the sets: every example is
+ * (raw - mean) / std per channel with the training set's statistics, which
+ * leave its channels at mean 0 and variance 1. */
+static void test_standardization_kept(void)
+{
+    herd_dataset tr, te, raw;
+    herd_err err = {0};
+    ASSERT_OK(herd_data_open("synthetic:3x5x5:4", 3, &tr, &te, &err));
+    ASSERT_OK(herd_data_synthetic("3x5x5:4", tr.n, 3, &raw, &err)); /* the set as made, before */
+    ASSERT_TRUE(tr.mean && tr.std && te.mean && te.std);
+    for (size_t ch = 0; ch < 3; ch++) {
+        ASSERT_TRUE(tr.mean[ch] == te.mean[ch] && tr.std[ch] == te.std[ch]);
+        double s = 0, s2 = 0;
+        for (size_t i = 0; i < tr.n; i++)
+            for (size_t j = 0; j < 25; j++) {
+                double v = tr.x[i * 75 + ch * 25 + j], r = raw.x[i * 75 + ch * 25 + j];
+                s += v, s2 += v * v;
+                if (i < 50)
+                    ASSERT_NEAR(v, (r - tr.mean[ch]) / tr.std[ch], 1e-5, 1e-5);
+            }
+        double cnt = (double)tr.n * 25;
+        ASSERT_NEAR(s / cnt, 0, 1e-4, 0);
+        ASSERT_NEAR(s2 / cnt - (s / cnt) * (s / cnt), 1, 1e-3, 0);
+    }
+    herd_dataset_free(&tr), herd_dataset_free(&te), herd_dataset_free(&raw);
+    ASSERT_TRUE(tr.mean == NULL && tr.std == NULL);
+}
+
 static void test_synthetic(void)
 {
     herd_dataset a, b;
@@ -593,6 +621,7 @@ static void test_data_shape(void)
 }
 
 const herd_test herd_tests_data[] = {
+    {"data_standardization_kept", test_standardization_kept, 30},
     {"data_check", test_data_check, 10},
     {"data_shape", test_data_shape, 10, HERD_TEST_ONE_THREAD},
     {"data_idx_roundtrip", test_idx_roundtrip, 20, HERD_TEST_ONE_THREAD},

@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "json_valid.h"
 #include "herd/herd_ckpt.h"
+#include "herd/herd_data.h"
 #include "herd/herd_nn.h"
 #include "herd/herd_run.h"
 
@@ -564,7 +565,60 @@ static void test_python_reader(void)
     }
 }
 
+/* An exported model says how its inputs were made: the run's per-channel
+ * mean and std (the data set's own, herd_data_open's) in the safetensors
+ * metadata, as floats that read back exactly. */
+static void test_input_norm(void)
+{
+    const char *dir = scratch("norm");
+    herd__train_config c = ckpt_config("linear", "sgd", 1, dir);
+    c.data = "synthetic:3x6x6:4";
+    herd_train_result tr;
+    herd_test_train_ok(&c, &tr);
+    herd_train_result_free(&tr);
+    herd_dataset train, test;
+    herd_err err = {0};
+    ASSERT_OK(herd_data_open(c.data, c.seed, &train, &test, &err));
+    ASSERT_TRUE(train.mean && train.std && test.mean && test.std);
+    herd_export_config xc = {.checkpoint_dir = dir, .out = scratch("norm.safetensors")};
+    herd_export_result xr;
+    ASSERT_OK(herd_export(&xc, &xr, &err));
+    FILE *f = fopen(xc.out, "rb");
+    ASSERT_TRUE(f != NULL);
+    unsigned char len8[8];
+    ASSERT_EQ_INT(fread(len8, 1, 8, f), 8);
+    size_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | len8[i];
+    char *hdr = calloc(1, hl + 1);
+    ASSERT_TRUE(hdr && fread(hdr, 1, hl, f) == hl);
+    fclose(f);
+    ASSERT_TRUE(herd_test_json_lines(hdr, "the safetensors header") == 1);
+    const char *keys[2] = {"\"input_mean\":\"", "\"input_std\":\""};
+    const float *want[2] = {train.mean, train.std};
+    const char *res[2] = {xr.input_mean, xr.input_std};
+    for (int k = 0; k < 2; k++) {
+        const char *p = strstr(hdr, keys[k]);
+        ASSERT_TRUE(p != NULL);
+        p += strlen(keys[k]);
+        ASSERT_TRUE(!strncmp(p, res[k], strlen(res[k])) && p[strlen(res[k])] == '"');
+        for (size_t ch = 0; ch < 3; ch++) {
+            char *end;
+            float v = strtof(p, &end);
+            if (v != want[k][ch])
+                herd_test_fail(__FILE__, __LINE__, "%s channel %zu: %.9g, the data's %.9g", keys[k], ch, (double)v,
+                               (double)want[k][ch]);
+            ASSERT_TRUE(*end == (ch < 2 ? ',' : '"'));
+            p = end + 1;
+        }
+    }
+    free(hdr);
+    herd_dataset_free(&train);
+    herd_dataset_free(&test);
+}
+
 const herd_test herd_tests_export[] = {
+    {"export_input_norm", test_input_norm, 60},
     {"export_eval_sgd", test_eval_sgd, 60},
     {"export_eval_easgd", test_eval_easgd, 60},
     {"export_eval_dpsgd", test_eval_dpsgd, 60},

@@ -246,6 +246,12 @@ typedef struct herd_export_result {
     herd_ckpt_info info;
     herd_ckpt_kept kept;
     size_t ntensors, nfloats;
+    /* The run's input standardization per channel (herd_dataset.mean and
+     * .std), comma-separated: the model takes (raw - mean) / std, raw being
+     * pixels / 255 for IDX and CIFAR data; "" where the checkpoint records
+     * none (an older herd). The safetensors metadata's input_mean and
+     * input_std. */
+    char input_mean[512], input_std[512];
 } herd_export_result;
 
 /* Writes the tensors of the model DIR's newest valid checkpoint keeps

@@ -30,6 +30,12 @@ typedef struct herd_dataset {
     int32_t *y;      /* n labels, the type every label has in herd's API (the loader's batches, the model's loss) */
     uint64_t digest; /* herd_data_open's: of the examples and labels as read, before standardizing and any
                       * truncation (0: not computed); a checkpoint records its run's to tell data apart */
+    /* herd_data_open's standardization, per channel (c values each; NULL:
+     * none): every example it returns is (raw - mean) / std, raw being what
+     * the reader gives (IDX and CIFAR: pixels / 255). The training set's
+     * statistics, on both sets; a model exported from a run needs them
+     * (its safetensors metadata carries them). Freed by herd_dataset_free. */
+    float *mean, *std;
 } herd_dataset;
 
 static inline size_t herd_dataset_dim(const herd_dataset *d) { return d->c * d->h * d->w; }

@@ -26,6 +26,8 @@ void herd_dataset_free(herd_dataset *d)
 {
     free(d->x);
     free(d->y);
+    free(d->mean);
+    free(d->std);
     memset(d, 0, sizeof *d);
 }
 
@@ -373,10 +375,18 @@ out:
     return st;
 }
 
-/* Standardizes both sets per channel with the train set's statistics. */
-static void standardize(herd_dataset *train, herd_dataset *test)
+/* Standardizes both sets per channel with the train set's statistics,
+ * kept on both (mean, std). */
+static herd_status standardize(herd_dataset *train, herd_dataset *test, herd_err *err)
 {
     size_t hw = train->h * train->w, dim = herd_dataset_dim(train);
+    herd_dataset *both[2] = {train, test};
+    for (int k = 0; k < 2; k++) {
+        both[k]->mean = malloc(train->c * sizeof(float));
+        both[k]->std = malloc(train->c * sizeof(float));
+        if (!both[k]->mean || !both[k]->std)
+            return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    }
     for (size_t ch = 0; ch < train->c; ch++) {
         double s = 0, s2 = 0;
         for (size_t i = 0; i < train->n; i++) {
@@ -386,6 +396,8 @@ static void standardize(herd_dataset *train, herd_dataset *test)
         }
         double cnt = (double)train->n * (double)hw, mean = s / cnt, var = s2 / cnt - mean * mean;
         float m = (float)mean, inv = var > 1e-12 ? (float)(1.0 / sqrt(var)) : 1.0f;
+        for (int k = 0; k < 2; k++)
+            both[k]->mean[ch] = m, both[k]->std[ch] = var > 1e-12 ? (float)sqrt(var) : 1.0f;
         herd_dataset *sets[2] = {train, test};
         for (int k = 0; k < 2; k++)
             for (size_t i = 0; i < sets[k]->n; i++) {
@@ -394,6 +406,7 @@ static void standardize(herd_dataset *train, herd_dataset *test)
                     p[j] = (p[j] - m) * inv;
             }
     }
+    return HERD_OK;
 }
 
 static bool exists(const char *path)
@@ -506,7 +519,7 @@ done:
         train->nclasses = test->nclasses;
     test->nclasses = train->nclasses;
     train->digest = dataset_digest(train), test->digest = dataset_digest(test);
-    standardize(train, test);
+    st = standardize(train, test, err);
 out:
     if (st < 0) {
         herd_dataset_free(train);

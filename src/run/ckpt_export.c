@@ -157,9 +157,13 @@ static herd_status safetensors_header(const herd_export_config *cfg, const herd_
     fprintf(f,
             "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"herd\",\"herd_version\":%s,\"model\":%s,"
             "\"algo\":%s,\"eval_model\":%s,\"checkpoint\":%s,\"data\":%s,\"final\":%s,\"step\":\"%" PRIu64 "\","
-            "\"input_shape\":\"%zux%zux%zu\",\"classes\":\"%zu\"}",
+            "\"input_shape\":\"%zux%zux%zu\",\"classes\":\"%zu\"",
             q[0], q[1], q[2], q[3], q[4], q[5], q[6], res->info.step, res->kept.c, res->kept.h, res->kept.w,
             res->kept.nclasses);
+    if (res->input_mean[0]) /* what the model takes: (raw - mean) / std per channel */
+        fprintf(f, ",\"input_mean\":\"%s\",\"input_std\":\"%s\",\"input_raw\":\"%s\"", res->input_mean, res->input_std,
+                "pixels / 255 (IDX, CIFAR); the values themselves (synthetic)");
+    fputc('}', f);
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
         fprintf(f, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[", ts[i].name);

@@ -318,6 +318,26 @@ static herd_status export_shape(const herd_export_config *cfg, herd_export_resul
     return st;
 }
 
+/* The run's standardization (the checkpoint's "norm" section: c means,
+ * then c standard deviations) into res as text; nothing where it has none. */
+static void export_norm(const herd_ckpt *ck, herd_export_result *res)
+{
+    herd_ckpt_section sec;
+    size_t c = res->kept.c;
+    if (herd_ckpt_find(ck, "norm", 0, &sec, NULL) != HERD_OK || !c || sec.bytes != 2 * c * sizeof(float))
+        return;
+    const float *v = sec.data;
+    size_t lm = 0, ls = 0;
+    for (size_t i = 0; i < c; i++) {
+        float m, sd;
+        memcpy(&m, v + i, sizeof m), memcpy(&sd, v + c + i, sizeof sd);
+        if (lm < sizeof res->input_mean)
+            lm += (size_t)snprintf(res->input_mean + lm, sizeof res->input_mean - lm, "%s%.9g", i ? "," : "", (double)m);
+        if (ls < sizeof res->input_std)
+            ls += (size_t)snprintf(res->input_std + ls, sizeof res->input_std - ls, "%s%.9g", i ? "," : "", (double)sd);
+    }
+}
+
 herd_status herd_export(const herd_export_config *cfg, herd_export_result *res, herd_err *err)
 {
     herd_status st = HERD_OK;
@@ -338,6 +358,7 @@ herd_status herd_export(const herd_export_config *cfg, herd_export_result *res, 
     HERD_TRY(herd__ckpt_open_latest(cfg->checkpoint_dir, &ck, res->checkpoint, sizeof res->checkpoint, res->warn,
                                     sizeof res->warn, &res->info, &res->kept, err));
     HERD_TRY(export_shape(cfg, res, err));
+    export_norm(ck, res);
     const herd_ckpt_kept *k = &res->kept;
     HERD_TRY(herd_ckpt_kept_model(ck, k->c, k->h, k->w, k->nclasses, 1, &m, err));
     res->ntensors = herd_model_tensors(m, NULL, 0);

@@ -18,8 +18,8 @@
 #include "run/options.h"
 
 /* A worker's sections: params, momentum, optimizer state, buffers, cursor,
- * rng, algo; the run's: claim, meta, model (worker 0's), options. */
-enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 7, RUN_SECTIONS = 4 };
+ * rng, algo; the run's: claim, meta, model (worker 0's), options, norm. */
+enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 7, RUN_SECTIONS = 5 };
 /* A slot sent to worker 0 from another process: a head (what follows:
  * momentum, buffers, optimizer record and algo sizes, then the cursor and
  * rng sections), then each of its arrays that is not empty, in slot_pieces'
@@ -57,6 +57,8 @@ struct herd__ckpt_run {
     float *model;        /* nparams floats: the kept model, where it is not worker 0's params */
     bool has_model;
     unsigned char *meta; /* the meta section (its length is fixed by the run's --data) */
+    float *norm;         /* the norm section: the data's standardization, c means then c stds (NULL: none) */
+    size_t nnorm;        /* floats in it */
     char *options;       /* the options section: "name=value\n" of every HERD_OPT_RESUME row and the
                           * algorithm's options ("algo.name=value"), which a resume must keep */
     size_t meta_len;
@@ -408,6 +410,12 @@ herd_status herd__ckpt_run_open(const herd__train_config *cfg, const char *algo,
     herd_data_resolve(cfg->data, cr->kept.data_path, sizeof cr->kept.data_path);
     cr->meta_len = herd__ckpt_meta_encode(&cr->kept, NULL, 0);
     cr->meta = malloc(cr->meta_len);
+    if (train && train->mean && train->std && (cr->norm = malloc(2 * train->c * sizeof(float)))) {
+        /* what an exported model's inputs must be made into (herd export's metadata) */
+        memcpy(cr->norm, train->mean, train->c * sizeof(float));
+        memcpy(cr->norm + train->c, train->std, train->c * sizeof(float));
+        cr->nnorm = 2 * train->c;
+    }
     if (!cr->slots || !cr->secs || !cr->meta) {
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints of %zu workers", cfg->workers);
         goto out;
@@ -459,6 +467,7 @@ void herd__ckpt_run_free(herd__ckpt_run *cr)
     free(cr->slots);
     free(cr->secs);
     free(cr->options);
+    free(cr->norm);
     free(cr->model);
     free(cr->meta);
     herd_ckpt_free(cr->resume);
@@ -822,6 +831,8 @@ static size_t build_sections(herd__ckpt_run *cr)
         cr->secs[n++] = (herd_ckpt_section){"model", 0, cr->model, nparams * sizeof(float)};
     if (cr->options)
         cr->secs[n++] = (herd_ckpt_section){"options", 0, cr->options, strlen(cr->options)};
+    if (cr->norm)
+        cr->secs[n++] = (herd_ckpt_section){"norm", 0, cr->norm, cr->nnorm * sizeof(float)};
     return n;
 }
 
