@@ -71,6 +71,7 @@ typedef struct cmp_row {
     bool ok, baseline;
     int stopped; /* the signal that stopped it (it is not ok), or 0 */
     double acc, w0acc, wall, real_s, t_target, epoch_s, speedup, mb;
+    double step_s; /* the median worker's time a step (epoch_s over its steps an epoch) */
     double t_last; /* its curve's last time */
 } cmp_row;
 
@@ -391,6 +392,8 @@ static void run_one(const cmp_opts *o, bool sim, const char *self, const char *s
     if (isnan(r->epoch_s) || r->epoch_s <= 0)
         r->epoch_s = epochs > 0 ? json_num(s->line, "train_s") / epochs : NAN;
     r->mb = bytes / 1e6 / (double)n;
+    double steps = json_num(s->line, "steps_median");
+    r->step_s = steps > 0 && epochs > 0 ? r->epoch_s / (steps / epochs) : NAN;
     json_str(s->line, "eval_model", r->eval_model, sizeof r->eval_model);
     read_curve(r, log, o->target);
 out:
@@ -1020,6 +1023,40 @@ static void where_of(const cmp_opts *o, bool sim, char *where, size_t cap)
         snprintf(where + strlen(where), cap - strlen(where), ", --slow %s", o->slow.v[i]);
 }
 
+/* A comparison whose setting defeats its question: every run on several
+ * workers slower than one worker, because a step's exchange outlasts its
+ * compute (a step of the baseline, one sgd worker, is compute alone; the
+ * same batch on each of N workers computes as long). One line on stderr
+ * with both times and what would match the user's hardware. */
+static void warn_defeated(const cmp_opts *o, const cmp_row *rows, size_t nrows, const cmp_group *groups, bool sim)
+{
+    if (o->no_baseline || !rows[groups[0].first].ok || !(rows[groups[0].first].step_s > 0))
+        return;
+    double compute = rows[groups[0].first].step_s, best = INFINITY, best_speedup = 0;
+    size_t multi = 0;
+    for (size_t i = 0; i < nrows; i++) {
+        const cmp_row *r = &rows[i];
+        if (r->baseline || r->workers < 2 || !r->ok)
+            continue;
+        if (!(r->speedup < 1) || !(r->step_s > 2 * compute))
+            return; /* one run gains from its workers, or computes as long as it exchanges */
+        multi++;
+        best = r->step_s < best ? r->step_s : best;
+        best_speedup = r->speedup > best_speedup ? r->speedup : best_speedup;
+    }
+    if (!multi)
+        return;
+    fprintf(stderr,
+            "herd compare: warning: every run on several workers is slower than one worker (speedup at most %.2g): "
+            "a step computes in %.3g ms but takes %.3g ms with its exchange (the fastest run's), so this setting "
+            "measures the network, not the algorithms; %s\n",
+            best_speedup, 1e3 * compute, 1e3 * best,
+            sim ? "the simulated hosts compute faster than a real step of this model: give --host-speed the rate of "
+                  "your hardware (a GPU framework's lenet step is about 1 ms), or a larger --model"
+                : "this machine's cores are fewer than the workers, or the model too small: fewer --workers, or a "
+                  "larger --model");
+}
+
 /* One comparison with o's model, platform and DIR: the baseline, then each
  * spec at each worker count, each seed; the table, CSV, curves and plots.
  * Fills res (the caller frees its rows and groups); returns the runs that
@@ -1072,6 +1109,7 @@ static int compare_run(const cmp_opts *op, bool sim, const char *self, const cha
     cmp_stat base = o.no_baseline || !ngroups ? (cmp_stat){0} : STAT(rows, &groups[0], epoch_s);
     for (size_t i = 0; i < nrows; i++)
         rows[i].speedup = base.n && rows[i].ok && rows[i].epoch_s > 0 ? base.mean / rows[i].epoch_s : NAN;
+    warn_defeated(&o, rows, nrows, groups, sim);
     /* each configuration's curve: its run's, or the mean of its runs' */
     int bad_curves = 0;
     for (size_t i = 0; i < ngroups; i++) {

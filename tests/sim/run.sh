@@ -433,6 +433,19 @@ for spec in "8 10 20 1048576" "16 10 20 4194304" "8 100 1 16777216" "8 1 500 819
     fi
 done
 
+# herd compare warns when its setting defeats its question: lenet on 10gbe hosts computes a step
+# in microseconds, so every 8-worker run is slower than one worker; on ib-100g with 4 it is not
+if timeout 300 "$herd" compare --platform 10gbe --workers 8 --epochs 1 --model lenet --no-plots \
+        --extra "--train-limit 2048 --test-limit 256" --out "$tmp/cmpw" allreduce >"$tmp/cmpw.txt" 2>"$tmp/cmpw.err" &&
+    grep -q "warning: every run on several workers is slower than one worker (speedup at most 0\.[0-9]*): a step computes in [0-9.e-]* ms but takes [0-9.e-]* ms" "$tmp/cmpw.err" &&
+    timeout 300 "$herd" compare --platform ib-100g --workers 4 --epochs 1 --model lenet --no-plots \
+        --extra "--train-limit 2048 --test-limit 256" --out "$tmp/cmpw2" allreduce >"$tmp/cmpw2.txt" 2>"$tmp/cmpw2.err" &&
+    ! grep -q "warning: every run" "$tmp/cmpw2.err"; then
+    ok "herd compare warns where every multi-worker run is slower than one worker: $(grep -o 'a step computes in [^,]*' "$tmp/cmpw.err")"
+else
+    bad "herd compare's warning"; tail -4 "$tmp/cmpw.err" "$tmp/cmpw2.err"
+fi
+
 # herd compare on a simulated platform: table, CSV (baseline + one row per spec) and plots
 if timeout 300 "$herd" compare --platform 10gbe --workers 4 --epochs 2 --model linear --data synthetic:1x12x12:4 \
         --extra "--batch 16 --train-limit 2048 --test-limit 512" --target 0.9 --out "$tmp/cmp" allreduce "asgd --staleness-lr" \
