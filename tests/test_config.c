@@ -123,6 +123,17 @@ static void test_set_get(void)
     ASSERT_STR_CONTAINS(err.msg, "unknown option '--bogus'");
     ASSERT_TRUE(herd_config_get(c, "bogus", v, sizeof v, &err) == HERD_EINVAL);
     ASSERT_TRUE(herd_config_set(c, NULL, "1", &err) == HERD_EINVAL);
+    /* every entry with a NULL it cannot take */
+    ASSERT_TRUE(herd_config_new(NULL) == HERD_EINVAL);
+    ASSERT_TRUE(herd_config_get(NULL, "lr", v, sizeof v, &err) == HERD_EINVAL);
+    ASSERT_TRUE(herd_config_get(c, "lr", NULL, 8, &err) == HERD_EINVAL);
+    ASSERT_TRUE(herd_config_get(c, "lr", v, 0, &err) == HERD_EINVAL);
+    ASSERT_TRUE(herd_config_dup(NULL) == NULL);
+    herd_config_set_stop(NULL, NULL);
+    ASSERT_TRUE(herd_opt_parse(NULL, v, "1", &err) == HERD_EINVAL);
+    ASSERT_TRUE(herd_opt_parse(herd_config_option(0), NULL, "1", &err) == HERD_EINVAL);
+    ASSERT_TRUE(herd_opt_check(herd_config_option(0), NULL, &err) == HERD_EINVAL);
+    ASSERT_TRUE(herd_opt_defaults(herd_config_option(0), NULL, &err) == HERD_EINVAL);
     /* a copy outlives its original */
     herd_config *d = herd_config_dup(c);
     ASSERT_TRUE(d != NULL);

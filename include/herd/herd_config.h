@@ -37,7 +37,9 @@ typedef struct herd_config herd_config;
 
 /* A configuration at the defaults (those of herd train, but quiet: a
  * library says nothing on stderr unless "quiet" is set to false).
- * HERD_ENOMEM. */
+ * HERD_ENOMEM; HERD_EINVAL for out NULL. Every function here refuses a
+ * NULL cfg, name or buf with HERD_EINVAL (herd_config_dup returns NULL,
+ * herd_config_free and herd_config_set_stop do nothing). */
 herd_status herd_config_new(herd_config **out);
 void herd_config_free(herd_config *cfg);
 /* A copy of cfg (its strings too), or NULL (out of memory). */

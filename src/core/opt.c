@@ -72,6 +72,8 @@ static bool in_bounds(const herd_opt *o, double v)
 
 herd_status herd_opt_parse(const herd_opt *o, void *obj, const char *value, herd_err *err)
 {
+    if (!o || !obj)
+        return herd_err_set(err, HERD_EINVAL, "herd_opt_parse: %s is NULL", o ? "obj" : "o");
     char *dst = (char *)obj + o->offset;
     if (o->type == HERD_OPT_BOOL) {
         if (!value || !strcmp(value, "true") || !strcmp(value, "1"))
@@ -139,6 +141,8 @@ herd_status herd_opt_parse(const herd_opt *o, void *obj, const char *value, herd
 
 herd_status herd_opt_defaults(const herd_opt *table, void *obj, herd_err *err)
 {
+    if (table && table->name && !obj)
+        return herd_err_set(err, HERD_EINVAL, "herd_opt_defaults: obj is NULL");
     for (const herd_opt *o = table; o && o->name; o++) {
         char *dst = (char *)obj + o->offset;
         if (o->type == HERD_OPT_FLOAT && (o->flags & HERD_OPT_UNSET)) {
@@ -227,6 +231,8 @@ void herd_opt_format(const herd_opt *o, const void *obj, char *buf, size_t cap)
 
 herd_status herd_opt_check(const herd_opt *o, const void *obj, herd_err *err)
 {
+    if (!o || !obj)
+        return herd_err_set(err, HERD_EINVAL, "herd_opt_check: %s is NULL", o ? "obj" : "o");
     const char *p = (const char *)obj + o->offset;
     char v[64];
     switch (o->type) {

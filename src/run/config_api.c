@@ -20,6 +20,8 @@ const herd__train_config *herd__config_run_const(const herd_config *cfg) { retur
 
 herd_status herd_config_new(herd_config **out)
 {
+    if (!out)
+        return HERD_EINVAL;
     herd_config *c = calloc(1, sizeof *c);
     *out = c;
     if (!c)
@@ -79,6 +81,8 @@ void herd__config_swap(herd_config *a, herd_config *b)
 
 herd_config *herd_config_dup(const herd_config *cfg)
 {
+    if (!cfg)
+        return NULL;
     herd_config *d = calloc(1, sizeof *d);
     if (!d || !(d->strs = calloc(cfg->nstrs ? cfg->nstrs : 1, sizeof *d->strs))) {
         free(d);
@@ -138,8 +142,9 @@ herd_status herd_config_set(herd_config *cfg, const char *name, const char *valu
 
 herd_status herd_config_get(const herd_config *cfg, const char *name, char *buf, size_t cap, herd_err *err)
 {
-    if (cap)
-        buf[0] = 0;
+    if (!cfg || !buf || !cap)
+        return herd_err_set(err, HERD_EINVAL, "herd_config_get: %s", !cfg ? "cfg is NULL" : "buf is NULL or cap 0");
+    buf[0] = 0;
     const herd_opt *row = name ? herd__run_option_find(name) : NULL;
     if (row) {
         herd_opt_format(row, &cfg->run, buf, cap);
@@ -172,7 +177,11 @@ herd_status herd_config_check(const herd_config *cfg, herd_err *err)
     return herd__config_validate(&cfg->run, err);
 }
 
-void herd_config_set_stop(herd_config *cfg, const atomic_int *stop) { cfg->run.stop = stop; }
+void herd_config_set_stop(herd_config *cfg, const atomic_int *stop)
+{
+    if (cfg)
+        cfg->run.stop = stop;
+}
 
 herd_status herd_train(const herd_config *cfg, herd_train_result *res, herd_err *err)
 {
