@@ -1,7 +1,10 @@
 # herd — build with `make`, test with `make test`.
 #   make WERROR=1        warnings are errors (CI)
 #   make asan            the test suite under AddressSanitizer + UBSan (build-asan/)
-#   make tsan            the test suite under ThreadSanitizer (build-tsan/)
+#   make tsan            the tests that may start threads under ThreadSanitizer (build-tsan/;
+#                        tests/harness.h: HERD_TEST_ONE_THREAD)
+#   make test-mpi        the mpi engine under mpirun: test-mpi-checks, then test-mpi-failures
+#   make sim             build/herd-sim, herd for `herd sim` (SimGrid; mk/sim.mk)
 #   make bench           side-by-side benchmarks (bench/README.md)
 #   make install         the command, libherd.so/.a, headers, herd.pc (mk/lib.mk)
 CC      ?= cc
@@ -76,11 +79,23 @@ test: $(BUILD)/herd $(BUILD)/herd-tests
 
 # The mpi engine under Open MPI's mpirun, for several world sizes (needs mpicc at build time).
 MPIRUN ?= mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root)
+NEED_MPI = @test -n "$(MPI_LIBS)" || { echo "$@: herd was built without MPI (no mpicc)"; exit 1; }
 $(BUILD)/mpi-checks: $(BUILD)/tests/mpi/mpi_checks.o $(BUILD)/libherd.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-test-mpi: $(BUILD)/mpi-checks $(BUILD)/herd
-	@test -n "$(MPI_LIBS)" || { echo "test-mpi: herd was built without MPI (no mpicc)"; exit 1; }
+# test-mpi-checks: transport, collectives, windows, progress and a pull's
+# latency for several world sizes, and training under mpirun (accuracy
+# thresholds): run it alone. test-mpi-failures: ranks that die or stall
+# (the failure matrix) and checkpoints resumed after a killed rank; they
+# wait out --timeout, compare bits and allow slack, so they can run beside
+# other work (.ci/run does).
+.PHONY: test-mpi-checks test-mpi-failures
+test-mpi:
+	@fail=0; $(MAKE) --no-print-directory test-mpi-checks || fail=1; \
+	$(MAKE) --no-print-directory test-mpi-failures || fail=1; exit $$fail
+
+test-mpi-checks: $(BUILD)/mpi-checks $(BUILD)/herd
+	$(NEED_MPI)
 	@fail=0; for n in 1 2 3 4 5 8; do timeout 120 $(MPIRUN) -np $$n $(BUILD)/mpi-checks || fail=1; done; \
 	for n in 2 4; do timeout 120 $(MPIRUN) -np $$n $(BUILD)/mpi-checks --progress || fail=1; done; \
 	for n in 2 3 4 8; do HERD_MPI_WINDOWS=agent timeout 120 $(MPIRUN) -x HERD_MPI_WINDOWS -np $$n $(BUILD)/mpi-checks || fail=1; done; \
@@ -90,14 +105,17 @@ test-mpi: $(BUILD)/mpi-checks $(BUILD)/herd
 	timeout 60 $(MPIRUN) -np 2 $(BUILD)/mpi-checks --env OMPI_MCA_btl_tcp_eager_limit 1048576 || fail=1; \
 	OMPI_MCA_btl_tcp_eager_limit=65536 timeout 60 $(MPIRUN) -x OMPI_MCA_btl_tcp_eager_limit -np 2 \
 	    $(BUILD)/mpi-checks --env OMPI_MCA_btl_tcp_max_send_size unset || fail=1; \
-	tests/mpi/train_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
-	tests/mpi/ckpt_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
+	tests/mpi/train_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; exit $$fail
+
+test-mpi-failures: $(BUILD)/mpi-checks $(BUILD)/herd
+	$(NEED_MPI)
+	@fail=0; tests/mpi/ckpt_checks.sh $(BUILD)/herd "$(MPIRUN)" || fail=1; \
 	tests/mpi/fail_matrix.sh $(BUILD)/herd "$(MPIRUN)" $(BUILD)/mpi-checks || fail=1; exit $$fail
 
 # The mpi engine on two hosts: network namespaces joined by a 1 Gbit/s veth
 # link, every algorithm family across them (as root; otherwise SKIPPED).
 test-multihost: $(BUILD)/herd $(BUILD)/mpi-checks
-	@test -n "$(MPI_LIBS)" || { echo "test-multihost: herd was built without MPI (no mpicc)"; exit 1; }
+	$(NEED_MPI)
 	tests/mpi/multihost.sh $(BUILD)/herd
 
 # Every algorithm learns at its defaults: lenet on a slice of Fashion-MNIST, 4 and 8 workers (~3 min).
@@ -108,7 +126,8 @@ test-learn: $(BUILD)/herd
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1" SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test TEST_TIMEOUT_SCALE=4
 
-# the suite under ThreadSanitizer: the threads engine, collectives and every algorithm's races
+# the tests that may start threads under ThreadSanitizer: the threads engine, collectives and
+# every algorithm's races (those tagged HERD_TEST_ONE_THREAD run under make test and make asan)
 tsan:
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp $$TSAN_OPTIONS" $(MAKE) BUILD=build-tsan OPT="-O1" SANFLAGS="-fsanitize=thread" test TEST_TIMEOUT_SCALE=4
 

@@ -1,8 +1,10 @@
 # The sim engine (DESIGN.md): herd's sources compiled with SimGrid's smpicc
 # into build/herd-sim, which `herd sim` runs under smpirun.
-#   make                 also builds $(BUILD)/herd-sim when smpicc is found (objects in build-sim/)
-#   make test-sim        the mpi checks (tests/mpi) under smpirun for several world
-#                        sizes, repeatability and the alpha-beta check (tests/sim/)
+#   make sim             builds $(BUILD)/herd-sim (objects in build-sim/): a second
+#                        build of the library, so plain `make` leaves it out
+#   make test-sim        builds it and runs the mpi checks (tests/mpi) under smpirun
+#                        for several world sizes, repeatability and the alpha-beta
+#                        check (tests/sim/)
 #   make sim-clean       removes build-sim/
 # NO_SIM=1 leaves herd-sim out. Without smpicc nothing here is built and
 # test-sim says why.
@@ -21,10 +23,6 @@ SIM_CLI_OBJ := $(CLI_SRC:%.c=$(SIM_BUILD)/%.o)
 SIM_LIBS    := -Wl,--wrap=herd_data_open,--wrap=herd_dataset_free -ldnnl -lz -lm -lpthread
 
 .PHONY: sim test-sim sim-clean
-ifneq ($(SIM_FOUND),)
-all: $(BUILD)/herd-sim
-endif
-sim: $(BUILD)/herd-sim
 
 $(SIM_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -46,11 +44,12 @@ $(SIM_BUILD)/mpi-checks: $(SIM_BUILD)/tests/mpi/mpi_checks.o $(SIM_BUILD)/libher
 SIM_SIZES ?= 1 2 3 4 5 8 16
 SIM_TRAIN ?=
 ifneq ($(SIM_FOUND),)
+sim: $(BUILD)/herd-sim
 test-sim: $(SIM_BUILD)/mpi-checks $(BUILD)/herd $(BUILD)/herd-sim
 	tests/sim/run.sh $(BUILD) $(SIM_BUILD) "$(SIM_SIZES)" "$(SIM_TRAIN)"
 else
-test-sim:
-	@echo "test-sim: no $(SMPICC) (install libsimgrid-dev: scripts/install-deps)"; exit 1
+sim test-sim:
+	@echo "$@: no $(SMPICC) (install libsimgrid-dev: scripts/install-deps)"; exit 1
 endif
 
 # herd.c hands `sim` and `compare` to sim.c and compare.c, and every command
