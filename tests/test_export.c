@@ -575,11 +575,15 @@ static void test_input_norm(void)
     c.data = "synthetic:3x6x6:4";
     herd_train_result tr;
     herd_test_train_ok(&c, &tr);
-    herd_train_result_free(&tr);
     herd_dataset train, test;
     herd_err err = {0};
     ASSERT_OK(herd_data_open(c.data, c.seed, &train, &test, &err));
     ASSERT_TRUE(train.mean && train.std && test.mean && test.std);
+    /* the library's caller gets them with the final model (keep_final) */
+    ASSERT_TRUE(tr.input_mean && tr.input_std && tr.in_c == 3);
+    ASSERT_TRUE(!memcmp(tr.input_mean, train.mean, 3 * sizeof(float)) && !memcmp(tr.input_std, train.std, 3 * sizeof(float)));
+    herd_train_result_free(&tr);
+    ASSERT_TRUE(tr.input_mean == NULL);
     herd_export_config xc = {.checkpoint_dir = dir, .out = scratch("norm.safetensors")};
     herd_export_result xr;
     ASSERT_OK(herd_export(&xc, &xr, &err));

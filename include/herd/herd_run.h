@@ -97,6 +97,11 @@ typedef struct herd_train_result {
      * them with memcpy into herd_model_params and herd_model_buffers. Owned
      * by the result: herd_train_result_free. */
     float *final_params, *final_buffers;
+    /* With them: the model's input standardization, in_c values each
+     * (herd_dataset.mean and .std): it takes (raw - mean) / std per channel,
+     * raw being pixels / 255 for IDX and CIFAR data; NULL where the data had
+     * none. Owned by the result. */
+    float *input_mean, *input_std;
     size_t nbuffers;
     size_t in_c, in_h, in_w, nclasses; /* the shape of one example, and the classes */
 } herd_train_result;

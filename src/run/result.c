@@ -141,14 +141,23 @@ static herd_status final_model(herd_run *r, worker_ctx *workers, herd_train_resu
     herd_status st = herd__ckpt_final(r->ckpt, kept, res->eval_model, err);
     if (st < 0 || !r->cfg->keep_final)
         return st;
+    size_t c = r->train.c;
     res->final_params = malloc(np * sizeof(float) + 1);
     res->final_buffers = malloc(nb * sizeof(float) + 1);
-    if (!res->final_params || !res->final_buffers) {
+    if (r->train.mean && r->train.std) { /* what the model's inputs must be made into */
+        res->input_mean = malloc(c * sizeof(float));
+        res->input_std = malloc(c * sizeof(float));
+    }
+    if (!res->final_params || !res->final_buffers || (r->train.mean && (!res->input_mean || !res->input_std))) {
         herd_train_result_free(res);
         return herd_err_set(err, HERD_ENOMEM, "out of memory for a copy of the final model");
     }
     memcpy(res->final_params, kept, np * sizeof(float));
     memcpy(res->final_buffers, herd_model_buffers(w0->w.model), nb * sizeof(float));
+    if (res->input_mean) {
+        memcpy(res->input_mean, r->train.mean, c * sizeof(float));
+        memcpy(res->input_std, r->train.std, c * sizeof(float));
+    }
     res->nbuffers = nb;
     res->in_c = r->train.c, res->in_h = r->train.h, res->in_w = r->train.w, res->nclasses = r->train.nclasses;
     return HERD_OK;
@@ -159,7 +168,9 @@ void herd_train_result_free(herd_train_result *res)
     free(res->final_params);
     free(res->final_buffers);
     free(res->options);
-    res->final_params = res->final_buffers = NULL;
+    free(res->input_mean);
+    free(res->input_std);
+    res->final_params = res->final_buffers = res->input_mean = res->input_std = NULL;
     res->options = NULL;
 }
 
