@@ -134,9 +134,10 @@ static void test_one_parser(void)
     ASSERT_EQ_INT(o.code, 0);
     ASSERT_STR_CONTAINS(o.out, "threads    windows native-allreduce shared-memory");
     ASSERT_STR_CONTAINS(o.out, "loopback");
-    /* sim is listed (not an --engine: herd sim), and every word is explained */
-    ASSERT_STR_CONTAINS(o.out, "\nsim        windows native-allreduce any-thread checkpoint launcher-sized "
-                               "process-per-worker virtual-clock\n           (not an --engine: 'herd sim' runs");
+    /* sim is listed (not an --engine: herd sim), with what it can do (one process: no --checkpoint,
+     * no --fail), and every word is explained */
+    ASSERT_STR_CONTAINS(o.out, "\nsim        windows native-allreduce any-thread launcher-sized virtual-clock\n"
+                               "           (not an --engine: 'herd sim' runs");
     const char *words[] = {"windows ", "native-allreduce ", "shared-memory ", "any-thread ", "many-local ",
                            "checkpoint ", "launcher-sized ", "process-per-worker ", "virtual-clock "};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {

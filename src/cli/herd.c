@@ -746,7 +746,7 @@ static int cmd_engines(void)
         putchar('\n');
     }
     /* herd-sim's mpi engine, under SimGrid: launched by herd sim, not picked with --engine */
-    printf("%-10s windows native-allreduce any-thread checkpoint launcher-sized process-per-worker virtual-clock\n"
+    printf("%-10s windows native-allreduce any-thread launcher-sized virtual-clock\n"
            "           (not an --engine: 'herd sim' runs the mpi engine's code on a simulated cluster)\n\n",
            "sim");
     for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++)

@@ -198,7 +198,7 @@ const herd_opt herd__run_options[] = {
     {.name = "optimizer", .type = HERD_OPT_CHOICE, .offset = AT(optim.optimizer), .def = "sgd", .flags = RESUME | AGREE,
      .choices = herd_optimizer_names, .group = G_OPT,
      .help = "sgd, lars (a trust ratio per layer, with --momentum) or lamb (its Adam counterpart); lars and lamb "
-             "leave biases and batch norm out of the trust ratio and weight decay. Large batches (README): "
+             "leave biases and batch norm out of the trust ratio and weight decay. Large batches (docs/optimizers.md): "
              "--optimizer lars (its --lr 0.5), --warmup 2 of 10 epochs"},
     {.name = "lars-eta", .type = HERD_OPT_FLOAT, .offset = AT(optim.lars_eta), .def = "0.04",
      .flags = RESUME | B | HERD_OPT_MIN_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
