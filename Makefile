@@ -118,6 +118,12 @@ test-multihost: $(BUILD)/herd $(BUILD)/mpi-checks
 	$(NEED_MPI)
 	tests/mpi/multihost.sh $(BUILD)/herd
 
+# herd used as a careless or hostile user would: each case's exit code and
+# message, nothing else in its directory changed, no process left (~2 min).
+.PHONY: test-adversarial
+test-adversarial: $(BUILD)/herd
+	tests/adversarial/run.sh $(BUILD)/herd
+
 # Every algorithm learns at its defaults: lenet on a slice of Fashion-MNIST, 4 and 8 workers (~3 min).
 .PHONY: test-learn
 test-learn: $(BUILD)/herd
