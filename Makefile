@@ -70,8 +70,14 @@ $(BUILD)/libherd.a: $(LIB_OBJ)
 $(BUILD)/herd: $(CLI_OBJ) $(BUILD)/libherd.a
 	$(CC) $(LDFLAGS) $^ $(CLI_LIBS) $(LDLIBS) -o $@
 
+# Under ThreadSanitizer a test process makes each synthetic data set once (tests/data_cache.c).
+ifneq ($(filter -fsanitize=thread,$(SANFLAGS)),)
+$(TEST_OBJ): CPPFLAGS += -DHERD_TEST_DATA_CACHE
+TEST_LDFLAGS := -Wl,--wrap=herd_data_open,--wrap=herd_dataset_free
+endif
+
 $(BUILD)/herd-tests: $(TEST_OBJ) $(BUILD)/libherd.a
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(TEST_LDFLAGS) $^ $(LDLIBS) -o $@
 
 # The CLI tests run the herd binary: tell them where it is.
 test: $(BUILD)/herd $(BUILD)/herd-tests
