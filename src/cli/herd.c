@@ -401,21 +401,22 @@ static int cmd_train(int argc, char **argv)
         return 128 + atomic_load(&stop_signal);
     if (st < 0) /* a configuration refused is a usage error; so is data that is not the checkpoint's */
         return res.refused || st == HERD_EDATA ? 2 : 1;
-    if (res.rank != 0)
-        return 0;
-    if (res.stop_signal) { /* one line, whatever --quiet says: the run did not end */
+    int rc = res.stop_signal ? 128 + res.stop_signal : 0;
+    if (res.rank == 0 && res.stop_signal) { /* one line, whatever --quiet says: the run did not end */
         fprintf(stderr, "herd: stopped by %s at step %zu", signal_name(res.stop_signal), res.stop_step);
         if (res.stop_checkpoint)
             fprintf(stderr, "; checkpoint of that step in %s (--resume goes on from it)", cfg->checkpoint_dir);
         fputc('\n', stderr);
-    } else if (!cfg->quiet) {
+    } else if (res.rank == 0 && !cfg->quiet) {
         print_summary(&res, cfg, o.json);
     }
-    if (o.json && (herd_train_result_json(&res, stdout) < 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)) {
+    if (res.rank == 0 && o.json &&
+        (herd_train_result_json(&res, stdout) < 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)) {
         fprintf(stderr, "herd: cannot write the summary to stdout: %s\n", strerror(errno));
-        return 1;
+        rc = 1;
     }
-    return res.stop_signal ? 128 + res.stop_signal : 0;
+    herd_train_result_free(&res); /* its options, its final model */
+    return rc;
 }
 
 /* ---- herd bench ------------------------------------------------------ */
