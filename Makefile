@@ -135,13 +135,24 @@ test-adversarial: $(BUILD)/herd
 test-learn: $(BUILD)/herd
 	tests/learn_defaults.sh $(BUILD)/herd
 
+ASAN_MAKE = $(MAKE) BUILD=build-asan OPT="-O1" \
+            SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+TSAN_MAKE = TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp $$TSAN_OPTIONS" $(MAKE) BUILD=build-tsan OPT="-O1" \
+            SANFLAGS="-fsanitize=thread"
+.PHONY: asan-build tsan-build
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1" SANFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test TEST_TIMEOUT_SCALE=4
+	$(ASAN_MAKE) test TEST_TIMEOUT_SCALE=4
 
 # the tests that may start threads under ThreadSanitizer: the threads engine, collectives and
 # every algorithm's races (those tagged HERD_TEST_ONE_THREAD run under make test and make asan)
 tsan:
-	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp $$TSAN_OPTIONS" $(MAKE) BUILD=build-tsan OPT="-O1" SANFLAGS="-fsanitize=thread" test TEST_TIMEOUT_SCALE=4
+	$(TSAN_MAKE) test TEST_TIMEOUT_SCALE=4
+
+# the two builds alone, their tests not run (.ci/run builds them ahead)
+asan-build:
+	$(ASAN_MAKE) build-asan/herd build-asan/herd-tests
+tsan-build:
+	$(TSAN_MAKE) build-tsan/herd build-tsan/herd-tests
 
 bench: $(BUILD)/herd
 	bench/run
