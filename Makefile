@@ -6,6 +6,7 @@
 #   make test-mpi        the mpi engine under mpirun: test-mpi-checks, then test-mpi-failures
 #   make sim             build/herd-sim, herd for `herd sim` (SimGrid; mk/sim.mk)
 #   make bench           side-by-side benchmarks (bench/README.md)
+#   make bench-smoke     every bench/specs experiment at a tiny size (bench/lab)
 #   make install         the command, libherd.so/.a, headers, herd.pc (mk/lib.mk)
 CC      ?= cc
 BUILD   ?= build
@@ -156,6 +157,12 @@ tsan-build:
 
 bench: $(BUILD)/herd
 	bench/run
+
+# Every experiment of bench/specs at a tiny size (bench/lab smoke; herd-sim's
+# where it is built, else those are SKIPPED): the lab cannot rot (~2 min).
+.PHONY: bench-smoke
+bench-smoke: $(BUILD)/herd
+	HERD=$(abspath $(BUILD)/herd) HERD_SIM=$(abspath $(BUILD)/herd-sim) bench/lab smoke
 
 clean:
 	rm -rf build build-asan build-tsan
