@@ -7,7 +7,7 @@
 # per run, a summary, exit 1 on any failure. Then the large-batch optimizers
 # at their defaults (--optimizer O alone): allreduce, 8 workers x batch 512,
 # lenet, LB_EPOCHS (3) epochs of the whole training set, at least MIN_LB
-# (0.75: bench/optimizer-defaults measured lars 0.80/0.83, lamb 0.80/0.82 on
+# (0.75: bench/lab run optimizer-defaults measured lars 0.80/0.83, lamb 0.80/0.82 on
 # seeds 1/2; lars's defaults before them ended at 0.16).
 #   tests/learn_defaults.sh [HERD_BIN]           the CI slice (make test-learn)
 #   ALGOS="amsgd asgd" SEEDS="1 2 3" tests/learn_defaults.sh

@@ -28,7 +28,7 @@ const char *herd__fail_mode_name(herd__fail_mode m)
 }
 
 /* --optimizer lars's own --lr: the best of the sweep in
- * bench/optimizer-defaults (lenet, 8 workers x batch 512, 3 epochs: 0.80
+ * bench/specs/optimizer-sweep.toml (lenet, 8 workers x batch 512, 3 epochs: 0.80
  * and 0.83 on seeds 1 and 2 with --lars-eta 0.04; 0.89 at 1 x 64). The
  * paper's eta, 0.001, with lr 0.05 ended at 0.16 there. An algorithm's own
  * lr is tuned for sgd's step and does not apply to the trust ratio's. */

@@ -203,7 +203,7 @@ const herd_opt herd__run_options[] = {
     {.name = "lars-eta", .type = HERD_OPT_FLOAT, .offset = AT(optim.lars_eta), .def = "0.04",
      .flags = RESUME | B | HERD_OPT_MIN_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
      .help = "lars: trust coefficient eta, the layer's rate being lr * eta ||w|| / (||g|| + wd ||w||) (the paper's "
-             "0.001 learns nothing at herd's rates: bench/optimizer-defaults)"},
+             "0.001 learns nothing at herd's rates: bench/lab run optimizer-sweep)"},
     {.name = "lamb-beta1", .type = HERD_OPT_FLOAT, .offset = AT(optim.beta1), .def = "0.9",
      .flags = RESUME | B | HERD_OPT_MAX_OPEN | AGREE, .min = 0, .max = 1, .meta = "X", .group = G_OPT,
      .help = "lamb: first-moment decay"},
