@@ -156,7 +156,7 @@ tsan-build:
 	$(TSAN_MAKE) build-tsan/herd build-tsan/herd-tests
 
 bench: $(BUILD)/herd
-	bench/run
+	HERD=$(abspath $(BUILD)/herd) bench/lab run vs-pytorch
 
 # Every experiment of bench/specs at a tiny size (bench/lab smoke; herd-sim's
 # where it is built, else those are SKIPPED): the lab cannot rot (~2 min).

@@ -10,7 +10,7 @@ inputs, one thread. Prints one JSON line on stdout:
 
 `--gemm N` instead times an NxN float32 torch.mm (the BLAS PyTorch uses).
 
-Run it with Debian's /usr/bin/python3 (python3-torch); bench/run does, and
+Run it with Debian's /usr/bin/python3 (python3-torch); bench/lab run vs-pytorch does, and
 sets OPENBLAS_CORETYPE to the fastest kernel set it measured on this CPU.
 Both modes' JSON give "blas_core": the kernel set OpenBLAS chose (or
 "unknown" where PyTorch does not use OpenBLAS).
@@ -39,7 +39,7 @@ def parse_args():
     p.add_argument("--loop", default="step", choices=["step", "plain", "none"],
                    help="the timed loop: step (default: a step function over 4 cycled batches, "
                         "gradients zeroed in place), plain (the same statements inline, one batch), "
-                        "none (as step, gradients set to None instead of zeroed); bench/torch-loop "
+                        "none (as step, gradients set to None instead of zeroed); bench/lab run torch-loop "
                         "compares them")
     a = p.parse_args()
     if a.batch < 1 or a.steps < 1 or a.warmup < 0 or a.threads < 1 or a.reps < 1 or a.gemm < 0:
