@@ -159,9 +159,10 @@ bench: $(BUILD)/herd
 	HERD=$(abspath $(BUILD)/herd) bench/lab run vs-pytorch
 
 # Every experiment of bench/specs at a tiny size (bench/lab smoke; herd-sim's
-# where it is built, else those are SKIPPED): the lab cannot rot (~2 min).
+# where it is built, the two hosts' as root, else those are SKIPPED; the
+# agents' wake is measured with mpi-checks): the lab cannot rot (~2 min).
 .PHONY: bench-smoke
-bench-smoke: $(BUILD)/herd
+bench-smoke: $(BUILD)/herd $(BUILD)/mpi-checks
 	HERD=$(abspath $(BUILD)/herd) HERD_SIM=$(abspath $(BUILD)/herd-sim) bench/lab smoke
 
 clean:

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Sourced by the bench scripts that set a simulation beside two real hosts
-# (tests/mpi/netns.sh): the SimGrid platform of the same shape.
+# Sourced by bench/lib/two-hosts-ctl (a simulation beside two real hosts,
+# tests/mpi/netns.sh) and tests/sim/run.sh: the SimGrid platform of the
+# same shape, and the agents' wake measured on the real ones.
 #
 # two_hosts_speed CORES NP
 #   Each simulated host's rate in flop/s: SimGrid times a rank's real

@@ -78,7 +78,7 @@ extern const herd_engine_clock herd__sim_clock;
  * simulated messages, as the real agents' protocol does (simwin.c). What a
  * real agent adds beyond the messages is the time to wake (or to preempt
  * the target's compute) and answer, which `herd sim --agent-wake-us` gives
- * (HERD_SIM_AGENT_US; measured on two real hosts by bench/sim-predict):
+ * (HERD_SIM_AGENT_US; measured on two real hosts by bench/lab's sim-predict):
  * the agent sleeps that long before it serves a lock (it then serves the
  * epoch's requests, sent back to back, in the same turn) and before each
  * flush (what follows a flush waits for another turn). The origin's host

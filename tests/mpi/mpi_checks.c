@@ -267,7 +267,7 @@ static int progress_family(herd_comm *c, const char *family, exchange_fn fn, int
     return bad;
 }
 
-/* mpi_checks --pull-latency [MAX_US [GAP_US]] (bench/sim-predict's
+/* mpi_checks --pull-latency [MAX_US [GAP_US]] (bench/lib/two-hosts-ctl wake's
  * calibration of herd sim --agent-wake-us): for 2 s rank 0 pulls 100
  * floats from the last rank under a shared lock, one pull after another
  * (GAP_US apart: the target's agent has gone back to sleep by the next),

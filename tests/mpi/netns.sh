@@ -1,6 +1,7 @@
 # shellcheck shell=bash disable=SC2034  # sourced: the callers use what it sets
 # Two hosts on one machine, for the mpi engine under mpirun: sourced by
-# tests/mpi/multihost.sh (make test-multihost) and bench/multihost.
+# tests/mpi/multihost.sh (make test-multihost) and bench/lib/two-hosts-ctl
+# (the same hosts as commands, for bench/lab's two-host specs).
 #
 # Each host is a network namespace of its own, joined to the other by a veth
 # pair, 10.231.0.1 and 10.231.0.2/24 (addresses that exist only inside these
