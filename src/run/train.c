@@ -60,19 +60,12 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
     }
     HERD_TRY(herd_world_endpoint(r->world, rank, &w->comm, err));
     w->comm->timeout_s = cfg->comm_timeout_s;
-    if (c->algo.ops->eval_params && !(c->eval_buf = malloc(2 * w->nparams * sizeof(float)))) {
+    if (c->algo.ops->eval_params && !(c->eval.buf = malloc(2 * w->nparams * sizeof(float)))) {
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for evaluation");
         goto out;
     }
-    c->train_loss = NAN; /* until it ends an epoch with a step in it */
-    c->fail_step = SIZE_MAX;
-    for (size_t i = 0; i < cfg->nfail; i++)
-        if (cfg->fail[i].rank == rank && cfg->fail[i].step < c->fail_step)
-            c->fail_step = cfg->fail[i].step, c->fail_mode = cfg->fail[i].mode;
-    c->slow_factor = 1.0;
-    for (size_t i = 0; i < cfg->nslow; i++)
-        if (cfg->slow[i].rank == rank)
-            c->slow_factor = cfg->slow[i].factor;
+    c->result.train_loss = NAN; /* until it ends an epoch with a step in it */
+    herd__fault_init(&c->fault, cfg, rank);
 out:
     return st;
 }
@@ -81,12 +74,9 @@ static void worker_teardown(worker_ctx *c)
 {
     if (c->algo.ops && c->algo.ops->free)
         c->algo.ops->free(&c->algo, &c->w);
-    if (c->lease_win)
-        herd_comm_win_free(c->w.comm, c->lease_win);
-    if (c->claim_win)
-        herd_comm_win_free(c->w.comm, c->claim_win);
-    free(c->eval_buf);
-    herd__trace_free(c);
+    herd__claim_close(&c->claim, &c->w);
+    free(c->eval.buf);
+    herd__trace_free(&c->trace);
     herd_comm_free(c->w.comm);
     herd_model_free(c->w.model);
     herd_optim_free(&c->w.optim);
@@ -356,16 +346,17 @@ static herd_status first_failure(herd_run *r, const worker_ctx *workers, herd_er
     for (size_t pass = 0; pass < 3; pass++)
         for (size_t i = 0; i < r->nlocal; i++) {
             const worker_ctx *c = &workers[i];
-            if (c->st < 0 && (pass == 2 || (pass == 0 ? c->st != HERD_EREMOTE : c->w.err.msg[0]))) {
+            herd_status st = c->result.st;
+            if (st < 0 && (pass == 2 || (pass == 0 ? st != HERD_EREMOTE : c->w.err.msg[0]))) {
                 if (err)
                     *err = c->w.err;
                 if (err && !err->msg[0])
-                    herd_err_set(err, c->st, "worker %zu failed: %s", r->first_rank + i, herd_strerror(c->st));
+                    herd_err_set(err, st, "worker %zu failed: %s", r->first_rank + i, herd_strerror(st));
                 char quoted[2 * sizeof c->w.err.msg + 8];
                 herd__json_quote(quoted, sizeof quoted, err ? err->msg : c->w.err.msg);
                 herd__log_record(&r->log, "error", "\"worker\":%zu,\"status\":\"%s\",\"error\":%s", r->first_rank + i,
-                                 herd_err_name(c->st), quoted);
-                return c->st;
+                                 herd_err_name(st), quoted);
+                return st;
             }
         }
     return HERD_OK;
@@ -496,27 +487,27 @@ herd_status herd__train(const herd__train_config *cfg, herd_train_result *res, h
     worker_ctx *w0 = &workers[0];
     bool stopped = false;
     for (size_t i = 0; i < r.nlocal; i++)
-        stopped = stopped || workers[i].stopped;
+        stopped = stopped || workers[i].stop.stopped;
     if (!stopped)
         warn_unfired(&r, workers);
     /* the final evaluation, once every worker has stopped (not when stopped
      * from outside: whoever stopped the run wants it to end now), on this
      * thread with the workers' --threads, as theirs ran */
     herd_nn_set_threads((int)eff.threads);
-    if (r.first_rank == 0 && !stopped && (st = herd__evaluate(w0, w0->train_loss, w0->last_epoch_s)) < 0) {
+    if (r.first_rank == 0 && !stopped && (st = herd__evaluate(w0, w0->result.train_loss, w0->result.last_epoch_s)) < 0) {
         if (err)
             *err = w0->w.err.msg[0] ? w0->w.err : w0->w.comm->err;
         goto out;
     }
-    if (stopped && !w0->eval_model) /* stopped before any evaluation: no figure, not 0 */
-        w0->test_acc = w0->test_loss = w0->worker0_acc = NAN;
+    if (stopped && !w0->result.eval_model) /* stopped before any evaluation: no figure, not 0 */
+        w0->result.test_acc = w0->result.test_loss = w0->result.worker0_acc = NAN;
     HERD_TRY(herd__result_fill(&r, workers, wall, res, err));
     res->options = options, options = NULL;
     HERD_TRY(herd__trace_write(&r, workers, err));
     if (stopped) {
         res->stop_signal = atomic_load(cfg->stop);
         res->stop_step = w0->w.step;
-        res->stop_checkpoint = w0->stop_saved;
+        res->stop_checkpoint = w0->stop.saved;
         res->status = "stopped";
         herd__log_record(&r.log, "stop", "\"signal\":%d,\"step\":%zu,\"epoch\":%zu,\"checkpoint\":%s",
                          res->stop_signal, res->stop_step, w0->w.epoch + 1, res->stop_checkpoint ? "true" : "false");
