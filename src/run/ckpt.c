@@ -365,8 +365,11 @@ void herd_ckpt_free(herd_ckpt *ck)
     free(ck);
 }
 
-/* Verifies b[0..len) and fills ck's header and section table. */
-static herd_status verify(herd_ckpt *ck, herd_err *err)
+/* The fixed header: magic, version, the header's and the file's sizes
+ * (*hbytes, *fbytes) against the file's, the number of sections (*nsecs),
+ * the header's checksum. */
+static herd_status verify_header(const herd_ckpt *ck, uint32_t *hbytes_out, uint32_t *nsecs_out, uint64_t *fbytes_out,
+                                 herd_err *err)
 {
     const unsigned char *b = ck->bytes;
     size_t len = ck->len;
@@ -403,6 +406,15 @@ static herd_status verify(herd_ckpt *ck, herd_err *err)
     if (fbytes < len)
         return herd_err_set(err, HERD_ECORRUPT, "checkpoint %s: %zu bytes of trailing data after its %" PRIu64 " bytes",
                             f, len - (size_t)fbytes, fbytes);
+    *hbytes_out = hbytes, *nsecs_out = nsecs, *fbytes_out = fbytes;
+    return HERD_OK;
+}
+
+/* The header's fields into ck->info. */
+static herd_status read_info(herd_ckpt *ck, herd_err *err)
+{
+    const unsigned char *b = ck->bytes;
+    const char *f = ck->label;
     herd_ckpt_info *in = &ck->info;
     in->step = get64(b + 24), in->epoch = get64(b + 32), in->nparams = get64(b + 40), in->seed = get64(b + 48);
     in->steps_per_epoch = get64(b + 56);
@@ -416,6 +428,17 @@ static herd_status verify(herd_ckpt *ck, herd_err *err)
     memcpy(in->algo, b + 100, sizeof in->algo);
     if (in->workers == 0)
         return herd_err_set(err, HERD_ECORRUPT, "checkpoint %s: corrupt header: 0 workers", f);
+    return HERD_OK;
+}
+
+/* The section table: each section's name, worker and checksum; the
+ * sections lie one after another from the header's end (hbytes) to the
+ * file's (fbytes). */
+static herd_status read_sections(herd_ckpt *ck, uint32_t hbytes, uint32_t nsecs, uint64_t fbytes, herd_err *err)
+{
+    const unsigned char *b = ck->bytes;
+    const char *f = ck->label;
+    const herd_ckpt_info *in = &ck->info;
     ck->nsecs = nsecs;
     ck->secs = calloc(nsecs ? nsecs : 1, sizeof *ck->secs);
     ck->names = calloc(nsecs ? nsecs : 1, sizeof *ck->names);
@@ -454,6 +477,19 @@ static herd_status verify(herd_ckpt *ck, herd_err *err)
         return herd_err_set(err, HERD_ECORRUPT,
                             "checkpoint %s: %" PRIu64 " bytes after the last section belong to no section", f, fbytes - at);
     return HERD_OK;
+}
+
+/* Verifies ck's bytes and fills its header and section table. */
+static herd_status verify(herd_ckpt *ck, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    uint32_t hbytes = 0, nsecs = 0;
+    uint64_t fbytes = 0;
+    HERD_TRY(verify_header(ck, &hbytes, &nsecs, &fbytes, err));
+    HERD_TRY(read_info(ck, err));
+    HERD_TRY(read_sections(ck, hbytes, nsecs, fbytes, err));
+out:
+    return st;
 }
 
 /* Takes ownership of bytes (freed on failure too). */

@@ -354,15 +354,9 @@ static herd_status lock_dir(herd__ckpt_run *cr, const char *dir, herd_err *err)
     return HERD_OK;
 }
 
-herd_status herd__ckpt_run_open(const herd__train_config *cfg, const char *algo, size_t nparams,
-                                size_t steps_per_epoch, const herd_dataset *train, const herd_dataset *test,
-                                size_t first_rank, size_t nlocal, herd__ckpt_run **out, herd_err *err)
+/* What the header and the meta section must hold of the run. */
+static herd_status check_fits(const herd__train_config *cfg, const char *algo, herd_err *err)
 {
-    herd_status st = HERD_OK;
-    *out = NULL;
-    if (!cfg->checkpoint_dir)
-        return HERD_OK;
-    const char *dir = cfg->checkpoint_dir;
     if (bad_fit(cfg->model, sizeof((herd_ckpt_info *)0)->model) || bad_fit(algo, sizeof((herd_ckpt_info *)0)->algo))
         return herd_err_set(err, HERD_EINVAL, "--checkpoint: model or algorithm name too long for the header");
     if (cfg->workers > UINT32_MAX || cfg->batch > UINT32_MAX)
@@ -370,25 +364,30 @@ herd_status herd__ckpt_run_open(const herd__train_config *cfg, const char *algo,
     if (cfg->data && strlen(cfg->data) >= HERD_CKPT_MAX_DATA)
         return herd_err_set(err, HERD_EINVAL, "--checkpoint: the --data name is too long to record (%zu bytes, at most %d)",
                             strlen(cfg->data), HERD_CKPT_MAX_DATA - 1);
+    return HERD_OK;
+}
+
+/* The checkpoint directory, made where it is missing (not on --resume). */
+static herd_status make_dir(const char *dir, bool resume, herd_err *err)
+{
     struct stat sb;
     if (stat(dir, &sb) != 0) {
         /* the ranks of a run on several processes all make it: one wins */
-        if (errno != ENOENT || cfg->resume || (mkdir(dir, 0755) != 0 && errno != EEXIST) || stat(dir, &sb) != 0)
+        if (errno != ENOENT || resume || (mkdir(dir, 0755) != 0 && errno != EEXIST) || stat(dir, &sb) != 0)
             return herd_err_set(err, errno == ENOENT ? HERD_ENOTFOUND : HERD_EIO, "checkpoint directory %s: %s", dir,
                                 strerror(errno));
     }
     if (!S_ISDIR(sb.st_mode))
         return herd_err_set(err, HERD_EINVAL, "checkpoint directory %s is not a directory", dir);
-    herd__ckpt_run *cr = calloc(1, sizeof *cr);
-    if (!cr)
-        return herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints");
-    cr->cfg = cfg;
-    cr->lock_fd = -1;
-    cr->first_rank = first_rank, cr->nlocal = nlocal;
-    /* the writer's process holds the directory (under herd sim every rank
-     * is one process, whose second flock would refuse the first) */
-    if (first_rank == 0)
-        HERD_TRY(lock_dir(cr, dir, err));
+    return HERD_OK;
+}
+
+/* The header's fields, when checkpoints fall, and the buffers a save
+ * fills: the slots, the section table, the meta and norm sections. */
+static herd_status lay_out(herd__ckpt_run *cr, const char *algo, size_t nparams, size_t steps_per_epoch,
+                           const herd_dataset *train, const herd_dataset *test, herd_err *err)
+{
+    const herd__train_config *cfg = cr->cfg;
     herd_ckpt_info *in = &cr->info;
     in->nparams = nparams, in->seed = cfg->seed, in->steps_per_epoch = steps_per_epoch;
     in->workers = (uint32_t)cfg->workers, in->batch = (uint32_t)cfg->batch;
@@ -416,38 +415,77 @@ herd_status herd__ckpt_run_open(const herd__train_config *cfg, const char *algo,
         memcpy(cr->norm + train->c, train->std, train->c * sizeof(float));
         cr->nnorm = 2 * train->c;
     }
-    if (!cr->slots || !cr->secs || !cr->meta) {
-        st = herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints of %zu workers", cfg->workers);
-        goto out;
-    }
-    if (!cfg->resume) {
-        /* a fresh run would mix its checkpoints with these, and prune them */
-        uint64_t steps[1];
-        size_t n = 0;
-        HERD_TRY(herd_ckpt_list(dir, steps, 1, &n, err));
-        if (n) {
-            st = herd_err_set(err, HERD_EINVAL,
-                              "checkpoint directory %s already holds checkpoints (the newest: ckpt-%" PRIu64
-                              ".herd); add --resume to continue from them, or choose another directory",
-                              dir, steps[0]);
-            goto out;
-        }
-    }
-    if (cfg->resume) {
-        char warn[2048];
-        size_t skipped = 0;
-        HERD_TRY(herd_ckpt_latest(dir, &cr->resume, warn, sizeof warn, &skipped, err));
-        if (skipped && !cfg->quiet)
-            fprintf(stderr, "herd: warning: skipped %zu newer checkpoint(s) that are not valid:\n%s", skipped, warn);
-        else if (warn[0] && !cfg->quiet) /* a file not named after its step */
-            fprintf(stderr, "herd: warning: %s", warn);
-        HERD_TRY(check_same_run(cr, err));
-        HERD_TRY(check_same_data(cr, err));
-        if (!cfg->quiet)
-            fprintf(stderr, "herd: resuming from %s (step %" PRIu64 ", epoch %" PRIu64 ")\n",
-                    herd_ckpt_label(cr->resume), herd_ckpt_get_info(cr->resume)->step,
-                    herd_ckpt_get_info(cr->resume)->epoch + 1);
-    }
+    if (!cr->slots || !cr->secs || !cr->meta)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints of %zu workers", cfg->workers);
+    return HERD_OK;
+}
+
+/* A fresh run would mix its checkpoints with those dir holds, and prune
+ * them: refused. */
+static herd_status check_fresh(const char *dir, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    uint64_t steps[1];
+    size_t n = 0;
+    HERD_TRY(herd_ckpt_list(dir, steps, 1, &n, err));
+    if (n)
+        st = herd_err_set(err, HERD_EINVAL,
+                          "checkpoint directory %s already holds checkpoints (the newest: ckpt-%" PRIu64
+                          ".herd); add --resume to continue from them, or choose another directory",
+                          dir, steps[0]);
+out:
+    return st;
+}
+
+/* --resume: the newest valid checkpoint in dir, which must be of this run
+ * and its data. */
+static herd_status open_resume(herd__ckpt_run *cr, const char *dir, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    const herd__train_config *cfg = cr->cfg;
+    char warn[2048];
+    size_t skipped = 0;
+    HERD_TRY(herd_ckpt_latest(dir, &cr->resume, warn, sizeof warn, &skipped, err));
+    if (skipped && !cfg->quiet)
+        fprintf(stderr, "herd: warning: skipped %zu newer checkpoint(s) that are not valid:\n%s", skipped, warn);
+    else if (warn[0] && !cfg->quiet) /* a file not named after its step */
+        fprintf(stderr, "herd: warning: %s", warn);
+    HERD_TRY(check_same_run(cr, err));
+    HERD_TRY(check_same_data(cr, err));
+    if (!cfg->quiet)
+        fprintf(stderr, "herd: resuming from %s (step %" PRIu64 ", epoch %" PRIu64 ")\n",
+                herd_ckpt_label(cr->resume), herd_ckpt_get_info(cr->resume)->step,
+                herd_ckpt_get_info(cr->resume)->epoch + 1);
+out:
+    return st;
+}
+
+herd_status herd__ckpt_run_open(const herd__train_config *cfg, const char *algo, size_t nparams,
+                                size_t steps_per_epoch, const herd_dataset *train, const herd_dataset *test,
+                                size_t first_rank, size_t nlocal, herd__ckpt_run **out, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    *out = NULL;
+    if (!cfg->checkpoint_dir)
+        return HERD_OK;
+    const char *dir = cfg->checkpoint_dir;
+    if ((st = check_fits(cfg, algo, err)) < 0 || (st = make_dir(dir, cfg->resume, err)) < 0)
+        return st;
+    herd__ckpt_run *cr = calloc(1, sizeof *cr);
+    if (!cr)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory for checkpoints");
+    cr->cfg = cfg;
+    cr->lock_fd = -1;
+    cr->first_rank = first_rank, cr->nlocal = nlocal;
+    /* the writer's process holds the directory (under herd sim every rank
+     * is one process, whose second flock would refuse the first) */
+    if (first_rank == 0)
+        HERD_TRY(lock_dir(cr, dir, err));
+    HERD_TRY(lay_out(cr, algo, nparams, steps_per_epoch, train, test, err));
+    if (cfg->resume)
+        HERD_TRY(open_resume(cr, dir, err));
+    else
+        HERD_TRY(check_fresh(dir, err));
 out:
     if (st < 0)
         herd__ckpt_run_free(cr);

@@ -1,4 +1,4 @@
-/* Divergence: worker 0's loss, watched at every evaluation (run.h). A run
+/* Divergence: worker 0's loss, watched at every evaluation (diverge.h). A run
  * whose loss ran away used to end at chance with exit 0 and nothing said;
  * now it is named, with the algorithm and the learning rate that did it.
  * So is one that never learned: a loss still within 2% of chance after
@@ -13,15 +13,16 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "run/diverge.h"
+#include "run/log.h"
 #include "run/run.h"
 
 /* steps after which a loss still at chance means the run is not learning */
 #define HERD_DIV_LEARN_STEPS 100
 
-void herd__div_step(worker_ctx *c, double loss)
+void herd__div_step(herd__div *d, const herd_worker *w, double loss)
 {
-    herd__div *d = &c->div;
-    if (c->w.rank != 0 || !isfinite(loss))
+    if (w->rank != 0 || !isfinite(loss))
         return;
     d->ema = d->n++ ? 0.9 * d->ema + 0.1 * loss : loss;
     if (d->n == 1 || d->ema < d->min_ema)
@@ -30,12 +31,9 @@ void herd__div_step(worker_ctx *c, double loss)
 
 /* The run diverges (or is not learning: stuck), because of why: warned of
  * once (stderr, a "diverged" or "not_learning" record in the log); with
- * --stop-on-divergence HERD_EDIVERGED, c->w.err saying so. */
-static herd_status named(worker_ctx *c, bool stuck, const char *why, double test_loss)
+ * --stop-on-divergence HERD_EDIVERGED, w->err saying so. */
+static herd_status named(herd__div *d, herd_run *r, herd_worker *w, bool stuck, const char *why, double test_loss)
 {
-    herd__div *d = &c->div;
-    herd_run *r = c->run;
-    herd_worker *w = &c->w;
     const char *what = stuck ? "is not learning" : "diverges";
     if (!d->diverged && !d->not_learning) {
         *(stuck ? &d->not_learning : &d->diverged) = true;
@@ -56,10 +54,8 @@ static herd_status named(worker_ctx *c, bool stuck, const char *why, double test
                         w->epoch + 1, w->step, what, why, r->algo_ops->name, (double)r->cfg->optim.lr);
 }
 
-herd_status herd__div_check(worker_ctx *c, double test_loss)
+herd_status herd__div_check(herd__div *d, herd_run *r, herd_worker *w, double test_loss)
 {
-    herd__div *d = &c->div;
-    herd_run *r = c->run;
     double chance = log((double)(r->train.nclasses > 1 ? r->train.nclasses : 2));
     char why[160] = "";
     bool stuck = false;
@@ -77,13 +73,12 @@ herd_status herd__div_check(worker_ctx *c, double test_loss)
                  d->ema / d->min_ema, d->min_ema);
     if (!why[0])
         return HERD_OK;
-    return named(c, stuck, why, test_loss);
+    return named(d, r, w, stuck, why, test_loss);
 }
 
-herd_status herd__div_final(worker_ctx *c, double train_loss, double test_acc)
+herd_status herd__div_final(herd__div *d, herd_run *r, herd_worker *w, double train_loss, double test_acc,
+                            double test_loss)
 {
-    herd__div *d = &c->div;
-    herd_run *r = c->run;
     if (d->diverged || d->not_learning)
         return HERD_OK; /* named already (and stopped there if told to) */
     size_t k = r->train.nclasses > 1 ? r->train.nclasses : 2;
@@ -99,5 +94,5 @@ herd_status herd__div_final(worker_ctx *c, double train_loss, double test_acc)
     }
     if (!why[0])
         return HERD_OK;
-    return named(c, true, why, c->test_loss);
+    return named(d, r, w, true, why, test_loss);
 }

@@ -1,5 +1,6 @@
 /* The worker loop: one worker's epochs and steps, around the algorithm's
- * hooks (herd_algo.h), with evaluation, --slow and --fail. */
+ * hooks (herd_algo.h), with evaluation and a stop asked from outside
+ * (cfg->stop); the services it calls have their own files (run.h). */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -28,21 +29,13 @@ static bool peer_lost(void *ctx, size_t rank)
     return r->lost && atomic_load(&r->lost[rank]);
 }
 
-static herd_status run_stopping(void *ctx, herd_err *err) { return herd__stop_check(ctx, err); }
+static herd_status run_stopping(void *ctx, herd_err *err)
+{
+    worker_ctx *c = ctx;
+    return herd__stop_check(&c->claim, &c->w, err);
+}
 
 const herd_peers_ops herd__run_peers = {.lost = peer_lost, .stopping = run_stopping};
-
-/* A straggler's extra time: slept in slices of at most 50 ms, so a run
- * that another worker has already failed does not wait it out. */
-static void straggle(const herd_run *r, double s)
-{
-    double end = herd__now() + s;
-    for (double left = s; left > 0 && !atomic_load(&r->abort); left = end - herd__now()) {
-        double d = left < 0.05 ? left : 0.05;
-        struct timespec ts = {(time_t)d, (long)((d - floor(d)) * 1e9)};
-        nanosleep(&ts, NULL);
-    }
-}
 
 /* A step's compute is told to the engine where it happens (herd_comm.h, "a
  * worker's own compute"): where the workers run on a virtual clock that is
@@ -58,7 +51,7 @@ static void compute_forward(worker_ctx *c, size_t batch)
 {
     herd_comm_step_begin(c->w.comm);
     herd_comm_compute(c->w.comm, herd_model_forward_flops(c->w.model) * (double)batch);
-    herd_comm_span_begin(c->w.comm, &c->backward);
+    herd_comm_span_begin(c->w.comm, &c->compute.backward);
 }
 
 /* Backward has produced the gradients of the layer whose parameters start at
@@ -66,9 +59,9 @@ static void compute_forward(worker_ctx *c, size_t batch)
 static herd_status on_grad_ready(void *p, size_t off, size_t len)
 {
     worker_ctx *c = p;
-    herd_comm_span_reach(c->w.comm, &c->backward,
+    herd_comm_span_reach(c->w.comm, &c->compute.backward,
                          herd_model_backward_flops_done(c->w.model, off) * (double)c->run->cfg->batch);
-    herd__nf_grads_arrived(c, off, len);
+    herd__nf_grads_arrived(&c->nf, c->algo.ops, &c->w, off, len);
     return c->algo.ops->grad_ready(&c->algo, &c->w, off, len);
 }
 
@@ -146,10 +139,10 @@ static herd_status timed_evaluate(worker_ctx *c, const eval_point *p)
     double t0 = herd__now();
     eval_point q = *p;
     if (c->run->cfg->eval_every_steps && q.progress > 0)
-        q.train_loss = c->recent_nloss ? c->recent_loss_sum / (double)c->recent_nloss : NAN;
-    c->recent_loss_sum = 0, c->recent_nloss = 0;
+        q.train_loss = c->eval.recent_nloss ? c->eval.recent_loss_sum / (double)c->eval.recent_nloss : NAN;
+    c->eval.recent_loss_sum = 0, c->eval.recent_nloss = 0;
     herd_status st = evaluate(c, &q);
-    herd__trace_span(c, HERD__SPAN_EVAL, t0, herd__now());
+    herd__trace_span(&c->trace, &c->w, HERD__SPAN_EVAL, t0, herd__now());
     return st;
 }
 
@@ -161,7 +154,7 @@ static herd_status evaluate_epoch_end(worker_ctx *c, double epoch_loss, double t
     double progress = c->run->algo_ops->async || !w->steps_per_epoch
                           ? (double)(w->epoch + 1)
                           : (double)w->step / (double)w->steps_per_epoch;
-    return timed_evaluate(c, &(eval_point){w->epoch + 1, progress, epoch_loss, t_epoch, c->train_s});
+    return timed_evaluate(c, &(eval_point){w->epoch + 1, progress, epoch_loss, t_epoch, c->result.train_s});
 }
 
 /* The final evaluation, after every worker's last step: an asynchronous
@@ -177,13 +170,15 @@ static herd_status final_evaluate(worker_ctx *c, double epoch_loss, double t_epo
     double progress = (double)cfg->epochs;
     if (cfg->max_steps && (double)w->step / (double)w->steps_per_epoch < progress)
         progress = (double)w->step / (double)w->steps_per_epoch;
-    return timed_evaluate(c, &(eval_point){w->epoch + 1, progress, epoch_loss, t_epoch, c->train_s});
+    return timed_evaluate(c, &(eval_point){w->epoch + 1, progress, epoch_loss, t_epoch, c->result.train_s});
 }
 
 herd_status herd__evaluate(worker_ctx *c, double epoch_loss, double t_epoch)
 {
     herd_status st = final_evaluate(c, epoch_loss, t_epoch);
-    return st < 0 ? st : herd__div_final(c, epoch_loss, c->test_acc);
+    if (st < 0)
+        return st;
+    return herd__div_final(&c->div, c->run, &c->w, epoch_loss, c->result.test_acc, c->result.test_loss);
 }
 
 /* A worker's communication counters, kept across what an evaluation
@@ -247,24 +242,25 @@ static herd_status evaluate(worker_ctx *c, const eval_point *p)
     herd_status st = HERD_OK;
     herd_run *r = c->run;
     herd_worker *w = &c->w;
+    worker_result *res = &c->result;
     size_t dim = herd_dataset_dim(&r->test);
     if ((st = check_eval_model(c, w->params, "worker 0's")) < 0)
         return st;
-    herd_model_evaluate(w->model, r->test.x, r->test.y, r->test.n, dim, &c->test_loss, &c->test_acc);
-    c->worker0_acc = c->test_acc;
-    c->eval_model = "worker0";
+    herd_model_evaluate(w->model, r->test.x, r->test.y, r->test.n, dim, &res->test_loss, &res->test_acc);
+    res->worker0_acc = res->test_acc;
+    res->eval_model = "worker0";
     const char *name = NULL;
     if (c->algo.ops->eval_params) {
         /* evaluate the algorithm's model in w's model, then put w's weights back */
-        memcpy(c->eval_buf, w->params, w->nparams * sizeof(float));
-        st = c->algo.ops->eval_params(&c->algo, w, c->eval_buf + w->nparams, &name);
+        memcpy(c->eval.buf, w->params, w->nparams * sizeof(float));
+        st = c->algo.ops->eval_params(&c->algo, w, c->eval.buf + w->nparams, &name);
         if (st == HERD_OK && name)
-            st = check_eval_model(c, c->eval_buf + w->nparams, name);
+            st = check_eval_model(c, c->eval.buf + w->nparams, name);
         if (st == HERD_OK && name) {
-            memcpy(w->params, c->eval_buf + w->nparams, w->nparams * sizeof(float));
-            herd_model_evaluate(w->model, r->test.x, r->test.y, r->test.n, dim, &c->test_loss, &c->test_acc);
-                    memcpy(w->params, c->eval_buf, w->nparams * sizeof(float));
-            c->eval_model = name;
+            memcpy(w->params, c->eval.buf + w->nparams, w->nparams * sizeof(float));
+            herd_model_evaluate(w->model, r->test.x, r->test.y, r->test.n, dim, &res->test_loss, &res->test_acc);
+            memcpy(w->params, c->eval.buf, w->nparams * sizeof(float));
+            res->eval_model = name;
         }
         if (st < 0)
             return st;
@@ -273,12 +269,12 @@ static herd_status evaluate(worker_ctx *c, const eval_point *p)
                      "\"worker\":%zu,\"epoch\":%zu,\"step\":%zu,\"progress\":%.6f,\"train_loss\":%.6f,"
                      "\"test_loss\":%.6f,\"test_acc\":%.6f,\"model\":\"%s\",\"worker0_acc\":%.6f,"
                      "\"epoch_s\":%.6f,\"train_s\":%.6f,\"lr\":%.6g",
-                     w->rank, p->epoch, w->step, p->progress, p->train_loss, c->test_loss, c->test_acc,
-                     c->eval_model, c->worker0_acc, p->epoch_s, p->train_s, (double)w->lr);
+                     w->rank, p->epoch, w->step, p->progress, p->train_loss, res->test_loss, res->test_acc,
+                     res->eval_model, res->worker0_acc, p->epoch_s, p->train_s, (double)w->lr);
     if (!r->cfg->quiet) {
         char also[64] = "";
         if (name)
-            snprintf(also, sizeof also, " (%s; worker 0: %.4f)", name, c->worker0_acc);
+            snprintf(also, sizeof also, " (%s; worker 0: %.4f)", name, res->worker0_acc);
         if (r->tty && r->cfg->progress)
             fputs("\r\033[K", stderr); /* the bar's line, cleared */
         char tl[32] = "n/a", at[48] = "";
@@ -287,9 +283,9 @@ static herd_status evaluate(worker_ctx *c, const eval_point *p)
         if (p->progress != floor(p->progress)) /* --eval-every-steps, within an epoch */
             snprintf(at, sizeof at, " step %zu", w->step);
         fprintf(stderr, "epoch %zu/%zu%s  train_loss %s  test_loss %.4f  test_acc %.4f%s  %.1fs\n", p->epoch,
-                r->cfg->epochs, at, tl, c->test_loss, c->test_acc, also, p->epoch_s);
+                r->cfg->epochs, at, tl, res->test_loss, res->test_acc, also, p->epoch_s);
     }
-    return herd__div_check(c, c->test_loss);
+    return herd__div_check(&c->div, r, w, res->test_loss);
 }
 
 static void epoch_begin(worker_ctx *c, epoch_stats *e, size_t epoch)
@@ -310,28 +306,26 @@ static herd_status epoch_end(worker_ctx *c, epoch_stats *e, bool last, bool mark
     herd_worker *w = &c->w;
     CALL_HOOK(c, end_epoch);
     double t_epoch = herd__now() - e->t0;
-    c->train_s += t_epoch;
-    c->last_epoch_s = t_epoch;
-    c->epochs_trained++;
+    c->result.train_s += t_epoch;
+    c->result.last_epoch_s = t_epoch;
+    c->result.epochs_trained++;
     /* a worker that took no step this epoch (asynchronous: the others took
      * its batches) has no training loss: NaN, null in JSON, not 0 */
-    c->train_loss = e->nloss ? e->loss_sum / (double)e->nloss : NAN;
+    c->result.train_loss = e->nloss ? e->loss_sum / (double)e->nloss : NAN;
     char extra[1024] = "";
     if (c->algo.ops->log_epoch)
         c->algo.ops->log_epoch(&c->algo, w, extra, sizeof extra);
     if (r->cfg->skip_nonfinite)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ",\"skipped\":%zu", e->skipped);
-    if (c->lease_win) /* claim.c: how this worker got its batches so far */
-        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ",\"leases\":%llu,\"steals\":%llu",
-                 (unsigned long long)c->leases, (unsigned long long)c->stolen);
+    herd__claim_log_epoch(&c->claim, extra, sizeof extra); /* how this worker got its batches so far */
     herd__log_record(&r->log, "epoch",
                      "\"worker\":%zu,\"epoch\":%zu,\"steps\":%zu,\"train_loss\":%.6f,\"epoch_s\":%.6f,"
                      "\"bytes_sent\":%llu,\"collectives\":%llu,\"comm_wait_s\":%.6f%s",
-                     w->rank, w->epoch + 1, e->steps, c->train_loss, t_epoch,
+                     w->rank, w->epoch + 1, e->steps, c->result.train_loss, t_epoch,
                      (unsigned long long)(w->bytes_sent + w->comm->bytes_sent),
                      (unsigned long long)w->comm->collectives, w->comm_wait_s + w->comm->wait_s, extra);
     if (w->rank == 0 && !last && (mark || (w->epoch + 1) % r->cfg->eval_every == 0))
-        HERD_TRY(evaluate_epoch_end(c, c->train_loss, t_epoch));
+        HERD_TRY(evaluate_epoch_end(c, c->result.train_loss, t_epoch));
 out:
     return st;
 }
@@ -357,43 +351,13 @@ static herd_status evaluate_between_steps(worker_ctx *c, epoch_stats *e, double 
     if (w->rank == 0) {
         double epoch_s = t0 - e->t0;
         double loss = e->nloss ? e->loss_sum / (double)e->nloss : NAN;
-        HERD_TRY(timed_evaluate(c, &(eval_point){w->epoch + 1, progress, loss, epoch_s, c->train_s + epoch_s}));
+        HERD_TRY(timed_evaluate(c, &(eval_point){w->epoch + 1, progress, loss, epoch_s, c->result.train_s + epoch_s}));
     }
     if (!c->run->algo_ops->async)
         HERD_TRY(eval_barrier(c));
 out:
     e->t0 += herd__now() - t0;
     return st;
-}
-
-/* --fail: this worker stops for good at this step. An asynchronous
- * algorithm's run goes on without it; a synchronous one stops, naming it. */
-static herd_status injected_failure(worker_ctx *c)
-{
-    herd_run *r = c->run;
-    herd_worker *w = &c->w;
-    herd__log_record(&r->log, "fail", "\"worker\":%zu,\"step\":%zu,\"mode\":\"%s\"", w->rank, w->step,
-                     herd__fail_mode_name(c->fail_mode));
-    if (c->fail_mode != HERD_FAIL_STOP) { /* mpi: a process that dies, as the others must survive or report */
-        fprintf(stderr, "herd: worker %zu dies at step %zu (--fail %zu@%zu:%s)\n", w->rank, w->step, w->rank,
-                w->step, herd__fail_mode_name(c->fail_mode));
-        fflush(NULL); /* the log's "fail" record and the line above */
-        if (c->fail_mode == HERD_FAIL_ABORT)
-            abort();
-        if (c->fail_mode == HERD_FAIL_KILL)
-            raise(SIGKILL);
-        _exit(c->fail_mode == HERD_FAIL_EXIT0 ? 0 : 1); /* no MPI_Finalize: the process just ends */
-    }
-    if (r->algo_ops->async) {
-        atomic_store(&r->lost[w->rank], true);
-        c->lost = true;
-        if (!r->cfg->quiet)
-            fprintf(stderr, "%sworker %zu stops at step %zu (--fail); the others go on\n",
-                    r->tty && r->cfg->progress ? "\r" : "", w->rank, w->step);
-        return HERD_OK;
-    }
-    return herd_err_set(&w->err, HERD_EKILLED, "worker %zu stopped at step %zu (--fail %zu@%zu)", w->rank, w->step,
-                        w->rank, w->step);
 }
 
 /* One step on the batch in c->x, c->y; pos is the run's progress in epochs
@@ -408,24 +372,24 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     double t_pull = herd__now();
     CALL_HOOK(c, before_step);
     double t_compute = herd__now();
-    herd__trace_span(c, HERD__SPAN_PULL, t_pull, t_compute);
+    herd__trace_span(&c->trace, w, HERD__SPAN_PULL, t_pull, t_compute);
     herd_model_forward(w->model, c->x, cfg->batch, true);
     float loss = herd_model_loss(w->model, c->y, cfg->batch, NULL);
     double t_forward = herd__now();
-    herd__trace_span(c, HERD__SPAN_FORWARD, t_compute, t_forward);
+    herd__trace_span(&c->trace, w, HERD__SPAN_FORWARD, t_compute, t_forward);
     bool async = r->algo_ops->async, skip = false;
-    c->nf = (nonfinite_step){.loss = !isfinite(loss)};
-    c->nf.poison = c->nf.loss || herd__nf_injected(c);
+    c->nf.step = (nonfinite_step){.loss = !isfinite(loss)};
+    c->nf.step.poison = c->nf.step.loss || herd__nf_injected(w);
     compute_forward(c, cfg->batch);
     /* a synchronous worker goes through backward whatever its loss: the
      * others reduce with it */
-    if (!(async && c->nf.loss)) {
+    if (!(async && c->nf.step.loss)) {
         HERD_TRY(herd_model_backward(w->model, cfg->batch, c->algo.ops->grad_ready ? on_grad_ready : NULL, c));
         if (!c->algo.ops->grad_ready)
-            herd__nf_grads_arrived(c, 0, w->nparams);
+            herd__nf_grads_arrived(&c->nf, c->algo.ops, w, 0, w->nparams);
     }
-    herd__trace_span(c, HERD__SPAN_BACKWARD, t_forward, herd__now());
-    herd_comm_span_reach(w->comm, &c->backward,
+    herd__trace_span(&c->trace, w, HERD__SPAN_BACKWARD, t_forward, herd__now());
+    herd_comm_span_reach(w->comm, &c->compute.backward,
                          (herd_model_train_flops(w->model) - herd_model_forward_flops(w->model)) * (double)cfg->batch);
     /* --slow scales this worker's compute (forward and backward), not its
      * waiting: the extra time is spent here, between the pull of
@@ -437,35 +401,34 @@ static herd_status train_step(worker_ctx *c, epoch_stats *e, double pos)
     double t_started = t_compute;
     t_compute = herd__now() - t_compute;
     if (cfg->adapt_threads)
-        herd_nn_adapt_step(&c->adapt, t_compute, herd__now());
-    if (c->slow_factor > 1.0 && w->step > 0)
-        straggle(r, t_compute * (c->slow_factor - 1.0));
+        herd_nn_adapt_step(&c->compute.adapt, t_compute, herd__now());
+    herd__fault_slow(&c->fault, r, w, t_compute);
     double t_exchange = herd__now();
-    herd__trace_span(c, HERD__SPAN_COMPUTE, t_started, t_exchange);
+    herd__trace_span(&c->trace, w, HERD__SPAN_COMPUTE, t_started, t_exchange);
     if (async)
-        HERD_TRY(herd__nf_async(c, e, &skip));
+        HERD_TRY(herd__nf_async(&c->nf, r, w, &e->skipped, &skip));
     herd_step_result res = {0};
     if (c->algo.ops->after_backward)
         HERD_TRY(c->algo.ops->after_backward(&c->algo, w, &res));
     if (!async && c->algo.ops->checks_gradient && res.own_nonfinite)
-        c->nf.grad = true;
+        c->nf.step.grad = true;
     if (!async)
-        HERD_TRY(herd__nf_sync(c, e, &res, &skip));
+        HERD_TRY(herd__nf_sync(&c->nf, r, w, &e->skipped, &res, &skip));
     /* the update, in one place; a skipped step still runs the algorithm's
      * exchanges (of finite weights): its peers count on them */
     herd_comm_compute(w->comm, HERD__UPDATE_FLOPS_PER_PARAM * (double)herd_model_nparams(w->model));
     double t_update = herd__now();
     HERD_TRY(herd_algo_update(&c->algo, w, &res, skip));
-    herd__trace_span(c, HERD__SPAN_UPDATE, t_update, herd__now());
+    herd__trace_span(&c->trace, w, HERD__SPAN_UPDATE, t_update, herd__now());
     CALL_HOOK(c, after_step);
-    herd__trace_span(c, HERD__SPAN_EXCHANGE, t_exchange, herd__now());
+    herd__trace_span(&c->trace, w, HERD__SPAN_EXCHANGE, t_exchange, herd__now());
     w->step++, e->steps++;
-    atomic_store_explicit(&c->at_step, w->step, memory_order_relaxed);
-    c->images += cfg->batch;
+    atomic_store_explicit(&c->stop.at_step, w->step, memory_order_relaxed);
+    c->result.images += cfg->batch;
     if (!skip) {
         e->loss_sum += loss, e->nloss++;
-        c->recent_loss_sum += loss, c->recent_nloss++;
-        herd__div_step(c, loss);
+        c->eval.recent_loss_sum += loss, c->eval.recent_nloss++;
+        herd__div_step(&c->div, w, loss);
     }
     if (cfg->log_every && w->step % cfg->log_every == 0)
         herd__log_record(&r->log, "step", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"loss\":%.6g,\"lr\":%.6g,"
@@ -496,14 +459,14 @@ static herd_status stop_asked(worker_ctx *c, bool *stop)
     if (!r->algo_ops->async && at == SIZE_MAX) {
         size_t most = 0;
         for (size_t i = 0; i < r->nlocal; i++) {
-            size_t s = atomic_load_explicit(&r->workers[i].at_step, memory_order_relaxed);
+            size_t s = atomic_load_explicit(&r->workers[i].stop.at_step, memory_order_relaxed);
             most = s > most ? s : most;
         }
         atomic_compare_exchange_strong(&r->stop_at, &at, most + 2);
         at = atomic_load(&r->stop_at);
     }
     if (r->algo_ops->async || w->step >= at)
-        *stop = c->stopped = true;
+        *stop = c->stop.stopped = true;
     return HERD_OK;
 }
 
@@ -521,9 +484,9 @@ static herd_status before_next(worker_ctx *c, bool *stop)
     }
     if (r->cfg->max_steps && c->w.step >= r->cfg->max_steps)
         *stop = true;
-    else if (c->w.step == c->fail_step) {
+    else if (c->w.step == c->fault.fail_step) {
         *stop = true;
-        return injected_failure(c);
+        return herd__fault_fail(&c->fault, r, &c->w);
     }
     return HERD_OK;
 }
@@ -543,7 +506,7 @@ static herd_status checkpoint(worker_ctx *c, const epoch_stats *e, uint64_t clai
                              .loss_sum = e->loss_sum, .claimed = claimed};
     double t0 = herd__now();
     herd_status st = herd__ckpt_save(c->run->ckpt, &c->algo, &c->w, &c->loader, &cur);
-    herd__trace_span(c, HERD__SPAN_CHECKPOINT, t0, herd__now());
+    herd__trace_span(&c->trace, &c->w, HERD__SPAN_CHECKPOINT, t0, herd__now());
     return st;
 }
 
@@ -563,19 +526,19 @@ static herd_status loop_static(worker_ctx *c)
         bool stop = false, mark = false;
         while (!stop) {
             HERD_TRY(before_next(c, &stop));
-            if (c->stopped && c->run->ckpt && w->step > 0 && !herd__ckpt_due(c->run->ckpt, w)) {
+            if (c->stop.stopped && c->run->ckpt && w->step > 0 && !herd__ckpt_due(c->run->ckpt, w)) {
                 /* stopped from outside: this step is saved (every worker is here) */
                 if (settles)
-                    HERD_TRY(herd__nf_settle(c));
+                    HERD_TRY(herd__nf_settle(&c->nf, c->run, w));
                 HERD_TRY(checkpoint(c, &e, 0));
             }
-            c->stop_saved = c->stopped && c->run->ckpt && w->step > 0;
+            c->stop.saved = c->stop.stopped && c->run->ckpt && w->step > 0;
             if (stop || !herd_loader_next(&c->loader, c->x, c->y))
                 break;
             HERD_TRY(train_step(c, &e, (double)epoch + (double)e.steps / (double)w->steps_per_epoch));
             if (herd__ckpt_due(c->run->ckpt, w)) {
                 if (settles) /* a checkpoint holds no unsettled finding */
-                    HERD_TRY(herd__nf_settle(c));
+                    HERD_TRY(herd__nf_settle(&c->nf, c->run, w));
                 HERD_TRY(checkpoint(c, &e, 0));
             }
             /* --eval-every-steps: every worker's step count is the global
@@ -588,10 +551,10 @@ static herd_status loop_static(worker_ctx *c)
                     HERD_TRY(evaluate_between_steps(c, &e, (double)w->step / (double)w->steps_per_epoch));
             }
         }
-        if (c->lost)
+        if (c->fault.lost)
             break;
         if (settles)
-            HERD_TRY(herd__nf_settle(c));
+            HERD_TRY(herd__nf_settle(&c->nf, c->run, w));
         bool last = epoch + 1 == cfg->epochs || stop;
         HERD_TRY(epoch_end(c, &e, last, mark));
         if (last)
@@ -641,8 +604,8 @@ static herd_status loop_claimed(worker_ctx *c)
             break;
         uint64_t b;
         double t_claim = herd__now();
-        HERD_TRY(herd__claim_batch(c, &b, hold));
-        herd__trace_span(c, HERD__SPAN_BATCH, t_claim, herd__now());
+        HERD_TRY(herd__claim_batch(&c->claim, w, &b, hold));
+        herd__trace_span(&c->trace, w, HERD__SPAN_BATCH, t_claim, herd__now());
         if (b == hold) { /* every worker stops here, between two steps */
             HERD_TRY(checkpoint(c, &e, b));
             hold = herd__ckpt_next_hold(c->run->ckpt, b);
@@ -667,11 +630,11 @@ static herd_status loop_claimed(worker_ctx *c)
                 HERD_TRY(evaluate_between_steps(c, &e, (double)(b + 1) / (double)per_epoch));
         }
     }
-    if (started && !c->lost)
+    if (started && !c->fault.lost)
         HERD_TRY(epoch_end(c, &e, true, false));
 out:
     if (st == HERD_ENONFINITE)
-        herd__announce_stop(c);
+        herd__announce_stop(&c->claim, w, herd__nf_code(&c->nf));
     return st;
 }
 
@@ -697,25 +660,20 @@ static herd_status worker_loop(worker_ctx *c)
     herd_status st = HERD_OK;
     herd_run *r = c->run;
     herd_worker *w = &c->w;
-    herd_nn_adapt_init(&c->adapt, (int)r->cfg->threads, herd__now());
-    atomic_store(&c->at_step, w->step); /* --resume: where it starts */
+    herd_nn_adapt_init(&c->compute.adapt, (int)r->cfg->threads, herd__now());
+    atomic_store(&c->stop.at_step, w->step); /* --resume: where it starts */
     HERD_TRY(warm_up(c));
     if (r->algo_ops->async) /* and they start together */
         HERD_TRY(herd_comm_barrier(w->comm));
-    if (r->algo_ops->async) { /* collective, before the algorithm's own windows */
-        c->claim_buf[0] = c->resume.claimed;
-        c->claim_buf[1] = 0; /* the stop word */
-        c->lease_buf[0] = c->lease_buf[1] = c->lease_buf[2] = 0; /* no lease; this worker's copy of the stop word */
-        HERD_TRY(herd_comm_win_create(w->comm, c->claim_buf, w->rank == 0 ? sizeof c->claim_buf : 0, &c->claim_win));
-        HERD_TRY(herd_comm_win_create(w->comm, c->lease_buf, sizeof c->lease_buf, &c->lease_win));
-    }
+    if (r->algo_ops->async) /* collective, before the algorithm's own windows */
+        HERD_TRY(herd__claim_open(&c->claim, w, c->resume.claimed));
     CALL_HOOK(c, init);
     if (herd__ckpt_resuming(r->ckpt))
         HERD_TRY(herd__ckpt_restore_algo(r->ckpt, &c->algo, w));
     if (r->cfg->eval_at_start && w->step == 0) /* not on --resume: the curve has its start */
         HERD_TRY(evaluate_at_start(c));
     HERD_TRY(r->algo_ops->async ? loop_claimed(c) : loop_static(c));
-    if (c->lost)
+    if (c->fault.lost)
         goto out;
     CALL_HOOK(c, finish);
     if (herd__run_spans_processes(r) && r->algo_ops->async) /* everyone done before the final evaluation */
@@ -727,21 +685,21 @@ out:
 void *herd__worker_thread(void *p)
 {
     worker_ctx *c = p;
-    c->st = worker_loop(c);
-    if (c->st < 0) {
+    c->result.st = worker_loop(c);
+    if (c->result.st < 0) {
         if (!c->w.err.msg[0] && c->w.comm && c->w.comm->err.msg[0])
             c->w.err = c->w.comm->err;
         /* an engine's message names the peer waited for; where the hook
          * that passed it on did not say the step, the run says it */
-        if (c->st != HERD_EREMOTE && c->w.err.msg[0] && !strstr(c->w.err.msg, "step")) {
+        if (c->result.st != HERD_EREMOTE && c->w.err.msg[0] && !strstr(c->w.err.msg, "step")) {
             herd_err e = c->w.err;
-            herd_err_set(&c->w.err, c->st, "%s (worker %zu, step %zu)", e.msg, c->w.rank, c->w.step);
+            herd_err_set(&c->w.err, c->result.st, "%s (worker %zu, step %zu)", e.msg, c->w.rank, c->w.step);
         }
         atomic_store(&c->run->abort, 1);
         if (c->w.comm)
             c->w.comm->failed = true; /* no collective teardown (mpi): the job ends */
         /* wake the workers blocked waiting for this one */
-        if (c->st != HERD_EREMOTE && !c->agreed_stop)
+        if (c->result.st != HERD_EREMOTE && !c->nf.agreed_stop)
             herd_world_fail(c->run->world, c->w.rank);
     }
     return NULL;

@@ -31,6 +31,7 @@
 #include "core/clock.h"
 #include "core/finite.h"
 #include "run/log.h"
+#include "run/nonfinite.h"
 #include "run/run.h"
 
 static const char *const nonfinite_what[] = {"", "loss", "gradient", "model"};
@@ -41,17 +42,17 @@ const char *herd__nf_what(size_t code)
 }
 
 /* 0: nothing found; 1: a non-finite loss; 2: a non-finite gradient. */
-int herd__nf_code(const worker_ctx *c)
+int herd__nf_code(const herd__nf *nf)
 {
-    return c->nf.loss ? 1 : c->nf.grad ? 2 : 0;
+    return nf->step.loss ? 1 : nf->step.grad ? 2 : 0;
 }
 
 /* --inject-nan: whether this worker's gradient gets a NaN at this step. */
-bool herd__nf_injected(const worker_ctx *c)
+bool herd__nf_injected(const herd_worker *w)
 {
-    const herd__train_config *cfg = c->run->cfg;
+    const herd__train_config *cfg = w->cfg;
     for (size_t i = 0; i < cfg->ninject_nan; i++)
-        if (cfg->inject_nan[i].rank == c->w.rank && cfg->inject_nan[i].step == c->w.step)
+        if (cfg->inject_nan[i].rank == w->rank && cfg->inject_nan[i].step == w->step)
             return true;
     return false;
 }
@@ -60,41 +61,41 @@ bool herd__nf_injected(const worker_ctx *c)
  * of a non-finite loss (so that what the workers reduce carries it), goes
  * into the first range; then the range is checked, unless the algorithm
  * checks the gradient on its way (own_nonfinite). */
-void herd__nf_grads_arrived(worker_ctx *c, size_t off, size_t len)
+void herd__nf_grads_arrived(herd__nf *nf, const herd_algo_ops *ops, const herd_worker *w, size_t off, size_t len)
 {
-    float *g = c->w.grads + off;
-    if (c->nf.poison && len) {
+    float *g = w->grads + off;
+    if (nf->step.poison && len) {
         g[0] = NAN;
-        c->nf.poison = false;
+        nf->step.poison = false;
     }
-    if (!c->nf.grad && !c->algo.ops->checks_gradient && !herd__all_finite(g, len))
-        c->nf.grad = true;
+    if (!nf->step.grad && !ops->checks_gradient && !herd__all_finite(g, len))
+        nf->step.grad = true;
 }
 
-/* The end of a message that stops a run: why it may have happened. */
-static void stop_hint(const worker_ctx *c, char *buf, size_t cap)
+/* The end of a message that stops a run: why it may have happened
+ * (skipped_run: the steps skipped in a row before it). */
+static void stop_hint(const herd_run *r, const herd_worker *w, size_t skipped_run, char *buf, size_t cap)
 {
-    if (c->run->cfg->skip_nonfinite)
+    if (r->cfg->skip_nonfinite)
         snprintf(buf, cap, "%zu steps in a row were skipped (--skip-nonfinite); the run stops: the learning rate %g may be too high",
-                 c->skipped_run, (double)c->w.lr);
+                 skipped_run, (double)w->lr);
     else
-        snprintf(buf, cap, "the run stops: the learning rate %g may be too high (--skip-nonfinite %s)", (double)c->w.lr,
-                 c->run->algo_ops->async || herd__nf_settles(c->run) ? "drops such gradients" : "skips such steps");
+        snprintf(buf, cap, "the run stops: the learning rate %g may be too high (--skip-nonfinite %s)", (double)w->lr,
+                 r->algo_ops->async || herd__nf_settles(r) ? "drops such gradients" : "skips such steps");
 }
 
 /* A non-finite value was found this step (found: "non-finite gradient on
  * worker 3", ...): skips the step (*skip) within --skip-nonfinite's bound,
  * or stops with HERD_ENONFINITE and a message in w->err. */
-static herd_status nonfinite_found(worker_ctx *c, epoch_stats *e, const char *found, bool *skip)
+static herd_status nonfinite_found(herd__nf *nf, herd_run *r, herd_worker *w, size_t *epoch_skipped, const char *found,
+                                   bool *skip)
 {
-    herd_run *r = c->run;
-    herd_worker *w = &c->w;
-    *skip = r->cfg->skip_nonfinite && c->skipped_run < r->cfg->max_skips;
+    *skip = r->cfg->skip_nonfinite && nf->skipped_run < r->cfg->max_skips;
     herd__log_record(&r->log, "nonfinite", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"own\":\"%s\",\"action\":\"%s\"",
-                     w->rank, w->step, w->epoch + 1, herd__nf_code(c) ? nonfinite_what[herd__nf_code(c)] : "none",
+                     w->rank, w->step, w->epoch + 1, herd__nf_code(nf) ? nonfinite_what[herd__nf_code(nf)] : "none",
                      *skip ? "skip" : "stop");
     if (*skip) {
-        c->skipped++, c->skipped_run++, e->skipped++;
+        nf->skipped++, nf->skipped_run++, (*epoch_skipped)++;
         /* synchronous: every worker skips the same step, say it once */
         if ((r->algo_ops->async || w->rank == r->first_rank) && !r->cfg->quiet)
             fprintf(stderr, "%sstep %zu (epoch %zu): %s; the update is skipped (--skip-nonfinite)\n",
@@ -102,7 +103,7 @@ static herd_status nonfinite_found(worker_ctx *c, epoch_stats *e, const char *fo
         return HERD_OK;
     }
     char hint[192];
-    stop_hint(c, hint, sizeof hint);
+    stop_hint(r, w, nf->skipped_run, hint, sizeof hint);
     return herd_err_set(&w->err, HERD_ENONFINITE, "step %zu (epoch %zu): %s; %s", w->step, w->epoch + 1, found, hint);
 }
 
@@ -130,9 +131,8 @@ static void describe(const int *codes, size_t n, char *buf, size_t cap)
 }
 
 /* Collective: every worker's `bytes` of `mine` into all[nworkers]. */
-static herd_status gather(worker_ctx *c, const void *mine, size_t bytes, void **all)
+static herd_status gather(herd_worker *w, const void *mine, size_t bytes, void **all)
 {
-    herd_worker *w = &c->w;
     *all = malloc(w->nworkers * bytes);
     if (!*all)
         return herd_err_set(&w->err, HERD_ENOMEM, "out of memory");
@@ -144,11 +144,10 @@ static herd_status gather(worker_ctx *c, const void *mine, size_t bytes, void **
 
 /* Synchronous, collective, after a shared finding: which workers' own loss
  * or gradient was non-finite (one more collective, on this rare path only). */
-static herd_status name_workers(worker_ctx *c, char *buf, size_t cap)
+static herd_status name_workers(const herd__nf *nf, herd_worker *w, char *buf, size_t cap)
 {
-    herd_worker *w = &c->w;
-    int mine = herd__nf_code(c), *codes;
-    herd_status st = gather(c, &mine, sizeof mine, (void **)&codes);
+    int mine = herd__nf_code(nf), *codes;
+    herd_status st = gather(w, &mine, sizeof mine, (void **)&codes);
     if (st == HERD_OK) {
         describe(codes, w->nworkers, buf, cap);
         if (!buf[0])
@@ -163,23 +162,21 @@ static herd_status name_workers(worker_ctx *c, char *buf, size_t cap)
  * peers average with, stay finite) and goes on exchanging, so that no peer
  * waits for it; within --skip-nonfinite's bound that is all, else it holds
  * the finding for herd__nf_settle, where every worker stops. */
-static herd_status hold(worker_ctx *c, epoch_stats *e, bool *skip)
+static herd_status hold(herd__nf *nf, herd_run *r, herd_worker *w, size_t *epoch_skipped, bool *skip)
 {
-    herd_run *r = c->run;
-    herd_worker *w = &c->w;
-    int code = herd__nf_code(c);
+    int code = herd__nf_code(nf);
     if (!code) {
-        c->skipped_run = 0;
+        nf->skipped_run = 0;
         return HERD_OK;
     }
     *skip = true;
-    bool within = r->cfg->skip_nonfinite && c->skipped_run < r->cfg->max_skips;
+    bool within = r->cfg->skip_nonfinite && nf->skipped_run < r->cfg->max_skips;
     herd__log_record(&r->log, "nonfinite", "\"worker\":%zu,\"step\":%zu,\"epoch\":%zu,\"own\":\"%s\",\"action\":\"%s\"",
                      w->rank, w->step, w->epoch + 1, nonfinite_what[code], within ? "skip" : "hold");
-    if (!within && !c->held.stop)
-        c->held = (held_nonfinite){.stop = true, .code = code, .step = w->step, .epoch = w->epoch,
-                                    .skipped_run = c->skipped_run};
-    c->skipped++, c->skipped_run++, e->skipped++;
+    if (!within && !nf->held.stop)
+        nf->held = (held_nonfinite){.stop = true, .code = code, .step = w->step, .epoch = w->epoch,
+                                     .skipped_run = nf->skipped_run};
+    nf->skipped++, nf->skipped_run++, (*epoch_skipped)++;
     if (!r->cfg->quiet)
         fprintf(stderr, "%sstep %zu (epoch %zu): non-finite %s on worker %zu; %s\n", r->tty && r->cfg->progress ? "\r" : "",
                 w->step, w->epoch + 1, nonfinite_what[code], w->rank,
@@ -201,11 +198,9 @@ typedef struct held_finding {
     int32_t pad;
 } held_finding;
 
-herd_status herd__nf_settle(worker_ctx *c)
+herd_status herd__nf_settle(herd__nf *nf, herd_run *r, herd_worker *w)
 {
-    herd_run *r = c->run;
-    herd_worker *w = &c->w;
-    float any = c->held.stop ? 1.0f : 0.0f;
+    float any = nf->held.stop ? 1.0f : 0.0f;
     herd_status st = herd_allreduce(w->comm, &any, 1, &(herd_allreduce_opts){.wire = HERD_F32});
     if (st < 0) {
         if (!w->err.msg[0])
@@ -214,9 +209,10 @@ herd_status herd__nf_settle(worker_ctx *c)
     }
     if (any == 0.0f)
         return HERD_OK;
-    held_finding mine = {c->held.step, c->held.epoch, c->held.skipped_run, c->held.stop ? c->held.code : 0, 0}, *all;
+    const held_nonfinite *h = &nf->held;
+    held_finding mine = {h->step, h->epoch, h->skipped_run, h->stop ? h->code : 0, 0}, *all;
     int *codes = malloc(w->nworkers * sizeof *codes);
-    if ((st = gather(c, &mine, sizeof mine, (void **)&all)) == HERD_OK && !codes)
+    if ((st = gather(w, &mine, sizeof mine, (void **)&all)) == HERD_OK && !codes)
         st = herd_err_set(&w->err, HERD_ENOMEM, "out of memory");
     if (st == HERD_OK) {
         size_t first = SIZE_MAX; /* the worker whose finding came first */
@@ -231,14 +227,11 @@ herd_status herd__nf_settle(worker_ctx *c)
                          "\"worker\":%zu,\"step\":%llu,\"epoch\":%llu,\"own\":\"%s\",\"action\":\"stop\",\"stopped_at\":%zu",
                          w->rank, (unsigned long long)all[first].step, (unsigned long long)all[first].epoch + 1,
                          mine.code ? nonfinite_what[mine.code] : "none", w->step);
-        size_t saved = c->skipped_run;
-        c->skipped_run = (size_t)all[first].skipped_run;
-        stop_hint(c, hint, sizeof hint);
-        c->skipped_run = saved;
+        stop_hint(r, w, (size_t)all[first].skipped_run, hint, sizeof hint);
         st = herd_err_set(&w->err, HERD_ENONFINITE, "step %llu (epoch %llu): %s; settled at step %zu: %s",
                           (unsigned long long)all[first].step, (unsigned long long)all[first].epoch + 1, found,
                           w->step, hint);
-        c->agreed_stop = true; /* everyone stops here: nobody waits for anyone */
+        nf->agreed_stop = true; /* everyone stops here: nobody waits for anyone */
     }
     free(codes);
     free(all);
@@ -248,37 +241,37 @@ herd_status herd__nf_settle(worker_ctx *c)
 /* Synchronous: after after_backward, every worker the same answer (where
  * the algorithm agrees on it, or there is one worker), or each its own
  * until the settlement (herd__nf_settles). */
-herd_status herd__nf_sync(worker_ctx *c, epoch_stats *e, const herd_step_result *res, bool *skip)
+herd_status herd__nf_sync(herd__nf *nf, herd_run *r, herd_worker *w, size_t *epoch_skipped,
+                          const herd_step_result *res, bool *skip)
 {
     herd_status st = HERD_OK;
     *skip = false;
-    if (herd__nf_settles(c->run))
-        return hold(c, e, skip);
-    bool bad = c->algo.ops->agrees_nonfinite ? res->nonfinite : herd__nf_code(c) != 0;
+    if (herd__nf_settles(r))
+        return hold(nf, r, w, epoch_skipped, skip);
+    bool bad = r->algo_ops->agrees_nonfinite ? res->nonfinite : herd__nf_code(nf) != 0;
     if (!bad) {
-        c->skipped_run = 0;
+        nf->skipped_run = 0;
         goto out;
     }
     char found[256];
-    HERD_TRY(name_workers(c, found, sizeof found));
-    st = nonfinite_found(c, e, found, skip);
-    c->agreed_stop = st < 0; /* everyone stops here: nobody waits for anyone */
+    HERD_TRY(name_workers(nf, w, found, sizeof found));
+    st = nonfinite_found(nf, r, w, epoch_skipped, found, skip);
+    nf->agreed_stop = st < 0; /* everyone stops here: nobody waits for anyone */
 out:
     return st;
 }
 
 /* Asynchronous, after backward: a worker that found a non-finite loss or
  * gradient pushes nothing of it. */
-herd_status herd__nf_async(worker_ctx *c, epoch_stats *e, bool *skip)
+herd_status herd__nf_async(herd__nf *nf, herd_run *r, herd_worker *w, size_t *epoch_skipped, bool *skip)
 {
-    herd_worker *w = &c->w;
     *skip = false;
-    int code = herd__nf_code(c);
+    int code = herd__nf_code(nf);
     if (!code) {
-        c->skipped_run = 0;
+        nf->skipped_run = 0;
         return HERD_OK;
     }
     char found[128];
     snprintf(found, sizeof found, "non-finite %s on worker %zu", nonfinite_what[code], w->rank);
-    return nonfinite_found(c, e, found, skip);
+    return nonfinite_found(nf, r, w, epoch_skipped, found, skip);
 }

@@ -20,12 +20,12 @@ static herd_status gather_totals(herd_run *r, worker_ctx *workers, run_totals *t
 {
     memset(t, 0, sizeof *t);
     for (size_t i = 0; i < r->nlocal; i++) {
-        t->images += (double)workers[i].images;
+        t->images += (double)workers[i].result.images;
         t->bytes += (double)(workers[i].w.bytes_sent + workers[i].w.comm->bytes_sent);
         t->wait += workers[i].w.comm_wait_s + workers[i].w.comm->wait_s;
-        t->skipped += (double)workers[i].skipped;
-        if (workers[i].train_s > t->train_s_max)
-            t->train_s_max = workers[i].train_s;
+        t->skipped += (double)workers[i].nf.skipped;
+        if (workers[i].result.train_s > t->train_s_max)
+            t->train_s_max = workers[i].result.train_s;
     }
     if (!herd__run_spans_processes(r))
         return HERD_OK;
@@ -81,7 +81,7 @@ static herd_status worker_figures(herd_run *r, worker_ctx *workers, herd_train_r
         goto out;
     }
     for (size_t i = 0; i < r->nlocal; i++)
-        all[r->first_rank + i] = (worker_figs){workers[i].train_s, (double)workers[i].epochs_trained,
+        all[r->first_rank + i] = (worker_figs){workers[i].result.train_s, (double)workers[i].result.epochs_trained,
                                                (double)workers[i].w.step};
     if (herd__run_spans_processes(r)) { /* one worker per process */
         herd_comm *comm = workers[0].w.comm;
@@ -134,10 +134,10 @@ static herd_status final_model(herd_run *r, worker_ctx *workers, herd_train_resu
     size_t np = w0->w.nparams, nb = herd_model_nbuffers(w0->w.model);
     bool stopped = false;
     for (size_t i = 0; i < r->nlocal; i++)
-        stopped = stopped || workers[i].stopped;
+        stopped = stopped || workers[i].stop.stopped;
     if (r->first_rank != 0 || stopped)
         return HERD_OK;
-    const float *kept = strcmp(res->eval_model, "worker0") ? w0->eval_buf + np : w0->w.params;
+    const float *kept = strcmp(res->eval_model, "worker0") ? w0->eval.buf + np : w0->w.params;
     herd_status st = herd__ckpt_final(r->ckpt, kept, res->eval_model, err);
     if (st < 0 || !r->cfg->keep_final)
         return st;
@@ -205,8 +205,8 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
     res->adapt_threads = cfg->adapt_threads;
     size_t steps = 0, full = 0;
     for (size_t i = 0; i < r->nlocal; i++)
-        steps += workers[i].adapt.steps, full += workers[i].adapt.steps_full,
-            res->threads_switches += workers[i].adapt.switches;
+        steps += workers[i].compute.adapt.steps, full += workers[i].compute.adapt.steps_full,
+            res->threads_switches += workers[i].compute.adapt.switches;
     res->threads_full_share = steps ? (double)full / (double)steps : 1.0;
     if (w0->algo.ops->summary_json)
         w0->algo.ops->summary_json(&w0->algo, &w0->w, res->algo_json, sizeof res->algo_json);
@@ -214,11 +214,12 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
     res->epochs = r->algo_ops->async && !cfg->max_steps ? cfg->epochs : w0->w.epoch + (w0->w.epoch < cfg->epochs ? 1 : 0);
     /* the evaluation is rank 0's: elsewhere there is no figure (null), not 0 */
     bool evaluated = r->first_rank == 0;
-    res->test_acc = evaluated ? w0->test_acc : NAN;
-    res->worker0_acc = evaluated ? w0->worker0_acc : NAN;
-    res->eval_model = w0->eval_model ? w0->eval_model : "worker0";
-    res->test_loss = evaluated ? w0->test_loss : NAN;
-    res->train_loss = w0->train_loss;
+    const worker_result *out = &w0->result;
+    res->test_acc = evaluated ? out->test_acc : NAN;
+    res->worker0_acc = evaluated ? out->worker0_acc : NAN;
+    res->eval_model = out->eval_model ? out->eval_model : "worker0";
+    res->test_loss = evaluated ? out->test_loss : NAN;
+    res->train_loss = out->train_loss;
     memcpy(res->run_id, r->run_id, sizeof res->run_id);
     res->wall_s = wall;
     res->train_s = t.train_s_max;
@@ -228,7 +229,7 @@ herd_status herd__result_fill(herd_run *r, worker_ctx *workers, double wall, her
     res->steps = w0->w.step;
     /* a synchronous step is skipped by every worker alike; elsewhere each
      * worker drops its own gradients */
-    res->skipped_steps = r->algo_ops->async || herd__nf_settles(r) ? (size_t)t.skipped : workers[0].skipped;
+    res->skipped_steps = r->algo_ops->async || herd__nf_settles(r) ? (size_t)t.skipped : workers[0].nf.skipped;
     res->nparams = w0->w.nparams;
     res->comm_wait_s = t.wait / (double)cfg->workers;
     /* how far the replicas of this process drifted apart (0 for synchronous algorithms) */

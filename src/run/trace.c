@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/outpath.h"
 #include "run/run.h"
+#include "run/trace.h"
 
 static const char *const span_names[HERD__SPAN_COUNT] = {
     [HERD__SPAN_PULL] = "pull",
@@ -32,10 +33,9 @@ static const char *const span_cats[HERD__SPAN_COUNT] = {
     [HERD__SPAN_FORWARD] = "phase", [HERD__SPAN_BACKWARD] = "phase",  [HERD__SPAN_UPDATE] = "phase",
 };
 
-void herd__trace_span(worker_ctx *c, herd__span kind, double t0, double t1)
+void herd__trace_span(herd__trace *t, const herd_worker *w, herd__span kind, double t0, double t1)
 {
-    herd__trace *t = &c->trace;
-    if (!c->run->cfg->trace_path || t->failed)
+    if (!w->cfg->trace_path || t->failed)
         return;
     if (t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 4096;
@@ -46,13 +46,13 @@ void herd__trace_span(worker_ctx *c, herd__span kind, double t0, double t1)
         }
         t->ev = ev, t->cap = cap;
     }
-    t->ev[t->n++] = (herd__trace_ev){.t0 = t0, .t1 = t1, .step = c->w.step, .kind = kind};
+    t->ev[t->n++] = (herd__trace_ev){.t0 = t0, .t1 = t1, .step = w->step, .kind = kind};
 }
 
-void herd__trace_free(worker_ctx *c)
+void herd__trace_free(herd__trace *t)
 {
-    free(c->trace.ev);
-    c->trace = (herd__trace){0};
+    free(t->ev);
+    *t = (herd__trace){0};
 }
 
 herd_status herd__trace_write(const herd_run *r, const worker_ctx *workers, herd_err *err)

@@ -60,19 +60,12 @@ static herd_status worker_setup(worker_ctx *c, herd_run *r, size_t rank, herd_er
     }
     HERD_TRY(herd_world_endpoint(r->world, rank, &w->comm, err));
     w->comm->timeout_s = cfg->comm_timeout_s;
-    if (c->algo.ops->eval_params && !(c->eval_buf = malloc(2 * w->nparams * sizeof(float)))) {
+    if (c->algo.ops->eval_params && !(c->eval.buf = malloc(2 * w->nparams * sizeof(float)))) {
         st = herd_err_set(err, HERD_ENOMEM, "out of memory for evaluation");
         goto out;
     }
-    c->train_loss = NAN; /* until it ends an epoch with a step in it */
-    c->fail_step = SIZE_MAX;
-    for (size_t i = 0; i < cfg->nfail; i++)
-        if (cfg->fail[i].rank == rank && cfg->fail[i].step < c->fail_step)
-            c->fail_step = cfg->fail[i].step, c->fail_mode = cfg->fail[i].mode;
-    c->slow_factor = 1.0;
-    for (size_t i = 0; i < cfg->nslow; i++)
-        if (cfg->slow[i].rank == rank)
-            c->slow_factor = cfg->slow[i].factor;
+    c->result.train_loss = NAN; /* until it ends an epoch with a step in it */
+    herd__fault_init(&c->fault, cfg, rank);
 out:
     return st;
 }
@@ -81,12 +74,9 @@ static void worker_teardown(worker_ctx *c)
 {
     if (c->algo.ops && c->algo.ops->free)
         c->algo.ops->free(&c->algo, &c->w);
-    if (c->lease_win)
-        herd_comm_win_free(c->w.comm, c->lease_win);
-    if (c->claim_win)
-        herd_comm_win_free(c->w.comm, c->claim_win);
-    free(c->eval_buf);
-    herd__trace_free(c);
+    herd__claim_close(&c->claim, &c->w);
+    free(c->eval.buf);
+    herd__trace_free(&c->trace);
     herd_comm_free(c->w.comm);
     herd_model_free(c->w.model);
     herd_optim_free(&c->w.optim);
@@ -356,16 +346,17 @@ static herd_status first_failure(herd_run *r, const worker_ctx *workers, herd_er
     for (size_t pass = 0; pass < 3; pass++)
         for (size_t i = 0; i < r->nlocal; i++) {
             const worker_ctx *c = &workers[i];
-            if (c->st < 0 && (pass == 2 || (pass == 0 ? c->st != HERD_EREMOTE : c->w.err.msg[0]))) {
+            herd_status st = c->result.st;
+            if (st < 0 && (pass == 2 || (pass == 0 ? st != HERD_EREMOTE : c->w.err.msg[0]))) {
                 if (err)
                     *err = c->w.err;
                 if (err && !err->msg[0])
-                    herd_err_set(err, c->st, "worker %zu failed: %s", r->first_rank + i, herd_strerror(c->st));
+                    herd_err_set(err, st, "worker %zu failed: %s", r->first_rank + i, herd_strerror(st));
                 char quoted[2 * sizeof c->w.err.msg + 8];
                 herd__json_quote(quoted, sizeof quoted, err ? err->msg : c->w.err.msg);
                 herd__log_record(&r->log, "error", "\"worker\":%zu,\"status\":\"%s\",\"error\":%s", r->first_rank + i,
-                                 herd_err_name(c->st), quoted);
-                return c->st;
+                                 herd_err_name(st), quoted);
+                return st;
             }
         }
     return HERD_OK;
@@ -422,6 +413,108 @@ static herd_status close_run(herd_run *r, worker_ctx *workers, bool log_open, he
     return st;
 }
 
+/* One log per process: rank 0 writes FILE, rank r FILE.rank<r> (in
+ * log_path, cap bytes, which outlives the run), and only rank 0's process
+ * speaks; then what its user should know before the run starts. */
+static void per_process(const herd__train_config *cfg, const herd_run *r, herd__train_config *eff, char *log_path,
+                        size_t cap)
+{
+    if (r->first_rank != 0) {
+        eff->quiet = true;
+        if (cfg->log_path) {
+            snprintf(log_path, cap, "%s.rank%zu", cfg->log_path, r->first_rank);
+            eff->log_path = log_path;
+        }
+    }
+    if (r->world->note && !eff->quiet)
+        fprintf(stderr, "herd: %s\n", r->world->note);
+    if (eff->precision == HERD_PRECISION_BF16 && herd_nn_bf16_support() == HERD_BF16_EMULATED && !eff->quiet)
+        fprintf(stderr, "herd: warning: this CPU has no avx512_bf16 or AMX: oneDNN emulates bf16 (correct, slower than fp32)\n");
+    if (!cfg->algo && eff->workers > 1 && !eff->quiet)
+        fprintf(stderr, "herd: %zu workers and no --algo: training allreduce (synchronous SGD; 'herd algos' lists "
+                        "the others)\n", eff->workers);
+}
+
+/* The run's name (run_id, rank 0's on every rank); where the run spans
+ * processes, first whether every rank was started alike (*refused: not). */
+static herd_status name_run(herd_run *r, worker_ctx *workers, bool *refused, herd_err *err)
+{
+    herd_status st = HERD_OK;
+    herd_comm *comm = workers[0].w.comm;
+    if (herd__run_spans_processes(r) && (st = herd__agree(r, &workers[0].w, refused, err)) < 0)
+        return st;
+    make_run_id(r->run_id);
+    if (herd__run_spans_processes(r) && (st = herd_broadcast(comm, r->run_id, sizeof r->run_id, 0)) < 0 && err)
+        *err = comm->err;
+    return st;
+}
+
+/* The "start" record: the figures a reader wants at a glance, then every
+ * option as the run resolved it, so that the run can be repeated from them
+ * (*options, the caller's to free: the result keeps them). A log that
+ * cannot be written fails here, before any training. */
+static herd_status log_start(herd_run *r, herd__train_config *eff, const worker_ctx *workers, char **options,
+                             herd_err *err)
+{
+    char now[32];
+    time_t started = time(NULL);
+    struct tm utc;
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&started, &utc));
+    enum { OPTIONS_CAP = 16384 };
+    if (!(*options = malloc(OPTIONS_CAP)))
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    eff->engine = r->world->engine->name; /* as the run resolved it, as --algo and --lr are */
+    herd__options_json(eff, r->algo_ops, r->algo_opts, *options, OPTIONS_CAP);
+    herd__log_record(&r->log, "start",
+                     "\"run_id\":\"%s\",\"time\":\"%s\",\"rank\":%zu,\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
+                     "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu,"
+                     "\"threads\":%zu,\"options\":%s",
+                     r->run_id, now, r->first_rank, eff->algo, r->world->engine->name, eff->model, eff->workers, eff->epochs, eff->batch, (double)eff->optim.lr,
+                     (double)eff->optim.momentum, (unsigned long long)eff->seed, workers[0].w.nparams, r->train.n,
+                     r->test.n, eff->threads, *options);
+    return herd__log_check(&r->log, err);
+}
+
+/* Once every worker has stopped: the final evaluation (not when stopped
+ * from outside: whoever stopped the run wants it to end now), on this
+ * thread with the workers' --threads, as theirs ran; the result (which
+ * takes *options), the trace, and a stopped run's "stop" record. */
+static herd_status finish(herd_run *r, worker_ctx *workers, double wall, herd_train_result *res, char **options,
+                          herd_err *err)
+{
+    herd_status st = HERD_OK;
+    const herd__train_config *cfg = r->cfg;
+    worker_ctx *w0 = &workers[0];
+    bool stopped = false;
+    for (size_t i = 0; i < r->nlocal; i++)
+        stopped = stopped || workers[i].stop.stopped;
+    if (!stopped)
+        warn_unfired(r, workers);
+    herd_nn_set_threads((int)cfg->threads);
+    if (r->first_rank == 0 && !stopped) {
+        if ((st = herd__evaluate(w0, w0->result.train_loss, w0->result.last_epoch_s)) < 0) {
+            if (err)
+                *err = w0->w.err.msg[0] ? w0->w.err : w0->w.comm->err;
+            goto out;
+        }
+    }
+    if (stopped && !w0->result.eval_model) /* stopped before any evaluation: no figure, not 0 */
+        w0->result.test_acc = w0->result.test_loss = w0->result.worker0_acc = NAN;
+    HERD_TRY(herd__result_fill(r, workers, wall, res, err));
+    res->options = *options, *options = NULL;
+    HERD_TRY(herd__trace_write(r, workers, err));
+    if (stopped) {
+        res->stop_signal = atomic_load(cfg->stop);
+        res->stop_step = w0->w.step;
+        res->stop_checkpoint = w0->stop.saved;
+        res->status = "stopped";
+        herd__log_record(&r->log, "stop", "\"signal\":%d,\"step\":%zu,\"epoch\":%zu,\"checkpoint\":%s",
+                         res->stop_signal, res->stop_step, w0->w.epoch + 1, res->stop_checkpoint ? "true" : "false");
+    }
+out:
+    return st;
+}
+
 herd_status herd__train(const herd__train_config *cfg, herd_train_result *res, herd_err *err)
 {
     herd_status st = HERD_OK;
@@ -437,54 +530,15 @@ herd_status herd__train(const herd__train_config *cfg, herd_train_result *res, h
         res->refused = refused;
         goto out;
     }
-    if (r.first_rank != 0) {
-        /* one log per process: rank 0 writes FILE, rank r FILE.rank<r> */
-        eff.quiet = true;
-        if (cfg->log_path) {
-            snprintf(log_path, sizeof log_path, "%s.rank%zu", cfg->log_path, r.first_rank);
-            eff.log_path = log_path;
-        }
-    }
-    if (r.world->note && !eff.quiet)
-        fprintf(stderr, "herd: %s\n", r.world->note);
-    if (eff.precision == HERD_PRECISION_BF16 && herd_nn_bf16_support() == HERD_BF16_EMULATED && !eff.quiet)
-        fprintf(stderr, "herd: warning: this CPU has no avx512_bf16 or AMX: oneDNN emulates bf16 (correct, slower than fp32)\n");
-    if (!cfg->algo && eff.workers > 1 && !eff.quiet)
-        fprintf(stderr, "herd: %zu workers and no --algo: training allreduce (synchronous SGD; 'herd algos' lists "
-                        "the others)\n", eff.workers);
+    per_process(cfg, &r, &eff, log_path, sizeof log_path);
     atomic_init(&r.stop_at, SIZE_MAX);
     HERD_TRY(open_run(&r, &workers, &log_open, err));
     r.workers = workers;
-    if (herd__run_spans_processes(&r) && (st = herd__agree(&r, &workers[0].w, &refused, err)) < 0) {
+    if ((st = name_run(&r, workers, &refused, err)) < 0) {
         res->refused = refused;
         goto out;
     }
-    make_run_id(r.run_id);
-    if (herd__run_spans_processes(&r) && (st = herd_broadcast(workers[0].w.comm, r.run_id, sizeof r.run_id, 0)) < 0) {
-        if (err)
-            *err = workers[0].w.comm->err;
-        goto out;
-    }
-    char now[32];
-    time_t started = time(NULL);
-    struct tm utc;
-    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&started, &utc));
-    enum { OPTIONS_CAP = 16384 };
-    if (!(options = malloc(OPTIONS_CAP))) {
-        st = herd_err_set(err, HERD_ENOMEM, "out of memory");
-        goto out;
-    }
-    eff.engine = r.world->engine->name; /* as the run resolved it, as --algo and --lr are */
-    herd__options_json(&eff, r.algo_ops, r.algo_opts, options, OPTIONS_CAP);
-    /* the figures a reader wants at a glance, then every option (the run can be repeated from them) */
-    herd__log_record(&r.log, "start",
-                     "\"run_id\":\"%s\",\"time\":\"%s\",\"rank\":%zu,\"algo\":\"%s\",\"engine\":\"%s\",\"model\":\"%s\",\"workers\":%zu,\"epochs\":%zu,"
-                     "\"batch\":%zu,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"nparams\":%zu,\"train_n\":%zu,\"test_n\":%zu,"
-                     "\"threads\":%zu,\"options\":%s",
-                     r.run_id, now, r.first_rank, eff.algo, r.world->engine->name, eff.model, eff.workers, eff.epochs, eff.batch, (double)eff.optim.lr,
-                     (double)eff.optim.momentum, (unsigned long long)eff.seed, workers[0].w.nparams, r.train.n,
-                     r.test.n, eff.threads, options);
-    HERD_TRY(herd__log_check(&r.log, err)); /* a log that cannot be written, before any training */
+    HERD_TRY(log_start(&r, &eff, workers, &options, err));
     double t_start = herd__now();
     if ((st = herd_world_run(r.world, herd__worker_thread, workers, sizeof *workers, err)) < 0) {
         atomic_store(&r.abort, 1);
@@ -493,34 +547,7 @@ herd_status herd__train(const herd__train_config *cfg, herd_train_result *res, h
     herd_world_close(r.world);
     double wall = herd__now() - t_start;
     HERD_TRY(first_failure(&r, workers, err));
-    worker_ctx *w0 = &workers[0];
-    bool stopped = false;
-    for (size_t i = 0; i < r.nlocal; i++)
-        stopped = stopped || workers[i].stopped;
-    if (!stopped)
-        warn_unfired(&r, workers);
-    /* the final evaluation, once every worker has stopped (not when stopped
-     * from outside: whoever stopped the run wants it to end now), on this
-     * thread with the workers' --threads, as theirs ran */
-    herd_nn_set_threads((int)eff.threads);
-    if (r.first_rank == 0 && !stopped && (st = herd__evaluate(w0, w0->train_loss, w0->last_epoch_s)) < 0) {
-        if (err)
-            *err = w0->w.err.msg[0] ? w0->w.err : w0->w.comm->err;
-        goto out;
-    }
-    if (stopped && !w0->eval_model) /* stopped before any evaluation: no figure, not 0 */
-        w0->test_acc = w0->test_loss = w0->worker0_acc = NAN;
-    HERD_TRY(herd__result_fill(&r, workers, wall, res, err));
-    res->options = options, options = NULL;
-    HERD_TRY(herd__trace_write(&r, workers, err));
-    if (stopped) {
-        res->stop_signal = atomic_load(cfg->stop);
-        res->stop_step = w0->w.step;
-        res->stop_checkpoint = w0->stop_saved;
-        res->status = "stopped";
-        herd__log_record(&r.log, "stop", "\"signal\":%d,\"step\":%zu,\"epoch\":%zu,\"checkpoint\":%s",
-                         res->stop_signal, res->stop_step, w0->w.epoch + 1, res->stop_checkpoint ? "true" : "false");
-    }
+    HERD_TRY(finish(&r, workers, wall, res, &options, err));
 out:
     res->rank = r.first_rank; /* a failure too is reported from rank 0 */
     for (size_t i = 0; st < 0 && workers && i < r.nlocal; i++)
