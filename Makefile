@@ -59,7 +59,7 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 # a test table's row may leave out its flags (tests/harness.h: 0, no tag)
 $(TEST_OBJ): WARN += -Wno-missing-field-initializers
 
-$(BUILD)/src/comm/mpi.o $(BUILD)/src/comm/mpi_am.o: CPPFLAGS += $(MPI_CFLAGS)
+$(BUILD)/src/comm/mpi.o $(BUILD)/src/comm/mpi_agent.o $(BUILD)/src/comm/mpi_am.o: CPPFLAGS += $(MPI_CFLAGS)
 # the engine registry lists the mpi engine where mpi.c defines it
 $(BUILD)/src/comm/engine.o: CPPFLAGS += $(if $(MPI_CFLAGS),-DHERD_HAVE_MPI)
 
