@@ -19,7 +19,7 @@ endif
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
 ALLCFLAGS = -std=c11 $(WARN) $(CFLAGS) $(SANFLAGS) -fopenmp -MMD -MP
 LDLIBS  := -ldnnl -lz -lm -lpthread
-# the command's own: expat reads a user's SimGrid platform file (src/cli/sim.c); not libherd's
+# the command's own: expat reads a user's SimGrid platform file (src/cli/platform.c); not libherd's
 CLI_LIBS := -lexpat
 LDFLAGS += -fopenmp $(SANFLAGS)
 
@@ -60,7 +60,7 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 # a test table's row may leave out its flags (tests/harness.h: 0, no tag)
 $(TEST_OBJ): WARN += -Wno-missing-field-initializers
 
-$(BUILD)/src/comm/mpi.o $(BUILD)/src/comm/mpi_am.o: CPPFLAGS += $(MPI_CFLAGS)
+$(BUILD)/src/comm/mpi.o $(BUILD)/src/comm/mpi_agent.o $(BUILD)/src/comm/mpi_am.o: CPPFLAGS += $(MPI_CFLAGS)
 # the engine registry lists the mpi engine where mpi.c defines it
 $(BUILD)/src/comm/engine.o: CPPFLAGS += $(if $(MPI_CFLAGS),-DHERD_HAVE_MPI)
 

@@ -31,7 +31,7 @@ $(PIC_DIR)/%.o: %.c $(FLAGS_STAMP)
 # header left a stale object in the library
 -include $(PIC_OBJ:.o=.d)
 
-$(PIC_DIR)/src/comm/mpi.o $(PIC_DIR)/src/comm/mpi_am.o: CPPFLAGS += $(MPI_CFLAGS)
+$(PIC_DIR)/src/comm/mpi.o $(PIC_DIR)/src/comm/mpi_agent.o $(PIC_DIR)/src/comm/mpi_am.o: CPPFLAGS += $(MPI_CFLAGS)
 $(PIC_DIR)/src/comm/engine.o: CPPFLAGS += $(if $(MPI_CFLAGS),-DHERD_HAVE_MPI)
 
 # the public API (herd_*) is exported, the internals (herd__*) are not

@@ -52,14 +52,14 @@ sim test-sim:
 	@echo "$@: no $(SMPICC) (install libsimgrid-dev: scripts/install-deps)"; exit 1
 endif
 
-# herd.c hands `sim` and `compare` to sim.c and compare.c, and every command
-# parses with flags.c: the CLI fuzzer (mk/fuzz.mk) links them too, with its
-# shim, and spawn.c without starting processes.
+# herd.c hands `sim` and `compare` to sim.c (with platform.c) and compare.c,
+# and every command parses with flags.c: the CLI fuzzer (mk/fuzz.mk) links
+# them too, with its shim, and spawn.c without starting processes.
 $(FUZZ_BUILD)/cli/%_shim.o: src/cli/%.c fuzz/cli_shim.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -DHERD_CLI_NO_SPAWN -include fuzz/cli_shim.h -c $< -o $@
-$(FUZZ_BUILD)/fuzz_cli: $(FUZZ_BUILD)/cli/sim_shim.o $(FUZZ_BUILD)/cli/compare_shim.o $(FUZZ_BUILD)/cli/flags_shim.o \
-	$(FUZZ_BUILD)/cli/spawn_shim.o
+$(FUZZ_BUILD)/fuzz_cli: $(FUZZ_BUILD)/cli/sim_shim.o $(FUZZ_BUILD)/cli/platform_shim.o $(FUZZ_BUILD)/cli/compare_shim.o \
+	$(FUZZ_BUILD)/cli/flags_shim.o $(FUZZ_BUILD)/cli/spawn_shim.o
 
 sim-clean:
 	rm -rf $(SIM_BUILD)

@@ -195,6 +195,7 @@ typedef struct child {
     bool stopping;    /* its group was sent a signal to end */
     bool again;       /* and a second one */
     bool killed;      /* and then SIGKILL */
+    bool timed_out;   /* stopped for running past its deadline */
     double kill_at;   /* when SIGKILL follows */
     double give_up_at;
 } child;
@@ -230,18 +231,16 @@ static void child_stop(child *c, int sig, double grace_s)
     c->kill_at = herd__now() + grace_s;
 }
 
-int herd__cli_spawn(const herd__spawn *s, double *real_s)
+/* Starts s->argv in a process group of its own (child_exec), its stdout
+ * into a pipe whose read end goes to *out where s->on_line (else -1); its
+ * pid, or -1 where it could not start (said). */
+static pid_t child_start(const herd__spawn *s, int *out)
 {
-    const char *name = s->argv[0];
     int fds[2] = {-1, -1};
-    double t0 = herd__now();
-    *real_s = 0;
-    if (herd__cli_stop_signal()) /* nothing starts once herd is stopping */
-        return 128 + herd__cli_stop_signal();
     fflush(NULL);
     if (s->on_line && pipe(fds) != 0) {
         fprintf(stderr, "herd: cannot create a pipe: %s\n", strerror(errno));
-        return 127;
+        return -1;
     }
     /* blocked across the fork: a signal then is the parent's to forward
      * (once the child has its group), never lost in the child's handler */
@@ -258,60 +257,93 @@ int herd__cli_spawn(const herd__spawn *s, double *real_s)
         setpgid(pid, pid); /* the child does it too: whichever comes first */
     sigprocmask(SIG_SETMASK, &saved, NULL);
     if (pid < 0) {
-        fprintf(stderr, "herd: cannot start %s: %s\n", name, strerror(errno));
+        fprintf(stderr, "herd: cannot start %s: %s\n", s->argv[0], strerror(errno));
         if (s->on_line)
             close(fds[0]), close(fds[1]);
-        return 127;
+        return -1;
     }
     if (s->on_line)
         close(fds[1]);
+    *out = fds[0];
+    return pid;
+}
+
+/* All of the child's group ended: what is left in its pipe fd, handed to
+ * s->on_line, then the pipe closed. */
+static void pipe_drain(int fd, line_buf *b, const herd__spawn *s)
+{
+    int r = PIPE_DATA;
+    for (int k = 0; k < 1024 && (r = pipe_read(fd, b, s, 0)) == PIPE_DATA; k++) {
+    } /* bounded: a process that left the group may hold the pipe */
+    if (r == PIPE_IDLE && b->p)
+        emit_lines(b, s->on_line, s->ctx, true);
+    close(fd);
+}
+
+/* One look at a child whose group is still there: stops it where herd is
+ * stopping, past its deadline (c->timed_out) or where it ended and left
+ * processes of its group behind; forwards a second signal; sends SIGKILL
+ * once the grace is over. False where its group is still there 5 s after
+ * SIGKILL (said): herd waits no longer. */
+static bool child_watch(child *c, const herd__spawn *s, double deadline)
+{
+    double now = herd__now();
+    if (herd__cli_stop_signal()) {
+        child_stop(c, herd__cli_stop_signal(), s->grace_s);
+    } else if (!c->stopping && now > deadline) {
+        fprintf(stderr, "herd: %s ran longer than %g s; stopping it\n", s->argv[0], s->timeout_s);
+        c->timed_out = true;
+        child_stop(c, SIGTERM, s->grace_s);
+    } else if (c->reaped) { /* what it started outlives it: not left behind */
+        child_stop(c, SIGTERM, s->grace_s);
+    }
+    if (c->stopping && !c->again && (atomic_load(&stop_signal) & STOP_AGAIN)) {
+        /* forwarded too (a herd below escalates as it does: herd sim
+         * kills smpirun's group), SIGKILL sooner */
+        kill(-c->pid, herd__cli_stop_signal());
+        c->again = true;
+        c->kill_at = c->kill_at < now + s->grace_s / 5 ? c->kill_at : now + s->grace_s / 5;
+    }
+    if (c->stopping && !c->killed && now >= c->kill_at) {
+        kill(-c->pid, SIGKILL);
+        c->killed = true;
+        c->give_up_at = now + 5;
+    } else if (c->killed && now >= c->give_up_at) {
+        fprintf(stderr, "herd: processes of %s (group %ld) are still there 5 s after SIGKILL\n", s->argv[0],
+                (long)c->pid);
+        return false;
+    }
+    return true;
+}
+
+int herd__cli_spawn(const herd__spawn *s, double *real_s)
+{
+    const char *name = s->argv[0];
+    int out_fd = -1;
+    double t0 = herd__now();
+    *real_s = 0;
+    if (herd__cli_stop_signal()) /* nothing starts once herd is stopping */
+        return 128 + herd__cli_stop_signal();
+    pid_t pid = child_start(s, &out_fd);
+    if (pid < 0)
+        return 127;
     line_buf b = {0};
     child c = {.pid = pid};
-    bool open_out = s->on_line != NULL, timed_out = false;
+    bool open_out = s->on_line != NULL;
     double deadline = t0 + s->timeout_s;
     for (;;) {
-        if (open_out && pipe_read(fds[0], &b, s, 100) == PIPE_END) {
-            close(fds[0]);
+        if (open_out && pipe_read(out_fd, &b, s, 100) == PIPE_END) {
+            close(out_fd);
             open_out = false;
         }
         if (!child_reap(&c, name)) {
-            /* all of it ended: what is left in the pipe, then done */
-            int r = PIPE_DATA;
-            for (int k = 0; k < 1024 && open_out && (r = pipe_read(fds[0], &b, s, 0)) == PIPE_DATA; k++) {
-            } /* bounded: a process that left the group may hold the pipe */
-            if (open_out) {
-                if (r == PIPE_IDLE && b.p)
-                    emit_lines(&b, s->on_line, s->ctx, true);
-                close(fds[0]);
-            }
+            if (open_out) /* all of it ended: what is left in the pipe, then done */
+                pipe_drain(out_fd, &b, s);
             break;
         }
-        double now = herd__now();
-        if (herd__cli_stop_signal()) {
-            child_stop(&c, herd__cli_stop_signal(), s->grace_s);
-        } else if (!c.stopping && now > deadline) {
-            fprintf(stderr, "herd: %s ran longer than %g s; stopping it\n", name, s->timeout_s);
-            timed_out = true;
-            child_stop(&c, SIGTERM, s->grace_s);
-        } else if (c.reaped) { /* what it started outlives it: not left behind */
-            child_stop(&c, SIGTERM, s->grace_s);
-        }
-        if (c.stopping && !c.again && (atomic_load(&stop_signal) & STOP_AGAIN)) {
-            /* forwarded too (a herd below escalates as it does: herd sim
-             * kills smpirun's group), SIGKILL sooner */
-            kill(-c.pid, herd__cli_stop_signal());
-            c.again = true;
-            c.kill_at = c.kill_at < now + s->grace_s / 5 ? c.kill_at : now + s->grace_s / 5;
-        }
-        if (c.stopping && !c.killed && now >= c.kill_at) {
-            kill(-c.pid, SIGKILL);
-            c.killed = true;
-            c.give_up_at = now + 5;
-        } else if (c.killed && now >= c.give_up_at) {
-            fprintf(stderr, "herd: processes of %s (group %ld) are still there 5 s after SIGKILL\n", name,
-                    (long)c.pid);
+        if (!child_watch(&c, s, deadline)) {
             if (open_out)
-                close(fds[0]);
+                close(out_fd);
             break;
         }
         if (!open_out) {
@@ -323,7 +355,7 @@ int herd__cli_spawn(const herd__spawn *s, double *real_s)
     *real_s = herd__now() - t0;
     if (herd__cli_stop_signal())
         return 128 + herd__cli_stop_signal();
-    if (timed_out)
+    if (c.timed_out)
         return 124;
     if (!c.reaped)
         return 128 + SIGKILL;

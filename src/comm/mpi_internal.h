@@ -1,8 +1,8 @@
-/* mpi_internal.h — what the mpi engine's two files share: mpi.c (the
- * engine: messages, collectives, MPI's windows, the agent and watchdog) and
- * mpi_am.c (windows served by the agent over messages). Internal to
- * src/comm, the only place besides them that sees mpi.h. See mpi.c's top
- * comment for the threads and the MPI lock. */
+/* mpi_internal.h — what the mpi engine's files share: mpi.c (the engine:
+ * messages, collectives, MPI's windows), mpi_agent.c (the agent and
+ * watchdog threads) and mpi_am.c (windows served by the agent over
+ * messages). Internal to src/comm, the only place besides them that sees
+ * mpi.h. See mpi_agent.c's top comment for the threads and the MPI lock. */
 #ifndef HERD_COMM_MPI_INTERNAL_H
 #define HERD_COMM_MPI_INTERNAL_H
 
@@ -16,7 +16,7 @@
 #include "comm/comm_internal.h"
 #include "comm/sim.h"
 
-/* The watchdog of the window calls (see the top of this file). The calling
+/* The watchdog of the window calls (see the top of mpi_agent.c). The calling
  * thread arms it with plain atomic stores (no lock on the hot path); the
  * watchdog looks every 20 ms. */
 typedef struct watchdog {
@@ -30,7 +30,7 @@ typedef struct watchdog {
     size_t rank;
 } watchdog;
 
-/* The communication agent (see the top of mpi.c). */
+/* The communication agent (see the top of mpi_agent.c). */
 typedef struct agent {
     MPI_Comm quiet;   /* the agent's own duplicate, on which nothing is ever sent */
     long period_us;   /* its sleep while the worker is in and out of MPI */
@@ -166,6 +166,29 @@ static inline void herd__mpi_heavy_ball_floats(char *vp, char *xp, const void *u
  * deadline passes, the MPI lock held only for each test. */
 herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const char *what);
 
+/* ---- the endpoint's threads (mpi_agent.c) ------------------------------ */
+/* Starts m's agent where MPI's thread level (provided) allows one and
+ * there are several ranks (collective); where it cannot start, the
+ * endpoint works without, progressing only inside its worker's calls. */
+void herd__mpi_agent_start(mpi_comm *m, int provided);
+/* Stops m's agent and frees what it holds (not its communicator). */
+void herd__mpi_agent_free(mpi_comm *m);
+/* Wakes rank's agent at once where a message alone would not: this rank's
+ * own, or one of its host's, which shared memory does not wake (a message
+ * over a socket wakes its agent by itself: sockwatch.h). */
+void herd__mpi_poke(mpi_comm *m, size_t rank);
+/* Starts and stops the watchdog of m's window calls. */
+void herd__mpi_watchdog_start(mpi_comm *m);
+void herd__mpi_watchdog_stop(mpi_comm *m);
+#ifndef HERD_SIM
+/* The agent's period in microseconds (HERD_MPI_PROGRESS_US, else its
+ * default; 0: no agent); *given (NULL: not wanted): the variable set it. */
+long herd__mpi_agent_period_us(bool *given);
+/* Collective over comm: whether its ranks span several hosts; local (NULL:
+ * not wanted) marks, per rank of comm, those of this host. */
+bool herd__mpi_host_ranks(MPI_Comm comm, bool *local);
+#endif
+
 /* ---- windows over messages (mpi_am.c) ----------------------------------
  * Used where the ranks span several hosts and the user chose no one-sided
  * component: there Open MPI's windows (osc pt2pt) take several round trips
@@ -179,10 +202,6 @@ herd_status herd__mpi_poll(herd_comm *c, MPI_Request *r, double deadline, const 
 /* Collective, at the endpoint's creation: *out NULL where it fails. */
 herd_status herd__am_create(mpi_comm *m, am_state **out);
 void herd__am_free(mpi_comm *m);
-/* Wakes rank's agent at once where a message alone would not: this rank's
- * own, or one of its host's, which shared memory does not wake (a message
- * over a socket wakes its agent by itself: sockwatch.h). */
-void herd__mpi_poke(mpi_comm *m, size_t rank);
 /* The agent's turn: serves every request that has come (the MPI lock
  * held); whether it served any or an answer is still on its way (a large
  * one moves only while MPI is called: the agent looks again soon). again:

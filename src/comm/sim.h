@@ -73,7 +73,7 @@
 
 #ifdef HERD_SIM
 extern const herd_engine_clock herd__sim_clock;
-/* The mpi engine's agent (mpi.c), as the simulator models it: an actor of
+/* The mpi agent (mpi_agent.c), as the simulator models it: an actor of
  * SimGrid on each rank's host that serves the windows' requests over
  * simulated messages, as the real agents' protocol does (simwin.c). What a
  * real agent adds beyond the messages is the time to wake (or to preempt

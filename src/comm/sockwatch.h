@@ -1,10 +1,10 @@
 /* sockwatch.h — waits for input on this process's sockets (internal to
- * src/comm). The mpi engine's agent (mpi.c) sleeps here between its turns
- * in MPI: a message that reaches the process over TCP (a window request
- * from another host) wakes it at once, with no poll every few microseconds
- * that would take the core from compute. The watcher does not read: the
- * sockets belong to the MPI library, which reads them when the agent next
- * enters MPI. Reentrant; a watcher belongs to one thread. */
+ * src/comm). The mpi engine's agent (mpi_agent.c) sleeps here between its
+ * turns in MPI: a message that reaches the process over TCP (a window
+ * request from another host) wakes it at once, with no poll every few
+ * microseconds that would take the core from compute. The watcher does not
+ * read: the sockets belong to the MPI library, which reads them when the
+ * agent next enters MPI. Reentrant; a watcher belongs to one thread. */
 #ifndef HERD_COMM_SOCKWATCH_H
 #define HERD_COMM_SOCKWATCH_H
 
