@@ -1717,25 +1717,18 @@ static bool line_with(const char *text, const char *prefix, char *out, size_t ca
     return false;
 }
 
-/* herd compare --seeds 2 --seed 5: each configuration runs with seeds 5
- * and 6; compare.csv has a row a run with its seed, the runs differ;
- * compare_summary.csv's mean is the average of the runs' and its spread
- * their difference; the mean curve (runNN.dat) is the average of the
- * seeds' curves at their evaluations (allreduce's: at the same steps,
- * --eval-every-steps 2 giving 5 of them); the table gives mean ± spread;
- * the plots are drawn, PNG and PDF, where gnuplot is installed. */
 /* herd compare's files go through the same checks as every output
  * (core/outpath.h): a compare.csv that is a FIFO no process reads is
  * refused, not waited on forever (and the run says so and fails), and a
- * plots.gp that is a link is written through it, the link kept. */
+ * compare.json that is a link is written through it, the link kept. */
 static void test_compare_outputs_kept(void)
 {
     char out[512], fifo[700], link[700], target[700];
     snprintf(out, sizeof out, "%s/cmp-out", herd_test_tmpdir());
     ASSERT_OK(mkdir(out, 0755));
     snprintf(fifo, sizeof fifo, "%s/compare.csv", out);
-    snprintf(link, sizeof link, "%s/plots.gp", out);
-    snprintf(target, sizeof target, "%s/elsewhere.gp", herd_test_tmpdir());
+    snprintf(link, sizeof link, "%s/compare.json", out);
+    snprintf(target, sizeof target, "%s/elsewhere.json", herd_test_tmpdir());
     ASSERT_OK(mkfifo(fifo, 0644));
     FILE *t = fopen(target, "w");
     ASSERT_TRUE(t && fclose(t) == 0);
@@ -1768,6 +1761,9 @@ static void test_compare_spec_flags(void)
                   "--no-baseline", "allreduce", "allreduce --epochs 2");
     if (o.code != 0)
         herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    /* --no-plots: taken (scripts pass it), with one line saying it does nothing */
+    ASSERT_STR_CONTAINS(o.err, "herd compare: --no-plots is deprecated and does nothing: herd compare draws no plots "
+                               "(tools/herd-plot DIR does)\n");
     snprintf(path, sizeof path, "%s/compare.csv", out);
     slurp(path, csv, sizeof csv);
     ASSERT_STR_CONTAINS(csv, "\n\"allreduce\",threads,-,2,1,");
@@ -1829,6 +1825,109 @@ static void test_config_flag(void)
     ASSERT_STR_CONTAINS(o.err, "--config is given twice");
 }
 
+/* tools/herd-plot DIR, run from the source tree as make test runs the
+ * tests, with GNUPLOT set to gnuplot (NULL: unset); its exit code, and what
+ * it printed into err. */
+static int herd_plot(const char *dir, const char *gnuplot, char *err, size_t cap)
+{
+    if (access("/usr/bin/python3", X_OK) != 0)
+        herd_test_fail(__FILE__, __LINE__, "tools/herd-plot needs /usr/bin/python3 (Debian: apt-get install python3)");
+    char errf[600];
+    snprintf(errf, sizeof errf, "%s/herd-plot.err", herd_test_tmpdir());
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        int fe = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fe < 0 || dup2(fe, 1) < 0 || dup2(fe, 2) < 0)
+            _exit(126);
+        if (gnuplot)
+            setenv("GNUPLOT", gnuplot, 1);
+        else
+            unsetenv("GNUPLOT");
+        execl("tools/herd-plot", "tools/herd-plot", dir, (char *)NULL);
+        _exit(127);
+    }
+    int code = herd_test_wait(pid, 120);
+    slurp(errf, err, cap);
+    return code;
+}
+
+/* The files in dir whose names end in ext, counted. */
+static size_t files_ending(const char *dir, const char *ext)
+{
+    size_t n = 0, len = strlen(ext);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strlen(e->d_name) > len && !strcmp(e->d_name + strlen(e->d_name) - len, ext);
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* herd compare draws nothing: it writes no plot and no plot script, and
+ * says how to draw them. compare.json (strict JSON) says what tools/herd-plot
+ * needs: the comparison, each configuration's curve file (with --seeds > 1
+ * the mean curve, runNN.dat). tools/herd-plot DIR writes DIR/plots.gp (a
+ * link written through it, the link kept) with each seed group's mean over
+ * its band, and without gnuplot says so and exits 0; with gnuplot it draws
+ * the four plots as PNG and PDF. */
+static void check_plots(const char *out, const char *err)
+{
+    static char json[1 << 14], gp[1 << 16], perr[4096];
+    char path[700], link[700], target[700], want[800], why[256];
+    ASSERT_EQ_INT((int)(files_ending(out, ".gp") + files_ending(out, ".png") + files_ending(out, ".pdf")), 0);
+    snprintf(want, sizeof want, "draw the plots with: tools/herd-plot %s\n", out);
+    ASSERT_STR_CONTAINS(err, want);
+    snprintf(path, sizeof path, "%s/compare.json", out);
+    slurp(path, json, sizeof json);
+    if (!herd_test_json_valid(json, strlen(json), why, sizeof why))
+        herd_test_fail(__FILE__, __LINE__, "compare.json: %s: %s", why, json);
+    ASSERT_STR_CONTAINS(json, "{\"kind\":\"comparison\",\"where\":\"threads engine\",\"epochs\":1,\"seeds\":2,");
+    ASSERT_STR_CONTAINS(json, "{\"index\":1,\"spec\":\"allreduce\",\"workers\":2,\"baseline\":false,\"runs\":2,"
+                              "\"ended\":2,\"curve\":\"run01.dat\",");
+    snprintf(link, sizeof link, "%s/plots.gp", out);
+    snprintf(target, sizeof target, "%s/elsewhere.gp", herd_test_tmpdir());
+    FILE *t = fopen(target, "w");
+    ASSERT_TRUE(t && fclose(t) == 0);
+    ASSERT_OK(symlink(target, link));
+    int code = herd_plot(out, "/nonexistent/gnuplot", perr, sizeof perr);
+    if (code != 0)
+        herd_test_fail(__FILE__, __LINE__, "tools/herd-plot without gnuplot: exit %d: %s", code, perr);
+    ASSERT_STR_CONTAINS(perr, "herd-plot: no gnuplot (apt-get install gnuplot-nox): the plot script is ");
+    struct stat st;
+    ASSERT_OK(lstat(link, &st));
+    ASSERT_TRUE(S_ISLNK(st.st_mode));
+    slurp(target, gp, sizeof gp);
+    /* the mean curve over its band, in the loss plots test loss (6, band 7:8) and train loss (9, band 10:11) */
+    ASSERT_STR_CONTAINS(gp, "set output 'accuracy_time.png'\n");
+    ASSERT_STR_CONTAINS(gp, "'run01.dat' using ($1*1):4:5 with filledcurves lc 2 fs transparent solid 0.18");
+    ASSERT_STR_CONTAINS(gp, "'run01.dat' using ($1*1):3 title \"allreduce, 2 workers\" lc 2 dt 1");
+    ASSERT_STR_CONTAINS(gp, "'run01.dat' using ($1*1):6 title \"allreduce, 2 workers\" lc 2 dt 1");
+    ASSERT_STR_CONTAINS(gp, "'run01.dat' using ($1*1):10:11 with filledcurves lc 2 fs transparent solid 0.08");
+    ASSERT_STR_CONTAINS(gp, "'run01.dat' using ($1*1):9 notitle lc 2 dt 2 pt 6");
+    ASSERT_STR_CONTAINS(gp, "(lines: mean of 2 seeds; bands: lowest to highest");
+    if (access("/usr/bin/gnuplot", X_OK) != 0)
+        return;
+    code = herd_plot(out, NULL, perr, sizeof perr);
+    if (code != 0)
+        herd_test_fail(__FILE__, __LINE__, "tools/herd-plot: exit %d: %s", code, perr);
+    const char *plots[] = {"accuracy_time", "accuracy_epochs", "loss_time", "loss_epochs"};
+    for (int k = 0; k < 4; k++)
+        for (int pdf = 0; pdf < 2; pdf++) {
+            snprintf(path, sizeof path, "%s/%s.%s", out, plots[k], pdf ? "pdf" : "png");
+            if (stat(path, &st) != 0 || st.st_size < 1000)
+                herd_test_fail(__FILE__, __LINE__, "no plot %s", path);
+        }
+}
+
+/* herd compare --seeds 2 --seed 5: each configuration runs with seeds 5
+ * and 6; compare.csv has a row a run with its seed, the runs differ;
+ * compare_summary.csv's mean is the average of the runs' and its spread
+ * their difference; the mean curve (runNN.dat) is the average of the
+ * seeds' curves at their evaluations (allreduce's: at the same steps,
+ * --eval-every-steps 2 giving 5 of them); the table gives mean ± spread;
+ * tools/herd-plot draws the plots from what it wrote (check_plots). */
 static void test_compare_seeds(void)
 {
     static char csv[1 << 14], sum[1 << 14], dat[3][1 << 13];
@@ -1890,16 +1989,7 @@ static void test_compare_seeds(void)
     snprintf(want, sizeof want, "%.4f ± %.4f", (acc[0] + acc[1]) / 2, fabs(acc[0] - acc[1]));
     ASSERT_STR_CONTAINS(o.out, "| seeds |");
     ASSERT_STR_CONTAINS(o.out, want);
-    if (access("/usr/bin/gnuplot", X_OK) == 0)
-        for (int k = 0; k < 4; k++) {
-            const char *plots[] = {"accuracy_time", "accuracy_epochs", "loss_time", "loss_epochs"};
-            for (int pdf = 0; pdf < 2; pdf++) {
-                struct stat st;
-                snprintf(path, sizeof path, "%s/%s.%s", out, plots[k], pdf ? "pdf" : "png");
-                if (stat(path, &st) != 0 || st.st_size < 1000)
-                    herd_test_fail(__FILE__, __LINE__, "no plot %s", path);
-            }
-        }
+    check_plots(out, o.err);
 }
 
 /* The processes whose command line holds needle (herd's children that
@@ -1942,7 +2032,7 @@ static void test_compare_signals(void)
     /* the third run takes 51200 steps of batch 1 at a learning rate it does not diverge at (seconds):
      * under way when the signal comes, its step soon ended */
     const char *args[] = {"compare", "--out", out, "--workers", "2", "--epochs", "2", "--model", "mlp", "--data",
-                          "synthetic:1x12x12:4", "--extra", "--train-limit 1024 --test-limit 64", "--no-plots",
+                          "synthetic:1x12x12:4", "--extra", "--train-limit 1024 --test-limit 64",
                           "allreduce", "allreduce --batch 1 --lr 0.002 --epochs 50", "asgd", NULL};
     pid_t pid = herd_test_spawn(args, outf, errf);
     snprintf(path, sizeof path, "%s/run02.jsonl", out);

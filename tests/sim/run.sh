@@ -22,6 +22,7 @@
 set -u
 build=$1 sim_build=$2 sizes=$3 train=$4
 herd=$build/herd
+plot=$(cd "$(dirname "$0")/../.." && pwd)/tools/herd-plot
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/herd-test-sim.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
@@ -435,10 +436,10 @@ done
 
 # herd compare warns when its setting defeats its question: lenet on 10gbe hosts computes a step
 # in microseconds, so every 8-worker run is slower than one worker; on ib-100g with 4 it is not
-if timeout 300 "$herd" compare --platform 10gbe --workers 8 --epochs 1 --model lenet --no-plots \
+if timeout 300 "$herd" compare --platform 10gbe --workers 8 --epochs 1 --model lenet \
         --extra "--train-limit 2048 --test-limit 256" --out "$tmp/cmpw" allreduce >"$tmp/cmpw.txt" 2>"$tmp/cmpw.err" &&
     grep -q "warning: every run on several workers is slower than one worker (speedup at most 0\.[0-9]*): a step computes in [0-9.e-]* ms but takes [0-9.e-]* ms" "$tmp/cmpw.err" &&
-    timeout 300 "$herd" compare --platform ib-100g --workers 4 --epochs 1 --model lenet --no-plots \
+    timeout 300 "$herd" compare --platform ib-100g --workers 4 --epochs 1 --model lenet \
         --extra "--train-limit 2048 --test-limit 256" --out "$tmp/cmpw2" allreduce >"$tmp/cmpw2.txt" 2>"$tmp/cmpw2.err" &&
     ! grep -q "warning: every run" "$tmp/cmpw2.err"; then
     ok "herd compare warns where every multi-worker run is slower than one worker: $(grep -o 'a step computes in [^,]*' "$tmp/cmpw.err")"
@@ -446,15 +447,19 @@ else
     bad "herd compare's warning"; tail -4 "$tmp/cmpw.err" "$tmp/cmpw2.err"
 fi
 
-# herd compare on a simulated platform: table, CSV (baseline + one row per spec) and plots
+# herd compare on a simulated platform: table, CSV (baseline + one row per spec), and no plots of its
+# own (no .gp, .png or .pdf); tools/herd-plot draws them from what it wrote
 if timeout 300 "$herd" compare --platform 10gbe --workers 4 --epochs 2 --model linear --data synthetic:1x12x12:4 \
         --extra "--batch 16 --train-limit 2048 --test-limit 512" --target 0.9 --out "$tmp/cmp" allreduce "asgd --staleness-lr" \
         >"$tmp/cmp.txt" 2>"$tmp/cmp.err" && [ "$(wc -l <"$tmp/cmp/compare.csv")" -eq 4 ] &&
+    [ -z "$(ls "$tmp/cmp" | grep '\.\(gp\|png\|pdf\)$')" ] &&
+    grep -q "draw the plots with: tools/herd-plot $tmp/cmp\$" "$tmp/cmp.err" &&
+    timeout 120 "$plot" "$tmp/cmp" 2>"$tmp/cmp-plot.err" &&
     { ! command -v gnuplot >/dev/null || [ -s "$tmp/cmp/accuracy_time.png" ]; } &&
     grep -q '^| asgd --staleness-lr ' "$tmp/cmp.txt"; then
-    ok "herd compare on sim: $(($(wc -l <"$tmp/cmp/compare.csv") - 1)) runs in compare.csv, $(ls "$tmp/cmp" | grep -c png) plots"
+    ok "herd compare on sim: $(($(wc -l <"$tmp/cmp/compare.csv") - 1)) runs in compare.csv, $(ls "$tmp/cmp" | grep -c png) plots by tools/herd-plot"
 else
-    bad "herd compare on sim"; cat "$tmp/cmp.txt" "$tmp/cmp.err" | tail -8
+    bad "herd compare on sim"; cat "$tmp/cmp.txt" "$tmp/cmp.err" "$tmp/cmp-plot.err" 2>/dev/null | tail -8
 fi
 # its figures come from the runs' logs: the curve's time is worker 0's training time at each
 # evaluation (evaluations excluded), the CSV's epoch_s the median of the workers' epoch times
@@ -485,8 +490,9 @@ if [ "$first" = "0@0 0@0 0@0 " ]; then
 else
     bad "herd compare's curves' first rows (epoch@time): '$first', not 0@0 for each run"
 fi
-# both loss plots draw the same columns, test loss (4, titled) and train loss (5, dashed, untitled),
-# and their key names both; the plot of one output is the lines from its 'set output' to the next
+# both loss plots of tools/herd-plot draw the same columns, test loss (4, titled) and train loss (5,
+# dashed, untitled), and their key names both; the plot of one output is the lines from its 'set output'
+# to the next
 loss_cols() {
     awk -v f="$1.png'" 'index($0, "set output") { on = index($0, f) > 0 } on' "$tmp/cmp/plots.gp" |
         grep -o '):[0-9] [a-z]*title\|dt [0-9]\|solid: test loss\|dashed: train loss' | sort -u | tr '\n' ' '
@@ -505,20 +511,21 @@ if command -v gnuplot >/dev/null; then
         [ "$(head -c 4 "${png%.png}.pdf" 2>/dev/null)" = "%PDF" ] || { pdf_ok=0; echo "no PDF for $png"; }
     done
     if [ "$pdf_ok" = 1 ] && [ "$(ls "$tmp"/cmp/*.pdf | wc -l)" -eq 4 ]; then
-        ok "herd compare writes a PDF beside each of its 4 PNGs"
+        ok "tools/herd-plot writes a PDF beside each of its 4 PNGs"
     else
-        bad "herd compare's PDFs: $(ls "$tmp"/cmp/*.pdf 2>/dev/null | wc -l) of 4"
+        bad "tools/herd-plot's PDFs: $(ls "$tmp"/cmp/*.pdf 2>/dev/null | wc -l) of 4"
     fi
 fi
-# --scaling: the speedup plot's log x axis is ticked at the worker counts run (autofreq or
+# --scaling: tools/herd-plot's speedup plot's log x axis is ticked at the worker counts run (autofreq or
 # "set xtics 1" left it unlabelled), and the ticks and format are reset after it
 if timeout 120 "$herd" compare --platform 10gbe --scaling 1,2,4 --epochs 1 --model linear --data synthetic:1x12x12:4 \
         --extra "--train-limit 512 --test-limit 128" --out "$tmp/cmps" allreduce >"$tmp/cmps.txt" 2>"$tmp/cmps.err" &&
+    timeout 120 "$plot" "$tmp/cmps" 2>>"$tmp/cmps.err" &&
     [ "$(awk 'index($0, "speedup_workers.png") { on = 1 } on && /^set (xtics|logscale|format)/' "$tmp/cmps/plots.gp" |
         tr '\n' ';')" = "set logscale xy 2;set format xy '%g';set xtics (1, 2, 4);set format xy;set xtics autofreq;" ] &&
     grep -q '^unset logscale$' "$tmp/cmps/plots.gp" &&
     { ! command -v gnuplot >/dev/null || [ "$(head -c 4 "$tmp/cmps/speedup_workers.pdf")" = "%PDF" ]; }; then
-    ok "herd compare --scaling 1,2,4: speedup plot ticked at 1, 2, 4 on its log axis, reset after"
+    ok "herd compare --scaling 1,2,4, tools/herd-plot: speedup plot ticked at 1, 2, 4 on its log axis, reset after"
 else
     bad "herd compare --scaling: the speedup plot's ticks"; cat "$tmp/cmps.err" | tail -4
     awk 'index($0, "speedup_workers.png") { on = 1 } on' "$tmp/cmps/plots.gp" 2>/dev/null | head -20
@@ -552,11 +559,13 @@ if timeout 300 "$herd" compare --platform 10gbe --workers 4 --epochs 2 --models 
     shown=$(awk -F'|' 'NF > 9 && $3 ~ /Gbps/ { gsub(/ /, ""); print $2, $3, $4 }' "$tmp/xo.txt" | sort | tr '\n' ';')
     if [ "$rows" = "$want" ] && [ -n "$expect" ] && [ "$got" = "$expect" ] && [ "$shown" = "$expect" ] &&
         [ -s "$tmp/xo/linear-1/compare.csv" ] && [ -s "$tmp/xo/linear-2/compare_summary.csv" ] &&
+        [ ! -e "$tmp/xo/crossover.png" ] && timeout 120 "$plot" "$tmp/xo" 2>"$tmp/xo-plot.err" &&
         { ! command -v gnuplot >/dev/null || { [ -s "$tmp/xo/crossover.png" ] &&
-            [ "$(head -c 4 "$tmp/xo/crossover.pdf")" = "%PDF" ]; }; }; then
+            [ "$(head -c 4 "$tmp/xo/crossover.pdf")" = "%PDF" ] && [ -s "$tmp/xo/linear-2/accuracy_time.png" ]; }; }; then
         ok "herd compare --sweep: 8 runs in crossover.csv, each cell's winner the lowest mean time to target ($expect)"
     else
         bad "herd compare --sweep: rows '$rows' (want '$want'); winners '$got', stdout '$shown', from the CSV '$expect'"
+        tail -3 "$tmp/xo-plot.err" 2>/dev/null
     fi
 else
     bad "herd compare --sweep: exit $?"; tail -6 "$tmp/xo.err"
@@ -659,7 +668,7 @@ done
 st="$tmp/sig-cmp"
 mkdir -p "$st"
 TMPDIR=$st "$herd" compare --platform ib-100g --workers 4 --epochs 1000 --model lenet --data synthetic:1x12x12:4 \
-    --extra "--batch 16 --train-limit 2048 --test-limit 64" --no-baseline --no-plots --out "$st/out" allreduce asgd \
+    --extra "--batch 16 --train-limit 2048 --test-limit 64" --no-baseline --out "$st/out" allreduce asgd \
     >"$st/run.out" 2>"$st/run.err" &
 pid=$!
 await_smpimain "$st"
