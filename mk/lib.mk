@@ -1,7 +1,7 @@
 # herd as a library for other programs (included by the Makefile).
 #   make lib                      build/lib/libherd.so and libherd.a (position-independent objects)
 #   make install PREFIX=/usr/local [DESTDIR=...]
-#                                 bin/herd, lib/libherd.so.VERSION (+ .so, .a), include/herd/*.h,
+#                                 bin/herd, bin/herd-plot, lib/libherd.so.VERSION (+ .so, .a), include/herd/*.h,
 #                                 lib/pkgconfig/herd.pc: cc prog.c $(pkg-config --cflags --libs herd)
 #   make install NO_MPI=1 ...     a library without the mpi engine, so without MPI's link flags
 #   make test-install             installs into a temporary prefix, builds tests/install/embed.c
@@ -54,6 +54,7 @@ lib: $(LIB_DIR)/libherd.so.$(HERD_VERSION) $(LIB_DIR)/libherd.a
 install: lib $(BUILD)/herd
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/herd
 	install -m 755 $(BUILD)/herd $(DESTDIR)$(BINDIR)/herd
+	install -m 755 tools/herd-plot $(DESTDIR)$(BINDIR)/herd-plot
 	install -m 755 $(LIB_DIR)/libherd.so.$(HERD_VERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libherd.so.$(HERD_VERSION) $(DESTDIR)$(LIBDIR)/libherd.so.$(HERD_SOMAJOR)
 	ln -sf libherd.so.$(HERD_SOMAJOR) $(DESTDIR)$(LIBDIR)/libherd.so

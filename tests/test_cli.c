@@ -1877,7 +1877,7 @@ static void check_plots(const char *out, const char *err)
     static char json[1 << 14], gp[1 << 16], perr[4096];
     char path[700], link[700], target[700], want[800], why[256];
     ASSERT_EQ_INT((int)(files_ending(out, ".gp") + files_ending(out, ".png") + files_ending(out, ".pdf")), 0);
-    snprintf(want, sizeof want, "draw the plots with: tools/herd-plot %s\n", out);
+    snprintf(want, sizeof want, "draw the plots with: herd-plot %s (tools/herd-plot in the source tree)\n", out);
     ASSERT_STR_CONTAINS(err, want);
     snprintf(path, sizeof path, "%s/compare.json", out);
     slurp(path, json, sizeof json);

@@ -584,7 +584,8 @@ static int compare_start(const herd__cmp_opts *o, const herd__cmp_sweep *sw, her
     if (failed < 0)
         return 1;
     fprintf(stderr, "herd compare: results in %s/ (compare.csv, compare_summary.csv, compare.json, the curves "
-                    "run*.dat); draw the plots with: tools/herd-plot %s\n", o->out, o->out);
+                    "run*.dat); draw the plots with: herd-plot %s (tools/herd-plot in the source tree)\n", o->out,
+            o->out);
     int sig = herd__cli_stop_signal();
     if (sig) { /* one line: the comparison did not end */
         fprintf(stderr, "herd: compare stopped by %s: %zu of %zu run(s) ended; %s/compare.csv has them\n",

@@ -453,7 +453,7 @@ if timeout 300 "$herd" compare --platform 10gbe --workers 4 --epochs 2 --model l
         --extra "--batch 16 --train-limit 2048 --test-limit 512" --target 0.9 --out "$tmp/cmp" allreduce "asgd --staleness-lr" \
         >"$tmp/cmp.txt" 2>"$tmp/cmp.err" && [ "$(wc -l <"$tmp/cmp/compare.csv")" -eq 4 ] &&
     [ -z "$(ls "$tmp/cmp" | grep '\.\(gp\|png\|pdf\)$')" ] &&
-    grep -q "draw the plots with: tools/herd-plot $tmp/cmp\$" "$tmp/cmp.err" &&
+    grep -qF "draw the plots with: herd-plot $tmp/cmp (tools/herd-plot in the source tree)" "$tmp/cmp.err" &&
     timeout 120 "$plot" "$tmp/cmp" 2>"$tmp/cmp-plot.err" &&
     { ! command -v gnuplot >/dev/null || [ -s "$tmp/cmp/accuracy_time.png" ]; } &&
     grep -q '^| asgd --staleness-lr ' "$tmp/cmp.txt"; then
