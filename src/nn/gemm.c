@@ -82,7 +82,7 @@ int herd_nn_threads(void) { return omp_get_max_threads(); }
  * same binary with the same arguments, the variable now set. The variable
  * is the guard: the new image finds it set and goes on. readlink, not
  * execv("/proc/self/exe"): under valgrind the link names the program, the
- * exe the tool. The figures (bench/README.md, bench/lab run threads): 1000 spins
+ * exe the tool. The figures (bench/lab run threads, 2026-11-26): 1000 spins
  * bridge most gaps between one parallel region and the next on an idle
  * machine and stop spinning long before a busy neighbour's time slice
  * (libgomp's 300000 made 2 threads 3-12x slower than one there); 10000
