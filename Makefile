@@ -7,6 +7,7 @@
 #   make sim             build/herd-sim, herd for `herd sim` (SimGrid; mk/sim.mk)
 #   make bench           side-by-side benchmarks (bench/README.md)
 #   make bench-smoke     every bench/specs experiment at a tiny size (bench/lab)
+#   make check-sizes     no source file over 1000 lines, no function over 80 (tools/check-sizes)
 #   make install         the command, libherd.so/.a, headers, herd.pc (mk/lib.mk)
 CC      ?= cc
 BUILD   ?= build
@@ -157,6 +158,11 @@ tsan-build:
 
 bench: $(BUILD)/herd
 	HERD=$(abspath $(BUILD)/herd) bench/lab run vs-pytorch
+
+# No source file over 1000 lines, no function over 80 (src/, include/; tests aside).
+.PHONY: check-sizes
+check-sizes:
+	tools/check-sizes
 
 # Every experiment of bench/specs at a tiny size (bench/lab smoke; herd-sim's
 # where it is built, the two hosts' as root, else those are SKIPPED; the
