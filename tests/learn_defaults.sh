@@ -63,8 +63,9 @@ passes() { [ "$rc" -eq 0 ] && [ -n "$acc" ] && awk -v a="$acc" -v m="$1" 'BEGIN 
 # if that one clears it: an asynchronous run's interleaving differs run to
 # run, and on two busy cores one stale burst early on can leave a default
 # that learns near chance (asgd and amsgd, 8 workers: 0.124 and 0.088 in
-# one fresh-clone CI of 2026-11-28, 0.44-0.72 in 30 reruns beside a busy
-# process). A default that diverges, stops or does not learn fails both
+# one fresh-clone CI of 2026-11-28; 0.44-0.73 in 32 reruns of that build
+# and the one before, 12 on an idle machine and 20 beside a busy process).
+# A default that diverges, stops or does not learn fails both
 # runs; a synchronous run repeats its first.
 check() {
     local what=$1 min=$2 t=$SECONDS first=
