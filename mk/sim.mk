@@ -4,7 +4,9 @@
 #                        build of the library, so plain `make` leaves it out
 #   make test-sim        builds it and runs the mpi checks (tests/mpi) under smpirun
 #                        for several world sizes, repeatability and the alpha-beta
-#                        check (tests/sim/)
+#                        check (tests/sim/run.sh): bits and simulated time only
+#   make test-sim-timing its checks of measured time (tests/sim/timing.sh), which
+#                        depend on the machine's load: CI runs them alone
 #   make sim-clean       removes build-sim/
 # NO_SIM=1 leaves herd-sim out. Without smpicc nothing here is built and
 # test-sim says why.
@@ -22,7 +24,7 @@ SIM_LIB_OBJ := $(LIB_SRC:%.c=$(SIM_BUILD)/%.o)
 SIM_CLI_OBJ := $(CLI_SRC:%.c=$(SIM_BUILD)/%.o)
 SIM_LIBS    := -Wl,--wrap=herd_data_open,--wrap=herd_dataset_free -ldnnl -lz -lm -lpthread
 
-.PHONY: sim test-sim sim-clean
+.PHONY: sim test-sim test-sim-timing sim-clean
 
 $(SIM_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -47,8 +49,10 @@ ifneq ($(SIM_FOUND),)
 sim: $(BUILD)/herd-sim
 test-sim: $(SIM_BUILD)/mpi-checks $(BUILD)/herd $(BUILD)/herd-sim
 	tests/sim/run.sh $(BUILD) $(SIM_BUILD) "$(SIM_SIZES)" "$(SIM_TRAIN)"
+test-sim-timing: $(BUILD)/herd $(BUILD)/herd-sim
+	tests/sim/timing.sh $(BUILD)
 else
-sim test-sim:
+sim test-sim test-sim-timing:
 	@echo "$@: no $(SMPICC) (install libsimgrid-dev: scripts/install-deps)"; exit 1
 endif
 
