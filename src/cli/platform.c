@@ -7,8 +7,12 @@
  * link of bandwidth BW and latency LAT/2 to a crossbar, so a message between
  * two hosts sees latency LAT and bandwidth BW (SimGrid's CM02 model without
  * SMPI's calibration factors: the numbers of a platform mean what they say).
- * Compute costs the step's FLOPs over the host's speed (src/comm/sim.h);
- * --slow makes one host's speed FACTOR times lower. */
+ * A host's traffic to itself (an accumulate into its own shard of a
+ * window) takes its loopback, a copy at memory speed, not its network link
+ * twice. Compute costs the step's FLOPs over the host's speed
+ * (src/comm/sim.h); --slow makes one host's speed FACTOR times lower: it
+ * is a pstate of the cluster's hosts, which herd-sim sets on that host.
+ * SimGrid's <cluster> is the one form with a loopback per host. */
 #include "cli/platform.h"
 
 #include "cli/spawn.h"
@@ -370,6 +374,42 @@ int herd__cluster_resolve(const herd__cluster_flags *o, herd__cluster *c, size_t
     return 0;
 }
 
+/* The distinct --slow factors of the first n hosts, in host order, into
+ * f (HERD__SIM_MAX_WORKERS of them at most); with pstate, each host's
+ * pstate: 0 at the platform's speed, k + 1 at f[k]. Returns their number. */
+static size_t cluster_factors(const herd__cluster *c, size_t n, double *f, unsigned *pstate)
+{
+    size_t nf = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        if (c->slow[i] > 1) {
+            while (k < nf && f[k] != c->slow[i])
+                k++;
+            if (k == nf)
+                f[nf++] = c->slow[i];
+            k++;
+        }
+        if (pstate)
+            pstate[i] = (unsigned)k;
+    }
+    return nf;
+}
+
+int herd__cluster_pstates(const herd__cluster *c, size_t n, char *buf, size_t cap)
+{
+    static const char var[] = "HERD_SIM_PSTATES=";
+    double f[HERD__SIM_MAX_WORKERS];
+    unsigned pstate[HERD__SIM_MAX_WORKERS];
+    size_t len = (size_t)snprintf(buf, cap, "%s", var);
+    if (c->file)
+        return len < cap ? 0 : -1;
+    cluster_factors(c, n, f, pstate);
+    for (size_t i = 0; i < n && len < cap; i++)
+        if (pstate[i])
+            len += (size_t)snprintf(buf + len, cap - len, "%s%zu:%u", len > sizeof var - 1 ? "," : "", i, pstate[i]);
+    return len < cap ? 0 : -1;
+}
+
 int herd__cluster_write(const herd__cluster *c, size_t n, const char *xml_path, const char *hosts_path)
 {
     if (c->file && c->file_hosts.n < n) {
@@ -397,21 +437,26 @@ int herd__cluster_write(const herd__cluster *c, size_t n, const char *xml_path, 
         fclose(hosts);
         return -1;
     }
+    /* pstate 0 is the platform's speed, pstate k the k-th distinct --slow
+     * factor's (herd-sim sets a slow host's pstate: herd__cluster_pstates) */
+    double factors[HERD__SIM_MAX_WORKERS];
+    size_t nf = cluster_factors(c, n, factors, NULL);
     fprintf(x, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                "<platform version=\"4.1\">\n"
                "  <!-- herd sim: %s, %zu hosts; each host's link %.6g Gb/s each way, %.6g us host to host;"
-               " %.6g Gflop/s per host -->\n"
-               "  <zone id=\"%s\" routing=\"Cluster\">\n",
-            c->name, n, c->bw * 8e-9, c->lat * 1e6, c->speed * 1e-9, c->name);
-    for (size_t i = 0; i < n; i++) {
-        double speed = c->speed / (c->slow[i] > 0 ? c->slow[i] : 1.0);
-        fprintf(x, "    <host id=\"node-%zu\" speed=\"%.15gf\"/>\n", i, speed);
-        fprintf(x, "    <link id=\"node-%zu_link\" bandwidth=\"%.15gBps\" latency=\"%.15gs\" sharing_policy=\"SPLITDUPLEX\"/>\n",
-                i, c->bw, c->lat / 2);
-        fprintf(x, "    <host_link id=\"node-%zu\" up=\"node-%zu_link_UP\" down=\"node-%zu_link_DOWN\"/>\n", i, i, i);
+               " %.6g Gflop/s per host; to itself a host copies at %.6g GB/s -->\n",
+            c->name, n, c->bw * 8e-9, c->lat * 1e6, c->speed * 1e-9, HERD__SIM_LOOPBACK_BW * 1e-9);
+    for (size_t k = 0; k < nf; k++)
+        fprintf(x, "  <!-- pstate %zu: %.6g times slower (herd sim --slow) -->\n", k + 1, factors[k]);
+    fprintf(x, "  <cluster id=\"%s\" prefix=\"node-\" radical=\"0-%zu\" suffix=\"\" speed=\"%.15gf", c->name, n - 1,
+            c->speed);
+    for (size_t k = 0; k < nf; k++)
+        fprintf(x, ",%.15gf", c->speed / factors[k]);
+    fprintf(x, "\"\n           bw=\"%.15gBps\" lat=\"%.15gs\" sharing_policy=\"SPLITDUPLEX\" loopback_bw=\"%.15gBps\""
+               " loopback_lat=\"%.15gs\"/>\n</platform>\n",
+            c->bw, c->lat / 2, HERD__SIM_LOOPBACK_BW, HERD__SIM_LOOPBACK_LAT);
+    for (size_t i = 0; i < n; i++)
         fprintf(hosts, "node-%zu\n", i);
-    }
-    fprintf(x, "    <router id=\"%s-router\"/>\n  </zone>\n</platform>\n", c->name);
     int bad = ferror(x) | ferror(hosts);
     bad |= fclose(x) != 0;
     bad |= fclose(hosts) != 0;

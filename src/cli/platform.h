@@ -13,6 +13,11 @@
 
 enum { HERD__SIM_MAX_WORKERS = 4096 };
 
+/* What a host's traffic to itself costs (the loopback of every platform
+ * herd writes): a copy in its memory, not a trip over its network link. */
+#define HERD__SIM_LOOPBACK_BW 20e9   /* bytes/s */
+#define HERD__SIM_LOOPBACK_LAT 1e-7  /* seconds */
+
 /* The hosts of a user's platform file, in the file's order: how many it
  * makes, and the names of the first HERD__SIM_MAX_WORKERS (owned: free
  * each). */
@@ -46,6 +51,11 @@ int herd__cluster_resolve(const herd__cluster_flags *o, herd__cluster *c, size_t
 /* Writes the host file of n workers, and the platform unless c is a user's
  * file. */
 int herd__cluster_write(const herd__cluster *c, size_t n, const char *xml_path, const char *hosts_path);
+
+/* "HERD_SIM_PSTATES=H:P,..." into buf (cap bytes): the pstate P of each
+ * host H of n that --slow slows (herd-sim sets it, sim.h); nothing after
+ * the '=' for a user's file or no slow host. */
+int herd__cluster_pstates(const herd__cluster *c, size_t n, char *buf, size_t cap);
 
 /* Frees what c holds (not c). */
 void herd__cluster_free(herd__cluster *c);

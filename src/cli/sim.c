@@ -489,14 +489,19 @@ static int sim_launch(const sim_opts *o, const herd__cluster *c, size_t workers,
     int rc = 1;
     train_out out = {0};
     smpirun_line line = {0};
+    size_t pcap = (size_t)HERD__SIM_MAX_WORKERS * 24 + 32;
+    char *pstates = malloc(pcap);
     /* herd-sim runs the mpi engine, which it picks by itself (its launcher is smpirun) */
     bool train = !strcmp(cmd[0], "train"), user_json = has_arg(cmd, ncmd, "--json");
-    if (herd__cluster_write(c, workers, xml, hosts) != 0 ||
+    if (!pstates)
+        fprintf(stderr, "herd: out of memory\n");
+    if (!pstates || herd__cluster_pstates(c, workers, pstates, pcap) != 0 ||
+        herd__cluster_write(c, workers, xml, hosts) != 0 ||
         smpirun_line_make(o, c, workers, bin, xml, hosts, cmd, ncmd, train && !user_json, &line) != 0)
         goto out;
     if (o->dry_run || o->verbose) {
-        fprintf(stderr, "HERD_SIM_COMPUTE=%s HERD_SIM_STEP_OVERHEAD=%.9g HERD_SIM_AGENT_US=%.9g",
-                o->measured ? "measured" : "model", o->step_overhead_s, o->agent_wake_us);
+        fprintf(stderr, "HERD_SIM_COMPUTE=%s HERD_SIM_STEP_OVERHEAD=%.9g HERD_SIM_AGENT_US=%.9g %s",
+                o->measured ? "measured" : "model", o->step_overhead_s, o->agent_wake_us, pstates);
         if (o->measured)
             fprintf(stderr, " %s", line.speed_env);
         for (size_t i = 0; line.argv[i]; i++)
@@ -516,8 +521,8 @@ static int sim_launch(const sim_opts *o, const herd__cluster *c, size_t workers,
      * -tmpdir takes the directory for the program) */
     char tmpdir[PATH_MAX + 8];
     snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", dir);
-    char *env[6] = {o->measured ? "HERD_SIM_COMPUTE=measured" : "HERD_SIM_COMPUTE=model", overhead, wake};
-    size_t nenv = 3;
+    char *env[7] = {o->measured ? "HERD_SIM_COMPUTE=measured" : "HERD_SIM_COMPUTE=model", overhead, wake, pstates};
+    size_t nenv = 4;
     if (o->measured)
         env[nenv++] = line.speed_env;
     if (!o->keep)
@@ -539,6 +544,7 @@ static int sim_launch(const sim_opts *o, const herd__cluster *c, size_t workers,
 out:
     smpirun_line_free(&line);
     free(out.summary);
+    free(pstates);
     if (!o->keep && !o->dry_run)
         sim_workdir_remove(dir);
     int sig = herd__cli_stop_signal();

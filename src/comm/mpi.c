@@ -657,6 +657,7 @@ static herd_status new_endpoint(bool am, herd_comm **out, herd_err *err)
     m->agent.wake[0] = m->agent.wake[1] = -1;
     pthread_mutex_init(&m->mpi_lock, NULL);
 #ifdef HERD_SIM
+    herd__sim_host_init();
     herd__sim_bench_init(&m->bench);
 #endif
 #ifndef HERD_SIM

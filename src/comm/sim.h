@@ -102,6 +102,11 @@ typedef struct herd__sim_bench {
 } herd__sim_bench;
 
 void herd__sim_bench_init(herd__sim_bench *b);
+/* The rank's host at its speed: herd sim's platforms give a slow host
+ * (--slow) as a pstate of the cluster, which HERD_SIM_PSTATES ("H:P,...",
+ * by the number in the host's name node-H) names; herd-sim sets it here,
+ * once per rank, before any compute. */
+void herd__sim_host_init(void);
 /* The rank enters MPI: its compute since the last mark is charged (or
  * added to the open span, its time brought up to the span's clock). */
 void herd__sim_bench_enter(herd__sim_bench *b);

@@ -16,6 +16,25 @@
 
 static double host_speed(void) { return sg_host_get_speed(sg_host_self()); }
 
+void herd__sim_host_init(void)
+{
+    const char *s = getenv("HERD_SIM_PSTATES"), *name = sg_host_get_name(sg_host_self());
+    size_t self;
+    char tail;
+    if (!s || !*s || sscanf(name, "node-%zu%c", &self, &tail) != 1)
+        return;
+    while (*s) {
+        size_t host;
+        int pstate, used = 0;
+        if (sscanf(s, "%zu:%d%n", &host, &pstate, &used) != 2)
+            return;
+        if (host == self && pstate >= 0 && (unsigned long)pstate < (unsigned long)sg_host_get_nb_pstates(sg_host_self()))
+            sg_host_set_pstate(sg_host_self(), pstate);
+        s += used;
+        s += *s == ',';
+    }
+}
+
 static double agent_us(void)
 {
     const char *s = getenv("HERD_SIM_AGENT_US");

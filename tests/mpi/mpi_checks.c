@@ -357,6 +357,42 @@ static int cross_pull(herd_comm *c, size_t bytes)
     return bad;
 }
 
+/* mpi_checks --self-send BYTES (test-sim): rank 0 sends BYTES to itself,
+ * then to rank 1, and prints how long each took. On herd sim's platforms
+ * a host's message to itself takes its loopback (memory speed), one to
+ * another host its link. */
+static int self_send(herd_comm *c, size_t bytes)
+{
+    if (c->size < 2 || bytes == 0)
+        return 2;
+    c->timeout_s = 30;
+    char *out = malloc(bytes), *in = malloc(bytes);
+    if (!out || !in)
+        return 2;
+    memset(out, 7, bytes);
+    int bad = herd_comm_barrier(c) != HERD_OK;
+    if (c->rank == 0) {
+        herd_req *req = NULL;
+        double t0 = now_s();
+        bad |= herd_comm_isend(c, 0, 5, out, bytes, &req) != HERD_OK || herd_comm_recv(c, 0, 5, in, bytes) != HERD_OK ||
+               herd_comm_wait(c, req) != HERD_OK;
+        double self = now_s() - t0;
+        bad |= memcmp(in, out, bytes) != 0;
+        t0 = now_s();
+        bad |= herd_comm_send(c, 1, 6, out, bytes) != HERD_OK || herd_comm_recv(c, 1, 7, in, 1) != HERD_OK;
+        double remote = now_s() - t0;
+        if (!bad)
+            printf("self_send_s %.9f remote_send_s %.9f (%zu bytes)\n", self, remote, bytes);
+    } else if (c->rank == 1) {
+        bad |= herd_comm_recv(c, 0, 6, in, bytes) != HERD_OK || herd_comm_send(c, 0, 7, in, 1) != HERD_OK;
+    }
+    if (bad)
+        fprintf(stderr, "rank %zu: FAIL self send\n", c->rank);
+    bad |= herd_comm_barrier(c) != HERD_OK;
+    free(out), free(in);
+    return bad;
+}
+
 /* mpi_checks --env NAME EXPECT (test-mpi): NAME's value in every rank's
  * environment once the engine has started MPI ("unset" where it has none)
  * is EXPECT: what herd chose for the MPI library, or left to the user. */
@@ -577,8 +613,10 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "--lock-stall"))
         return lock_stall(c);
     if (argc > 1 && (!strcmp(argv[1], "--progress") || !strcmp(argv[1], "--pull-latency") ||
-                     !strcmp(argv[1], "--cross-pull") || !strcmp(argv[1], "--env"))) {
+                     !strcmp(argv[1], "--cross-pull") || !strcmp(argv[1], "--self-send") ||
+                     !strcmp(argv[1], "--env"))) {
         int rc = !strcmp(argv[1], "--progress")     ? progress(c)
+                 : !strcmp(argv[1], "--self-send")  ? self_send(c, argc > 2 ? (size_t)atol(argv[2]) : 0)
                  : !strcmp(argv[1], "--cross-pull") ? cross_pull(c, argc > 2 ? (size_t)atol(argv[2]) : 0)
                  : !strcmp(argv[1], "--env")        ? (argc > 3 ? env_check(c, argv[2], argv[3]) : 2)
                                                     : pull_latency(c, argc > 2 ? atof(argv[2]) : 0,

@@ -100,6 +100,23 @@ else
     bad "two ranks pulling 1 MB from each other at once: '${s:-}' s, want 0.16 s to 5% + 2 ms"; printf '%s\n' "$out" | tail -5
 fi
 
+# a host's message to itself takes its loopback, a copy at memory speed (20 GB/s, 0.1 us: src/cli/platform.h),
+# not its network link up and down (as it did before herd sim wrote a <cluster>: 825 us): 1 MB to itself on
+# 10gbe's hosts in 1e6 / 20e9 s + 0.1 us; to the next host, with its one-byte answer, in 2 x 25 us + 1e6 / 1.25e9 s
+# (each within 1% + 1 us)
+rm -rf "$tmp/lb"
+timeout 60 "$herd" sim --platform 10gbe --workers 2 --keep "$tmp/lb" --dry-run -- train 2>/dev/null
+lb=(smpirun -platform "$tmp/lb/platform.xml" -hostfile "$tmp/lb/hosts" "${smpirun[@]:5}")
+if out=$(timeout 120 "${lb[@]}" -np 2 "$sim_build/mpi-checks" --self-send 1000000 2>&1) &&
+    read -r self remote <<<"$(printf '%s\n' "$out" | sed -n 's/^self_send_s \([0-9.e+-]*\) remote_send_s \([0-9.e+-]*\).*/\1 \2/p')" &&
+    [ -n "$remote" ] && awk -v s="$self" -v r="$remote" 'BEGIN { a = 1e6 / 20e9 + 1e-7; b = 50e-6 + 1e6 / 1.25e9
+        exit !(s >= a && s < 1.01 * a + 1e-6 && r >= b && r < 1.01 * b + 1e-6) }'; then
+    ok "1 MB to itself takes a host's loopback ($self s, 20 GB/s), to the next host its link ($remote s, 10 Gb/s)"
+else
+    bad "1 MB to itself on 10gbe: '${self:-}' s, want 1e6/20e9 s + 0.1 us; to the next host '${remote:-}' s"
+    printf '%s\n' "$out" | tail -5
+fi
+
 # -- 2. training under smpirun -----------------------------------------------
 # shellcheck disable=SC2086
 while IFS= read -r line; do
@@ -319,10 +336,10 @@ for spec in "ib-100g 100 1 680" "ib-56g 56 1.5 14000" "10gbe 10 25 8000" "slow-c
     rm -rf "$tmp/p"
     timeout 120 "$herd" sim --platform "$name" --workers 2 --keep "$tmp/p" -- train --algo allreduce "${small1[@]}" --epochs 1 \
         >"$tmp/p.json" 2>/dev/null
-    x=$(grep -m1 '<host id="node-0"' "$tmp/p/platform.xml" 2>/dev/null; grep -m1 '<link id="node-1_link"' "$tmp/p/platform.xml" 2>/dev/null)
+    x=$(grep -m1 -o ' speed="[^"]*"' "$tmp/p/platform.xml" 2>/dev/null; grep -m1 -o ' bw="[^"]*" lat="[^"]*" sharing_policy="SPLITDUPLEX"' "$tmp/p/platform.xml" 2>/dev/null)
     want_x=$(awk -v g="$gbps" -v l="$lat_us" -v f="$gflops" 'BEGIN {
-        printf "    <host id=\"node-0\" speed=\"%.15gf\"/>\n", f * 1e9
-        printf "    <link id=\"node-1_link\" bandwidth=\"%.15gBps\" latency=\"%.15gs\" sharing_policy=\"SPLITDUPLEX\"/>", g * 1e9 / 8, l * 1e-6 / 2 }')
+        printf " speed=\"%.15gf\"\n", f * 1e9
+        printf " bw=\"%.15gBps\" lat=\"%.15gs\" sharing_policy=\"SPLITDUPLEX\"", g * 1e9 / 8, l * 1e-6 / 2 }')
     got="$(field "$tmp/p.json" link_gbps) $(field "$tmp/p.json" link_lat_us) $(field "$tmp/p.json" host_gflops)"
     if [ "$x" = "$want_x" ] && [ "$got" = "$gbps $lat_us $gflops" ] && grep -q "\"platform\":\"$name\"" "$tmp/p.json"; then
         ok "platform $name: $gbps Gb/s, $lat_us us, $gflops Gflop/s in the platform file and the summary"
