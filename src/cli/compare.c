@@ -209,10 +209,13 @@ static void on_summary(void *ctx, const char *line)
 /* Reads the eval records of a run's log into its curve file (epochs, time,
  * test_acc, test_loss, train_loss) and the time to target. The epochs are
  * the record's progress (with --eval-every-steps, within epochs too), or
- * its epoch in logs that lack it; the time is worker 0's training time at
- * the evaluation (its "train_s": evaluations excluded, which asynchronous
- * workers would otherwise count as training), or the record's time since
- * the start in logs that lack it. */
+ * its epoch in logs that lack it. The time is that progress times the
+ * median worker's epoch (r->epoch_s, training only): one clock for every
+ * algorithm, which no worker's own biases. Worker 0's own training time
+ * ("train_s") read 1.3-2x low against an asynchronous run's progress (its
+ * share of the batches is not a fixed one), so a curve on it favoured the
+ * asynchronous runs. Where the epoch time is unknown, worker 0's training
+ * time, or the record's time since the start in logs that lack it. */
 static void read_curve(herd__cmp_row *r, const char *log, double target)
 {
     r->t_target = NAN;
@@ -229,6 +232,8 @@ static void read_curve(herd__cmp_row *r, const char *log, double target)
             t = json_num(line, "t");
         if (isnan(at))
             at = json_num(line, "epoch");
+        if (!isnan(at) && r->epoch_s > 0)
+            t = at * r->epoch_s;
         if (out)
             fprintf(out, "%g %.9g %.6f %.6f %.6f\n", at, t, acc, json_num(line, "test_loss"),
                     json_num(line, "train_loss"));

@@ -344,8 +344,8 @@ static int print_table(const herd__cmp_opts *o, const herd__cmp_row *rows, const
     }
     /* the table's files are what a script reads: not written is a failure */
     failed += (herd__cmp_out_close(csv, path, 0) != 0) + (herd__cmp_out_close(sum, spath, 0) != 0);
-    printf("# epoch: the median worker's training time per epoch; to %.2f: worker 0's training time (evaluations "
-           "excluded) until an evaluation first reached it\n",
+    printf("# epoch: the median worker's training time per epoch (evaluations excluded); to %.2f: the progress (in "
+           "epochs) at the first evaluation that reached it, times that epoch time\n",
            o->target);
     if (o->seeds > 1)
         printf("# each figure: the mean over the seeds' runs that ended ± their spread (max - min); to %.2f: over the "
