@@ -5,6 +5,8 @@
 #   make test-sim        builds it and runs the mpi checks (tests/mpi) under smpirun
 #                        for several world sizes, repeatability and the alpha-beta
 #                        check (tests/sim/run.sh): bits and simulated time only
+#   make test-learn-sim  every multi-worker algorithm learns at its defaults on herd
+#                        sim's 10gbe at 16 and 32 workers (tests/learn_defaults.sh)
 #   make test-sim-timing its checks of measured time (tests/sim/timing.sh), which
 #                        depend on the machine's load: CI runs them alone
 #   make sim-clean       removes build-sim/
@@ -24,7 +26,7 @@ SIM_LIB_OBJ := $(LIB_SRC:%.c=$(SIM_BUILD)/%.o)
 SIM_CLI_OBJ := $(CLI_SRC:%.c=$(SIM_BUILD)/%.o)
 SIM_LIBS    := -Wl,--wrap=herd_data_open,--wrap=herd_dataset_free -ldnnl -lz -lm -lpthread
 
-.PHONY: sim test-sim test-sim-timing sim-clean
+.PHONY: sim test-sim test-sim-timing test-learn-sim sim-clean
 
 $(SIM_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -51,8 +53,10 @@ test-sim: $(SIM_BUILD)/mpi-checks $(BUILD)/herd $(BUILD)/herd-sim
 	tests/sim/run.sh $(BUILD) $(SIM_BUILD) "$(SIM_SIZES)" "$(SIM_TRAIN)"
 test-sim-timing: $(BUILD)/herd $(BUILD)/herd-sim
 	tests/sim/timing.sh $(BUILD)
+test-learn-sim: $(BUILD)/herd $(BUILD)/herd-sim
+	SIM_WORKERS="16 32" WORKERS= OPTIMIZERS= TIMEOUT=300 tests/learn_defaults.sh $(BUILD)/herd
 else
-sim test-sim test-sim-timing:
+sim test-sim test-sim-timing test-learn-sim:
 	@echo "$@: no $(SMPICC) (install libsimgrid-dev: scripts/install-deps)"; exit 1
 endif
 

@@ -106,7 +106,22 @@ static void test_one_parser(void)
     ASSERT_STR_CONTAINS(o.err, "--local-steps must be in [1, 1000000], got 0");
     HERD_TEST_RUN(&o, "train", "--staleness-lr=yes");
     ASSERT_EQ_INT(o.code, 2);
-    ASSERT_STR_CONTAINS(o.err, "flag '--staleness-lr' takes no value");
+    ASSERT_STR_CONTAINS(o.err, "flag '--staleness-lr' takes no value (or =true, =false), got 'yes'");
+    /* a switch on by default (asgd's and hogwild's --staleness-lr; amsgd's is off) is turned off with =false */
+    static const struct {
+        const char *algo, *flag, *want;
+    } slr[] = {{"asgd", NULL, "\"staleness_lr\":true"},
+               {"hogwild", NULL, "\"staleness_lr\":true"},
+               {"amsgd", NULL, "\"staleness_lr\":false"},
+               {"asgd", "--staleness-lr=false", "\"staleness_lr\":false"},
+               {"amsgd", "--staleness-lr", "\"staleness_lr\":true"}};
+    for (size_t i = 0; i < sizeof slr / sizeof slr[0]; i++) {
+        HERD_TEST_RUN(&o, "train", "--algo", slr[i].algo, "--workers=2", "--data=synthetic:1x8x8:4", "--model=linear",
+                      "--epochs=1", "--train-limit=128", "--test-limit=32", "--quiet", "--json",
+                      slr[i].flag ? slr[i].flag : "--no-progress");
+        ASSERT_EQ_INT(o.code, 0);
+        ASSERT_STR_CONTAINS(o.out, slr[i].want);
+    }
     HERD_TEST_RUN(&o, "train", "extra");
     ASSERT_EQ_INT(o.code, 2);
     ASSERT_STR_CONTAINS(o.err, "unexpected argument 'extra'");

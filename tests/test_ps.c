@@ -26,8 +26,8 @@ static void test_converges(void)
             drive_config dc = drive_config_make(algos[a], 4, 300, 0.1f);
             if (a == 1)
                 dc.cfg.optim.lr = 0.05f, dc.cfg.optim.momentum = 0.5f;
-            if (variant == 1)
-                herd_test_set(&dc.cfg, "staleness-lr", NULL);
+            /* each option alone (--staleness-lr is asgd's and hogwild's default) */
+            herd_test_set(&dc.cfg, "staleness-lr", variant == 1 ? "true" : "false");
             if (variant == 2)
                 herd_test_set(&dc.cfg, "softsync", "2");
             if (variant == 3)
@@ -67,8 +67,7 @@ static void test_staleness_schedule(void)
     }
     for (int slr = 0; slr < 2; slr++) {
         drive_config dc = drive_config_make("asgd", N, ROUNDS, 0.1f);
-        if (slr)
-            herd_test_set(&dc.cfg, "staleness-lr", NULL);
+        herd_test_set(&dc.cfg, "staleness-lr", slr ? "true" : "false"); /* asgd's default: on */
         dc.schedule = sched;
         dc.schedule_len = sizeof sched / sizeof *sched;
         dc.steps_per_epoch = ROUNDS;
@@ -316,7 +315,9 @@ static void test_train_end_to_end(void)
         ASSERT_TRUE(r.test_acc > 0.8);
         ASSERT_NEAR(r.images, 2 * 2048, 0, 0);
         ASSERT_EQ_INT(r.nlost, 0);
-        ASSERT_STR_CONTAINS(r.algo_json, "\"softsync\":1,\"softsync_n\":4,\"staleness_lr\":false");
+        /* --staleness-lr: on by default for asgd and hogwild, off for amsgd */
+        ASSERT_STR_CONTAINS(r.algo_json, a == 1 ? "\"softsync\":1,\"softsync_n\":4,\"staleness_lr\":false"
+                                                : "\"softsync\":1,\"softsync_n\":4,\"staleness_lr\":true");
     }
 }
 

@@ -104,18 +104,24 @@ typedef struct ps_opts {
                          * run takes from its table (src/run/config.c); the values used are the run's */
 } ps_opts;
 
-#define PS_OPT_ROWS                                                                                                   \
+/* STALENESS_LR: --staleness-lr's default, "true" for asgd and hogwild:
+ * without it their 16 workers diverge on herd sim's 10gbe (lenet, a non-finite
+ * loss at step 11), as seed 001 finds of stale gradients at the run's rate;
+ * with it they learn at 4 to 32 workers (tests/learn_defaults.sh). amsgd
+ * keeps its own lower rate and momentum (amsgd-defaults), which learn
+ * there without it. */
+#define PS_OPT_ROWS(STALENESS_LR)                                                                                     \
     {.name = "ps-shards", .type = HERD_OPT_SIZE, .offset = offsetof(ps_opts, shards), .def = "0", .flags = HERD_OPT_BOUNDED, .max = 4096, \
      .help = "spread the global weights over ranks 0..N-1 (at most the workers; default 0: every worker)"},                 \
-    {.name = "staleness-lr", .type = HERD_OPT_BOOL, .offset = offsetof(ps_opts, staleness_lr), \
-     .help = "divide the learning rate by each gradient's staleness"},                                                        \
+    {.name = "staleness-lr", .type = HERD_OPT_BOOL, .offset = offsetof(ps_opts, staleness_lr), .def = STALENESS_LR, \
+     .help = "divide the learning rate by each gradient's staleness (=false: not)"},                                                        \
     {.name = "softsync", .type = HERD_OPT_SIZE, .offset = offsetof(ps_opts, softsync), .def = "1", .flags = HERD_OPT_BOUNDED, .min = 1, .max = 4096, \
      .help = "average N gradients per update (n-softsync; N = workers is synchronous)"},                                     \
     {.name = "max-staleness", .type = HERD_OPT_LONG, .offset = offsetof(ps_opts, max_staleness), .def = "-1", .flags = HERD_OPT_BOUNDED, .max = 1000000, \
      .help = "no worker runs more than N steps ahead of the slowest (SSP; default none)"}
 
 static const herd_opt ps_opt_table[] = {
-    PS_OPT_ROWS,
+    PS_OPT_ROWS("true"),
     {0},
 };
 
@@ -125,7 +131,7 @@ static const herd_opt ps_opt_table[] = {
 #define AMSGD_LR "0.03"
 #define AMSGD_MOMENTUM "0.3"
 static const herd_opt amsgd_opt_table[] = {
-    PS_OPT_ROWS,
+    PS_OPT_ROWS("false"),
     {.name = "lr", .type = HERD_OPT_FLOAT, .offset = offsetof(ps_opts, lr), .def = AMSGD_LR, .flags = HERD_OPT_BOUNDED | HERD_OPT_MIN_OPEN, .max = 100,
      .help = "learning rate, amsgd's own (the run's 0.05 diverges with server momentum; bench/lab run amsgd-defaults)"},
     {.name = "momentum", .type = HERD_OPT_FLOAT, .offset = offsetof(ps_opts, momentum), .def = AMSGD_MOMENTUM, .flags = HERD_OPT_BOUNDED | HERD_OPT_MAX_OPEN, .max = 1,

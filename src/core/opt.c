@@ -309,6 +309,8 @@ void herd_opt_print(const herd_opt *table, FILE *f)
         }
         if (o->def && o->type != HERD_OPT_BOOL && !says_default(o->help))
             snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " (default %s)", o->def);
+        else if (o->def && o->type == HERD_OPT_BOOL && !strcmp(o->def, "true"))
+            snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " (default on)");
         fprintf(f, "  %-28s %s%s\n", left, o->help, extra);
     }
 }
