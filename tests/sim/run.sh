@@ -329,6 +329,21 @@ else
     bad "HERD_SIM_AGENT_US: '$w_env' (want =12.5), with --agent-wake-us 3 '$w_flag' (want =3), '12x' exit $w_bad (want 2)"
 fi
 
+# an asynchronous run's batches are shared by need, rank 0 not favoured nor starved: asgd, 16 workers on
+# 10gbe, one epoch of 60000 examples (58-59 steps a worker): rank 0's steps within 10% of the median
+# worker's (when rank 0's window handed every batch out under its exclusive lock, it took 21 where the
+# others took 25-39)
+rm -f "$tmp/r0.jsonl"
+timeout 300 "$herd" sim --platform 10gbe --workers 16 -- train --algo asgd --model lenet --data synthetic:1x28x28:10 \
+    --epochs 1 --test-limit 64 --log "$tmp/r0.jsonl" --no-progress --quiet --json >"$tmp/r0.json" 2>/dev/null
+r0=$(sed -n 's/.*"event":"worker","worker":0,.*"steps":\([0-9]*\).*/\1/p' "$tmp/r0.jsonl" | tail -1)
+med=$(field "$tmp/r0.json" steps_median)
+if [ -n "$r0" ] && [ -n "$med" ] && awk -v a="$r0" -v m="$med" 'BEGIN { exit !(m >= 50 && a >= 0.9 * m && a <= 1.1 * m) }'; then
+    ok "asgd, 16 workers on 10gbe: rank 0 took $r0 steps, the median worker $med"
+else
+    bad "asgd, 16 workers on 10gbe: rank 0 took '${r0:-}' steps, the median worker '${med:-}' (want within 10%)"
+fi
+
 # the named platforms: the generated file and the summary carry the table's link and host speed
 # (name, Gb/s, us host to host, Gflop/s; the file's latency is per link, half of host to host)
 for spec in "ib-100g 100 1 680" "ib-56g 56 1.5 14000" "10gbe 10 25 8000" "slow-cloud 1 500 200"; do
