@@ -65,6 +65,10 @@ $(BUILD)/src/comm/mpi.o $(BUILD)/src/comm/mpi_agent.o $(BUILD)/src/comm/mpi_am.o
 # the engine registry lists the mpi engine where mpi.c defines it
 $(BUILD)/src/comm/engine.o: CPPFLAGS += $(if $(MPI_CFLAGS),-DHERD_HAVE_MPI)
 
+# The built-in models' descriptions, compiled in (tools/embed-models).
+src/nn/models_text.c: $(sort $(wildcard models/*.model)) tools/embed-models
+	tools/embed-models $(sort $(wildcard models/*.model)) > $@.tmp && mv $@.tmp $@
+
 $(BUILD)/libherd.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
