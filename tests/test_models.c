@@ -8,6 +8,7 @@
 #include "herd/herd_nn.h"
 #include "nn/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,84 @@ static void test_from_file(void)
     ASSERT_STR_CONTAINS(err.msg, "No such file");
 }
 
+/* The number after "key": in a JSON line (NaN where it is missing). */
+static double json_number(const char *json, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *p = strstr(json, k);
+    return p ? strtod(p + strlen(k), NULL) : NAN;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    fputs(text, f);
+    ASSERT_TRUE(fclose(f) == 0);
+}
+
+/* herd model: the summary's shapes and totals; a description that does not
+ * build exits 1 naming the line, the layer and the shapes; no model, 2. */
+static void test_cli_summary(void)
+{
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "model", "lenet");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "models/lenet.model, for 1x28x28 inputs and 10 classes");
+    ASSERT_STR_CONTAINS(o.out, "conv+relu      16x10x10               2416");
+    ASSERT_STR_CONTAINS(o.out, "61706 parameters");
+    HERD_TEST_RUN(&o, "model", "resnet20", "--input", "3x32x32", "--classes", "100");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "add+relu       64x8x8");
+    ASSERT_STR_CONTAINS(o.out, "linear         100                    6500");
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad.model", herd_test_tmpdir());
+    write_file(path, "conv 8 k=3 pad=1\n\nconv 4 k=30   # too wide\nlinear classes\n");
+    HERD_TEST_RUN(&o, "model", path);
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, "bad.model:3 (conv 4 k=30): a 30x30 convolution");
+    ASSERT_STR_CONTAINS(o.err, "does not fit its 8x28x28 input");
+    HERD_TEST_RUN(&o, "model");
+    ASSERT_EQ_INT(o.code, 2);
+    HERD_TEST_RUN(&o, "model", "mlp", "--text");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_TRUE(!strcmp(o.out, herd__model_texts[3].text));
+}
+
+/* A description file trains; its checkpoint carries the description, so
+ * herd eval scores the model with the file gone, to the run's figures;
+ * resuming with another description of the same parameters is refused. */
+static void test_cli_checkpoint_carries_description(void)
+{
+    char path[512], ck[512], moved[512];
+    const char *net = "conv 4 k=3 pad=1\nbatchnorm\nrelu\navgpool 2\ndropout 0.1\ngelu\nflatten\n"
+                      "linear 16\ntanh\nlinear classes\n";
+    snprintf(path, sizeof path, "%s/net.model", herd_test_tmpdir());
+    snprintf(moved, sizeof moved, "%s/moved.model", herd_test_tmpdir());
+    snprintf(ck, sizeof ck, "%s/ck", herd_test_tmpdir());
+    write_file(path, net);
+    herd_test_cmd o, e;
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", path, "--train-limit", "4096", "--test-limit",
+                  "256", "--epochs", "1", "--quiet", "--json", "--checkpoint", ck);
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_TRUE(json_number(o.out, "test_acc") > 0.5); /* 4 classes: chance is 0.25; 0.70-0.74 for seeds 1-3 */
+    ASSERT_TRUE(rename(path, moved) == 0);
+    HERD_TEST_RUN(&e, "eval", "--checkpoint", ck, "--test-limit", "256", "--json", "--quiet");
+    ASSERT_EQ_INT(e.code, 0);
+    ASSERT_STR_CONTAINS(e.out, "\"model\":\"net\"");
+    ASSERT_NEAR(json_number(e.out, "test_acc"), json_number(o.out, "test_acc"), 0, 0);
+    ASSERT_NEAR(json_number(e.out, "test_loss"), json_number(o.out, "test_loss"), 0, 0);
+    char *other = strdup(net);
+    memcpy(strstr(other, "tanh"), "gelu", 4);
+    write_file(path, other);
+    free(other);
+    HERD_TEST_RUN(&o, "train", "--data", "synthetic:1x8x8:4", "--model", path, "--train-limit", "4096", "--test-limit",
+                  "256", "--epochs", "2", "--quiet", "--checkpoint", ck, "--resume");
+    ASSERT_TRUE(o.code != 0);
+    ASSERT_STR_CONTAINS(o.err, "another description of model 'net'");
+}
+
 const herd_test herd_tests_models[] = {
     {"models_files_embedded", test_files_embedded, 10, HERD_TEST_ONE_THREAD},
     {"models_match_code", test_match_code, 120},
@@ -244,5 +323,7 @@ const herd_test herd_tests_models[] = {
     {"models_relu_fusion", test_relu_fusion, 10, HERD_TEST_ONE_THREAD},
     {"models_layers_info", test_layers_info, 10, HERD_TEST_ONE_THREAD},
     {"models_from_file", test_from_file, 10, HERD_TEST_ONE_THREAD},
+    {"models_cli_summary", test_cli_summary, 60},
+    {"models_cli_checkpoint_carries_description", test_cli_checkpoint_carries_description, 120},
     HERD_TEST_END,
 };

@@ -34,8 +34,7 @@ extern const char *const herd_model_names[];
 /* Builds model `name` for inputs of shape (c, h, w) and `nclasses` outputs,
  * able to run batches of up to max_batch examples: a built-in model's name,
  * or else the path of a description file (docs/models-and-data.md; the
- * model is then named after the file, less its directory and a ".model"
- * ending, cut to 19 characters). Parameters are initialised
+ * model is then named herd_model_name_for(name)). Parameters are initialised
  * from `seed` (He-uniform weights, zero biases, BN gamma 1 / beta 0).
  * HERD_EINVAL: a name neither built in nor a readable file, c, h, w or
  * max_batch 0, nclasses below 2, a description that does not read or a
@@ -52,6 +51,12 @@ herd_status herd_model_create_from_description(const char *name, const char *tex
  * bytes; name may be NULL). HERD_EINVAL: no such file, or not a text of at
  * most 1 MiB; HERD_EIO: it does not read. */
 herd_status herd_model_read_description(const char *path, char **text, char *name, size_t name_cap, herd_err *err);
+/* The name herd_model_create gives the model `model` names: a built-in
+ * one's own, else the file's name less its directory and a ".model"
+ * ending, cut to HERD_MODEL_NAME_MAX characters (what a checkpoint's
+ * header holds), into name (cap bytes). */
+enum { HERD_MODEL_NAME_MAX = 19 };
+void herd_model_name_for(const char *model, char *name, size_t cap);
 /* The description the model was built from (the model owns it). */
 const char *herd_model_description(const herd_model *m);
 

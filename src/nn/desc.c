@@ -391,13 +391,26 @@ herd_status herd_model_read_description(const char *path, char **text, char *nam
                             "model description %s: %s", path, buf ? "not a text of at most 1 MiB" : "out of memory");
     }
     buf[n] = 0;
-    if (name && name_cap) { /* the file's name, less its directory and a .model ending */
-        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-        size_t len = strlen(base);
-        if (len > 6 && !strcmp(base + len - 6, ".model"))
-            len -= 6;
-        snprintf(name, name_cap, "%.*s", (int)(len < name_cap ? len : name_cap - 1), base);
-    }
+    if (name && name_cap)
+        herd_model_name_for(path, name, name_cap);
     *text = buf;
     return HERD_OK;
+}
+
+void herd_model_name_for(const char *model, char *name, size_t cap)
+{
+    if (!cap)
+        return;
+    for (size_t i = 0; herd__model_texts[i].name; i++)
+        if (!strcmp(herd__model_texts[i].name, model)) {
+            snprintf(name, cap, "%s", model);
+            return;
+        }
+    const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+    size_t len = strlen(base);
+    if (len > 6 && !strcmp(base + len - 6, ".model"))
+        len -= 6;
+    if (len > HERD_MODEL_NAME_MAX)
+        len = HERD_MODEL_NAME_MAX;
+    snprintf(name, cap, "%.*s", (int)len, base);
 }

@@ -137,7 +137,7 @@ herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, si
         if (!strcmp(herd__model_texts[i].name, name))
             return herd__model_create_with(name, name, herd__model_texts[i].text, NULL, c, h, w, nclasses, max_batch,
                                            seed, out, err);
-    char *text = NULL, base[20]; /* a checkpoint header's model name */
+    char *text = NULL, base[HERD_MODEL_NAME_MAX + 1];
     HERD_TRY(herd_model_read_description(name, &text, base, sizeof base, err));
     st = herd__model_create_with(base, name, text, NULL, c, h, w, nclasses, max_batch, seed, out, err);
 out:
