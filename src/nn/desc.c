@@ -379,8 +379,8 @@ herd_status herd_model_read_description(const char *path, char **text, char *nam
     FILE *f = fopen(path, "rb");
     if (!f)
         return herd_err_set(err, errno == ENOENT ? HERD_EINVAL : HERD_EIO,
-                            "unknown model '%s' (a built-in one: linear, mlp, lenet, cnn, resnet20; or a description "
-                            "file: %s)", path, strerror(errno));
+                            "unknown model '%s' (choose one of: linear, mlp, lenet, cnn, resnet20, or a description "
+                            "file; %s: %s)", path, path, strerror(errno));
     char *buf = malloc(MAX_DESC_BYTES + 1);
     size_t n = buf ? fread(buf, 1, MAX_DESC_BYTES + 1, f) : 0;
     bool bad = buf && (ferror(f) || n > MAX_DESC_BYTES || memchr(buf, 0, n));

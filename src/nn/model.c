@@ -133,10 +133,13 @@ herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, si
     if (st < 0)
         return st;
     *out = NULL;
+    char label[64];
     for (size_t i = 0; herd__model_texts[i].name; i++)
-        if (!strcmp(herd__model_texts[i].name, name))
-            return herd__model_create_with(name, name, herd__model_texts[i].text, NULL, c, h, w, nclasses, max_batch,
+        if (!strcmp(herd__model_texts[i].name, name)) { /* messages name the file it came from */
+            snprintf(label, sizeof label, "models/%s.model", name);
+            return herd__model_create_with(name, label, herd__model_texts[i].text, NULL, c, h, w, nclasses, max_batch,
                                            seed, out, err);
+        }
     char *text = NULL, base[HERD_MODEL_NAME_MAX + 1];
     HERD_TRY(herd_model_read_description(name, &text, base, sizeof base, err));
     st = herd__model_create_with(base, name, text, NULL, c, h, w, nclasses, max_batch, seed, out, err);
