@@ -147,6 +147,8 @@ static void test_errors(void)
         {"linear 8\navgpool 2\nlinear classes\n", {"t.model:2 (avgpool 2)", "needs an image", "8 flat values"}, 1, 8, 8},
         {"maxpool 3 stride=0\nlinear classes\n", {"t.model:1", "does not fit"}, 1, 8, 8},
         {"conv x k=3\nlinear classes\n", {"t.model:1", "'x' is not a whole number"}, 1, 8, 8},
+        {"a,b: conv 4 k=3\nlinear classes\n", {"t.model:1", "label 'a,b'"}, 1, 8, 8},
+        {"input: conv 4 k=3\nlinear classes\n", {"t.model:1", "not 'input'"}, 1, 8, 8},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bad_case *bc = &cases[i];

@@ -298,8 +298,12 @@ static void record_label(desc_state *s, const desc_line *dl, int id)
     for (size_t i = 0; i < s->nlabels; i++)
         if (!strcmp(s->names[i], dl->label))
             return (void)fail(s, "label '%s' is already used on an earlier line%s", dl->label, "");
-    if (s->nlabels == MAX_LABELS || strlen(dl->label) >= sizeof s->names[0] || !strcmp(dl->label, "input"))
-        return (void)fail(s, "label '%s': at most 256 labels of up to 31 characters, and not 'input'%s", dl->label, "");
+    bool word = true;
+    for (const char *c = dl->label; *c; c++)
+        word &= isalnum((unsigned char)*c) || *c == '_' || *c == '-';
+    if (!word || s->nlabels == MAX_LABELS || strlen(dl->label) >= sizeof s->names[0] || !strcmp(dl->label, "input"))
+        return (void)fail(s, "label '%s': at most 256 labels of up to 31 letters, digits, _ or -, and not 'input'%s",
+                          dl->label, "");
     snprintf(s->names[s->nlabels], sizeof s->names[0], "%s", dl->label);
     s->ids[s->nlabels++] = id;
 }
