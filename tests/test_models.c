@@ -148,6 +148,7 @@ static void test_errors(void)
         {"maxpool 3 stride=0\nlinear classes\n", {"t.model:1", "does not fit"}, 1, 8, 8},
         {"conv x k=3\nlinear classes\n", {"t.model:1", "'x' is not a whole number"}, 1, 8, 8},
         {"a,b: conv 4 k=3\nlinear classes\n", {"t.model:1", "label 'a,b'"}, 1, 8, 8},
+        {"linear 8\nbatchnorm\nlinear classes\n", {"t.model:2 (batchnorm)", "needs an image", "8 flat"}, 1, 8, 8},
         {"input: conv 4 k=3\nlinear classes\n", {"t.model:1", "not 'input'"}, 1, 8, 8},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -161,6 +161,11 @@ int herd__build_batchnorm(herd__builder *b, int in, bool relu)
     size_t c, h, w;
     bool flat;
     herd__build_shape(b, in, &c, &h, &w, &flat);
+    if (flat) { /* the kernels normalize CNHW planes: a channel's values side by side */
+        b->st = herd_err_set(b->err, HERD_EINVAL, "%s: batch norm needs an image (C x H x W), its input is %zu flat values",
+                             b->where, c);
+        return -2;
+    }
     bn_layer *bn = calloc(1, sizeof *bn);
     return push(b, &bn->base, &herd__bn_ops, in, -1, c, h, w, flat, relu, 2 * c, 2 * c);
 }
