@@ -68,6 +68,9 @@ $(BUILD)/src/comm/engine.o: CPPFLAGS += $(if $(MPI_CFLAGS),-DHERD_HAVE_MPI)
 # The built-in models' descriptions, compiled in (tools/embed-models).
 src/nn/models_text.c: $(sort $(wildcard models/*.model)) tools/embed-models
 	tools/embed-models $(sort $(wildcard models/*.model)) > $@.tmp && mv $@.tmp $@
+# the model.py herd export --format pytorch writes
+src/run/export_model_py.c: src/run/export_model.py tools/embed-models
+	tools/embed-models --string herd__export_model_py $< > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/libherd.a: $(LIB_OBJ)
 	@rm -f $@

@@ -776,7 +776,7 @@ static void test_subcommand_bounds(void)
         {{"eval", "--checkpoint", "d", "--test-limit", "2000000000"},
          "herd: --test-limit must be in [0, 1000000000], got 2000000000\n"},
         /* export has no numeric flag: its one valued choice, refused alike */
-        {{"export", "--checkpoint", "d", "--format", "onnx", "out"}, "herd: --format must be safetensors or npy, got 'onnx'\n"},
+        {{"export", "--checkpoint", "d", "--format", "onnx", "out"}, "herd: --format must be safetensors, npy or pytorch, got 'onnx'\n"},
     };
     herd_test_cmd o;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

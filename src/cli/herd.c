@@ -768,7 +768,7 @@ static void usage(FILE *out)
             "  sim       run train or bench on a simulated cluster (herd sim --help)\n"
             "  compare   a table of algorithms on one engine or platform (herd compare --help)\n"
             "  eval      test accuracy and loss of a checkpoint's model (herd eval --help)\n"
-            "  export    a checkpoint's model as safetensors or npy files (herd export --help)\n"
+            "  export    a checkpoint's model as safetensors, npy or PyTorch files (herd export --help)\n"
             "  model     a model's layers, shapes, parameters and FLOPs (herd model --help)\n"
             "  algos     list the synchronization algorithms\n"
             "  engines   list the engines and what each can do\n"

@@ -376,7 +376,7 @@ herd_status herd_export(const herd_export_config *cfg, herd_export_result *res, 
         return st;
     if (!cfg->out || !*cfg->out)
         return herd_err_set(err, HERD_EINVAL, "export: no output named (cfg->out)");
-    if (cfg->format != HERD_EXPORT_SAFETENSORS && cfg->format != HERD_EXPORT_NPY)
+    if (cfg->format != HERD_EXPORT_SAFETENSORS && cfg->format != HERD_EXPORT_NPY && cfg->format != HERD_EXPORT_PYTORCH)
         return herd_err_set(err, HERD_EINVAL, "herd_export: cfg->format %d is not a herd_export_format",
                             (int)cfg->format);
     HERD_TRY(herd__ckpt_open_latest(cfg->checkpoint_dir, &ck, res->checkpoint, sizeof res->checkpoint, res->warn,
