@@ -186,6 +186,6 @@ clean:
 # Optional parts keep their rules in mk/*.mk (herd-sim, fuzzers, ...).
 -include $(sort $(wildcard mk/*.mk))
 
-# herd.c hands `eval` and `export` to eval.c: the CLI fuzzer links it too,
-# with its shim (the rule in mk/sim.mk).
-$(FUZZ_BUILD)/fuzz_cli: $(FUZZ_BUILD)/cli/eval_shim.o
+# herd.c hands `eval` and `export` to eval.c, `model` to model_cmd.c: the
+# CLI fuzzer links them too, with their shims (the rule in mk/sim.mk).
+$(FUZZ_BUILD)/fuzz_cli: $(FUZZ_BUILD)/cli/eval_shim.o $(FUZZ_BUILD)/cli/model_cmd_shim.o
