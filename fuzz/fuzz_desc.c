@@ -14,13 +14,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    char *text = strndup((const char *)data, size); /* a NUL ends the text, as it ends a file's read */
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = 0;
     size_t digits = 0;
-    for (size_t i = 0; i < size && digits < 4; i++)
+    for (size_t i = 0; text[i] && digits < 4; i++)
         digits = isdigit((unsigned char)text[i]) ? digits + 1 : 0;
     if (digits >= 4) {
         free(text);
