@@ -1,8 +1,9 @@
 /* Ranks agree on the run before they compute: where the workers live in
  * several processes (mpirun, herd sim), each builds one record of what must
  * be the same everywhere (the algorithm and every one of its options, the
- * model's parameter count and its description's digest, the data's shape and sizes, and every option of
- * the run's table marked HERD_OPT_AGREE: the model, batch, epochs, seed,
+ * model's parameter count and its description's digest, the data's shape
+ * and sizes, and every option of the run's table marked HERD_OPT_AGREE:
+ * the model, batch, epochs, seed,
  * the optimizer...), and the ranks compare the records' hashes with one
  * 8-byte allgather. Where they differ, the records themselves are gathered
  * so that every rank builds the same message naming each differing item
