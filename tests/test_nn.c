@@ -456,6 +456,14 @@ static void test_blocked_layouts(void)
         paths_agree_with(&mc, true);
     }
     paths_agree_with(&(model_case){"lenet", 3, 20, 20, 10, 2}, true);
+    /* beside the layers descriptions add, which read CNHW: tests/models/blocked.model */
+    model_case bm = {"tests/models/blocked.model", 1, 12, 12, 10, 4};
+    herd_model *b = make(&bm, 3);
+    herd_model_forward(b, x, 4, true);
+    ASSERT_TRUE(blocks ? herd_model_blocked_layers(b) > 0 : herd_model_blocked_layers(b) == 0);
+    herd_model_free(b);
+    paths_agree_with(&bm, true);
+    paths_agree(&bm);
     paths_agree_with(&rn, true);
     paths_agree_with(&(model_case){"resnet20", 3, 13, 11, 10, 1}, true);
 }
