@@ -12,7 +12,7 @@
  * built-in models always were): the same function, one pass less. */
 #include <ctype.h>
 #include <errno.h>
-#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,60 +20,93 @@
 #include "core/args.h"
 #include "nn/model.h"
 
-enum { MAX_TOKENS = 12, MAX_LABELS = 256, MAX_LINE = 512, MAX_DESC_BYTES = 1 << 20 };
+enum { MAX_TOKENS = 12, MAX_LAYER_LINES = 4096, MAX_DESC_BYTES = 1 << 20 };
 
+/* One line that names a layer, split in place in the text's copy. */
 typedef struct desc_line {
     int line;
-    char buf[MAX_LINE];
     char *label, *kind;
     char *tok[MAX_TOKENS]; /* after the kind */
     size_t ntok;
+    bool read_later;       /* a later line reads its label (from=, add) */
+    int id;                /* the layer it made, once built */
 } desc_line;
 
 typedef struct desc_state {
     herd__builder *b;
     const char *label;    /* the file's name, or the built-in model's */
-    char names[MAX_LABELS][32];
-    int ids[MAX_LABELS];
-    size_t nlabels;
+    desc_line *lines;
+    size_t nlines;
+    size_t at;            /* the line being built */
     int prev;             /* the layer the next line reads by default */
     bool prev_fusable;    /* prev may take a following relu */
-    const char *text;     /* the whole description, for label look-ahead */
 } desc_state;
 
-static bool fail(desc_state *s, const char *fmt, const char *a, const char *b2)
+static bool fail(desc_state *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A message "WHERE: ..." (the builder's where: file:line (layer)); false. */
+static bool fail(desc_state *s, const char *fmt, ...)
 {
     if (s->b->st == HERD_OK) {
-        char msg[256];
-        snprintf(msg, sizeof msg, fmt, a, b2);
+        char msg[400];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
         s->b->st = herd_err_set(s->b->err, HERD_EINVAL, "%s: %s", s->b->where, msg);
     }
     return false;
 }
 
-/* Splits one line (comment dropped) into label, kind and tokens; false for a blank one. */
-static bool split_line(desc_state *s, desc_line *dl)
+/* The value of KEY=VALUE token t for key, or NULL. */
+static const char *value_of(const char *t, const char *key)
 {
-    char *hash = strchr(dl->buf, '#');
+    size_t n = strlen(key);
+    return !strncmp(t, key, n) && t[n] == '=' ? t + n + 1 : NULL;
+}
+
+/* Splits line p (its comment cut) into label, kind and tokens; false for a blank one. */
+static bool split_line(desc_state *s, char *p, desc_line *dl)
+{
+    char *hash = strchr(p, '#'), *save = NULL;
     if (hash)
         *hash = 0;
-    char *save = NULL, *t = strtok_r(dl->buf, " \t\r", &save);
+    char *t = strtok_r(p, " \t\r", &save);
     if (!t)
         return false;
     size_t n = strlen(t);
     if (n > 1 && t[n - 1] == ':') {
         t[n - 1] = 0, dl->label = t;
-        t = strtok_r(NULL, " \t\r", &save);
-        if (!t)
-            return fail(s, "label %s: names no layer", dl->label, ""), true;
+        if (!(t = strtok_r(NULL, " \t\r", &save)))
+            return fail(s, "label %s names no layer", dl->label), true;
     }
     dl->kind = t;
     while ((t = strtok_r(NULL, " \t\r", &save)))
         if (dl->ntok < MAX_TOKENS)
             dl->tok[dl->ntok++] = t;
         else
-            return fail(s, "more than 12 arguments after %s", dl->kind, ""), true;
+            return fail(s, "more than %d arguments after %s", MAX_TOKENS, dl->kind), true;
     return true;
+}
+
+/* Marks each labelled line that a later one reads: those a relu after
+ * them cannot be fused into (the label names the output before it). */
+static void mark_read(desc_state *s)
+{
+    for (size_t j = 0; j < s->nlines; j++) {
+        const desc_line *r = &s->lines[j];
+        bool add = !strcmp(r->kind, "add");
+        for (size_t k = 0; k < r->ntok; k++) {
+            const char *ref = value_of(r->tok[k], "from");
+            if (!ref && add && !strchr(r->tok[k], '='))
+                ref = r->tok[k];
+            for (size_t i = j; ref && i-- > 0;)
+                if (s->lines[i].label && !strcmp(s->lines[i].label, ref)) {
+                    s->lines[i].read_later = true;
+                    break;
+                }
+        }
+    }
 }
 
 static bool parse_size(desc_state *s, const char *what, const char *v, size_t *out)
@@ -87,45 +120,24 @@ static bool parse_size(desc_state *s, const char *what, const char *v, size_t *o
     return true;
 }
 
-/* The layer a label names ("input": -1); false (message set) for none. */
+/* The layer the latest earlier line labelled `name` made ("input": -1);
+ * false (message set) for none. */
 static bool find_label(desc_state *s, const char *name, int *id)
 {
     if (!strcmp(name, "input")) {
         *id = -1;
         return true;
     }
-    for (size_t i = s->nlabels; i-- > 0;)
-        if (!strcmp(s->names[i], name)) {
-            *id = s->ids[i];
+    for (size_t i = s->at; i-- > 0;)
+        if (s->lines[i].label && !strcmp(s->lines[i].label, name)) {
+            *id = s->lines[i].id;
             return true;
         }
-    return fail(s, "no layer is labelled '%s' on an earlier line%s", name, "");
+    return fail(s, "no layer is labelled '%s' on an earlier line", name);
 }
 
-/* Whether a later line of the description reads `label` (from=, add). */
-static bool label_read_later(const desc_state *s, int line, const char *label)
-{
-    const char *p = s->text;
-    size_t n = strlen(label);
-    for (int at = 1; *p; at++) {
-        const char *e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        const char *hash = memchr(p, '#', len);
-        if (hash)
-            len = (size_t)(hash - p);
-        for (const char *q = p; at > line && q + n <= p + len; q++)
-            if (!strncmp(q, label, n) && (q == p || strchr(" \t=,", q[-1])) &&
-                (q + n == p + len || strchr(" \t\r", q[n])))
-                return true;
-        if (!e)
-            break;
-        p = e + 1;
-    }
-    return false;
-}
-
-/* The layer's arguments: positional ones into pos (at most npos), key=value
- * ones checked against keys (each "k", "stride"...) into vals. */
+/* The layer's arguments: positional ones (at most npos), key=value ones
+ * checked against keys ("k", "stride"...) into vals, from= into from. */
 typedef struct args {
     const char *pos[2];
     size_t npos;
@@ -137,25 +149,32 @@ static bool get_args(desc_state *s, const desc_line *dl, size_t npos, const char
 {
     memset(a, 0, sizeof *a);
     for (size_t i = 0; i < dl->ntok; i++) {
-        char *eq = strchr(dl->tok[i], '=');
-        if (!eq) {
+        const char *t = dl->tok[i];
+        if (!strchr(t, '=')) {
             if (a->npos == npos)
-                return fail(s, "%s takes no argument '%s' here", dl->kind, dl->tok[i]);
-            a->pos[a->npos++] = dl->tok[i];
+                return fail(s, "%s takes no argument '%s' here", dl->kind, t);
+            a->pos[a->npos++] = t;
             continue;
         }
-        size_t klen = (size_t)(eq - dl->tok[i]), k = 0;
-        if (klen == 4 && !strncmp(dl->tok[i], "from", 4)) {
-            a->from = eq + 1;
+        if (value_of(t, "from")) {
+            a->from = value_of(t, "from");
             continue;
         }
-        while (k < nkeys && (strlen(keys[k]) != klen || strncmp(keys[k], dl->tok[i], klen)))
+        size_t k = 0;
+        while (k < nkeys && !value_of(t, keys[k]))
             k++;
         if (k == nkeys)
-            return fail(s, "%s has no option '%s'", dl->kind, dl->tok[i]);
-        a->vals[k] = eq + 1;
+            return fail(s, "%s has no option '%s'", dl->kind, t);
+        a->vals[k] = value_of(t, keys[k]);
     }
     return true;
+}
+
+/* The arguments, and the layer from= names where it names one. */
+static bool get_input(desc_state *s, const desc_line *dl, size_t npos, const char *const *keys, size_t nkeys, args *a,
+                      int *in)
+{
+    return get_args(s, dl, npos, keys, nkeys, a) && (!a->from || find_label(s, a->from, in));
 }
 
 static bool opt_size(desc_state *s, const args *a, size_t k, const char *name, size_t def, size_t *out)
@@ -169,19 +188,19 @@ static int line_conv(desc_state *s, const desc_line *dl, int in)
 {
     static const char *const keys[] = {"k", "stride", "pad", "bias"};
     args a;
-    size_t n, k, stride, pad;
-    if (!get_args(s, dl, 1, keys, 4, &a) || (a.from && !find_label(s, a.from, &in)))
+    size_t n = 0, k = 0, stride = 1, pad = 0;
+    if (!get_input(s, dl, 1, keys, 4, &a, &in))
         return -2;
     if (a.npos != 1 || !a.vals[0])
-        return fail(s, "conv takes its output channels and k= (conv 16 k=3)%s%s", "", ""), -2;
+        return fail(s, "conv takes its output channels and k= (conv 16 k=3)"), -2;
     if (!parse_size(s, "channels", a.pos[0], &n) || !parse_size(s, "k", a.vals[0], &k) ||
         !opt_size(s, &a, 1, "stride", 1, &stride) || !opt_size(s, &a, 2, "pad", 0, &pad))
         return -2;
     bool bias = !a.vals[3] || !strcmp(a.vals[3], "yes");
     if (a.vals[3] && !bias && strcmp(a.vals[3], "no"))
-        return fail(s, "bias is yes or no, not '%s'%s", a.vals[3], ""), -2;
+        return fail(s, "bias is yes or no, not '%s'", a.vals[3]), -2;
     if (!n)
-        return fail(s, "a convolution has at least one output channel%s%s", "", ""), -2;
+        return fail(s, "a convolution has at least one output channel"), -2;
     return herd__build_conv(s->b, in, n, k, stride, pad, bias, false);
 }
 
@@ -190,8 +209,8 @@ static int line_pool(desc_state *s, const desc_line *dl, int in, bool avg)
 {
     static const char *const keys[] = {"stride"};
     args a;
-    size_t k, stride;
-    if (!get_args(s, dl, 1, keys, 1, &a) || (a.from && !find_label(s, a.from, &in)))
+    size_t k = 0, stride = 0;
+    if (!get_input(s, dl, 1, keys, 1, &a, &in))
         return -2;
     if (a.npos != 1)
         return fail(s, "%s takes its window (%s 2)", dl->kind, dl->kind), -2;
@@ -205,14 +224,14 @@ static int line_linear(desc_state *s, const desc_line *dl, int in)
 {
     args a;
     size_t n = s->b->m->nclasses;
-    if (!get_args(s, dl, 1, NULL, 0, &a) || (a.from && !find_label(s, a.from, &in)))
+    if (!get_input(s, dl, 1, NULL, 0, &a, &in))
         return -2;
     if (a.npos != 1)
-        return fail(s, "linear takes its outputs, a number or 'classes' (linear 120)%s%s", "", ""), -2;
+        return fail(s, "linear takes its outputs, a number or 'classes' (linear 120)"), -2;
     if (strcmp(a.pos[0], "classes") && !parse_size(s, "outputs", a.pos[0], &n))
         return -2;
     if (!n)
-        return fail(s, "a linear layer has at least one output%s%s", "", ""), -2;
+        return fail(s, "a linear layer has at least one output"), -2;
     return herd__build_linear(s->b, in, n, false);
 }
 
@@ -220,12 +239,11 @@ static int line_linear(desc_state *s, const desc_line *dl, int in)
 static int line_add(desc_state *s, const desc_line *dl, int in)
 {
     args a;
-    int x = in, y;
+    int x = in, y = -2;
     if (!get_args(s, dl, 2, NULL, 0, &a))
         return -2;
     if (a.npos == 0 || a.from)
-        return fail(s, "add names the layer(s) it adds: add LABEL (to the line before) or add LABEL1 LABEL2%s%s", "",
-                    ""), -2;
+        return fail(s, "add names the layer(s) it adds: add LABEL (to the line before) or add LABEL1 LABEL2"), -2;
     if (!find_label(s, a.pos[0], &y) || (a.npos == 2 && (x = y, !find_label(s, a.pos[1], &y))))
         return -2;
     return herd__build_add(s->b, x, y, false);
@@ -235,12 +253,12 @@ static int line_add(desc_state *s, const desc_line *dl, int in)
 static int line_dropout(desc_state *s, const desc_line *dl, int in)
 {
     args a;
-    if (!get_args(s, dl, 1, NULL, 0, &a) || (a.from && !find_label(s, a.from, &in)))
+    if (!get_input(s, dl, 1, NULL, 0, &a, &in))
         return -2;
-    char *end;
+    char *end = NULL;
     float p = a.npos == 1 ? strtof(a.pos[0], &end) : -1.0f;
     if (a.npos != 1 || *end)
-        return fail(s, "dropout takes the probability an element is dropped (dropout 0.5)%s%s", "", ""), -2;
+        return fail(s, "dropout takes the probability an element is dropped (dropout 0.5)"), -2;
     return herd__build_dropout(s->b, in, p);
 }
 
@@ -250,7 +268,7 @@ static const char *const act_names[] = {"relu", "tanh", "sigmoid", "gelu"};
 static int line_plain(desc_state *s, const desc_line *dl, int in)
 {
     args a;
-    if (!get_args(s, dl, 0, NULL, 0, &a) || (a.from && !find_label(s, a.from, &in)))
+    if (!get_input(s, dl, 0, NULL, 0, &a, &in))
         return -2;
     for (int k = 0; k < 4; k++)
         if (!strcmp(dl->kind, act_names[k])) {
@@ -268,8 +286,7 @@ static int line_plain(desc_state *s, const desc_line *dl, int in)
     return herd__build_gavgpool(s->b, in);
 }
 
-static const char *const kinds[] = {"conv", "linear", "maxpool", "avgpool", "batchnorm", "relu", "tanh", "sigmoid",
-                                    "gelu", "dropout", "add", "gavgpool", "flatten", NULL};
+static const char *const plain_kinds[] = {"batchnorm", "relu", "tanh", "sigmoid", "gelu", "gavgpool", "flatten", NULL};
 
 static int build_line(desc_state *s, const desc_line *dl, int in)
 {
@@ -284,94 +301,109 @@ static int build_line(desc_state *s, const desc_line *dl, int in)
         return line_add(s, dl, in);
     if (!strcmp(k, "dropout"))
         return line_dropout(s, dl, in);
-    for (size_t i = 0; kinds[i]; i++)
-        if (!strcmp(k, kinds[i]))
+    for (size_t i = 0; plain_kinds[i]; i++)
+        if (!strcmp(k, plain_kinds[i]))
             return line_plain(s, dl, in);
     return fail(s, "unknown layer '%s' (conv, linear, maxpool, avgpool, batchnorm, relu, tanh, sigmoid, gelu, "
-                   "dropout, add, gavgpool, flatten)%s", k, ""), -2;
+                   "dropout, add, gavgpool, flatten)", k), -2;
 }
 
-static void record_label(desc_state *s, const desc_line *dl, int id)
+/* A label names one line: letters, digits, _ or -, up to 31, not "input", once. */
+static bool check_label(desc_state *s, const desc_line *dl)
 {
-    if (!dl->label || id < -1)
-        return;
-    for (size_t i = 0; i < s->nlabels; i++)
-        if (!strcmp(s->names[i], dl->label))
-            return (void)fail(s, "label '%s' is already used on an earlier line%s", dl->label, "");
-    bool word = true;
-    for (const char *c = dl->label; *c; c++)
+    const char *l = dl->label;
+    bool word = strlen(l) < 32 && strcmp(l, "input");
+    for (const char *c = l; *c; c++)
         word &= isalnum((unsigned char)*c) || *c == '_' || *c == '-';
-    if (!word || s->nlabels == MAX_LABELS || strlen(dl->label) >= sizeof s->names[0] || !strcmp(dl->label, "input"))
-        return (void)fail(s, "label '%s': at most 256 labels of up to 31 letters, digits, _ or -, and not 'input'%s",
-                          dl->label, "");
-    snprintf(s->names[s->nlabels], sizeof s->names[0], "%s", dl->label);
-    s->ids[s->nlabels++] = id;
+    if (!word)
+        return fail(s, "label '%s': up to 31 letters, digits, _ or -, and not 'input'", l);
+    for (size_t i = 0; i < s->at; i++)
+        if (s->lines[i].label && !strcmp(s->lines[i].label, l))
+            return fail(s, "label '%s' is already used on line %d", l, s->lines[i].line);
+    return true;
 }
 
 /* One line of the description: its layer, then what the next line reads. */
 static void one_line(desc_state *s, desc_line *dl)
 {
     herd__builder *b = s->b;
-    if (!split_line(s, dl) || b->st != HERD_OK)
-        return;
     char shown[96] = "";
     for (size_t i = 0, n = 0; i < dl->ntok && n < sizeof shown; i++)
         n += (size_t)snprintf(shown + n, sizeof shown - n, " %s", dl->tok[i]);
     snprintf(b->where, sizeof b->where, "%s:%d (%s%s)", s->label, dl->line, dl->kind, shown);
     b->line = dl->line;
+    if (dl->label && !check_label(s, dl))
+        return;
     size_t before = b->m->nlayers;
     int id = build_line(s, dl, s->prev);
     if (b->st != HERD_OK)
         return;
-    record_label(s, dl, id);
+    dl->id = id;
     const herd_layer *l = id >= 0 ? b->m->layers[id] : NULL;
     bool made = b->m->nlayers > before;
-    s->prev_fusable = made && l && !l->relu && !(dl->label && label_read_later(s, dl->line, dl->label)) &&
+    s->prev_fusable = made && l && !l->relu && !dl->read_later &&
                       (l->ops == &herd__conv_ops || l->ops == &herd__linear_ops || l->ops == &herd__bn_ops ||
                        l->ops == &herd__add_ops || l->ops == &herd__pool_ops);
     s->prev = id;
 }
 
+/* The text's lines that name a layer, split in place in buf; false (message set) where one does not split. */
+static bool split_all(desc_state *s, char *buf)
+{
+    char *p = buf;
+    for (int line = 1; p; line++) {
+        char *e = strchr(p, '\n');
+        if (e)
+            *e = 0;
+        desc_line dl = {.line = line};
+        snprintf(s->b->where, sizeof s->b->where, "%s:%d", s->label, line);
+        if (split_line(s, p, &dl)) {
+            if (s->b->st != HERD_OK)
+                return false;
+            if (s->nlines == MAX_LAYER_LINES)
+                return fail(s, "more than %d layers", MAX_LAYER_LINES);
+            s->lines[s->nlines++] = dl;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    return true;
+}
+
+/* The last line must give the class scores. */
+static void check_end(desc_state *s)
+{
+    herd__builder *b = s->b;
+    size_t n = b->m->nlayers;
+    const herd_layer *last = n ? b->m->layers[n - 1] : NULL;
+    snprintf(b->where, sizeof b->where, "%s", s->label);
+    if (last && last->flat && last->c == b->m->nclasses && !last->relu && s->prev == (int)n - 1)
+        return;
+    char got[64] = "no layer";
+    if (last)
+        snprintf(got, sizeof got, "%zux%zux%zu%s", last->c, last->h, last->w, last->flat ? " flat" : "");
+    fail(s, "the last line must give the class scores, %zu flat values with no relu (end with 'linear classes'); "
+            "it gives %s", b->m->nclasses, got);
+}
+
 void herd__desc_build(herd__builder *b, const char *label, const char *text)
 {
-    desc_state *s = calloc(1, sizeof *s);
-    desc_line *dl = malloc(sizeof *dl);
-    if (!s || !dl) {
+    desc_state s = {.b = b, .label = label, .prev = -1};
+    char *buf = strdup(text);
+    s.lines = malloc(MAX_LAYER_LINES * sizeof *s.lines);
+    if (!buf || !s.lines) {
         b->st = herd_err_set(b->err, HERD_ENOMEM, "out of memory reading model %s", label);
         goto out;
     }
-    s->b = b, s->label = label, s->prev = -1, s->text = text;
-    const char *p = text;
-    for (int line = 1; *p && b->st == HERD_OK; line++) {
-        const char *e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        memset(dl, 0, sizeof *dl);
-        dl->line = line;
-        if (len >= MAX_LINE) {
-            snprintf(b->where, sizeof b->where, "%s:%d", label, line);
-            fail(s, "a line of more than %s characters%s", "511", "");
-            break;
-        }
-        memcpy(dl->buf, p, len);
-        one_line(s, dl);
-        p = e ? e + 1 : p + len;
-    }
-    if (b->st != HERD_OK)
+    if (!split_all(&s, buf))
         goto out;
-    snprintf(b->where, sizeof b->where, "%s", label);
-    size_t n = b->m->nlayers;
-    const herd_layer *last = n ? b->m->layers[n - 1] : NULL;
-    if (!last || !last->flat || last->c != b->m->nclasses || last->relu || s->prev != (int)n - 1) {
-        char got[64] = "no layer";
-        if (last)
-            snprintf(got, sizeof got, "%zux%zux%zu%s", last->c, last->h, last->w, last->flat ? " flat" : "");
-        b->st = herd_err_set(b->err, HERD_EINVAL,
-                             "%s: the last line must give the class scores, %zu flat values with no relu "
-                             "(end with 'linear classes'); it gives %s", label, b->m->nclasses, got);
-    }
+    mark_read(&s);
+    for (s.at = 0; s.at < s.nlines && b->st == HERD_OK; s.at++)
+        one_line(&s, &s.lines[s.at]);
+    if (b->st == HERD_OK)
+        check_end(&s);
 out:
-    free(s);
-    free(dl);
+    free(buf);
+    free(s.lines);
 }
 
 herd_status herd_model_read_description(const char *path, char **text, char *name, size_t name_cap, herd_err *err)
