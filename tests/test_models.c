@@ -184,6 +184,12 @@ static void test_relu_fusion(void)
     ASSERT_EQ_INT(m->layers[3]->in, 2);
     ASSERT_EQ_INT(m->layers[3]->in2, 1);
     herd_model_free(m);
+    /* a label no line reads keeps nothing from fusing, spelled as it may be */
+    ASSERT_OK(herd_model_create_from_description("f", "relu: conv 4 k=3 pad=1\nrelu\nlinear classes # relu\n", 1, 6, 6,
+                                                 10, 2, 1, &m, &err));
+    ASSERT_EQ_INT(herd_model_layers(m, li, 8), 3);
+    ASSERT_TRUE(!strcmp(li[0].kind, "conv+relu"));
+    herd_model_free(m);
 }
 
 /* Shape inference of lenet on 28x28: every layer's shape, parameters and
