@@ -1,7 +1,8 @@
-/* model.h — a model's layers as model.c builds them and layers.c runs them
- * (internal to src/nn). model.c: building, the models, the API, the
- * activations' layouts; layers.c: each kind of layer's forward, backward
- * and initialization (a herd_layer_ops table each). */
+/* model.h — a model's layers as build.c makes them and layers.c runs them
+ * (internal to src/nn). desc.c: a description read into build.c's calls;
+ * model.c: creating a model, the API, the activations' layouts; layers.c,
+ * act.c, avgpool.c: each kind of layer's forward, backward and
+ * initialization (a herd_layer_ops table each). */
 #ifndef HERD_NN_MODEL_H
 #define HERD_NN_MODEL_H
 
