@@ -15,7 +15,7 @@ is installed, it also exports each model with --format pytorch and has the
 model.py written beside the safetensors file rebuild the network from the
 file alone (the metadata's description), for every built-in model and one
 description file of the layers they lack: its logits on 256 test images
-must be herd's within 1e-5 of their scale, and its predictions the same. A mutated
+must be herd's within 1e-5, and its predictions the same. A mutated
 export (two tensors' values exchanged) must fail the same comparison: the
 check can tell a wrong export from a right one. Exit status 0 when every
 check passes; 1 with a message naming the first that does not.
@@ -256,8 +256,8 @@ EXPECT = {  # (name, shape) of each model's first tensors, as PyTorch would have
 def torch_check(herd, d, ck, name):
     """herd export --format pytorch: model.py rebuilds the network from
     model.safetensors alone, and its logits on 256 test images are herd's
-    within 1e-5 (of the logits' scale); the same predictions, so the same
-    accuracy. With two tensors exchanged, they are not."""
+    within 1e-5; the same predictions, so the same accuracy. With two
+    tensors exchanged, they are not."""
     import importlib.util
 
     import torch
@@ -276,7 +276,7 @@ def torch_check(herd, d, ck, name):
         fail("%s: %d inputs dumped, %d evaluated, want 256" % (name, x.shape[0], ev["test_n"]))
     with torch.no_grad():
         ours = net(x).numpy().astype(np.float64)
-    tol = 1e-5 * max(1.0, float(np.abs(herds).max()))
+    tol = 1e-5  # herd's float32 against PyTorch's: 1e-7 to 1.4e-6 seen (AVX-512)
     diff = float(np.abs(ours - herds).max())
     if diff > tol:
         fail("%s: model.py's logits differ from herd's by %.3g (tolerance %.3g)" % (name, diff, tol))
