@@ -280,7 +280,9 @@ def torch_check(herd, d, ck, name):
     diff = float(np.abs(ours - herds).max())
     if diff > tol:
         fail("%s: model.py's logits differ from herd's by %.3g (tolerance %.3g)" % (name, diff, tol))
-    if (ours.argmax(1) != herds.argmax(1)).any():
+    top2 = np.sort(herds, axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 2 * tol  # a near tie may go either way in either
+    if (ours.argmax(1)[clear] != herds.argmax(1)[clear]).any():
         fail("%s: model.py predicts otherwise than herd" % name)
     state = {k: v.numpy() for k, v in net.state_dict().items() if k.count(".") == 1 and "num_batches" not in k}
     bad, how = mutated(state)
