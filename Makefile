@@ -65,6 +65,13 @@ $(BUILD)/src/comm/mpi.o $(BUILD)/src/comm/mpi_agent.o $(BUILD)/src/comm/mpi_am.o
 # the engine registry lists the mpi engine where mpi.c defines it
 $(BUILD)/src/comm/engine.o: CPPFLAGS += $(if $(MPI_CFLAGS),-DHERD_HAVE_MPI)
 
+# The built-in models' descriptions, compiled in (tools/embed-models).
+src/nn/models_text.c: $(sort $(wildcard models/*.model)) tools/embed-models
+	tools/embed-models $(sort $(wildcard models/*.model)) > $@.tmp && mv $@.tmp $@
+# the model.py herd export --format pytorch writes
+src/run/export_model_py.c: src/run/export_model.py tools/embed-models
+	tools/embed-models --string herd__export_model_py $< > $@.tmp && mv $@.tmp $@
+
 $(BUILD)/libherd.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -179,6 +186,6 @@ clean:
 # Optional parts keep their rules in mk/*.mk (herd-sim, fuzzers, ...).
 -include $(sort $(wildcard mk/*.mk))
 
-# herd.c hands `eval` and `export` to eval.c: the CLI fuzzer links it too,
-# with its shim (the rule in mk/sim.mk).
-$(FUZZ_BUILD)/fuzz_cli: $(FUZZ_BUILD)/cli/eval_shim.o
+# herd.c hands `eval` and `export` to eval.c, `model` to model_cmd.c: the
+# CLI fuzzer links them too, with their shims (the rule in mk/sim.mk).
+$(FUZZ_BUILD)/fuzz_cli: $(FUZZ_BUILD)/cli/eval_shim.o $(FUZZ_BUILD)/cli/model_cmd_shim.o

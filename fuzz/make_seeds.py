@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Writes the fuzzers' seed corpora and the CLI dictionary into OUT:
-OUT/idx, OUT/cifar, OUT/ckpt, OUT/cli (one valid input or more each) and
+OUT/idx, OUT/cifar, OUT/ckpt, OUT/cli, OUT/desc (one valid input or more
+each; desc: the built-in models' descriptions, models/*.model, and one of
+every layer kind) and
 OUT/cli.dict (every flag of every sub-command: the herd_opt rows of
 src/cli/*.c, the run's option table src/run/options.c and the algorithms'
 tables)."""
 import os, re, struct, sys
 
 out = sys.argv[1]
-for d in ("idx", "cifar", "ckpt", "cli"):
+for d in ("idx", "cifar", "ckpt", "cli", "desc"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 
 def put(d, name, data):
@@ -24,6 +26,14 @@ for n, h, w in ((3, 2, 2), (12, 5, 3), (1, 28, 28)):
 rec = lambda k: bytes([k % 10]) + bytes((i + k) % 251 for i in range(3072))
 put("cifar", "one", rec(3))
 put("cifar", "two", rec(1) + rec(9))
+
+# descriptions: the built-in models, and every kind of layer
+for f in sorted(os.listdir("models")):
+    if f.endswith(".model"):
+        with open(os.path.join("models", f), "rb") as src:
+            put("desc", f, src.read())
+put("desc", "every-kind", b"conv 4 k=3 pad=1\nbatchnorm\na: relu\navgpool 2 stride=1\nconv 4 k=2 from=a\n"
+    b"tanh\nb: sigmoid\ngelu\nadd b\nmaxpool 2\ndropout 0.5\nflatten\nlinear 8\nlinear classes\n")
 
 # checkpoint: the layout of include/herd/herd_ckpt.h
 def crc32c(data, crc=0):

@@ -10,7 +10,12 @@ logits for the first test images. It then reads the safetensors file with
 json + struct only (the format's spec, not a library), checks it against the
 npy files read by numpy, rebuilds each model's forward pass in numpy from
 the tensors' names and shapes (and LeNet's again in torch, where torch is
-installed) and compares the logits and predictions with herd's. A mutated
+installed) and compares the logits and predictions with herd's. Where torch
+is installed, it also exports each model with --format pytorch and has the
+model.py written beside the safetensors file rebuild the network from the
+file alone (the metadata's description), for every built-in model and one
+description file of the layers they lack: its logits on 256 test images
+must be herd's within 1e-5, and its predictions the same. A mutated
 export (two tensors' values exchanged) must fail the same comparison: the
 check can tell a wrong export from a right one. Exit status 0 when every
 check passes; 1 with a message naming the first that does not.
@@ -170,6 +175,10 @@ def forward(model, t, x):
         x = maxpool(relu(m.conv(x, 1, pad=2)), 2, 2)
         x = maxpool(relu(m.conv(x, 2)), 2, 2)
         y = m.fc(relu(m.fc(relu(m.fc(x, 1)), 2)), 3)
+    elif model == "cnn":
+        x = maxpool(relu(m.conv(x, 1, pad=2)), 2, 2)
+        x = maxpool(relu(m.conv(x, 2, pad=2)), 2, 2)
+        y = m.fc(relu(m.fc(x, 1)), 2)
     elif model == "resnet20":
         x = relu(m.bn(m.conv(x, 1, pad=1), 1))
         k = 1  # conv and bn numbers go up together, in forward order
@@ -244,12 +253,65 @@ EXPECT = {  # (name, shape) of each model's first tensors, as PyTorch would have
 }
 
 
+def torch_check(herd, d, ck, name):
+    """herd export --format pytorch: model.py rebuilds the network from
+    model.safetensors alone, and its logits on 256 test images are herd's
+    within 1e-5; the same predictions, so the same accuracy. With two
+    tensors exchanged, they are not."""
+    import importlib.util
+
+    import torch
+
+    pt = os.path.join(d, "pytorch")
+    run(herd, "export", "--checkpoint", ck, "--format", "pytorch", pt, "--quiet")
+    logits_f, inputs_f = os.path.join(d, "logits256.npy"), os.path.join(d, "inputs256.npy")
+    ev = json.loads(run(herd, "eval", "--checkpoint", ck, "--test-limit", "256", "--dump-logits", logits_f,
+                        "--dump-inputs", inputs_f, "--json", "--quiet").splitlines()[-1])
+    spec = importlib.util.spec_from_file_location("herd_model_" + name.replace("-", "_"), os.path.join(pt, "model.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    net = mod.load(os.path.join(pt, "model.safetensors"))
+    x, herds = torch.from_numpy(np.load(inputs_f)), np.load(logits_f).astype(np.float64)
+    if x.shape[0] != 256 or ev["test_n"] != 256:
+        fail("%s: %d inputs dumped, %d evaluated, want 256" % (name, x.shape[0], ev["test_n"]))
+    with torch.no_grad():
+        ours = net(x).numpy().astype(np.float64)
+    tol = 1e-5  # herd's float32 against PyTorch's: 1e-7 to 1.4e-6 seen (AVX-512)
+    diff = float(np.abs(ours - herds).max())
+    if diff > tol:
+        fail("%s: model.py's logits differ from herd's by %.3g (tolerance %.3g)" % (name, diff, tol))
+    top2 = np.sort(herds, axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 2 * tol  # a near tie may go either way in either
+    if (ours.argmax(1)[clear] != herds.argmax(1)[clear]).any():
+        fail("%s: model.py predicts otherwise than herd" % name)
+    state = {k: v.numpy() for k, v in net.state_dict().items() if k.count(".") == 1 and "num_batches" not in k}
+    bad, how = mutated(state)
+    net.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in bad.items()}, strict=False)
+    with torch.no_grad():
+        if float(np.abs(net(x).numpy() - herds).max()) <= tol:
+            fail("%s: model.py with %s passes the comparison: it cannot tell" % (name, how))
+    return diff
+
+
 def check_case(herd, work, name, model, data, algo, extra):
     d = os.path.join(work, name)
     os.makedirs(d)
     ck = os.path.join(d, "ckpt")
+    described = model.endswith(".model")
+    if described:  # a description file of the layers the built-in models lack
+        path = os.path.join(d, model)
+        with open(path, "w") as f:
+            f.write(DESCRIBED)
+        model = path
     run(herd, "train", "--data", data, "--model", model, "--algo", algo, "--epochs", "1", "--train-limit", "256",
         "--test-limit", "64", "--batch", "16", "--checkpoint", ck, "--quiet", "--no-progress", *extra)
+    if described:
+        if not HAVE_TORCH:
+            print("export_check: %s: skipped, torch is not installed (model.py is checked with torch)" % name)
+            return
+        diff = torch_check(herd, d, ck, name)
+        print("export_check: %s: model.py's logits within %.2g of herd's on 256 images" % (name, diff))
+        return
     st, npy = os.path.join(d, "model.safetensors"), os.path.join(d, "npy")
     run(herd, "export", "--checkpoint", ck, st, "--quiet")
     run(herd, "export", "--checkpoint", ck, "--format", "npy", npy, "--quiet")
@@ -286,11 +348,33 @@ def check_case(herd, work, name, model, data, algo, extra):
     bad, how = mutated(t)
     if mismatch(forward(model, bad, x), herds) is None:
         fail("%s: a mutated export (%s) passes the comparison: it cannot tell" % (name, how))
-    print("export_check: %s: %d tensors, logits within tolerance of herd's (%s model)%s" %
-          (name, len(t), ev["eval_model"], ", torch too" if model == "lenet" and HAVE_TORCH else ""))
+    if meta.get("description", "").splitlines()[:1] != [open("models/%s.model" % model).readline().rstrip("\n")]:
+        fail("%s: __metadata__[description] is not models/%s.model" % (name, model))
+    said = ""
+    if HAVE_TORCH:
+        said = ", model.py's within %.2g of herd's on 256 images" % torch_check(herd, d, ck, name)
+    print("export_check: %s: %d tensors, logits within tolerance of herd's (%s model)%s%s" %
+          (name, len(t), ev["eval_model"], ", torch too" if model == "lenet" and HAVE_TORCH else "", said))
 
 
 EVAL_MODEL = {"sgd": "worker0", "easgd": "center", "dpsgd": "average", "asgd": "server"}
+
+DESCRIBED = """# every layer the built-in models lack, with labels and a residual add
+conv 8 k=3 pad=1
+batchnorm
+relu
+avgpool 2
+r: conv 8 k=3 pad=1
+gelu
+add r
+sigmoid
+dropout 0.2
+maxpool 2 stride=1
+flatten
+linear 32
+tanh
+linear classes
+"""
 
 try:
     import torch  # noqa: F401
@@ -311,7 +395,11 @@ def main():
         ("mlp-dpsgd", "mlp", "synthetic:1x12x12:4", "dpsgd", ["--workers", "2"]),
         ("lenet-easgd", "lenet", fm, "easgd", ["--workers", "2"]),
         ("resnet20-asgd", "resnet20", "synthetic:3x8x8:4", "asgd", ["--workers", "2"]),
+        ("cnn-sgd", "cnn", fm, "sgd", ["--lr", "0.01"]),  # at the default rate 16 steps leave it dead
+        ("described-sgd", "net.model", "synthetic:3x12x12:4", "sgd", []),
     ]
+    if not HAVE_TORCH:
+        print("export_check: torch is not installed: model.py (herd export --format pytorch) is not checked")
     for c in cases:
         check_case(herd, work, *c)
     print("export_check: ok")

@@ -7,6 +7,8 @@
     X(ref)                  \
     X(kernels)              \
     X(nn)                   \
+    X(layers)               \
+    X(models)               \
     X(bf16)                 \
     X(optim)                \
     X(train)                \

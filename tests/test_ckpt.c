@@ -743,7 +743,7 @@ static void test_every_section(void)
     herd_test_train_ok(&c, &r);
     herd_ckpt *ck;
     ASSERT_OK(herd_ckpt_read(dir, "ckpt-2.herd", &ck, NULL));
-    ASSERT_EQ_INT(herd_ckpt_nsections(ck), 2 * 7 + 5); /* and the run's: claim, meta, model, options, norm */
+    ASSERT_EQ_INT(herd_ckpt_nsections(ck), 2 * 7 + 6); /* and the run's: claim, meta, model, options, norm, description */
     herd_ckpt_free(ck);
 }
 
@@ -980,7 +980,9 @@ static void load_and_save_again(herd__train_config c, const char *dir, const cha
             if (herd__check_config(&cin, &ops, &err) != HERD_OK || herd__check_config(&cout, &ops, &err) != HERD_OK ||
                 herd__ckpt_run_open(&cin, c.algo, w->nparams, w->steps_per_epoch, &train, &test, 0, cin.workers, &from, &err) != HERD_OK ||
                 herd__ckpt_run_open(&cout, c.algo, w->nparams, w->steps_per_epoch, &train, &test, 0, cout.workers, &to, &err) != HERD_OK ||
-                herd__ckpt_run_options(from, ops, opts, &err) != HERD_OK || herd__ckpt_run_options(to, ops, opts, &err) != HERD_OK)
+                herd__ckpt_run_options(from, ops, opts, &err) != HERD_OK || herd__ckpt_run_options(to, ops, opts, &err) != HERD_OK ||
+                herd__ckpt_run_describe(from, herd_model_description(w->model), &err) != HERD_OK ||
+                herd__ckpt_run_describe(to, herd_model_description(w->model), &err) != HERD_OK)
                 herd_test_fail(__FILE__, __LINE__, "open: %s", err.msg);
         }
         rw[i].from = from, rw[i].to = to;

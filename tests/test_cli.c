@@ -425,6 +425,13 @@ int herd__cli_export(int argc, char **argv, const char *version)
     return 125;
 }
 
+/* herd model: tested by test_export.c, on the binary. */
+int herd__cli_model(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return 125;
+}
+
 /* The last command's arguments, overwritten and freed. */
 static void free_args(void)
 {
@@ -693,7 +700,7 @@ static void test_exit_codes(void)
         {{"train", "--log", ""}, 2, "--log: expected a value, got ''"},
         {{"train", "--data", "synthetic:abc"}, 2, "synthetic data 'abc': expected CxHxW:K"},
         {{"train", "--nesterov", "--momentum", "0"}, 2, "--nesterov needs --momentum > 0"},
-        {{"train", "--data", "synthetic:1x8x8:4"}, 2, "model lenet: a 5x5 convolution does not fit its 6x4x4 input"},
+        {{"train", "--data", "synthetic:1x8x8:4"}, 2, "models/lenet.model:7 (conv 16 k=5): a 5x5 convolution (stride 1, pad 0) does not fit its 6x4x4 input"},
         {{"train", "--data", "synthetic:1x8x8:4", "--checkpoint-every", "5"}, 2, "--checkpoint-every needs --checkpoint DIR"},
         {{"bench", "train", "--model", "foo"}, 2, "unknown model 'foo'"},
         {{"bench", "gemm", "--size", "0"}, 2, "--size must be in [1, 16384]"},
@@ -713,7 +720,7 @@ static void test_exit_codes(void)
         {{"compare", "--models", "lenet,,mlp"}, 2, "--models: expected 1 to 8 models M,M,..., none empty, got 'lenet,,mlp'"},
         {{"compare", "--models", "lenet,mlp", "--model", "mlp"}, 2, "--models and --model: give one"},
         {{"compare", "--model", "nosuch", "--out", "/nonexistent/herd-compare", "allreduce"}, 2,
-         "unknown model 'nosuch' (choose one of: linear, mlp, lenet, cnn, resnet20)"},
+         "unknown model 'nosuch' (choose one of: linear, mlp, lenet, cnn, resnet20, or a description file; nosuch: No such file"},
         {{"train", "--model", "nosuch", "--dry-run"}, 2, "unknown model 'nosuch'"},
         {{"nonsense"}, 2, "unknown command 'nonsense'"},
         /* accepted nonsense, refused before any work */
@@ -784,7 +791,7 @@ static void test_subcommand_bounds(void)
         {{"eval", "--checkpoint", "d", "--test-limit", "2000000000"},
          "herd: --test-limit must be in [0, 1000000000], got 2000000000\n"},
         /* export has no numeric flag: its one valued choice, refused alike */
-        {{"export", "--checkpoint", "d", "--format", "onnx", "out"}, "herd: --format must be safetensors or npy, got 'onnx'\n"},
+        {{"export", "--checkpoint", "d", "--format", "onnx", "out"}, "herd: --format must be safetensors, npy or pytorch, got 'onnx'\n"},
     };
     herd_test_cmd o;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -1145,7 +1152,7 @@ static void test_refused_before_work(void)
     double t0 = herd__now();
     HERD_TEST_RUN(&o, "train", "--data", "synthetic:16384:2", "--model", "lenet");
     ASSERT_EQ_INT(o.code, 2);
-    ASSERT_STR_CONTAINS(o.err, "model lenet: a 2x2 pooling does not fit its 6x1x16384 input");
+    ASSERT_STR_CONTAINS(o.err, "models/lenet.model:6 (maxpool 2): a 2x2 max pooling (stride 2, pad 0) does not fit its 6x1x16384 input");
     if (herd__now() - t0 > 5)
         herd_test_fail(__FILE__, __LINE__, "refused after %.1f s: the data was made first", herd__now() - t0);
     /* IDX files of 100 8x8 images, labels 0..9, one of them 200 */

@@ -468,7 +468,7 @@ static void test_cli(void)
         int code;
         const char *out, *err;
     } cases[] = {
-        {{"--help"}, 0, "  export    a checkpoint's model as safetensors or npy files", ""},
+        {{"--help"}, 0, "  export    a checkpoint's model as safetensors, npy or PyTorch files", ""},
         {{"eval", "--help"}, 0, "  --dump-logits FILE ", ""},
         {{"export", "-h"}, 0, "usage: herd export --checkpoint DIR [--format safetensors|npy] OUT", ""},
         {{"eval"}, 2, "", "herd: --checkpoint DIR is required (see 'herd eval --help')"},
@@ -477,7 +477,7 @@ static void test_cli(void)
         {{"export", "--checkpoint", "d"}, 2, "", "name the file or directory to write (OUT)"},
         {{"export", "--checkpoint", "d", "a", "b"}, 2, "", "unexpected argument 'b' (OUT is 'a')"},
         {{"export", "--checkpoint", "d", "--", "a", "b"}, 2, "", "unexpected argument 'b' (OUT is 'a')"},
-        {{"export", "--checkpoint", "d", "--format", "onnx", "x"}, 2, "", "--format must be safetensors or npy, got 'onnx'"},
+        {{"export", "--checkpoint", "d", "--format", "onnx", "x"}, 2, "", "--format must be safetensors, npy or pytorch, got 'onnx'"},
         {{"export", "--json", "x"}, 2, "\"status\":\"error\",\"code\":\"usage\"", "--checkpoint DIR is required"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -179,6 +179,11 @@ static void test_grad_cnn(void) { check_gradient(&(model_case){"cnn", 1, 12, 12,
  * must agree. Each layer's backward is checked tightly on its own in
  * test_ref.c and test_kernels.c; this catches wiring errors such as a lost
  * residual branch, which moves every earlier layer. */
+/* A description of the layers the built-in models lack (tests/models/grad.model) */
+static void test_grad_description(void)
+{
+    check_gradient(&(model_case){"tests/models/grad.model", 1, 12, 12, 10, 4}, 1e-4, 1e-2, false, 1);
+}
 static void test_grad_resnet20(void) { check_gradient(&(model_case){"resnet20", 1, 12, 12, 10, 4}, 1e-5, 0.1, true, 0.85); }
 
 static herd_status fail_ready(void *ctx, size_t off, size_t len)
@@ -451,6 +456,14 @@ static void test_blocked_layouts(void)
         paths_agree_with(&mc, true);
     }
     paths_agree_with(&(model_case){"lenet", 3, 20, 20, 10, 2}, true);
+    /* beside the layers descriptions add, which read CNHW: tests/models/blocked.model */
+    model_case bm = {"tests/models/blocked.model", 1, 12, 12, 10, 4};
+    herd_model *b = make(&bm, 3);
+    herd_model_forward(b, x, 4, true);
+    ASSERT_TRUE(blocks ? herd_model_blocked_layers(b) > 0 : herd_model_blocked_layers(b) == 0);
+    herd_model_free(b);
+    paths_agree_with(&bm, true);
+    paths_agree(&bm);
     paths_agree_with(&rn, true);
     paths_agree_with(&(model_case){"resnet20", 3, 13, 11, 10, 1}, true);
 }
@@ -520,6 +533,7 @@ const herd_test herd_tests_nn[] = {
     {"nn_grad_lenet_rgb", test_grad_lenet_rgb, 30},
     {"nn_grad_cnn", test_grad_cnn, 30},
     {"nn_grad_resnet20", test_grad_resnet20, 60},
+    {"nn_grad_description", test_grad_description, 30},
     {"nn_ready_ranges", test_ready_ranges, 30},
     {"nn_deterministic", test_deterministic, 30},
     {"nn_batchnorm_modes", test_batchnorm_modes, 30},

@@ -230,11 +230,13 @@ typedef enum herd_export_format {
                               * "data_offsets":[begin,end]}...} padded with spaces to a
                               * multiple of 8 bytes, then every tensor's bytes in order */
     HERD_EXPORT_NPY,         /* a directory: one NAME.npy per tensor (NPY format 1.0, '<f4', C order) */
+    HERD_EXPORT_PYTORCH,     /* a directory: model.safetensors, and model.py, which rebuilds the
+                              * network in PyTorch from it (its metadata's description) */
 } herd_export_format;
 
 typedef struct herd_export_config {
     const char *checkpoint_dir; /* its newest valid checkpoint, or a checkpoint file: that one */
-    const char *out;         /* the file (safetensors) or directory (npy; created if missing) */
+    const char *out;         /* the file (safetensors) or directory (npy, pytorch; created if missing) */
     herd_export_format format;
     const char *data;        /* only for a checkpoint that does not record its shape (an older herd's) */
     const char *version;     /* herd's version, for the metadata (NULL: none) */

@@ -26,17 +26,53 @@ typedef struct herd_model herd_model;
 /* Called during backward when grads[off, off+len) are final for this step. */
 typedef herd_status (*herd_grad_ready_fn)(void *ctx, size_t off, size_t len);
 
-/* Names accepted by herd_model_create ("mlp", "lenet", "cnn", "resnet20", "linear"),
- * NULL-terminated, for help texts. */
+/* The built-in models' names ("linear", "mlp", "lenet", "cnn", "resnet20"),
+ * NULL-terminated, for help texts. Each is the description models/NAME.model
+ * of the source tree, built into the library. */
 extern const char *const herd_model_names[];
 
 /* Builds model `name` for inputs of shape (c, h, w) and `nclasses` outputs,
- * able to run batches of up to max_batch examples. Parameters are initialised
+ * able to run batches of up to max_batch examples: a built-in model's name,
+ * or else the path of a description file (docs/models-and-data.md; the
+ * model is then named herd_model_name_for(name)). Parameters are initialised
  * from `seed` (He-uniform weights, zero biases, BN gamma 1 / beta 0).
- * HERD_EINVAL: a name not in herd_model_names, c, h, w or max_batch 0,
- * nclasses below 2, a shape the model cannot take. */
+ * HERD_EINVAL: a name neither built in nor a readable file, c, h, w or
+ * max_batch 0, nclasses below 2, a description that does not read or a
+ * shape the model cannot take (the message names the line, the layer and
+ * the shapes). */
 herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, size_t nclasses,
                               size_t max_batch, uint64_t seed, herd_model **out, herd_err *err);
+/* The same from a description's text, the model named `name`. */
+herd_status herd_model_create_from_description(const char *name, const char *text, size_t c, size_t h, size_t w,
+                                               size_t nclasses, size_t max_batch, uint64_t seed, herd_model **out,
+                                               herd_err *err);
+/* The description file at path, read whole into *text (the caller frees
+ * it), and the name herd_model_create gives its model into name (name_cap
+ * bytes; name may be NULL). HERD_EINVAL: no such file, or not a text of at
+ * most 1 MiB; HERD_EIO: it does not read. */
+herd_status herd_model_read_description(const char *path, char **text, char *name, size_t name_cap, herd_err *err);
+/* The name herd_model_create gives the model `model` names: a built-in
+ * one's own, else the file's name less its directory and a ".model"
+ * ending, cut to HERD_MODEL_NAME_MAX characters (what a checkpoint's
+ * header holds), into name (cap bytes). */
+enum { HERD_MODEL_NAME_MAX = 19 };
+void herd_model_name_for(const char *model, char *name, size_t cap);
+/* The description the model was built from (the model owns it). */
+const char *herd_model_description(const herd_model *m);
+
+/* One layer of a model, as herd_model_layers lists them in forward order:
+ * what a summary prints. A relu fused into the layer before adds "+relu"
+ * to that layer's kind. */
+typedef struct herd_layer_info {
+    char kind[24];            /* "conv", "linear+relu", "batchnorm", "add", "dropout"... */
+    int line;                 /* the description's line (0: none) */
+    size_t c, h, w;           /* one example's output */
+    bool flat;                /* the output is c values in a row (h = w = 1) */
+    size_t nparams;           /* trainable parameters */
+    double flops;             /* forward floating-point operations per example */
+} herd_layer_info;
+/* Fills at most cap layers into out (may be NULL for cap 0); returns how many there are. */
+size_t herd_model_layers(const herd_model *m, herd_layer_info *out, size_t cap);
 void herd_model_free(herd_model *m);
 
 /* Convolutions run as oneDNN's direct convolution primitives (created per

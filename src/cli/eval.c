@@ -92,7 +92,7 @@ static int succeeded(const model_cli *o, const char *warn, const model_said *m, 
     return 0;
 }
 
-static const char *const export_formats[] = {"safetensors", "npy", NULL}; /* herd_export_format's order */
+static const char *const export_formats[] = {"safetensors", "npy", "pytorch", NULL}; /* herd_export_format's order */
 _Static_assert(sizeof(herd_export_format) == sizeof(int), "a CHOICE row's enum is an int");
 
 #define AT(f) offsetof(model_cli, f)
@@ -125,7 +125,8 @@ static const herd_opt export_opts[] = {
      .help = "the run's data, for the input shape of a checkpoint that does not record it (an older herd's)"},
     {.name = "format", .type = HERD_OPT_CHOICE, .offset = AT(export.format), .def = "safetensors",
      .choices = export_formats, .meta = "F",
-     .help = "OUT as one file (safetensors) or as a directory of NAME.npy (npy)"},
+     .help = "OUT as one file (safetensors), a directory of NAME.npy (npy), or a directory of model.safetensors "
+             "and model.py, which rebuilds the network in PyTorch (pytorch)"},
     {.name = "json", .type = HERD_OPT_BOOL, .offset = AT(json), .help = "print a one-line JSON summary on stdout"},
     {.name = "quiet", .type = HERD_OPT_BOOL, .offset = AT(quiet), .help = "nothing on stderr but errors"},
     {0},

@@ -25,6 +25,7 @@
 #include "herd/herd_run.h"
 #include "cli/compare.h"
 #include "cli/eval.h"
+#include "cli/model_cmd.h"
 #include "cli/flags.h"
 #include "cli/sim.h"
 #include "core/clock.h"
@@ -770,7 +771,8 @@ static void usage(FILE *out)
             "  sim       run train or bench on a simulated cluster (herd sim --help)\n"
             "  compare   a table of algorithms on one engine or platform (herd compare --help)\n"
             "  eval      test accuracy and loss of a checkpoint's model (herd eval --help)\n"
-            "  export    a checkpoint's model as safetensors or npy files (herd export --help)\n"
+            "  export    a checkpoint's model as safetensors, npy or PyTorch files (herd export --help)\n"
+            "  model     a model's layers, shapes, parameters and FLOPs (herd model --help)\n"
             "  algos     list the synchronization algorithms\n"
             "  engines   list the engines and what each can do\n"
             "  version   print the version\n",
@@ -833,6 +835,8 @@ static int dispatch(int argc, char **argv)
         return herd__cli_eval(argc, argv);
     if (!strcmp(cmd, "export"))
         return herd__cli_export(argc, argv, HERD_VERSION);
+    if (!strcmp(cmd, "model"))
+        return herd__cli_model(argc, argv);
     if (!strcmp(cmd, "algos"))
         return cmd_algos();
     if (!strcmp(cmd, "engines"))

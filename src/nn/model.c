@@ -1,10 +1,8 @@
-/* Models on flat parameters: building them (the layers themselves are
- * layers.c's, their structs model.h's), the five models, the API, and the
- * activations' layouts.
+/* Models on flat parameters: creating them from a description (desc.c
+ * reads it, build.c adds the layers; the layers themselves are layers.c's,
+ * their structs model.h's), the API, and the activations' layouts.
  *
- * A model is a list of layers in forward order; each layer names the layer(s)
- * it reads (-1: the model input), so residual blocks are just an `add` layer
- * reading two earlier ones. Every layer owns its output and output-gradient
+ * Every layer owns its output and output-gradient
  * buffers (max_batch examples). Spatial tensors are CNHW (see kernels.h);
  * `flatten`, `gavgpool` and `linear` produce flat (N, D) rows.
  *
@@ -22,244 +20,6 @@
 #include "core/args.h"
 #include "herd/herd_rng.h"
 #include "nn/model.h"
-
-/* ---- building ------------------------------------------------------- */
-
-/* The builder records an error instead of failing each call, so model
- * definitions read as straight-line code; herd_model_create checks it once. */
-typedef struct builder {
-    herd_model *m;
-    herd_status st;
-    herd_err *err;
-} builder;
-
-static void shape_of(const builder *b, int in, size_t *c, size_t *h, size_t *w, bool *flat)
-{
-    if (in < 0) {
-        *c = b->m->c, *h = b->m->h, *w = b->m->w, *flat = false;
-    } else {
-        const herd_layer *l = b->m->layers[in];
-        *c = l->c, *h = l->h, *w = l->w, *flat = l->flat;
-    }
-}
-
-static int push(builder *b, herd_layer *l, const herd_layer_ops *ops, int in, int in2, size_t c,
-                size_t h, size_t w, bool flat, bool relu, size_t nparams, size_t nbuf)
-{
-    herd_model *m = b->m;
-    if (!l) {
-        b->st = herd_err_set(b->err, HERD_ENOMEM, "out of memory building model %s", m->name);
-        return -1;
-    }
-    if (m->nlayers == m->cap) {
-        size_t cap = m->cap ? 2 * m->cap : 16;
-        herd_layer **nl = realloc(m->layers, cap * sizeof *nl);
-        if (!nl) {
-            free(l);
-            b->st = herd_err_set(b->err, HERD_ENOMEM, "out of memory building model %s", m->name);
-            return -1;
-        }
-        m->layers = nl, m->cap = cap;
-    }
-    l->ops = ops, l->in = in, l->in2 = in2;
-    l->c = c, l->h = h, l->w = w, l->flat = flat, l->relu = relu;
-    l->param_off = m->nparams, l->param_len = nparams;
-    l->buf_off = m->nbuffers, l->buf_len = nbuf;
-    m->nparams += nparams, m->nbuffers += nbuf;
-    l->grad = nparams > 0;
-    if (in >= 0)
-        m->layers[in]->nreaders++, l->grad |= m->layers[in]->grad;
-    if (in2 >= 0)
-        m->layers[in2]->nreaders++, l->grad |= m->layers[in2]->grad;
-    m->layers[m->nlayers] = l;
-    return (int)m->nlayers++;
-}
-
-static bool ok(builder *b, int in) { return b->st == HERD_OK && in >= -1; }
-
-static int conv(builder *b, int in, size_t cout, size_t k, size_t stride, size_t pad, bool bias, bool relu)
-{
-    if (!ok(b, in))
-        return -2;
-    size_t c, h, w;
-    bool flat;
-    shape_of(b, in, &c, &h, &w, &flat);
-    if (flat || h + 2 * pad < k || w + 2 * pad < k) {
-        b->st = herd_err_set(b->err, HERD_EINVAL,
-                             "model %s: a %zux%zu convolution does not fit its %zux%zux%zu input",
-                             b->m->name, k, k, c, h, w);
-        return -2;
-    }
-    conv_layer *cv = calloc(1, sizeof *cv);
-    size_t ho = (h + 2 * pad - k) / stride + 1, wo = (w + 2 * pad - k) / stride + 1;
-    int id = push(b, &cv->base, &herd__conv_ops, in, -1, cout, ho, wo, false, relu,
-                  cout * c * k * k + (bias ? cout : 0), 0);
-    if (id < 0)
-        return -2;
-    cv->cin = c, cv->hin = h, cv->win = w, cv->k = k, cv->stride = stride, cv->pad = pad, cv->bias = bias;
-    double macs = (double)cout * (double)(c * k * k) * (double)(ho * wo);
-    cv->base.fwd_flops = 2 * macs;
-    cv->base.bwd_flops = 2 * macs * (in_grad(b->m, in) ? 2 : 1);
-    return id;
-}
-
-static int flatten(builder *b, int in)
-{
-    if (!ok(b, in))
-        return -2;
-    size_t c, h, w;
-    bool flat;
-    shape_of(b, in, &c, &h, &w, &flat);
-    if (flat)
-        return in;
-    herd_layer *l = calloc(1, sizeof *l);
-    return push(b, l, &herd__flatten_ops, in, -1, c * h * w, 1, 1, true, false, 0, 0);
-}
-
-static int linear(builder *b, int in, size_t nout, bool relu)
-{
-    in = flatten(b, in);
-    if (!ok(b, in))
-        return -2;
-    size_t c, h, w;
-    bool flat;
-    shape_of(b, in, &c, &h, &w, &flat);
-    size_t nin = c * h * w;
-    linear_layer *fc = calloc(1, sizeof *fc);
-    int id = push(b, &fc->base, &herd__linear_ops, in, -1, nout, 1, 1, true, relu, nout * nin + nout, 0);
-    if (id < 0)
-        return -2;
-    fc->nin = nin;
-    fc->base.fwd_flops = 2.0 * (double)nin * (double)nout;
-    fc->base.bwd_flops = fc->base.fwd_flops * (in_grad(b->m, in) ? 2 : 1);
-    return id;
-}
-
-static int maxpool(builder *b, int in, size_t k, size_t stride)
-{
-    if (!ok(b, in))
-        return -2;
-    size_t c, h, w;
-    bool flat;
-    shape_of(b, in, &c, &h, &w, &flat);
-    if (flat || h < k || w < k) {
-        b->st = herd_err_set(b->err, HERD_EINVAL, "model %s: a %zux%zu pooling does not fit its %zux%zux%zu input",
-                             b->m->name, k, k, c, h, w);
-        return -2;
-    }
-    pool_layer *p = calloc(1, sizeof *p);
-    int id = push(b, &p->base, &herd__pool_ops, in, -1, c, (h - k) / stride + 1, (w - k) / stride + 1,
-                  false, false, 0, 0);
-    if (id < 0)
-        return -2;
-    p->hin = h, p->win = w, p->k = k, p->stride = stride;
-    return id;
-}
-
-static int batchnorm(builder *b, int in, bool relu)
-{
-    if (!ok(b, in))
-        return -2;
-    size_t c, h, w;
-    bool flat;
-    shape_of(b, in, &c, &h, &w, &flat);
-    bn_layer *bn = calloc(1, sizeof *bn);
-    return push(b, &bn->base, &herd__bn_ops, in, -1, c, h, w, flat, relu, 2 * c, 2 * c);
-}
-
-static int add(builder *b, int x, int y, bool relu)
-{
-    if (!ok(b, x) || !ok(b, y))
-        return -2;
-    size_t c, h, w;
-    bool flat;
-    shape_of(b, x, &c, &h, &w, &flat);
-    herd_layer *l = calloc(1, sizeof *l);
-    return push(b, l, &herd__add_ops, x, y, c, h, w, flat, relu, 0, 0);
-}
-
-static int gavgpool(builder *b, int in)
-{
-    if (!ok(b, in))
-        return -2;
-    size_t c, h, w;
-    bool flat;
-    shape_of(b, in, &c, &h, &w, &flat);
-    herd_layer *l = calloc(1, sizeof *l);
-    return push(b, l, &herd__gavg_ops, in, -1, c, 1, 1, true, false, 0, 0);
-}
-
-/* ---- the models ----------------------------------------------------- */
-
-static void build_linear(builder *b, size_t k) { linear(b, -1, k, false); }
-
-static void build_mlp(builder *b, size_t k)
-{
-    int x = linear(b, -1, 1024, true);
-    x = linear(b, x, 1024, true);
-    linear(b, x, k, false);
-}
-
-static void build_lenet(builder *b, size_t k)
-{
-    int x = conv(b, -1, 6, 5, 1, 2, true, true);
-    x = maxpool(b, x, 2, 2);
-    x = conv(b, x, 16, 5, 1, 0, true, true);
-    x = maxpool(b, x, 2, 2);
-    x = linear(b, x, 120, true);
-    x = linear(b, x, 84, true);
-    linear(b, x, k, false);
-}
-
-static void build_cnn(builder *b, size_t k)
-{
-    int x = conv(b, -1, 32, 5, 1, 2, true, true);
-    x = maxpool(b, x, 2, 2);
-    x = conv(b, x, 64, 5, 1, 2, true, true);
-    x = maxpool(b, x, 2, 2);
-    x = linear(b, x, 1024, true);
-    linear(b, x, k, false);
-}
-
-/* CIFAR ResNet basic block; a 1x1 projection when the shape changes. */
-static int basic_block(builder *b, int in, size_t cout, size_t stride)
-{
-    size_t c, h, w;
-    bool flat;
-    if (!ok(b, in))
-        return -2;
-    shape_of(b, in, &c, &h, &w, &flat);
-    int x = conv(b, in, cout, 3, stride, 1, false, false);
-    x = batchnorm(b, x, true);
-    x = conv(b, x, cout, 3, 1, 1, false, false);
-    x = batchnorm(b, x, false);
-    int sc = in;
-    if (stride != 1 || c != cout)
-        sc = batchnorm(b, conv(b, in, cout, 1, stride, 0, false, false), false);
-    return add(b, x, sc, true);
-}
-
-static void build_resnet20(builder *b, size_t k)
-{
-    int x = conv(b, -1, 16, 3, 1, 1, false, false);
-    x = batchnorm(b, x, true);
-    static const size_t widths[3] = {16, 32, 64};
-    for (int s = 0; s < 3; s++)
-        for (int i = 0; i < 3; i++)
-            x = basic_block(b, x, widths[s], (s > 0 && i == 0) ? 2 : 1);
-    x = gavgpool(b, x);
-    linear(b, x, k, false);
-}
-
-typedef struct model_def {
-    const char *name;
-    void (*build)(builder *b, size_t nclasses);
-} model_def;
-
-static const model_def model_defs[] = {
-    {"linear", build_linear}, {"mlp", build_mlp},           {"lenet", build_lenet},
-    {"cnn", build_cnn},       {"resnet20", build_resnet20},
-};
 
 const char *const herd_model_names[] = {"linear", "mlp", "lenet", "cnn", "resnet20", NULL};
 
@@ -325,26 +85,21 @@ oom:
     return herd_err_set(err, HERD_ENOMEM, "out of memory allocating model %s for batch %zu", m->name, B);
 }
 
-herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, size_t nclasses,
-                              size_t max_batch, uint64_t seed, herd_model **out, herd_err *err)
+/* The model `text` describes (`label` names it in messages), named `name`;
+ * with `build`, the layers that adds instead (tests: the models as code). */
+herd_status herd__model_create_with(const char *name, const char *label, const char *text,
+                                    void (*build)(herd__builder *b), size_t c, size_t h, size_t w, size_t nclasses,
+                                    size_t max_batch, uint64_t seed, herd_model **out, herd_err *err)
 {
-    herd_status st = HERD__NONNULL(err, name, out);
-    if (st < 0)
-        return st;
-    *out = NULL;
+    herd_status st = HERD_OK;
     if (!c || !h || !w || nclasses < 2 || !max_batch)
         return herd_err_set(err, HERD_EINVAL, "model: invalid shape %zux%zux%zu, %zu classes, batch %zu",
                             c, h, w, nclasses, max_batch);
-    const model_def *def = NULL;
-    for (size_t i = 0; i < sizeof model_defs / sizeof model_defs[0]; i++)
-        if (!strcmp(model_defs[i].name, name))
-            def = &model_defs[i];
-    if (!def)
-        return herd_err_set(err, HERD_EINVAL,
-                            "unknown model '%s' (choose one of: linear, mlp, lenet, cnn, resnet20)", name);
     herd_model *m = calloc(1, sizeof *m);
-    if (!m)
+    if (!m || !(m->desc = strdup(text))) {
+        free(m);
         return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    }
     snprintf(m->name, sizeof m->name, "%s", name);
     m->c = c, m->h = h, m->w = w, m->nclasses = nclasses, m->max_batch = max_batch;
     const char *conv_env = getenv("HERD_CONV");
@@ -352,8 +107,12 @@ herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, si
     const char *layout_env = getenv("HERD_LAYOUT");
     m->layout_cnhw = layout_env && !strcmp(layout_env, "cnhw");
     m->plan_key = -1;
-    builder b = {m, HERD_OK, err};
-    def->build(&b, nclasses);
+    herd__builder b = {.m = m, .err = err};
+    snprintf(b.where, sizeof b.where, "model %s", name);
+    if (build)
+        build(&b);
+    else
+        herd__desc_build(&b, label, text);
     HERD_TRY(b.st);
     HERD_TRY(model_alloc(m, err));
     herd_rng_seed(&m->init_rng, seed, 0x1a1e5);
@@ -366,6 +125,41 @@ out:
     herd_model_free(m);
     return st;
 }
+
+herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, size_t nclasses,
+                              size_t max_batch, uint64_t seed, herd_model **out, herd_err *err)
+{
+    herd_status st = HERD__NONNULL(err, name, out);
+    if (st < 0)
+        return st;
+    *out = NULL;
+    char label[64];
+    for (size_t i = 0; herd__model_texts[i].name; i++)
+        if (!strcmp(herd__model_texts[i].name, name)) { /* messages name the file it came from */
+            snprintf(label, sizeof label, "models/%s.model", name);
+            return herd__model_create_with(name, label, herd__model_texts[i].text, NULL, c, h, w, nclasses, max_batch,
+                                           seed, out, err);
+        }
+    char *text = NULL, base[HERD_MODEL_NAME_MAX + 1];
+    HERD_TRY(herd_model_read_description(name, &text, base, sizeof base, err));
+    st = herd__model_create_with(base, name, text, NULL, c, h, w, nclasses, max_batch, seed, out, err);
+out:
+    free(text);
+    return st;
+}
+
+herd_status herd_model_create_from_description(const char *name, const char *text, size_t c, size_t h, size_t w,
+                                               size_t nclasses, size_t max_batch, uint64_t seed, herd_model **out,
+                                               herd_err *err)
+{
+    herd_status st = HERD__NONNULL(err, name, text, out);
+    if (st < 0)
+        return st;
+    *out = NULL;
+    return herd__model_create_with(name, name, text, NULL, c, h, w, nclasses, max_batch, seed, out, err);
+}
+
+const char *herd_model_description(const herd_model *m) { return m->desc; }
 
 void herd_model_free(herd_model *m)
 {
@@ -384,9 +178,12 @@ void herd_model_free(herd_model *m)
             free(((bn_layer *)l)->save_mean);
             free(((bn_layer *)l)->work);
         }
+        if (l->ops->destroy)
+            l->ops->destroy(l);
         free(l);
     }
     free(m->layers);
+    free(m->desc);
     free(m->params);
     free(m->grads);
     free(m->buffers);

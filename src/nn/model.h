@@ -1,7 +1,8 @@
-/* model.h — a model's layers as model.c builds them and layers.c runs them
- * (internal to src/nn). model.c: building, the models, the API, the
- * activations' layouts; layers.c: each kind of layer's forward, backward
- * and initialization (a herd_layer_ops table each). */
+/* model.h — a model's layers as build.c makes them and layers.c runs them
+ * (internal to src/nn). desc.c: a description read into build.c's calls;
+ * model.c: creating a model, the API, the activations' layouts; layers.c,
+ * act.c, avgpool.c: each kind of layer's forward, backward and
+ * initialization (a herd_layer_ops table each). */
 #ifndef HERD_NN_MODEL_H
 #define HERD_NN_MODEL_H
 
@@ -20,6 +21,7 @@ typedef struct herd_layer_ops {
     void (*forward)(herd_layer *l, herd_model *m, size_t N, bool train);
     void (*backward)(herd_layer *l, herd_model *m, size_t N);
     void (*init)(herd_layer *l, herd_model *m, herd_rng *rng);
+    void (*destroy)(herd_layer *l); /* frees what the layer's builder allocated (NULL: nothing) */
 } herd_layer_ops;
 
 struct herd_layer {
@@ -36,6 +38,7 @@ struct herd_layer {
     size_t buf_off, buf_len;
     double fwd_flops;     /* per example */
     double bwd_flops;     /* per example */
+    int line;             /* the description's line that made it (0: none) */
     float *out, *dout;    /* max_batch * c*h*w each, owned */
 };
 
@@ -73,6 +76,7 @@ typedef struct bn_layer {
 
 struct herd_model {
     char name[32];
+    char *desc;          /* the description the model was built from (desc.c), owned */
     size_t c, h, w, nclasses, max_batch;
     herd_layer **layers;
     size_t nlayers, cap;
@@ -125,9 +129,66 @@ static inline size_t conv_chunk(const conv_layer *cv, size_t N)
     return nb < 1 ? 1 : nb > N ? N : nb;
 }
 
-/* The layer kinds (layers.c). */
+/* The layer kinds (layers.c; act.c: activations and dropout; avgpool.c). */
 extern const herd_layer_ops herd__conv_ops, herd__linear_ops, herd__pool_ops, herd__bn_ops, herd__add_ops,
     herd__flatten_ops, herd__gavg_ops;
+extern const herd_layer_ops herd__relu_ops, herd__tanh_ops, herd__sigmoid_ops, herd__gelu_ops, herd__dropout_ops,
+    herd__avgpool_ops;
+
+/* An activation on its own (one its input did not take fused). */
+typedef enum herd__act { HERD__ACT_RELU, HERD__ACT_TANH, HERD__ACT_SIGMOID, HERD__ACT_GELU } herd__act;
+
+typedef struct dropout_layer {
+    herd_layer base;
+    float p;          /* the probability an element is dropped */
+    uint8_t *mask;    /* the last training forward's kept elements, max_batch * out_dim */
+    herd_rng rng;     /* seeded by init from the model's stream */
+} dropout_layer;
+
+/* ---- building (build.c) ---------------------------------------------- */
+
+/* The builder records an error instead of failing each call, so a model
+ * reads as straight-line code; herd_model_create checks it once. Layer
+ * ids: -1 the model input, -2 a failed step (which later steps pass on). */
+typedef struct herd__builder {
+    herd_model *m;
+    herd_status st;
+    herd_err *err;
+    int line;        /* stamped on each layer made (desc.c: the line) */
+    char where[160]; /* what a message names: "model lenet", "net.model:4 (conv 16 k=5)" */
+} herd__builder;
+
+void herd__build_shape(const herd__builder *b, int in, size_t *c, size_t *h, size_t *w, bool *flat);
+int herd__build_conv(herd__builder *b, int in, size_t cout, size_t k, size_t stride, size_t pad, bool bias, bool relu);
+int herd__build_flatten(herd__builder *b, int in);
+int herd__build_linear(herd__builder *b, int in, size_t nout, bool relu);
+int herd__build_maxpool(herd__builder *b, int in, size_t k, size_t stride);
+int herd__build_avgpool(herd__builder *b, int in, size_t k, size_t stride);
+int herd__build_batchnorm(herd__builder *b, int in, bool relu);
+int herd__build_add(herd__builder *b, int x, int y, bool relu);
+int herd__build_gavgpool(herd__builder *b, int in);
+int herd__build_act(herd__builder *b, int in, herd__act act);
+int herd__build_dropout(herd__builder *b, int in, float p);
+
+/* herd_model_create's work: the model `text` describes (`label` names it
+ * in messages), named `name`; with `build`, the layers that adds instead
+ * (tests/model_code.c: the built-in models as code). */
+herd_status herd__model_create_with(const char *name, const char *label, const char *text,
+                                    void (*build)(herd__builder *b), size_t c, size_t h, size_t w, size_t nclasses,
+                                    size_t max_batch, uint64_t seed, herd_model **out, herd_err *err);
+
+/* ---- descriptions (desc.c) -------------------------------------------- */
+
+/* The built-in models' descriptions, models/NAME.model as the build embeds
+ * them (models_text.c, made by tools/embed-models), ending with {NULL, NULL}. */
+typedef struct herd__model_text {
+    const char *name, *text;
+} herd__model_text;
+extern const herd__model_text herd__model_texts[];
+
+/* Builds the layers text describes into b->m (messages name `label` and
+ * the line); the status is b->st. */
+void herd__desc_build(herd__builder *b, const char *label, const char *text);
 
 /* The convolution's oneDNN primitives for batch N (created on first use);
  * NULL where the model uses im2col or oneDNN cannot do the shape. */

@@ -60,4 +60,17 @@ void herd__ref_batchnorm_backward(const double *in, const double *gamma, const d
 double herd__ref_softmax_xent(const double *logits, const int32_t *labels, double *dlogits,
                               size_t N, size_t K);
 
+/* The layers descriptions add (ref_act.c). Activations elementwise:
+ * act 0 relu, 1 tanh, 2 sigmoid, 3 GELU (x * Phi(x), with erf). */
+void herd__ref_act_forward(int act, const double *in, double *out, size_t n);
+void herd__ref_act_backward(int act, const double *in, const double *dout, double *din, size_t n);
+/* Inverted dropout with a given mask (keep[i] 0 or 1): out = in * keep / (1 - p). */
+void herd__ref_dropout_forward(const double *in, const uint8_t *keep, double *out, size_t n, double p);
+void herd__ref_dropout_backward(const uint8_t *keep, const double *dout, double *din, size_t n, double p);
+/* Average pooling, window k, stride s, no padding: in (N,C,H,W) -> (N,C,Ho,Wo). */
+void herd__ref_avgpool_forward(const double *in, double *out, size_t N, size_t C, size_t H, size_t W, size_t k,
+                               size_t s);
+void herd__ref_avgpool_backward(const double *dout, double *din, size_t N, size_t C, size_t H, size_t W, size_t k,
+                                size_t s);
+
 #endif

@@ -1,8 +1,9 @@
 /* Ranks agree on the run before they compute: where the workers live in
  * several processes (mpirun, herd sim), each builds one record of what must
  * be the same everywhere (the algorithm and every one of its options, the
- * model's parameter count, the data's shape and sizes, and every option of
- * the run's table marked HERD_OPT_AGREE: the model, batch, epochs, seed,
+ * model's parameter count and its description's digest, the data's shape
+ * and sizes, and every option of the run's table marked HERD_OPT_AGREE:
+ * the model, batch, epochs, seed,
  * the optimizer...), and the ranks compare the records' hashes with one
  * 8-byte allgather. Where they differ, the records themselves are gathered
  * so that every rank builds the same message naming each differing item
@@ -20,6 +21,7 @@
 #include "herd/herd_algo.h"
 #include "herd/herd_comm.h"
 #include "herd/herd_nn.h"
+#include "core/digest.h"
 #include "run/options.h"
 #include "run/run.h"
 
@@ -67,6 +69,8 @@ static void build(const herd_run *r, const herd_worker *w, record *rec)
     add(rec, &n, "record", "herd-agree-2 %zu ranks", r->world->size);
     add(rec, &n, "--algo", "%s", r->algo_ops->name);
     add(rec, &n, "parameters", "%zu", w->nparams);
+    const char *desc = herd_model_description(w->model); /* one path, another file on another host */
+    add(rec, &n, "model description", "digest %016" PRIx64, herd__digest64(desc, strlen(desc), 0));
     add(rec, &n, "example shape", "%zux%zux%zu", r->train.c, r->train.h, r->train.w);
     add(rec, &n, "classes", "%zu", r->train.nclasses);
     add(rec, &n, "training examples", "%zu", r->train.n);

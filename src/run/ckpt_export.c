@@ -144,22 +144,32 @@ static const float *tensor_data(herd_model *m, const herd_tensor *t)
 /* The JSON header: metadata (all strings, as the format wants), then each
  * tensor's dtype, shape and byte range in the data that follows. */
 static herd_status safetensors_header(const herd_export_config *cfg, const herd_export_result *res,
-                                      const herd_tensor *ts, size_t n, char **out, size_t *len, herd_err *err)
+                                      const herd_model *m, const herd_tensor *ts, size_t n, char **out, size_t *len,
+                                      herd_err *err)
 {
     char q[7][HERD_CKPT_MAX_DATA + 64];
+    const char *desc = herd_model_description(m);
+    size_t dcap = 6 * strlen(desc) + 3; /* each byte at most \u00XX, and the quotes */
+    char *qdesc = malloc(dcap);
+    if (!qdesc)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory for the safetensors header");
+    herd__json_quote(qdesc, dcap, desc);
     const char *strs[7] = {cfg->version ? cfg->version : "", res->info.model, res->info.algo, res->kept.eval_model,
                            res->checkpoint, res->kept.data, res->kept.final ? "true" : "false"};
     for (size_t i = 0; i < 7; i++)
         herd__json_quote(q[i], sizeof q[i], strs[i]);
     FILE *f = open_memstream(out, len);
-    if (!f)
+    if (!f) {
+        free(qdesc);
         return herd_err_set(err, HERD_ENOMEM, "out of memory for the safetensors header");
+    }
     fprintf(f,
             "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"herd\",\"herd_version\":%s,\"model\":%s,"
             "\"algo\":%s,\"eval_model\":%s,\"checkpoint\":%s,\"data\":%s,\"final\":%s,\"step\":\"%" PRIu64 "\","
-            "\"input_shape\":\"%zux%zux%zu\",\"classes\":\"%zu\"",
+            "\"input_shape\":\"%zux%zux%zu\",\"classes\":\"%zu\",\"description\":%s",
             q[0], q[1], q[2], q[3], q[4], q[5], q[6], res->info.step, res->kept.c, res->kept.h, res->kept.w,
-            res->kept.nclasses);
+            res->kept.nclasses, qdesc);
+    free(qdesc);
     if (res->input_mean[0]) /* what the model takes: (raw - mean) / std per channel */
         fprintf(f, ",\"input_mean\":\"%s\",\"input_std\":\"%s\",\"input_raw\":\"%s\"", res->input_mean, res->input_std,
                 "pixels / 255 (IDX, CIFAR); the values themselves (synthetic)");
@@ -185,12 +195,12 @@ static herd_status safetensors_header(const herd_export_config *cfg, const herd_
     return HERD_OK;
 }
 
-static herd_status write_safetensors(const herd_export_config *cfg, const herd_export_result *res, herd_model *m,
-                                     const herd_tensor *ts, size_t n, herd_err *err)
+static herd_status write_safetensors(const herd_export_config *cfg, const char *path, const herd_export_result *res,
+                                     herd_model *m, const herd_tensor *ts, size_t n, herd_err *err)
 {
     char *hdr = NULL;
     size_t hlen = 0;
-    herd_status st = safetensors_header(cfg, res, ts, n, &hdr, &hlen, err);
+    herd_status st = safetensors_header(cfg, res, m, ts, n, &hdr, &hlen, err);
     if (st < 0)
         return st;
     unsigned char lenbuf[8];
@@ -204,29 +214,58 @@ static herd_status write_safetensors(const herd_export_config *cfg, const herd_e
     p[0] = (piece){lenbuf, 8}, p[1] = (piece){hdr, hlen};
     for (size_t i = 0; i < n; i++)
         p[2 + i] = (piece){tensor_data(m, &ts[i]), ts[i].len * sizeof(float)};
-    st = write_atomic(cfg->out, p, n + 2, err);
+    st = write_atomic(path, p, n + 2, err);
     free(p);
     free(hdr);
     return st;
 }
 
-/* OUT/NAME.npy for every tensor; OUT is made if missing. */
-static herd_status write_npy_dir(const char *dir, herd_model *m, const herd_tensor *ts, size_t n, herd_err *err)
+/* Directory dir, made if missing; `why` says in a message why it must be one. */
+static herd_status make_out_dir(const char *dir, const char *why, herd_err *err)
 {
     struct stat sb;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return herd_err_set(err, HERD_EIO, "cannot make directory %s: %s", dir, strerror(errno));
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return herd_err_set(err, HERD_EINVAL, "%s is not a directory (the npy format writes one file per tensor into one)", dir);
+        return herd_err_set(err, HERD_EINVAL, "%s is not a directory (%s)", dir, why);
+    return HERD_OK;
+}
+
+/* OUT/NAME.npy for every tensor; OUT is made if missing. */
+static herd_status write_npy_dir(const char *dir, herd_model *m, const herd_tensor *ts, size_t n, herd_err *err)
+{
+    herd_status st = make_out_dir(dir, "the npy format writes one file per tensor into one", err);
+    if (st < 0)
+        return st;
     for (size_t i = 0; i < n; i++) {
         char path[4200];
         if (snprintf(path, sizeof path, "%s/%s.npy", dir, ts[i].name) >= (int)sizeof path)
             return herd_err_set(err, HERD_EINVAL, "export: the directory name %s is too long", dir);
-        herd_status st = herd_npy_write(path, ts[i].shape, ts[i].ndim, tensor_data(m, &ts[i]), err);
+        st = herd_npy_write(path, ts[i].shape, ts[i].ndim, tensor_data(m, &ts[i]), err);
         if (st < 0)
             return st;
     }
     return HERD_OK;
+}
+
+/* (export_model_py.c, made from export_model.py) */
+extern const char herd__export_model_py[];
+
+/* OUT/model.safetensors and OUT/model.py, which rebuilds the network from it. */
+static herd_status write_pytorch_dir(const herd_export_config *cfg, const herd_export_result *res, herd_model *m,
+                                     const herd_tensor *ts, size_t n, herd_err *err)
+{
+    char path[4200];
+    herd_status st = make_out_dir(cfg->out, "the pytorch format writes model.safetensors and model.py into one", err);
+    if (st < 0)
+        return st;
+    if (snprintf(path, sizeof path, "%s/model.safetensors", cfg->out) >= (int)sizeof path)
+        return herd_err_set(err, HERD_EINVAL, "export: the directory name %s is too long", cfg->out);
+    if ((st = write_safetensors(cfg, path, res, m, ts, n, err)) < 0)
+        return st;
+    snprintf(path, sizeof path, "%s/model.py", cfg->out);
+    piece p = {herd__export_model_py, strlen(herd__export_model_py)};
+    return write_atomic(path, &p, 1, err);
 }
 
 herd_status herd__export_write(const herd_export_config *cfg, const herd_export_result *res, herd_model *m,
@@ -234,5 +273,7 @@ herd_status herd__export_write(const herd_export_config *cfg, const herd_export_
 {
     if (cfg->format == HERD_EXPORT_NPY)
         return write_npy_dir(cfg->out, m, ts, n, err);
-    return write_safetensors(cfg, res, m, ts, n, err);
+    if (cfg->format == HERD_EXPORT_PYTORCH)
+        return write_pytorch_dir(cfg, res, m, ts, n, err);
+    return write_safetensors(cfg, cfg->out, res, m, ts, n, err);
 }

@@ -119,6 +119,30 @@ herd_status herd_ckpt_kept_info(const herd_ckpt *ck, herd_ckpt_kept *out, herd_e
     return HERD_OK;
 }
 
+/* The model of ck's description section (the architecture travels with the
+ * weights), or where it has none (an older herd's) the built-in model its
+ * header names. */
+static herd_status kept_create(const herd_ckpt *ck, size_t c, size_t h, size_t w, size_t nclasses, size_t max_batch,
+                               herd_model **m, herd_err *err)
+{
+    const herd_ckpt_info *in = herd_ckpt_get_info(ck);
+    herd_ckpt_section s;
+    if (herd_ckpt_find(ck, "description", 0, &s, NULL) < 0)
+        return herd_model_create(in->model, c, h, w, nclasses, max_batch, in->seed, m, err);
+    char *text = malloc(s.bytes + 1);
+    if (!text)
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    memcpy(text, s.data, s.bytes);
+    text[s.bytes] = 0;
+    herd_status st = strlen(text) != s.bytes
+                         ? herd_err_set(err, HERD_ECORRUPT, "checkpoint %s: its description holds a NUL byte",
+                                        herd_ckpt_label(ck))
+                         : herd_model_create_from_description(in->model, text, c, h, w, nclasses, max_batch, in->seed,
+                                                              m, err);
+    free(text);
+    return st;
+}
+
 herd_status herd_ckpt_kept_model(const herd_ckpt *ck, size_t c, size_t h, size_t w, size_t nclasses,
                                  size_t max_batch, herd_model **out, herd_err *err)
 {
@@ -139,7 +163,7 @@ herd_status herd_ckpt_kept_model(const herd_ckpt *ck, size_t c, size_t h, size_t
                             "model --algo %s keeps (%s); resuming the run with this herd (herd train ... --checkpoint "
                             "DIR --resume) writes it with its next checkpoint",
                             f, in->algo, algo ? "its center, server or average" : "an algorithm this herd does not know");
-    HERD_TRY(herd_model_create(in->model, c, h, w, nclasses, max_batch ? max_batch : in->batch, in->seed, &m, err));
+    HERD_TRY(kept_create(ck, c, h, w, nclasses, max_batch ? max_batch : in->batch, &m, err));
     size_t np = herd_model_nparams(m), nb = herd_model_nbuffers(m);
     if (np != in->nparams) {
         st = herd_err_set(err, HERD_EINVAL,
@@ -352,7 +376,7 @@ herd_status herd_export(const herd_export_config *cfg, herd_export_result *res, 
         return st;
     if (!cfg->out || !*cfg->out)
         return herd_err_set(err, HERD_EINVAL, "export: no output named (cfg->out)");
-    if (cfg->format != HERD_EXPORT_SAFETENSORS && cfg->format != HERD_EXPORT_NPY)
+    if (cfg->format != HERD_EXPORT_SAFETENSORS && cfg->format != HERD_EXPORT_NPY && cfg->format != HERD_EXPORT_PYTORCH)
         return herd_err_set(err, HERD_EINVAL, "herd_export: cfg->format %d is not a herd_export_format",
                             (int)cfg->format);
     HERD_TRY(herd__ckpt_open_latest(cfg->checkpoint_dir, &ck, res->checkpoint, sizeof res->checkpoint, res->warn,

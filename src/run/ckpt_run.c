@@ -18,8 +18,9 @@
 #include "run/options.h"
 
 /* A worker's sections: params, momentum, optimizer state, buffers, cursor,
- * rng, algo; the run's: claim, meta, model (worker 0's), options, norm. */
-enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 7, RUN_SECTIONS = 5 };
+ * rng, algo; the run's: claim, meta, model (worker 0's), options, norm,
+ * description. */
+enum { CURSOR_BYTES = 40, RNG_BYTES = 32, CLAIM_BYTES = 8, SECTIONS_PER_WORKER = 7, RUN_SECTIONS = 6 };
 /* A slot sent to worker 0 from another process: a head (what follows:
  * momentum, buffers, optimizer record and algo sizes, then the cursor and
  * rng sections), then each of its arrays that is not empty, in slot_pieces'
@@ -57,6 +58,7 @@ struct herd__ckpt_run {
     float *model;        /* nparams floats: the kept model, where it is not worker 0's params */
     bool has_model;
     unsigned char *meta; /* the meta section (its length is fixed by the run's --data) */
+    char *desc;          /* the description section: the model's (herd_model_description) */
     float *norm;         /* the norm section: the data's standardization, c means then c stds (NULL: none) */
     size_t nnorm;        /* floats in it */
     char *options;       /* the options section: "name=value\n" of every HERD_OPT_RESUME row and the
@@ -357,8 +359,8 @@ static herd_status lock_dir(herd__ckpt_run *cr, const char *dir, herd_err *err)
 /* What the header and the meta section must hold of the run. */
 static herd_status check_fits(const herd__train_config *cfg, const char *algo, herd_err *err)
 {
-    if (bad_fit(cfg->model, sizeof((herd_ckpt_info *)0)->model) || bad_fit(algo, sizeof((herd_ckpt_info *)0)->algo))
-        return herd_err_set(err, HERD_EINVAL, "--checkpoint: model or algorithm name too long for the header");
+    if (bad_fit(algo, sizeof((herd_ckpt_info *)0)->algo)) /* a model's name fits (herd_model_name_for) */
+        return herd_err_set(err, HERD_EINVAL, "--checkpoint: algorithm name too long for the header");
     if (cfg->workers > UINT32_MAX || cfg->batch > UINT32_MAX)
         return herd_err_set(err, HERD_EINVAL, "--checkpoint: too many workers or too large a batch");
     if (cfg->data && strlen(cfg->data) >= HERD_CKPT_MAX_DATA)
@@ -391,7 +393,7 @@ static herd_status lay_out(herd__ckpt_run *cr, const char *algo, size_t nparams,
     herd_ckpt_info *in = &cr->info;
     in->nparams = nparams, in->seed = cfg->seed, in->steps_per_epoch = steps_per_epoch;
     in->workers = (uint32_t)cfg->workers, in->batch = (uint32_t)cfg->batch;
-    snprintf(in->model, sizeof in->model, "%s", cfg->model);
+    herd_model_name_for(cfg->model, in->model, sizeof in->model);
     snprintf(in->algo, sizeof in->algo, "%s", algo);
     cr->every = cfg->checkpoint_every ? cfg->checkpoint_every : steps_per_epoch;
     const herd_algo_ops *ops = herd_algo_find(algo);
@@ -506,6 +508,7 @@ void herd__ckpt_run_free(herd__ckpt_run *cr)
     free(cr->secs);
     free(cr->options);
     free(cr->norm);
+    free(cr->desc);
     free(cr->model);
     free(cr->meta);
     herd_ckpt_free(cr->resume);
@@ -515,6 +518,21 @@ void herd__ckpt_run_free(herd__ckpt_run *cr)
 }
 
 bool herd__ckpt_resuming(const herd__ckpt_run *cr) { return cr && cr->resume; }
+
+herd_status herd__ckpt_run_describe(herd__ckpt_run *cr, const char *desc, herd_err *err)
+{
+    herd_ckpt_section s;
+    if (!cr)
+        return HERD_OK;
+    if (cr->resume && herd_ckpt_find(cr->resume, "description", 0, &s, NULL) == HERD_OK &&
+        (s.bytes != strlen(desc) || memcmp(s.data, desc, s.bytes)))
+        return herd_err_set(err, HERD_EINVAL, "checkpoint %s is of another description of model '%s' than --model %s "
+                            "now holds; resume with the description it was trained with",
+                            herd_ckpt_label(cr->resume), cr->info.model, cr->cfg->model);
+    if (!(cr->desc = strdup(desc)))
+        return herd_err_set(err, HERD_ENOMEM, "out of memory");
+    return HERD_OK;
+}
 
 /* The data order of loader l's current epoch, as the rng section holds it. */
 static void encode_rng(const herd_loader *l, unsigned char *out)
@@ -871,6 +889,8 @@ static size_t build_sections(herd__ckpt_run *cr)
         cr->secs[n++] = (herd_ckpt_section){"options", 0, cr->options, strlen(cr->options)};
     if (cr->norm)
         cr->secs[n++] = (herd_ckpt_section){"norm", 0, cr->norm, cr->nnorm * sizeof(float)};
+    if (cr->desc)
+        cr->secs[n++] = (herd_ckpt_section){"description", 0, cr->desc, strlen(cr->desc)};
     return n;
 }
 

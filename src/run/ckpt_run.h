@@ -98,6 +98,10 @@ bool herd__ckpt_other_data(const herd__ckpt_run *cr, uint64_t *train, uint64_t *
  * resolved configuration; resuming, a value that differs from the
  * checkpoint's is refused, naming both. Nothing to do where cr is NULL. */
 herd_status herd__ckpt_run_options(herd__ckpt_run *cr, const herd_algo_ops *ops, const void *algo_opts, herd_err *err);
+/* The model's description, which each checkpoint records (its
+ * "description" section); resuming, one that differs from the
+ * checkpoint's is refused. Nothing to do where cr is NULL. */
+herd_status herd__ckpt_run_describe(herd__ckpt_run *cr, const char *desc, herd_err *err);
 void herd__ckpt_run_free(herd__ckpt_run *cr);
 bool herd__ckpt_resuming(const herd__ckpt_run *cr);
 

@@ -150,7 +150,8 @@ const herd_opt herd__run_options[] = {
      .help = "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or "
              "/usr/share/datasets/fashion-mnist)"},
     {.name = "model", .type = HERD_OPT_STR, .offset = AT(model), .def = "lenet", .flags = RESUME | AGREE | HERD_OPT_NONEMPTY,
-     .meta = "S", .group = G_RUN, .help = "linear, mlp, lenet, cnn or resnet20"},
+     .meta = "S", .group = G_RUN,
+     .help = "linear, mlp, lenet, cnn, resnet20 (models/NAME.model), or a description file (docs/models-and-data.md)"},
     {.name = "algo", .type = HERD_OPT_STR, .offset = AT(algo), .flags = AGREE | HERD_OPT_NONEMPTY, .meta = "S",
      .group = G_RUN,
      .help = "synchronization algorithm (default: sgd for one worker, allreduce for several; see 'herd algos')"},

@@ -131,7 +131,8 @@ out:
 /* The model against the data's shape, where that is known before any data
  * is read or made (synthetic data): a model that cannot take the shape is
  * refused before 60000 examples are generated for it. Elsewhere the
- * model's name alone (the shape is checked once the data is read). */
+ * model's name alone, or that its description file reads (the shape is
+ * checked once the data is read). */
 static herd_status check_model(const herd__train_config *cfg, herd_err *err)
 {
     herd_status st = HERD_OK;
@@ -144,6 +145,12 @@ static herd_status check_model(const herd__train_config *cfg, herd_err *err)
     HERD_TRY(herd_data_shape(cfg->data, &known, &c, &h, &w, &k, err));
     if (named && !known)
         return HERD_OK;
+    if (!known && cfg->model) { /* a description file: that it reads (the shapes are checked on the data's) */
+        char *text = NULL;
+        HERD_TRY(herd_model_read_description(cfg->model, &text, NULL, 0, err));
+        free(text);
+        return HERD_OK;
+    }
     /* herd_model_create names the model unknown, or the layer that does not fit */
     HERD_TRY(herd_model_create(cfg->model ? cfg->model : "", known ? c : 1, known ? h : 28, known ? w : 28,
                                known ? k : 10, 1, cfg->seed, &m, err));
@@ -319,6 +326,7 @@ static herd_status open_run(herd_run *r, worker_ctx **workers, bool *log_open, h
     HERD_TRY(herd__ckpt_run_open(cfg, r->algo_ops->name, (*workers)[0].w.nparams, (*workers)[0].w.steps_per_epoch,
                                  &r->train, &r->test, r->first_rank, r->nlocal, &r->ckpt, err));
     HERD_TRY(herd__ckpt_run_options(r->ckpt, r->algo_ops, r->algo_opts, err));
+    HERD_TRY(herd__ckpt_run_describe(r->ckpt, herd_model_description((*workers)[0].w.model), err));
     for (size_t i = 0; herd__ckpt_resuming(r->ckpt) && i < r->nlocal; i++)
         HERD_TRY(herd__ckpt_restore(r->ckpt, &(*workers)[i].w, &(*workers)[i].loader, &(*workers)[i].resume, err));
 out:
