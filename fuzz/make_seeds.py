@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Writes the fuzzers' seed corpora and the CLI dictionary into OUT:
-OUT/idx, OUT/cifar, OUT/ckpt, OUT/cli (one valid input or more each) and
+OUT/idx, OUT/cifar, OUT/npy, OUT/ckpt, OUT/cli (one valid input or more each) and
 OUT/cli.dict (every flag of every sub-command: the herd_opt rows of
 src/cli/*.c, the run's option table src/run/options.c and the algorithms'
 tables)."""
 import os, re, struct, sys
 
 out = sys.argv[1]
-for d in ("idx", "cifar", "ckpt", "cli"):
+for d in ("idx", "cifar", "npy", "ckpt", "cli"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 
 def put(d, name, data):
@@ -24,6 +24,22 @@ for n, h, w in ((3, 2, 2), (12, 5, 3), (1, 28, 28)):
 rec = lambda k: bytes([k % 10]) + bytes((i + k) % 251 for i in range(3072))
 put("cifar", "one", rec(3))
 put("cifar", "two", rec(1) + rec(9))
+
+# .npy: 2-byte big-endian image length, image array, label array (format
+# 1.0 to 3.0: magic, version, header length, a dict padded to 64 bytes)
+def npy(descr, shape, data, major=1):
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    pre = 10 if major == 1 else 12
+    pad = (64 - (pre + len(d) + 1) % 64) % 64
+    hdr = (d + " " * pad + "\n").encode()
+    size = struct.pack("<H" if major == 1 else "<I", len(hdr))
+    return b"\x93NUMPY" + bytes([major, 0]) + size + hdr + data
+
+for name, img, lab in (
+        ("u8-nchw", npy("|u1", "(2, 1, 3, 3)", bytes(range(18))), npy("<i8", "(2,)", struct.pack("<2q", 0, 3))),
+        ("u8-nhwc", npy("|u1", "(2, 4, 4, 3)", bytes(range(96)), 2), npy("<i4", "(2, 1)", struct.pack("<2i", 1, 0))),
+        ("f32", npy("<f4", "(3, 4)", struct.pack("<12f", *range(12)), 3), npy("|u1", "(3,)", bytes([2, 0, 1])))):
+    put("npy", name, struct.pack(">H", len(img)) + img + lab)
 
 # checkpoint: the layout of include/herd/herd_ckpt.h
 def crc32c(data, crc=0):
