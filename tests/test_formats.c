@@ -1,7 +1,11 @@
-/* The data formats beyond IDX and CIFAR: NumPy .npy arrays, written here
+/* The data formats beyond IDX and CIFAR. NumPy .npy arrays, written here
  * byte by byte, read back to the exact value in every layout and type;
  * every malformed header refused with a message naming its file; a
- * directory of them opened, standardized and trained on by the herd command. */
+ * directory of them opened, standardized and trained on by the herd
+ * command. Folders of PNG and JPEG images per class, written here with
+ * libpng and libjpeg: decoded to the bit (PNG) or within a few levels
+ * (JPEG), every cut or broken file refused, classes and examples in
+ * torchvision's order, and trained on. */
 #include "harness.h"
 #include "fixtures.h"
 #include "data/data_parse.h"
@@ -9,7 +13,13 @@
 #include "herd/herd_rng.h"
 
 #include <stdint.h>
+#include <stdio.h> /* before jpeglib.h */
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <jpeglib.h>
+#include <png.h>
+#include <zlib.h>
 
 /* A .npy file's bytes: version major (1, 2 or 3), header dict as given,
  * padded with spaces to a multiple of 64 and ended by a newline, then the data. */
@@ -273,10 +283,16 @@ static void test_npy_mutations(void)
     free(m), free(img), free(lab);
 }
 
-/* A learnable set of nk classes of 8x8 one-channel images: class k's
- * quadrant k is bright, over noise. NHWC uint8 (N x 8 x 8 x 1) when nhwc, else
- * float32 N x 1 x 8 x 8 of the same pixels over 255 (what the uint8 reader
- * gives, so that both sets are of one scale). */
+/* An 8x8 one-channel picture of class k of four: quadrant k bright, over noise. */
+static void quadrant(unsigned char *px, size_t k, herd_rng *r)
+{
+    for (size_t j = 0; j < 64; j++)
+        px[j] = (unsigned char)(((j / 8 / 4) * 2 + j % 8 / 4 == k ? 150 : 0) + herd_rng_below(r, 100));
+}
+
+/* A learnable set of nk (at most 4) classes of quadrant() pictures: NHWC
+ * uint8 (N x 8 x 8 x 1) when nhwc, else float32 N x 1 x 8 x 8 of the same
+ * pixels over 255 (what the uint8 reader gives: both sets of one scale). */
 static void write_npy_set(const char *dir, const char *part, size_t n, size_t nk, uint64_t seed, bool nhwc)
 {
     herd_rng r;
@@ -286,11 +302,9 @@ static void write_npy_set(const char *dir, const char *part, size_t n, size_t nk
     int64_t *y = malloc(n * sizeof *y);
     for (size_t i = 0; i < n; i++) {
         y[i] = (int64_t)herd_rng_below(&r, nk);
-        for (size_t j = 0; j < 64; j++) {
-            bool lit = (size_t)((j / 8 / 4) * 2 + j % 8 / 4) == (size_t)y[i] % 4;
-            u[i * 64 + j] = (unsigned char)((lit ? 150 : 0) + (int)herd_rng_below(&r, 100));
+        quadrant(u + i * 64, (size_t)y[i], &r);
+        for (size_t j = 0; j < 64; j++)
             f[i * 64 + j] = (float)u[i * 64 + j] / 255.0f;
-        }
     }
     char name[128];
     snprintf(name, sizeof name, "%s/%s_images.npy", dir, part);
@@ -346,6 +360,29 @@ static void test_npy_open_dir(void)
     ASSERT_STR_CONTAINS(err.msg, "training examples are 1x8x8 but test examples 1x2x2");
 }
 
+/* herd train --model linear, 2 epochs of batch 32 on dir of four classes
+ * of quadrant(): it ends well, its summary holds steps ("\"steps\":N,"),
+ * and the model learned (test accuracy 0.95 or more). Then dir's file
+ * named bad becomes the bytes of text bytes (no NUL): exit 1, msg said. */
+static void expect_learns(const char *dir, const char *steps, const char *bad, const char *bytes, const char *msg)
+{
+    herd_test_cmd o;
+    herd_test_run(&o, 50, (const char *const[]){"train", "--data", dir, "--model", "linear", "--epochs", "2",
+                                               "--batch", "32", "--json", "--no-progress", NULL});
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
+    ASSERT_STR_CONTAINS(o.out, steps);
+    const char *acc = strstr(o.out, "\"test_acc\":");
+    ASSERT_TRUE(acc != NULL);
+    double a = atof(acc + strlen("\"test_acc\":"));
+    if (!(a >= 0.95))
+        herd_test_fail(__FILE__, __LINE__, "test accuracy %g on four separable classes: %s", a, o.out);
+    write_file(herd_test_fmt("%s/%s", dir, bad), bytes, strlen(bytes));
+    HERD_TEST_RUN(&o, "train", "--data", dir, "--model", "linear", "--epochs", "1");
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, msg);
+}
+
 /* herd train on a directory of .npy files: the right number of steps, a
  * model that learned the four classes; a corrupt file, exit 1 naming it. */
 static void test_npy_train_cli(void)
@@ -354,21 +391,289 @@ static void test_npy_train_cli(void)
     write_npy_set("npy", "train", 512, 4, 5, true);
     write_npy_set("npy", "test", 128, 4, 6, false);
     const char *dir = herd_test_fmt("%s/npy", herd_test_tmpdir());
-    herd_test_cmd o;
-    herd_test_run(&o, 50, (const char *const[]){"train", "--data", dir, "--model", "linear", "--epochs", "2",
-                                               "--batch", "32", "--json", "--no-progress", NULL});
-    if (o.code != 0)
-        herd_test_fail(__FILE__, __LINE__, "exit %d: %s", o.code, o.err);
-    ASSERT_STR_CONTAINS(o.out, "\"steps\":32,"); /* 2 epochs of 512 / 32 */
-    const char *acc = strstr(o.out, "\"test_acc\":");
-    ASSERT_TRUE(acc != NULL);
-    double a = atof(acc + strlen("\"test_acc\":"));
-    if (!(a >= 0.95))
-        herd_test_fail(__FILE__, __LINE__, "test accuracy %g on four separable classes: %s", a, o.out);
-    write_file(herd_test_fmt("%s/test_labels.npy", dir), "\x93NUMPY\x01\x00\x10", 9);
-    HERD_TEST_RUN(&o, "train", "--data", dir, "--model", "linear", "--epochs", "1");
-    ASSERT_EQ_INT(o.code, 1);
-    ASSERT_STR_CONTAINS(o.err, "test_labels.npy: not a .npy file (shorter than its 10-byte preamble)");
+    expect_learns(dir, "\"steps\":32,", "test_labels.npy", "\x93NUMPY\x01\x00\x10", /* 2 epochs of 512 / 32 */
+                  "test_labels.npy: not a .npy file (shorter than its 10-byte preamble)");
+}
+
+/* ---- folders of PNG and JPEG images per class ---------------------------- */
+
+/* Writes a PNG of c (1 gray, 3 RGB) x h x w CHW pixels with libpng, as
+ * format asks: PNG_FORMAT_GRAY, _RGB, _RGBA (alpha made up, which the
+ * reader drops) or _RGB_COLORMAP (a palette of the image's own colors). */
+static void write_png(const char *path, size_t c, size_t h, size_t w, const unsigned char *chw, uint32_t format)
+{
+    size_t hw = h * w, oc = PNG_IMAGE_PIXEL_CHANNELS(format);
+    unsigned char *buf = calloc(hw * (oc > c ? oc : c), 1), map[256 * 3];
+    ASSERT_TRUE(buf != NULL);
+    png_image im;
+    memset(&im, 0, sizeof im);
+    im.version = PNG_IMAGE_VERSION, im.width = (uint32_t)w, im.height = (uint32_t)h, im.format = format;
+    for (size_t j = 0; j < hw; j++) {
+        if (format & PNG_FORMAT_FLAG_COLORMAP) {
+            ASSERT_TRUE(hw <= 256);
+            buf[j] = (unsigned char)j; /* entry j is pixel j's color */
+            for (size_t ch = 0; ch < 3; ch++)
+                map[j * 3 + ch] = chw[ch * hw + j];
+            continue;
+        }
+        for (size_t ch = 0; ch < oc; ch++)
+            buf[j * oc + ch] = ch < c ? chw[ch * hw + j] : (unsigned char)(j * 37);
+    }
+    if (format & PNG_FORMAT_FLAG_COLORMAP)
+        im.colormap_entries = (uint32_t)hw;
+    if (!png_image_write_to_file(&im, path, 0, buf, 0, map))
+        herd_test_fail(__FILE__, __LINE__, "writing %s: %s", path, im.message);
+    free(buf);
+}
+
+/* Writes a baseline JPEG of quality q with libjpeg. */
+static void write_jpeg(const char *path, size_t c, size_t h, size_t w, const unsigned char *chw, int q)
+{
+    struct jpeg_compress_struct ci;
+    struct jpeg_error_mgr jerr;
+    ci.err = jpeg_std_error(&jerr);
+    jpeg_create_compress(&ci);
+    FILE *f = fopen(path, "wb");
+    ASSERT_TRUE(f != NULL);
+    jpeg_stdio_dest(&ci, f);
+    ci.image_width = (JDIMENSION)w, ci.image_height = (JDIMENSION)h, ci.input_components = (int)c;
+    ci.in_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&ci);
+    jpeg_set_quality(&ci, q, TRUE);
+    jpeg_start_compress(&ci, TRUE);
+    unsigned char *row = malloc(w * c);
+    for (size_t y = 0; y < h; y++) {
+        for (size_t x = 0; x < w; x++)
+            for (size_t ch = 0; ch < c; ch++)
+                row[x * c + ch] = chw[(ch * h + y) * w + x];
+        JSAMPROW r = row;
+        jpeg_write_scanlines(&ci, &r, 1);
+    }
+    jpeg_finish_compress(&ci);
+    jpeg_destroy_compress(&ci);
+    ASSERT_EQ_INT(fclose(f), 0);
+    free(row);
+}
+
+/* A smooth test picture (JPEG keeps it within a few levels), CHW. */
+static void picture(unsigned char *chw, size_t c, size_t h, size_t w, size_t seed)
+{
+    for (size_t ch = 0; ch < c; ch++)
+        for (size_t y = 0; y < h; y++)
+            for (size_t x = 0; x < w; x++)
+                chw[(ch * h + y) * w + x] = (unsigned char)(20 + 10 * seed + 30 * ch + 8 * y + 5 * x);
+}
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ASSERT_TRUE(f != NULL);
+    unsigned char *b = malloc(1 << 20);
+    *len = fread(b, 1, 1 << 20, f);
+    fclose(f);
+    return b;
+}
+
+static herd__image decode_ok(const char *path)
+{
+    size_t len;
+    unsigned char *b = slurp(path, &len);
+    herd__image img;
+    herd_err err = {0};
+    if (herd__image_decode(b, len, path, 1 << 20, &img, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    free(b);
+    return img;
+}
+
+/* PNG of each kind to the bit; JPEG within a few levels of what was encoded. */
+static void test_image_decode(void)
+{
+    enum { IH = 7, IW = 9 };
+    unsigned char px[3 * IH * IW];
+    static const struct {
+        uint32_t format;
+        size_t c;
+    } kinds[] = {{PNG_FORMAT_GRAY, 1}, {PNG_FORMAT_RGB, 3}, {PNG_FORMAT_RGBA, 3}, {PNG_FORMAT_RGB_COLORMAP, 3},
+                 {PNG_FORMAT_GA, 1}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        picture(px, kinds[k].c, IH, IW, k);
+        const char *path = herd_test_fmt("%s/k%zu.png", herd_test_tmpdir(), k);
+        write_png(path, kinds[k].c, IH, IW, px, kinds[k].format);
+        herd__image img = decode_ok(path);
+        ASSERT_TRUE(img.c == kinds[k].c && img.h == IH && img.w == IW);
+        for (size_t j = 0; j < kinds[k].c * IH * IW; j++)
+            ASSERT_EQ_INT(img.px[j], px[j]);
+        free(img.px);
+    }
+    for (size_t c = 1; c <= 3; c += 2) {
+        picture(px, c, IH, IW, c);
+        const char *path = herd_test_fmt("%s/q%zu.jpg", herd_test_tmpdir(), c);
+        write_jpeg(path, c, IH, IW, px, 95);
+        herd__image img = decode_ok(path);
+        ASSERT_TRUE(img.c == c && img.h == IH && img.w == IW);
+        double sum = 0;
+        for (size_t j = 0; j < c * IH * IW; j++) {
+            ASSERT_NEAR(img.px[j], px[j], 10, 0);
+            sum += fabs((double)img.px[j] - px[j]);
+        }
+        ASSERT_TRUE(sum / (double)(c * IH * IW) < 3);
+        free(img.px);
+    }
+}
+
+static void expect_image_refused(const unsigned char *b, size_t len, size_t max, const char *msg)
+{
+    herd__image img;
+    herd_err err = {0};
+    ASSERT_EQ_INT(herd__image_decode(b, len, "bad/pic.png", max, &img, &err), HERD_ECORRUPT);
+    ASSERT_STR_CONTAINS(err.msg, "bad/pic.png: ");
+    ASSERT_STR_CONTAINS(err.msg, msg);
+    ASSERT_TRUE(img.px == NULL && img.c == 0);
+}
+
+static void put_be32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (24 - 8 * i));
+}
+
+/* Every prefix of a PNG and a JPEG, a broken CRC, a header claiming more
+ * than the file holds, an image above the limit, bytes of neither kind. */
+static void test_image_malformed(void)
+{
+    unsigned char px[3 * 16 * 16];
+    picture(px, 3, 16, 16, 0);
+    const char *png = herd_test_fmt("%s/m.png", herd_test_tmpdir()), *jpg = herd_test_fmt("%s/m.jpg", herd_test_tmpdir());
+    write_png(png, 3, 16, 16, px, PNG_FORMAT_RGB);
+    write_jpeg(jpg, 3, 16, 16, px, 90);
+    size_t np, nj;
+    unsigned char *p = slurp(png, &np), *j = slurp(jpg, &nj);
+    for (size_t len = 0; len < np; len++)
+        expect_image_refused(p, len, 1 << 20, len < 8 ? "not a PNG or JPEG file" : "corrupt PNG");
+    for (size_t len = 3; len < nj; len++)
+        expect_image_refused(j, len, 1 << 20, "corrupt JPEG");
+    expect_image_refused(p, np, 100, "larger than herd reads");
+    expect_image_refused(j, nj, 100, "larger than herd reads");
+    expect_image_refused((const unsigned char *)"GIF89a....", 10, 1 << 20, "not a PNG or JPEG file");
+    unsigned char *m = malloc(np);
+    memcpy(m, p, np);
+    m[20] ^= 1; /* IHDR's height, its CRC now wrong */
+    expect_image_refused(m, np, 1 << 20, "corrupt PNG: IHDR: CRC error");
+    memcpy(m, p, np);
+    put_be32(m + 16, 60000), put_be32(m + 20, 60000); /* 60000 x 60000, with a right CRC */
+    put_be32(m + 29, (uint32_t)crc32(0, m + 12, 17));
+    expect_image_refused(m, np, (size_t)1 << 40, "claims more pixels than the file can hold");
+    free(m), free(p), free(j);
+}
+
+/* A folder of images per class at DIR/PART/CLASS/NAME: a picture of seed. */
+static void put_image(const char *dir, const char *part, const char *cls, const char *name, size_t c, size_t h,
+                      size_t w, size_t seed)
+{
+    unsigned char px[3 * 32 * 32];
+    picture(px, c, h, w, seed);
+    const char *d = herd_test_fmt("%s/%s", dir, part);
+    mkdir(d, 0700);
+    d = herd_test_fmt("%s/%s/%s", dir, part, cls);
+    mkdir(d, 0700);
+    const char *path = herd_test_fmt("%s/%s", d, name);
+    if (strstr(name, ".jpg"))
+        write_jpeg(path, c, h, w, px, 95);
+    else
+        write_png(path, c, h, w, px, c == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB);
+}
+
+static void expect_open_refused(const char *dir, herd_status want, const char *msg)
+{
+    herd_dataset tr, te;
+    herd_err err = {0};
+    herd_status st = herd_data_open(dir, 1, &tr, &te, &err);
+    if (st != want)
+        herd_test_fail(__FILE__, __LINE__, "want %s, got %s (%s)", herd_err_name(want), herd_err_name(st), err.msg);
+    ASSERT_STR_CONTAINS(err.msg, msg);
+    ASSERT_TRUE(tr.x == NULL && te.x == NULL);
+}
+
+/* Classes sorted by name, hidden folders and other files skipped, examples
+ * class by class and file by file, both sets standardized alike. */
+static void test_image_folder(void)
+{
+    char dir[512]; /* herd_test_fmt's strings are reused after 256 calls */
+    snprintf(dir, sizeof dir, "%s", make_subdir("imgs"));
+    /* train: bird (2 images), cat (1), dog (1); a hidden folder, a text file */
+    put_image(dir, "train", "dog", "x.png", 3, 5, 6, 0);
+    put_image(dir, "train", "cat", "b.PNG", 3, 5, 6, 1);
+    put_image(dir, "train", "bird", "b.png", 3, 5, 6, 2);
+    put_image(dir, "train", "bird", "a.png", 3, 5, 6, 3);
+    put_image(dir, "train", ".ipynb_checkpoints", "z.png", 1, 2, 2, 0);
+    write_file(herd_test_fmt("%s/train/cat/notes.txt", dir), "hi", 2);
+    expect_open_refused(dir, HERD_ENOTFOUND, "imgs: has train/ but not test/");
+    put_image(dir, "test", "dog", "t.jpg", 3, 5, 6, 4);
+    herd_dataset tr, te;
+    herd_err err = {0};
+    if (herd_data_open(dir, 1, &tr, &te, &err) != HERD_OK)
+        herd_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    ASSERT_TRUE(tr.n == 4 && te.n == 1 && tr.c == 3 && tr.h == 5 && tr.w == 6);
+    ASSERT_TRUE(tr.nclasses == 3 && te.nclasses == 3);
+    static const int32_t labels[4] = {0, 0, 1, 2};  /* bird, bird, cat, dog */
+    static const size_t seeds[4] = {3, 2, 1, 0};    /* bird/a, bird/b, cat/b, dog/x */
+    unsigned char px[3 * 5 * 6];
+    for (size_t i = 0; i < 4; i++) {
+        ASSERT_EQ_INT(tr.y[i], labels[i]);
+        picture(px, 3, 5, 6, seeds[i]);
+        for (size_t k = 0; k < 90; k++) /* undo the standardization */
+            ASSERT_NEAR(tr.x[i * 90 + k] * tr.std[k / 30] + tr.mean[k / 30], px[k] / 255.0, 1e-5, 0);
+    }
+    ASSERT_EQ_INT(te.y[0], 2);
+    ASSERT_TRUE(te.mean[2] == tr.mean[2] && te.std[2] == tr.std[2]);
+    herd_dataset_free(&tr), herd_dataset_free(&te);
+    put_image(dir, "test", "fish", "f.png", 3, 5, 6, 0);
+    expect_open_refused(dir, HERD_ECORRUPT, "imgs/test/fish: class 'fish' is not one of");
+    ASSERT_EQ_INT(rename(herd_test_fmt("%s/test/fish/f.png", dir), herd_test_fmt("%s/test/dog/f.png", dir)), 0);
+    ASSERT_EQ_INT(rmdir(herd_test_fmt("%s/test/fish", dir)), 0);
+    ASSERT_EQ_INT(mkdir(herd_test_fmt("%s/train/emu", dir), 0700), 0);
+    expect_open_refused(dir, HERD_ECORRUPT, "imgs/train/emu: holds no .png, .jpg or .jpeg images");
+    ASSERT_EQ_INT(rmdir(herd_test_fmt("%s/train/emu", dir)), 0);
+    put_image(dir, "test", "dog", "g.png", 3, 6, 5, 0);
+    expect_open_refused(dir, HERD_ECORRUPT, "imgs/test/dog/g.png: an image of 3x6x5 (channels x height x width), "
+                                            "where the first image read is 3x5x6");
+    put_image(dir, "test", "dog", "g.png", 1, 5, 6, 0);
+    expect_open_refused(dir, HERD_ECORRUPT, "imgs/test/dog/g.png: an image of 1x5x6");
+    write_file(herd_test_fmt("%s/test/dog/g.png", dir), "\x89PNG\r\n\x1a\n\0\0", 10);
+    expect_open_refused(dir, HERD_ECORRUPT, "imgs/test/dog/g.png: corrupt PNG");
+    ASSERT_EQ_INT(unlink(herd_test_fmt("%s/test/dog/g.png", dir)), 0);
+    const char *one = make_subdir("one");
+    put_image(one, "train", "a", "x.png", 1, 2, 2, 0);
+    put_image(one, "test", "a", "x.png", 1, 2, 2, 0);
+    expect_open_refused(one, HERD_ECORRUPT, "one/train: holds 1 class folder(s), at least 2 are needed");
+}
+
+/* herd train on an image folder: PNG training images, JPEG test images,
+ * four classes (a bright quadrant each) learned; a corrupt file, exit 1. */
+static void test_image_train_cli(void)
+{
+    char dir[512]; /* herd_test_fmt's strings are reused after 256 calls */
+    snprintf(dir, sizeof dir, "%s", make_subdir("quad"));
+    herd_rng r;
+    herd_rng_seed(&r, 9, 0);
+    unsigned char px[64];
+    for (size_t part = 0; part < 2; part++)
+        for (size_t k = 0; k < 4; k++)
+            for (size_t i = 0; i < (part ? 16 : 64); i++) {
+                quadrant(px, k, &r);
+                const char *cls = herd_test_fmt("class%zu", k), *name = herd_test_fmt("%03zu.%s", i, part ? "jpg" : "png");
+                const char *d = herd_test_fmt("%s/%s", dir, part ? "test" : "train");
+                mkdir(d, 0700);
+                d = herd_test_fmt("%s/%s", d, cls);
+                mkdir(d, 0700);
+                if (part)
+                    write_jpeg(herd_test_fmt("%s/%s", d, name), 1, 8, 8, px, 90);
+                else
+                    write_png(herd_test_fmt("%s/%s", d, name), 1, 8, 8, px, PNG_FORMAT_GRAY);
+            }
+    expect_learns(dir, "\"steps\":16,", "test/class2/007.jpg", "\xff\xd8\xff\xe0", /* 2 epochs of 256 / 32 */
+                  "quad/test/class2/007.jpg: corrupt JPEG: ");
 }
 
 const herd_test herd_tests_formats[] = {
@@ -378,5 +683,9 @@ const herd_test herd_tests_formats[] = {
     {"formats_npy_mutations", test_npy_mutations, 60, HERD_TEST_ONE_THREAD},
     {"formats_npy_open_dir", test_npy_open_dir, 20, HERD_TEST_ONE_THREAD},
     {"formats_npy_train_cli", test_npy_train_cli, 60},
+    {"formats_image_decode", test_image_decode, 20, HERD_TEST_ONE_THREAD},
+    {"formats_image_malformed", test_image_malformed, 30, HERD_TEST_ONE_THREAD},
+    {"formats_image_folder", test_image_folder, 20, HERD_TEST_ONE_THREAD},
+    {"formats_image_train_cli", test_image_train_cli, 60},
     HERD_TEST_END,
 };

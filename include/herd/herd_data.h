@@ -1,5 +1,6 @@
 /* herd_data.h — data sets: IDX (MNIST / Fashion-MNIST), CIFAR-10 binary,
- * synthetic; and the loader that shards and batches them.
+ * NumPy .npy, folders of PNG/JPEG images, synthetic; and the loader that
+ * shards and batches them.
  *
  * Ownership: a herd_dataset owns its x and y arrays (free with
  * herd_dataset_free). A herd_loader borrows its dataset, which must outlive it,
@@ -93,6 +94,8 @@ herd_status herd_data_shape(const char *spec, bool *known, size_t *c, size_t *h,
  *                           or CIFAR-10 binaries (data_batch_1..5.bin, test_batch.bin)
  *                           or NumPy arrays (train_images.npy, train_labels.npy,
  *                           test_images.npy, test_labels.npy: herd_data_load_npy)
+ *                           or folders of PNG/JPEG images per class under train/ and
+ *                           test/ (docs/models-and-data.md)
  * Then standardizes both sets per channel with the TRAIN set's mean and std
  * (x = (x - mean) / std). seed only matters for synthetic data. spec may be
  * NULL; train and test may not. */

@@ -474,6 +474,17 @@ static uint64_t dataset_digest(const herd_dataset *d)
     return herd__digest64(d->y, d->n * sizeof(int32_t), h);
 }
 
+/* The formats of their own files (npy.c, imagefolder.c): *found where dir
+ * holds one of them. */
+static herd_status open_files_of_own(const char *dir, herd_dataset *train, herd_dataset *test, bool *found,
+                                     herd_err *err)
+{
+    herd_status st = herd__data_open_npy(dir, train, test, found, err);
+    if (st == HERD_OK && !*found)
+        st = herd__data_open_images(dir, train, test, found, err);
+    return st;
+}
+
 herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train, herd_dataset *test, herd_err *err)
 {
     herd_status st = HERD_OK;
@@ -534,12 +545,13 @@ herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train,
         goto done;
     }
     bool found = false;
-    HERD_TRY(herd__data_open_npy(spec, train, test, &found, err));
+    HERD_TRY(open_files_of_own(spec, train, test, &found, err));
     if (found)
         goto done;
     st = herd_err_set(err, HERD_ENOTFOUND,
                       "%s: no data found (expected train-images-idx3-ubyte[.gz] and friends, CIFAR-10 "
-                      "data_batch_N.bin and test_batch.bin, or train_images.npy and friends)", spec);
+                      "data_batch_N.bin and test_batch.bin, train_images.npy and friends, or train/ and test/ "
+                      "folders of images per class)", spec);
     goto out;
 done:
     if (train->nclasses < test->nclasses)

@@ -54,6 +54,24 @@ herd_status herd__data_parse_npy(const unsigned char *img, size_t ni, const unsi
 herd_status herd__data_open_npy(const char *dir, herd_dataset *train, herd_dataset *test, bool *found,
                                 herd_err *err);
 
+herd_status herd__data_open_images(const char *dir, herd_dataset *train, herd_dataset *test, bool *found,
+                                   herd_err *err);
+
+/* One decoded image (image.c): 8-bit samples, channel-major (C x H x W),
+ * c 1 (gray) or 3 (RGB); px malloc'd, the caller frees. */
+typedef struct herd__image {
+    size_t c, h, w;
+    unsigned char *px;
+} herd__image;
+
+/* Decodes a PNG or a JPEG file's bytes (told by their magic bytes, not the
+ * name) into img, zeroed first and on failure. Palettes become RGB, gray
+ * of fewer bits 8-bit, 16-bit samples their high byte; alpha is dropped.
+ * An image of more than max_values samples is refused before it is
+ * decoded; so is a PNG whose header claims more than its bytes can hold. */
+herd_status herd__image_decode(const unsigned char *buf, size_t len, const char *name, size_t max_values,
+                               herd__image *img, herd_err *err);
+
 /* Both sets of one directory hold examples of one shape (C x H x W):
  * HERD_ECORRUPT naming dir and both shapes otherwise. */
 herd_status herd__data_same_shape(const char *dir, const herd_dataset *train, const herd_dataset *test, herd_err *err);

@@ -194,3 +194,29 @@ setup() { npyset "{'descr': 'O', 'fortran_order': False, 'shape': (1, 2), }" '';
 expect npy-object-dtype 1 "np/train_images.npy: .npy dtype 'O' is not one herd reads" -- train --data np "${npyrun[@]}"
 setup() { npyset "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }" '\0\0\0\0\0\0\xc0\x7f'; }
 expect npy-nan-pixel 1 "np/train_images.npy: image 0 holds a non-finite value" -- train --data np "${npyrun[@]}"
+# pics CLASSES: a folder pics/ of train/ and test/ holding each class's one
+# 2x2 gray PNG (python3's zlib writes it)
+pics() {
+    python3 - "$@" <<'PY'
+import os, struct, sys, zlib
+chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 0, 0, 0, 0)) +
+       chunk(b"IDAT", zlib.compress(b"\0\1\2\0\3\4")) + chunk(b"IEND", b""))
+for part in ("train", "test"):
+    for c in sys.argv[1:]:
+        os.makedirs(f"pics/{part}/{c}", exist_ok=True)
+        open(f"pics/{part}/{c}/a.png", "wb").write(png)
+PY
+}
+setup() { pics cat dog && rm -r pics/test; }
+expect images-no-test 1 "pics: has train/ but not test/" -- train --data pics "${npyrun[@]}"
+setup() { pics cat dog && printf 'not a picture' >pics/train/dog/b.png; }
+expect images-not-an-image 1 "pics/train/dog/b.png: not a PNG or JPEG file" -- train --data pics "${npyrun[@]}"
+setup() { pics cat dog && head -c 40 pics/train/cat/a.png >pics/train/cat/b.png; }
+expect images-cut-short 1 "pics/train/cat/b.png: corrupt PNG" -- train --data pics "${npyrun[@]}"
+setup() { pics cat dog && printf '\xff\xd8\xff\xe0\0\x10JFIF' >pics/test/dog/c.jpeg; }
+expect images-jpeg-cut 1 "pics/test/dog/c.jpeg: corrupt JPEG" -- train --data pics "${npyrun[@]}"
+setup() { pics cat dog && mkdir pics/test/cow && cp pics/test/dog/a.png pics/test/cow/; }
+expect images-unknown-class 1 "class 'cow' is not one of" -- train --data pics "${npyrun[@]}"
+setup() { pics cat dog; }
+expect images-trains 0 "" -- train --data pics --model linear --epochs 1 --batch 1 --no-progress
