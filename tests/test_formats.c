@@ -398,12 +398,13 @@ static void test_npy_train_cli(void)
 /* ---- folders of PNG and JPEG images per class ---------------------------- */
 
 /* Writes a PNG of c (1 gray, 3 RGB) x h x w CHW pixels with libpng, as
- * format asks: PNG_FORMAT_GRAY, _RGB, _RGBA (alpha made up, which the
- * reader drops) or _RGB_COLORMAP (a palette of the image's own colors). */
+ * format asks: PNG_FORMAT_GRAY, _GA, _RGB, _RGBA (alpha made up, which the
+ * reader drops), _RGB_COLORMAP or _RGBA_COLORMAP (a palette of the image's
+ * own colors, with a tRNS chunk of made-up alpha). */
 static void write_png(const char *path, size_t c, size_t h, size_t w, const unsigned char *chw, uint32_t format)
 {
-    size_t hw = h * w, oc = PNG_IMAGE_PIXEL_CHANNELS(format);
-    unsigned char *buf = calloc(hw * (oc > c ? oc : c), 1), map[256 * 3];
+    size_t hw = h * w, oc = PNG_IMAGE_PIXEL_CHANNELS(format), mc = PNG_IMAGE_SAMPLE_CHANNELS(format);
+    unsigned char *buf = calloc(hw * (oc > c ? oc : c), 1), map[256 * 4];
     ASSERT_TRUE(buf != NULL);
     png_image im;
     memset(&im, 0, sizeof im);
@@ -412,8 +413,8 @@ static void write_png(const char *path, size_t c, size_t h, size_t w, const unsi
         if (format & PNG_FORMAT_FLAG_COLORMAP) {
             ASSERT_TRUE(hw <= 256);
             buf[j] = (unsigned char)j; /* entry j is pixel j's color */
-            for (size_t ch = 0; ch < 3; ch++)
-                map[j * 3 + ch] = chw[ch * hw + j];
+            for (size_t ch = 0; ch < mc; ch++)
+                map[j * mc + ch] = ch < 3 ? chw[ch * hw + j] : (unsigned char)(j * 37);
             continue;
         }
         for (size_t ch = 0; ch < oc; ch++)
@@ -494,8 +495,8 @@ static void test_image_decode(void)
     static const struct {
         uint32_t format;
         size_t c;
-    } kinds[] = {{PNG_FORMAT_GRAY, 1}, {PNG_FORMAT_RGB, 3}, {PNG_FORMAT_RGBA, 3}, {PNG_FORMAT_RGB_COLORMAP, 3},
-                 {PNG_FORMAT_GA, 1}};
+    } kinds[] = {{PNG_FORMAT_GRAY, 1}, {PNG_FORMAT_RGB, 3},          {PNG_FORMAT_RGBA, 3},
+                 {PNG_FORMAT_GA, 1},   {PNG_FORMAT_RGB_COLORMAP, 3}, {PNG_FORMAT_RGBA_COLORMAP, 3}};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         picture(px, kinds[k].c, IH, IW, k);
         const char *path = herd_test_fmt("%s/k%zu.png", herd_test_tmpdir(), k);

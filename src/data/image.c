@@ -64,7 +64,8 @@ static void to_chw(const unsigned char *hwc, herd__image *img)
 
 /* The transforms that leave 8-bit gray or RGB: palettes expanded, gray
  * of 1-4 bits widened, 16-bit samples cut to their high byte, alpha and
- * transparency dropped (as PIL's convert('RGB') and convert('L') do). */
+ * transparency dropped (libpng's palette expansion turns a tRNS chunk
+ * into alpha, which is dropped then too). */
 static void png_to_8bit(png_structp p, png_infop info)
 {
     int type = png_get_color_type(p, info), depth = png_get_bit_depth(p, info);
@@ -74,7 +75,7 @@ static void png_to_8bit(png_structp p, png_infop info)
         png_set_expand_gray_1_2_4_to_8(p);
     if (depth == 16)
         png_set_strip_16(p);
-    if (type & PNG_COLOR_MASK_ALPHA)
+    if ((type & PNG_COLOR_MASK_ALPHA) || png_get_valid(p, info, PNG_INFO_tRNS))
         png_set_strip_alpha(p);
     png_set_interlace_handling(p);
     png_read_update_info(p, info);
@@ -101,12 +102,12 @@ static herd_status decode_png(const unsigned char *buf, size_t len, const char *
     png_set_read_fn(p, &src, png_read_mem);
     png_read_info(p, info);
     size_t w = png_get_image_width(p, info), h = png_get_image_height(p, info);
-    double raw = (double)h * (double)(png_get_rowbytes(p, info) + 1);
+    if ((double)h * (double)(png_get_rowbytes(p, info) + 1) > (double)PNG_MAX_RATIO * (double)len)
+        png_error(p, "its header claims more pixels than the file can hold");
     png_to_8bit(p, info);
     img->c = png_get_channels(p, info), img->h = h, img->w = w;
-    if ((double)img->c * (double)h * (double)w > (double)max_values || raw > (double)PNG_MAX_RATIO * (double)len)
-        png_error(p, raw > (double)PNG_MAX_RATIO * (double)len ? "its header claims more pixels than the file can hold"
-                                                               : "larger than herd reads (resize it)");
+    if ((double)img->c * (double)h * (double)w > (double)max_values)
+        png_error(p, "larger than herd reads (resize it)");
     if ((img->c != 1 && img->c != 3) || png_get_rowbytes(p, info) != w * img->c)
         png_error(p, "not 8-bit gray or RGB once converted");
     hwc = malloc(h * w * img->c);
