@@ -404,7 +404,7 @@ static void test_npy_train_cli(void)
 static void write_png(const char *path, size_t c, size_t h, size_t w, const unsigned char *chw, uint32_t format)
 {
     size_t hw = h * w, oc = PNG_IMAGE_PIXEL_CHANNELS(format), mc = PNG_IMAGE_SAMPLE_CHANNELS(format);
-    unsigned char *buf = calloc(hw * (oc > c ? oc : c), 1), map[256 * 4];
+    unsigned char *buf = calloc(hw * (oc > c ? oc : c), 1), map[256 * 4] = {0};
     ASSERT_TRUE(buf != NULL);
     png_image im;
     memset(&im, 0, sizeof im);
@@ -650,12 +650,11 @@ static void test_image_folder(void)
     expect_open_refused(one, HERD_ECORRUPT, "one/train: holds 1 class folder(s), at least 2 are needed");
 }
 
-/* herd train on an image folder: PNG training images, JPEG test images,
- * four classes (a bright quadrant each) learned; a corrupt file, exit 1. */
-static void test_image_train_cli(void)
+/* A folder DIR/NAME of four classes of quadrant() pictures, 8x8 gray: 64
+ * PNG training images and 16 JPEG test images a class; DIR/NAME into dir. */
+static void write_quad_folder(const char *name, char *dir, size_t cap)
 {
-    char dir[512]; /* herd_test_fmt's strings are reused after 256 calls */
-    snprintf(dir, sizeof dir, "%s", make_subdir("quad"));
+    snprintf(dir, cap, "%s", make_subdir(name)); /* herd_test_fmt's strings are reused after 256 calls */
     herd_rng r;
     herd_rng_seed(&r, 9, 0);
     unsigned char px[64];
@@ -663,18 +662,51 @@ static void test_image_train_cli(void)
         for (size_t k = 0; k < 4; k++)
             for (size_t i = 0; i < (part ? 16 : 64); i++) {
                 quadrant(px, k, &r);
-                const char *cls = herd_test_fmt("class%zu", k), *name = herd_test_fmt("%03zu.%s", i, part ? "jpg" : "png");
                 const char *d = herd_test_fmt("%s/%s", dir, part ? "test" : "train");
                 mkdir(d, 0700);
-                d = herd_test_fmt("%s/%s", d, cls);
+                d = herd_test_fmt("%s/class%zu", d, k);
                 mkdir(d, 0700);
                 if (part)
-                    write_jpeg(herd_test_fmt("%s/%s", d, name), 1, 8, 8, px, 90);
+                    write_jpeg(herd_test_fmt("%s/%03zu.jpg", d, i), 1, 8, 8, px, 90);
                 else
-                    write_png(herd_test_fmt("%s/%s", d, name), 1, 8, 8, px, PNG_FORMAT_GRAY);
+                    write_png(herd_test_fmt("%s/%03zu.png", d, i), 1, 8, 8, px, PNG_FORMAT_GRAY);
             }
+}
+
+/* herd train on an image folder: PNG training images, JPEG test images,
+ * four classes (a bright quadrant each) learned; a corrupt file, exit 1. */
+static void test_image_train_cli(void)
+{
+    char dir[512];
+    write_quad_folder("quad", dir, sizeof dir);
     expect_learns(dir, "\"steps\":16,", "test/class2/007.jpg", "\xff\xd8\xff\xe0", /* 2 epochs of 256 / 32 */
                   "quad/test/class2/007.jpg: corrupt JPEG: ");
+}
+
+/* A run on an image folder is evaluated again from its checkpoint (herd
+ * eval reads the folder anew and finds the run's data), and the examples
+ * herd eval dumps (NPY, standardized) read back through the .npy reader
+ * are the test set herd_data_open gives, to the bit. */
+static void test_image_eval_dump(void)
+{
+    char dir[512];
+    write_quad_folder("quad", dir, sizeof dir);
+    const char *ck = herd_test_fmt("%s/ck", herd_test_tmpdir()), *dump = herd_test_fmt("%s/in.npy", herd_test_tmpdir());
+    herd_test_cmd o;
+    HERD_TEST_RUN(&o, "train", "--data", dir, "--model", "linear", "--epochs", "1", "--checkpoint", ck, "--quiet");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "train: exit %d: %s", o.code, o.err);
+    HERD_TEST_RUN(&o, "eval", "--checkpoint", ck, "--dump-inputs", dump, "--quiet");
+    if (o.code != 0)
+        herd_test_fail(__FILE__, __LINE__, "eval: exit %d: %s", o.code, o.err);
+    int64_t zeros[64] = {0};
+    const char *lab = write_npy("zeros.npy", 1, "<i8", "(64,)", zeros, sizeof zeros);
+    herd_dataset d = load_ok(dump, lab), tr, te;
+    herd_err err = {0};
+    ASSERT_OK(herd_data_open(dir, 1, &tr, &te, &err));
+    ASSERT_TRUE(d.n == 64 && d.c == 1 && d.h == 8 && d.w == 8);
+    ASSERT_EQ_INT(memcmp(d.x, te.x, 64 * 64 * sizeof(float)), 0);
+    herd_dataset_free(&d), herd_dataset_free(&tr), herd_dataset_free(&te);
 }
 
 const herd_test herd_tests_formats[] = {
@@ -688,5 +720,6 @@ const herd_test herd_tests_formats[] = {
     {"formats_image_malformed", test_image_malformed, 30, HERD_TEST_ONE_THREAD},
     {"formats_image_folder", test_image_folder, 20, HERD_TEST_ONE_THREAD},
     {"formats_image_train_cli", test_image_train_cli, 60},
+    {"formats_image_eval_dump", test_image_eval_dump, 60},
     HERD_TEST_END,
 };
