@@ -523,6 +523,79 @@ static void test_image_decode(void)
     }
 }
 
+static void put_be32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (24 - 8 * i));
+}
+
+/* A PNG file's bytes written here: IHDR of w x h, color type and depth, the
+ * rows (filter 0 each) deflated into one IDAT, and an optional ancillary chunk. */
+static unsigned char *png_by_hand(uint32_t w, uint32_t h, int ctype, int depth, const unsigned char *rows,
+                                  size_t rowbytes, const char *extra_type, const void *extra, size_t extra_len,
+                                  size_t *len)
+{
+    size_t nraw = h * (rowbytes + 1);
+    unsigned char *raw = malloc(nraw), *b = malloc(nraw + 1024 + extra_len);
+    for (size_t y = 0; y < h; y++)
+        raw[y * (rowbytes + 1)] = 0, memcpy(raw + y * (rowbytes + 1) + 1, rows + y * rowbytes, rowbytes);
+    unsigned char ihdr[13] = {0, 0, 0, 0, 0, 0, 0, 0, (unsigned char)depth, (unsigned char)ctype, 0, 0, 0};
+    put_be32(ihdr, w), put_be32(ihdr + 4, h);
+    uLongf nz = (uLongf)(nraw + 512);
+    unsigned char *z = malloc(nz);
+    ASSERT_EQ_INT(compress(z, &nz, raw, (uLong)nraw), Z_OK);
+    memcpy(b, "\x89PNG\r\n\x1a\n", 8);
+    size_t at = 8;
+    const char *types[4] = {"IHDR", extra_type, "IDAT", "IEND"};
+    const void *data[4] = {ihdr, extra, z, NULL};
+    size_t lens[4] = {13, extra_len, nz, 0};
+    for (int k = 0; k < 4; k++) {
+        if (!types[k])
+            continue;
+        put_be32(b + at, (uint32_t)lens[k]);
+        memcpy(b + at + 4, types[k], 4);
+        if (lens[k])
+            memcpy(b + at + 8, data[k], lens[k]);
+        put_be32(b + at + 8 + lens[k], (uint32_t)crc32(0, b + at + 4, (uInt)(lens[k] + 4)));
+        at += 12 + lens[k];
+    }
+    free(raw), free(z);
+    *len = at;
+    return b;
+}
+
+/* What libpng's simplified writer cannot make: 1-bit gray widened to 0 and
+ * 255, 16-bit RGBA cut to the high bytes of its RGB, a gray image with a
+ * tRNS chunk still one channel. */
+static void test_image_png_depths(void)
+{
+    static const unsigned char bits[4] = {0xaa, 0x80, 0x55, 0x00}; /* 9 x 2: 101010101, 010101010 */
+    size_t len;
+    unsigned char *b = png_by_hand(9, 2, 0, 1, bits, 2, NULL, NULL, 0, &len);
+    herd__image img;
+    herd_err err = {0};
+    ASSERT_OK(herd__image_decode(b, len, "bits.png", 1 << 20, &img, &err));
+    ASSERT_TRUE(img.c == 1 && img.h == 2 && img.w == 9);
+    for (size_t j = 0; j < 18; j++)
+        ASSERT_EQ_INT(img.px[j], (j / 9 + j % 9) % 2 ? 0 : 255);
+    free(img.px), free(b);
+    unsigned char wide[2 * 2 * 8];
+    for (size_t k = 0; k < sizeof wide; k++)
+        wide[k] = (unsigned char)(k * 11 + 3);
+    b = png_by_hand(2, 2, 6, 16, wide, 16, NULL, NULL, 0, &len);
+    ASSERT_OK(herd__image_decode(b, len, "wide.png", 1 << 20, &img, &err));
+    ASSERT_TRUE(img.c == 3 && img.h == 2 && img.w == 2);
+    for (size_t ch = 0; ch < 3; ch++)
+        for (size_t j = 0; j < 4; j++) /* pixel j's sample ch: bytes 8 j + 2 ch (high), + 1 (low) */
+            ASSERT_EQ_INT(img.px[ch * 4 + j], wide[8 * j + 2 * ch]);
+    free(img.px), free(b);
+    static const unsigned char gray[4] = {7, 8, 9, 10}, trns[2] = {0, 8};
+    b = png_by_hand(2, 2, 0, 8, gray, 2, "tRNS", trns, 2, &len);
+    ASSERT_OK(herd__image_decode(b, len, "trns.png", 1 << 20, &img, &err));
+    ASSERT_TRUE(img.c == 1 && img.px[0] == 7 && img.px[3] == 10);
+    free(img.px), free(b);
+}
+
 static void expect_image_refused(const unsigned char *b, size_t len, size_t max, const char *msg)
 {
     herd__image img;
@@ -531,12 +604,6 @@ static void expect_image_refused(const unsigned char *b, size_t len, size_t max,
     ASSERT_STR_CONTAINS(err.msg, "bad/pic.png: ");
     ASSERT_STR_CONTAINS(err.msg, msg);
     ASSERT_TRUE(img.px == NULL && img.c == 0);
-}
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (24 - 8 * i));
 }
 
 /* Every prefix of a PNG and a JPEG, a broken CRC, a header claiming more
@@ -717,6 +784,7 @@ const herd_test herd_tests_formats[] = {
     {"formats_npy_open_dir", test_npy_open_dir, 20, HERD_TEST_ONE_THREAD},
     {"formats_npy_train_cli", test_npy_train_cli, 60},
     {"formats_image_decode", test_image_decode, 20, HERD_TEST_ONE_THREAD},
+    {"formats_image_png_depths", test_image_png_depths, 20, HERD_TEST_ONE_THREAD},
     {"formats_image_malformed", test_image_malformed, 30, HERD_TEST_ONE_THREAD},
     {"formats_image_folder", test_image_folder, 20, HERD_TEST_ONE_THREAD},
     {"formats_image_train_cli", test_image_train_cli, 60},
