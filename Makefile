@@ -19,7 +19,7 @@ WARN    += -Werror
 endif
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
 ALLCFLAGS = -std=c11 $(WARN) $(CFLAGS) $(SANFLAGS) -fopenmp -MMD -MP
-LDLIBS  := -ldnnl -lz -lm -lpthread
+LDLIBS  := -ldnnl -lz -lpng -ljpeg -lm -lpthread
 # the command's own: expat reads a user's SimGrid platform file (src/cli/platform.c); not libherd's
 CLI_LIBS := -lexpat
 LDFLAGS += -fopenmp $(SANFLAGS)

@@ -1,5 +1,5 @@
 # libFuzzer targets (fuzz/), built with clang into build-fuzz/:
-#   make fuzz            fuzz_idx, fuzz_cifar, fuzz_ckpt, fuzz_cli, fuzz_desc (+ seed corpora)
+#   make fuzz            fuzz_idx, fuzz_cifar, fuzz_npy, fuzz_image, fuzz_ckpt, fuzz_cli, fuzz_desc (+ seed corpora)
 #   make fuzz-smoke      each target for FUZZ_SECONDS (default 10) on its corpus; any crash fails (CI)
 #   make fuzz-run FUZZ_SECONDS=300   the same, longer; corpora grow in build-fuzz/corpus/
 # Crash inputs land in build-fuzz/artifacts/. Replay one: build-fuzz/fuzz_idx FILE
@@ -10,11 +10,13 @@ FUZZ_SECONDS ?= 10
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link -Iinclude -Isrc -D_GNU_SOURCE -fopenmp -MMD -MP
 FUZZ_LDFLAGS := -fsanitize=fuzzer $(FUZZ_SAN) -fopenmp
-FUZZ_TARGETS := idx cifar ckpt cli desc
+FUZZ_TARGETS := idx cifar npy image ckpt cli desc
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_MAXLEN_idx   := 8192
 FUZZ_MAXLEN_cifar := 8192
+FUZZ_MAXLEN_npy   := 8192
+FUZZ_MAXLEN_image := 8192
 FUZZ_MAXLEN_ckpt  := 4096
 FUZZ_MAXLEN_cli   := 512
 FUZZ_MAXLEN_desc  := 1024
@@ -39,12 +41,13 @@ $(FUZZ_BUILD)/libherd.a: $(FUZZ_LIB_OBJ)
 # The parsers' targets take what they call from the library's archive: a
 # list of objects by hand fell behind the parsers' calls twice (digest.c,
 # then args.c), and a fresh clone's CI failed to link.
-$(FUZZ_BUILD)/fuzz_idx $(FUZZ_BUILD)/fuzz_cifar $(FUZZ_BUILD)/fuzz_ckpt $(FUZZ_BUILD)/fuzz_desc: $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o \
-                                                                        $(FUZZ_BUILD)/libherd.a
-	$(FUZZ_CC) $(FUZZ_LDFLAGS) $^ -ldnnl -lz -lm -lpthread -o $@
+$(FUZZ_BUILD)/fuzz_idx $(FUZZ_BUILD)/fuzz_cifar $(FUZZ_BUILD)/fuzz_npy $(FUZZ_BUILD)/fuzz_image $(FUZZ_BUILD)/fuzz_ckpt \
+    $(FUZZ_BUILD)/fuzz_desc: \
+    $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_BUILD)/libherd.a
+	$(FUZZ_CC) $(FUZZ_LDFLAGS) $^ -ldnnl -lz -lpng -ljpeg -lm -lpthread -o $@
 
 $(FUZZ_BUILD)/fuzz_cli: $(FUZZ_BUILD)/fuzz/fuzz_cli.o $(FUZZ_BUILD)/cli/herd_shim.o $(FUZZ_BUILD)/libherd.a
-	$(FUZZ_CC) $(FUZZ_LDFLAGS) $^ $(CLI_LIBS) -ldnnl -lz -lm -lpthread -o $@
+	$(FUZZ_CC) $(FUZZ_LDFLAGS) $^ $(CLI_LIBS) -ldnnl -lz -lpng -ljpeg -lm -lpthread -o $@
 
 $(FUZZ_BUILD)/seeds/cli.dict: fuzz/make_seeds.py src/cli/herd.c
 	python3 fuzz/make_seeds.py $(FUZZ_BUILD)/seeds
@@ -54,7 +57,7 @@ $(FUZZ_BUILD)/seeds/cli.dict: fuzz/make_seeds.py src/cli/herd.c
 fuzz-smoke fuzz-run: fuzz
 	@fail=0; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts; \
-	  case $$t in idx) ml=$(FUZZ_MAXLEN_idx);; cifar) ml=$(FUZZ_MAXLEN_cifar);; ckpt) ml=$(FUZZ_MAXLEN_ckpt);; cli) ml=$(FUZZ_MAXLEN_cli);; desc) ml=$(FUZZ_MAXLEN_desc);; esac; \
+	  case $$t in idx) ml=$(FUZZ_MAXLEN_idx);; cifar) ml=$(FUZZ_MAXLEN_cifar);; npy) ml=$(FUZZ_MAXLEN_npy);; image) ml=$(FUZZ_MAXLEN_image);; ckpt) ml=$(FUZZ_MAXLEN_ckpt);; cli) ml=$(FUZZ_MAXLEN_cli);; desc) ml=$(FUZZ_MAXLEN_desc);; esac; \
 	  opts=""; [ $$t = cli ] && opts="$(FUZZ_OPTS_cli)"; \
 	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
 	  if $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=$$ml -print_final_stats=1 $$opts \

@@ -24,7 +24,7 @@ endif
 SIM_CFLAGS  = -std=c11 $(WARN) $(OPT) -g -fopenmp -MMD -MP -DHERD_HAVE_MPI -DHERD_SIM -DSMPI_NO_OVERRIDE_MALLOC
 SIM_LIB_OBJ := $(LIB_SRC:%.c=$(SIM_BUILD)/%.o)
 SIM_CLI_OBJ := $(CLI_SRC:%.c=$(SIM_BUILD)/%.o)
-SIM_LIBS    := -Wl,--wrap=herd_data_open,--wrap=herd_dataset_free -ldnnl -lz -lm -lpthread
+SIM_LIBS    := -Wl,--wrap=herd_data_open,--wrap=herd_dataset_free -ldnnl -lz -lpng -ljpeg -lm -lpthread
 
 .PHONY: sim test-sim test-sim-timing test-learn-sim sim-clean
 

@@ -4,6 +4,7 @@
     X(harness)              \
     X(core)                 \
     X(data)                 \
+    X(formats)              \
     X(ref)                  \
     X(kernels)              \
     X(nn)                   \

@@ -1,5 +1,6 @@
 /* herd_data.h — data sets: IDX (MNIST / Fashion-MNIST), CIFAR-10 binary,
- * synthetic; and the loader that shards and batches them.
+ * NumPy .npy, folders of PNG/JPEG images, synthetic; and the loader that
+ * shards and batches them.
  *
  * Ownership: a herd_dataset owns its x and y arrays (free with
  * herd_dataset_free). A herd_loader borrows its dataset, which must outlive it,
@@ -54,6 +55,17 @@ herd_status herd_data_load_idx(const char *images_path, const char *labels_path,
 herd_status herd_data_load_cifar(const char *const *paths, size_t npaths,
                                  herd_dataset *out, herd_err *err);
 
+/* Reads a NumPy .npy image array and its label array (format 1.0, 2.0 or
+ * 3.0; plain or gzip-compressed). Images: N x C x H x W, or N x H x W x C
+ * where the last dimension is at most 4 and smaller than the second (then
+ * reordered to NCHW), or N x H x W (one channel), or N x D; uint8 (pixels
+ * become floats in [0, 1]) or float32 (taken as they are, and refused
+ * where one is not finite). Labels: N or N x 1 integers (int64, int32,
+ * uint8... of either byte order) in [0, 65535]; nclasses = 1 + the largest
+ * label, at least 2. Fortran-ordered and other dtypes: HERD_EUNSUPPORTED. */
+herd_status herd_data_load_npy(const char *images_path, const char *labels_path, herd_dataset *out,
+                               herd_err *err);
+
 /* Synthetic classification data of any shape. spec is "CxHxW:K" (e.g.
  * "3x32x32:10") or "D:K" for flat vectors (another form, a dimension of 0,
  * an example of more than 2^28 floats, K outside [2, 256], n 0 or more
@@ -80,6 +92,10 @@ herd_status herd_data_shape(const char *spec, bool *known, size_t *c, size_t *h,
  *   "synthetic:CxHxW:K"  -> 60000 train / 10000 test synthetic examples
  *   a directory          -> Fashion-MNIST/MNIST IDX files (train-images-idx3-ubyte[.gz], ...)
  *                           or CIFAR-10 binaries (data_batch_1..5.bin, test_batch.bin)
+ *                           or NumPy arrays (train_images.npy, train_labels.npy,
+ *                           test_images.npy, test_labels.npy: herd_data_load_npy)
+ *                           or folders of PNG/JPEG images per class under train/ and
+ *                           test/ (docs/models-and-data.md)
  * Then standardizes both sets per channel with the TRAIN set's mean and std
  * (x = (x - mean) / std). seed only matters for synthetic data. spec may be
  * NULL; train and test may not. */

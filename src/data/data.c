@@ -54,8 +54,7 @@ void herd_dataset_truncate(herd_dataset *d, size_t n)
         d->n = n;
 }
 
-/* Reads a whole (possibly gzip-compressed) file. */
-static herd_status read_file(const char *path, unsigned char **out, size_t *len, herd_err *err)
+herd_status herd__data_read_file(const char *path, unsigned char **out, size_t *len, herd_err *err)
 {
     *out = NULL, *len = 0;
     struct stat sb;
@@ -117,8 +116,8 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-herd_status herd_data_load_idx(const char *images_path, const char *labels_path, herd_dataset *out,
-                               herd_err *err)
+herd_status herd__data_load_pair(const char *images_path, const char *labels_path, herd__data_parse_pair parse,
+                                 herd_dataset *out, herd_err *err)
 {
     herd_status st = HERD_OK;
     unsigned char *img = NULL, *lab = NULL;
@@ -126,13 +125,19 @@ herd_status herd_data_load_idx(const char *images_path, const char *labels_path,
     if (out) /* a failed call leaves nothing to free */
         memset(out, 0, sizeof *out);
     HERD_TRY(HERD__NONNULL(err, images_path, labels_path, out));
-    HERD_TRY(read_file(images_path, &img, &ni, err));
-    HERD_TRY(read_file(labels_path, &lab, &nl, err));
-    st = herd__data_parse_idx(img, ni, lab, nl, images_path, labels_path, out, err);
+    HERD_TRY(herd__data_read_file(images_path, &img, &ni, err));
+    HERD_TRY(herd__data_read_file(labels_path, &lab, &nl, err));
+    st = parse(img, ni, lab, nl, images_path, labels_path, out, err);
 out:
     free(img);
     free(lab);
     return st;
+}
+
+herd_status herd_data_load_idx(const char *images_path, const char *labels_path, herd_dataset *out,
+                               herd_err *err)
+{
+    return herd__data_load_pair(images_path, labels_path, herd__data_parse_idx, out, err);
 }
 
 DATA_NO_TSAN herd_status herd__data_parse_idx(const unsigned char *img, size_t ni, const unsigned char *lab, size_t nl,
@@ -242,7 +247,7 @@ herd_status herd_data_load_cifar(const char *const *paths, size_t npaths, herd_d
             st = herd_err_set(err, HERD_EINVAL, "herd_data_load_cifar: paths[%zu] is NULL", f);
             goto out;
         }
-        HERD_TRY(read_file(paths[f], &buf, &len, err));
+        HERD_TRY(herd__data_read_file(paths[f], &buf, &len, err));
         HERD_TRY(herd__data_parse_cifar(buf, len, paths[f], out, err));
         free(buf);
         buf = NULL;
@@ -469,6 +474,17 @@ static uint64_t dataset_digest(const herd_dataset *d)
     return herd__digest64(d->y, d->n * sizeof(int32_t), h);
 }
 
+/* The formats of their own files (npy.c, imagefolder.c): *found where dir
+ * holds one of them. */
+static herd_status open_files_of_own(const char *dir, herd_dataset *train, herd_dataset *test, bool *found,
+                                     herd_err *err)
+{
+    herd_status st = herd__data_open_npy(dir, train, test, found, err);
+    if (st == HERD_OK && !*found)
+        st = herd__data_open_images(dir, train, test, found, err);
+    return st;
+}
+
 herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train, herd_dataset *test, herd_err *err)
 {
     herd_status st = HERD_OK;
@@ -489,7 +505,8 @@ herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train,
     if (stat(spec, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         st = herd_err_set(err, HERD_ENOTFOUND,
                           "data directory %s not found (expected Fashion-MNIST/MNIST IDX files such as "
-                          "train-images-idx3-ubyte.gz, or CIFAR-10 data_batch_*.bin; or use --data synthetic:CxHxW:K)",
+                          "train-images-idx3-ubyte.gz, CIFAR-10 data_batch_*.bin or train_images.npy; or use --data "
+                          "synthetic:CxHxW:K)",
                           spec);
         goto out;
     }
@@ -527,9 +544,14 @@ herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train,
         HERD_TRY(herd_data_load_cifar(tp, 1, test, err));
         goto done;
     }
+    bool found = false;
+    HERD_TRY(open_files_of_own(spec, train, test, &found, err));
+    if (found)
+        goto done;
     st = herd_err_set(err, HERD_ENOTFOUND,
-                      "%s: no data found (expected train-images-idx3-ubyte[.gz] and friends, or CIFAR-10 "
-                      "data_batch_N.bin and test_batch.bin)", spec);
+                      "%s: no data found (expected train-images-idx3-ubyte[.gz] and friends, CIFAR-10 "
+                      "data_batch_N.bin and test_batch.bin, train_images.npy and friends, or train/ and test/ "
+                      "folders of images per class)", spec);
     goto out;
 done:
     if (train->nclasses < test->nclasses)

@@ -147,8 +147,8 @@ static const char G_RUN[] = "the run", G_OPT[] = "optimizer and schedule", G_COM
 
 const herd_opt herd__run_options[] = {
     {.name = "data", .type = HERD_OPT_STR, .offset = AT(data), .flags = HERD_OPT_NONEMPTY, .meta = "S", .group = G_RUN,
-     .help = "data: a directory of IDX or CIFAR files, or synthetic:CxHxW:K (default $HERD_DATA or "
-             "/usr/share/datasets/fashion-mnist)"},
+     .help = "data: a directory of IDX, CIFAR or .npy files or of train/ and test/ image folders, or "
+             "synthetic:CxHxW:K (default $HERD_DATA or /usr/share/datasets/fashion-mnist)"},
     {.name = "model", .type = HERD_OPT_STR, .offset = AT(model), .def = "lenet", .flags = RESUME | AGREE | HERD_OPT_NONEMPTY,
      .meta = "S", .group = G_RUN,
      .help = "linear, mlp, lenet, cnn, resnet20 (models/NAME.model), or a description file (docs/models-and-data.md)"},

@@ -169,3 +169,54 @@ expect nonfinite-stops 1 "non-finite" -- train "${tiny[@]}" --inject-nan 0@2 --q
 # ---- compare: a label is what ran ------------------------------------------
 expect compare-spec-and-extra 2 "--batch is given twice ('32', then '16')" -- compare --workers 2 --epochs 1 --model linear --data "$data" --extra "--batch 16" "allreduce --batch 32"
 expect compare-spec-refused 2 "spec 'allreduce --bogus' is refused" -- compare --workers 2 --epochs 1 --model linear --data "$data" "allreduce --bogus"
+
+# ---- data in other formats: a malformed file is named, exit 1 -------------
+# npy FILE HEADER BODY: a version 1.0 .npy file of that header dict and
+# body (printf escapes). npyset HEADER BODY: a directory np/ of the four
+# files of a data set, both image files of that header and body, both
+# label files one label 0
+npy() { printf "\\x93NUMPY\\x01\\x00\\x$(printf %02x $((${#2} + 1)))\\x00%s\\n$3" "$2" >"$1"; }
+npyset() {
+    mkdir np && npy np/train_images.npy "$1" "$2" && npy np/test_images.npy "$1" "$2" &&
+        npy np/train_labels.npy "{'descr': '|u1', 'fortran_order': False, 'shape': (1,), }" '\0' &&
+        cp np/train_labels.npy np/test_labels.npy
+}
+npyrun=(--model linear --epochs 1 --no-progress)
+setup() { mkdir np && : >np/train_images.npy; }
+expect npy-lacks-files 1 "np: has 1 of the 4 .npy files" -- train --data np "${npyrun[@]}"
+setup() { mkdir np && printf '\x93NUMPY\x01\x00\xff\x00{' >np/train_images.npy && touch np/{train_labels,test_images,test_labels}.npy; }
+expect npy-header-cut 1 "np/train_images.npy: .npy header of 255 bytes but the file holds 1" -- train --data np "${npyrun[@]}"
+setup() { npyset "{'descr': '<f4', 'fortran_order': True, 'shape': (1, 2), }" '\0\0\0\0\0\0\0\0'; }
+expect npy-fortran 1 "np/train_images.npy: a Fortran-ordered array" -- train --data np "${npyrun[@]}"
+setup() { npyset "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000, 1000000000, 1000000000), }" ''; }
+expect npy-shape-huge 1 "np/train_images.npy: .npy header's shape needs more than the 0 bytes" -- train --data np "${npyrun[@]}"
+setup() { npyset "{'descr': 'O', 'fortran_order': False, 'shape': (1, 2), }" ''; }
+expect npy-object-dtype 1 "np/train_images.npy: .npy dtype 'O' is not one herd reads" -- train --data np "${npyrun[@]}"
+setup() { npyset "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }" '\0\0\0\0\0\0\xc0\x7f'; }
+expect npy-nan-pixel 1 "np/train_images.npy: image 0 holds a non-finite value" -- train --data np "${npyrun[@]}"
+# pics CLASSES: a folder pics/ of train/ and test/ holding each class's one
+# 2x2 gray PNG (python3's zlib writes it)
+pics() {
+    python3 - "$@" <<'PY'
+import os, struct, sys, zlib
+chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 0, 0, 0, 0)) +
+       chunk(b"IDAT", zlib.compress(b"\0\1\2\0\3\4")) + chunk(b"IEND", b""))
+for part in ("train", "test"):
+    for c in sys.argv[1:]:
+        os.makedirs(f"pics/{part}/{c}", exist_ok=True)
+        open(f"pics/{part}/{c}/a.png", "wb").write(png)
+PY
+}
+setup() { pics cat dog && rm -r pics/test; }
+expect images-no-test 1 "pics: has train/ but not test/" -- train --data pics "${npyrun[@]}"
+setup() { pics cat dog && printf 'not a picture' >pics/train/dog/b.png; }
+expect images-not-an-image 1 "pics/train/dog/b.png: not a PNG or JPEG file" -- train --data pics "${npyrun[@]}"
+setup() { pics cat dog && head -c 40 pics/train/cat/a.png >pics/train/cat/b.png; }
+expect images-cut-short 1 "pics/train/cat/b.png: corrupt PNG" -- train --data pics "${npyrun[@]}"
+setup() { pics cat dog && printf '\xff\xd8\xff\xe0\0\x10JFIF' >pics/test/dog/c.jpeg; }
+expect images-jpeg-cut 1 "pics/test/dog/c.jpeg: corrupt JPEG" -- train --data pics "${npyrun[@]}"
+setup() { pics cat dog && mkdir pics/test/cow && cp pics/test/dog/a.png pics/test/cow/; }
+expect images-unknown-class 1 "class 'cow' is not one of" -- train --data pics "${npyrun[@]}"
+setup() { pics cat dog; }
+expect images-trains 0 "" -- train --data pics --model linear --epochs 1 --batch 1 --no-progress
