@@ -170,9 +170,9 @@ static void test_rounding(void)
     float nan = NAN;
     herd__to_bf16(&nan, got, 1);
     ASSERT_TRUE(isnan(herd__bf16_to_f32(got[0])));
-    /* 16 at a time (the vector loop) as one at a time (the scalar tail): the
-     * cases above at every lane, and any bit pattern (NaNs of both signs and
-     * payloads, infinities, subnormals) */
+    /* a long array (the compiler's vector loop) as one at a time (its scalar
+     * remainder): the cases above at every lane, and any bit pattern (NaNs
+     * of both signs and payloads, infinities, subnormals) */
     enum { NLANES = 16 * 4 + 5 };
     const size_t nx = sizeof x / sizeof x[0];
     float vx[NLANES];
