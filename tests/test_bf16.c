@@ -170,6 +170,43 @@ static void test_rounding(void)
     float nan = NAN;
     herd__to_bf16(&nan, got, 1);
     ASSERT_TRUE(isnan(herd__bf16_to_f32(got[0])));
+    /* a long array (the compiler's vector loop) as one at a time (its scalar
+     * remainder): the cases above at every lane, and any bit pattern (NaNs
+     * of both signs and payloads, infinities, subnormals) */
+    enum { NLANES = 16 * 4 + 5 };
+    const size_t nx = sizeof x / sizeof x[0];
+    float vx[NLANES];
+    uint16_t hv[NLANES], h1;
+    for (size_t at = 0; at + nx <= NLANES; at += 3) {
+        memset(vx, 0, sizeof vx);
+        memcpy(vx + at, x, sizeof x);
+        herd__to_bf16(vx, hv, NLANES);
+        for (size_t i = 0; i < nx; i++)
+            if (hv[at + i] != want[i])
+                herd_test_fail(__FILE__, __LINE__, "bf16(%.9g) at %zu = 0x%04x, want 0x%04x", (double)x[i], at + i,
+                               hv[at + i], want[i]);
+    }
+    herd_rng br;
+    herd_rng_seed(&br, 11, 0);
+    for (int rep = 0; rep < 2000; rep++) {
+        for (size_t i = 0; i < NLANES; i++) {
+            uint32_t u = (uint32_t)herd_rng_below(&br, 1u << 16) << 16 | (uint32_t)herd_rng_below(&br, 1u << 16);
+            if (i % 7 == 0) /* exponent all ones: NaN or infinity */
+                u |= 0x7f800000u;
+            else if (i % 7 == 1) /* zero exponent: subnormal */
+                u &= 0x807fffffu;
+            memcpy(&vx[i], &u, sizeof u);
+        }
+        herd__to_bf16(vx, hv, NLANES);
+        for (size_t i = 0; i < NLANES; i++) {
+            herd__to_bf16(&vx[i], &h1, 1);
+            if (hv[i] != h1) {
+                uint32_t u;
+                memcpy(&u, &vx[i], sizeof u);
+                herd_test_fail(__FILE__, __LINE__, "bf16 of 0x%08x: 0x%04x in a vector, 0x%04x alone", u, hv[i], h1);
+            }
+        }
+    }
     /* relative error <= u over many magnitudes, and round trips are exact */
     herd_rng r;
     herd_rng_seed(&r, 7, 0);

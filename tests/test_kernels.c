@@ -1047,8 +1047,8 @@ static void check_near_f(int line, const char *what, const float *got, const flo
  * both block widths (the kernels run on any CPU). */
 static void test_blk_layout(void)
 {
-    for (size_t B = 8; B <= 16; B += 8) {
-        const size_t C = 32, N = 3, HW = 5, n = C * N * HW, CB = C / B;
+    for (size_t B = 8; B <= HERD__BLK_MAX; B *= 2) {
+        const size_t C = 64, N = 3, HW = 5, n = C * N * HW, CB = C / B;
         float *a = alloc_f(n), *b = alloc_f(n), *c = alloc_f(n);
         for (size_t i = 0; i < n; i++)
             a[i] = (float)i;
@@ -1075,7 +1075,7 @@ static void test_batchnorm_blk_vs_cnhw(void)
     const float eps = 1e-5f, mom = 0.1f;
     herd_rng rng;
     herd_rng_seed(&rng, 41, 0);
-    for (size_t B = 8; B <= 16; B += 8)
+    for (size_t B = 8; B <= HERD__BLK_MAX; B *= 2)
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         size_t N = shapes[t][0], C = shapes[t][1], HW = shapes[t][2], n = N * C * HW, len = N * HW;
         if (C % B)
@@ -1143,7 +1143,8 @@ static void test_batchnorm_blk_vs_cnhw(void)
  * CNHW one gives: forward (bias, ReLU), backward-data overwriting and
  * accumulating, backward-weights; stride 2, 1x1, batch 1. A first layer
  * (one input channel, no din: c1_bwd_weights) reads its input plain and
- * its dout blocked. */
+ * its dout blocked. And the same as NHWC (.nhwc: one block of all C or K
+ * channels), as bf16 models hold them on AMX. */
 static void test_conv_dnn_blk_vs_cnhw(void)
 {
     const herd__conv_shape shapes[] = {
@@ -1157,15 +1158,17 @@ static void test_conv_dnn_blk_vs_cnhw(void)
         {.N = 2, .C = 1, .H = 8, .W = 8, .K = 16, .R = 3, .stride = 2, .pad = 1},
         {.N = 1, .C = 1, .H = 6, .W = 5, .K = 24, .R = 5, .stride = 2, .pad = 0, .bias = true},
     };
-    size_t B = herd__blk_width();
-    if (!B)
+    size_t BW = herd__blk_width();
+    if (!BW)
         return; /* the model never blocks without AVX2 */
     herd_rng rng;
     herd_rng_seed(&rng, 42, 0);
     herd__dnn *dnn = NULL;
     ASSERT_OK(herd__dnn_create(&dnn));
-    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
-        herd__conv_shape s = shapes[t], sb = s;
+    for (size_t t = 0; t < 2 * sizeof shapes / sizeof shapes[0]; t++) {
+        herd__conv_shape s = shapes[t / 2], sb = s;
+        sb.nhwc = t % 2;
+        size_t B = sb.nhwc ? s.K : BW, BS = sb.nhwc ? s.C : BW; /* dst's and src's */
         if (s.K % B)
             continue; /* not blocked at this width */
         sb.src_blk = s.C > 1, sb.dst_blk = true;
@@ -1176,7 +1179,7 @@ static void test_conv_dnn_blk_vs_cnhw(void)
         fill_normal(&rng, tmp, nin + nout + nw, 1.0, 0.0);
         to_float(tmp, x, nin), to_float(tmp + nin, g, nout), to_float(tmp + nin + nout, w, nw);
         if (sb.src_blk)
-            herd__cnhw_to_blk(x, xb, s.C, s.N, s.H * s.W, B);
+            herd__cnhw_to_blk(x, xb, s.C, s.N, s.H * s.W, BS);
         else
             memcpy(xb, x, nin * sizeof(float));
         herd__cnhw_to_blk(g, gb, s.K, s.N, Ho * Wo, B);
@@ -1193,11 +1196,11 @@ static void test_conv_dnn_blk_vs_cnhw(void)
         for (size_t i = 0; i < nin; i++)
             din[i] = s.din_accumulate ? 0.25f * (float)(i % 7) : NAN;
         if (sb.src_blk)
-            herd__cnhw_to_blk(din, dinb, s.C, s.N, s.H * s.W, B);
+            herd__cnhw_to_blk(din, dinb, s.C, s.N, s.H * s.W, BS);
         herd__conv_backward(c, x, w, g, s.din ? din : NULL, dw, s.bias ? dw + s.K * s.C * s.R * s.R : NULL);
         herd__conv_backward(cb, xb, w, gb, s.din ? dinb : NULL, dwb, s.bias ? dwb + s.K * s.C * s.R * s.R : NULL);
         if (s.din) {
-            herd__blk_to_cnhw(dinb, back, s.C, s.N, s.H * s.W, B);
+            herd__blk_to_cnhw(dinb, back, s.C, s.N, s.H * s.W, BS);
             CHECK_NEAR("blocked conv din", back, din, nin, 1e-5);
         }
         CHECK_NEAR("blocked conv dw", dwb, dw, s.bias ? nw : nw - s.K, 1e-5);
@@ -1214,9 +1217,10 @@ static void test_conv_dnn_blk_vs_cnhw(void)
  * accumulating; flatten's layout change both ways against CNHW's. */
 static void test_maxpool_blk_vs_cnhw(void)
 {
-    const size_t cases[][5] = {{2, 32, 8, 6, 2}, {3, 16, 7, 7, 3}, {1, 16, 5, 4, 3}, {2, 24, 6, 6, 2}}; /* N C H W k */
-    const size_t strides[] = {2, 2, 1, 2};
-    for (size_t B = 8; B <= 16; B += 8)
+    const size_t cases[][5] = {{2, 32, 8, 6, 2}, {3, 16, 7, 7, 3}, {1, 16, 5, 4, 3}, {2, 24, 6, 6, 2},
+                               {2, 64, 7, 7, 3}}; /* N C H W k */
+    const size_t strides[] = {2, 2, 1, 2, 2};
+    for (size_t B = 8; B <= HERD__BLK_MAX; B *= 2)
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         size_t N = cases[t][0], C = cases[t][1], H = cases[t][2], W = cases[t][3], k = cases[t][4], s = strides[t];
         if (C % B)

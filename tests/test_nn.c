@@ -470,8 +470,8 @@ static void test_blocked_layouts(void)
 
 /* bf16 keeps the same activations blocked as fp32 (its convolutions read
  * and write the blocked layout; CNHW cost a layout reorder each way around
- * every convolution, half of a ResNet-20 step) and trains as its CNHW model
- * does. Where the CPU has no bf16 products, bf16 is refused. */
+ * every convolution, half of a ResNet-20 step; on AMX the blocks are NHWC)
+ * and trains as its CNHW model does. Where the CPU has no bf16 products, bf16 is refused. */
 static void test_blocked_layouts_bf16(void)
 {
     if (herd_nn_bf16_support() == HERD_BF16_NONE) {

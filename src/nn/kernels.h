@@ -79,12 +79,22 @@ void herd__batchnorm_backward(const float *in, const float *gamma, const float *
  * stay blocked (its plan); everything else is CNHW. These kernels never
  * split a channel's sum across threads in a way that depends on their
  * count: per (image, block) partial sums in double, added over the images
- * in order. Every kernel takes B (8 or 16); they run on any CPU. */
-enum { HERD__BLK_MAX = 16 };
+ * in order. Every kernel takes B (8, 16, 32 or 64); they run on any CPU.
+ *
+ * bf16 on AMX: oneDNN's AMX convolutions compute channels-last (NHWC, its
+ * "acdb"), and a blocked fp32 activation cost a reorder each way around
+ * every convolution (a third of a ResNet-20 step). There each blocked
+ * activation is one block of all its C channels, B = C: (N, 1, H, W, C) is
+ * NHWC, and the same kernels run on it. */
+enum { HERD__BLK_MAX = 64 };
 
 /* The block width oneDNN's convolutions compute in here: 16 (AVX-512), 8
  * (AVX2), or 0 (neither: activations stay CNHW). */
 size_t herd__blk_width(void);
+
+/* Whether oneDNN's bf16 convolutions compute channels-last here (AMX):
+ * then bf16 models hold their blocked activations as NHWC (B = C). */
+bool herd__blk_nhwc_bf16(void);
 
 /* (C, N, HW) CNHW <-> (N, C/B, HW, B); C a multiple of B. */
 void herd__cnhw_to_blk(const float *in, float *out, size_t C, size_t N, size_t HW, size_t B);
@@ -161,6 +171,7 @@ typedef struct herd__conv_shape {
                           * it makes a primitive (the caller's count then; a key only) */
     bool src_blk;        /* herd holds src (and din) blocked (herd__blk_width), not CNHW */
     bool dst_blk;        /* ... and dst (and dout) */
+    bool nhwc;           /* the blocked ones are NHWC, one block of all channels (herd__blk_nhwc_bf16) */
     bool bf16;           /* src, weights and diff_dst in bf16 (converted by the reorders
                           * into the primitives' layouts); dst, diff_src, diff_weights
                           * and the bias stay fp32, accumulation is fp32 */

@@ -133,7 +133,7 @@ herd__conv *herd__conv_prim(conv_layer *cv, herd_model *m, size_t N)
         .N = N, .C = cv->cin, .H = cv->hin, .W = cv->win, .K = l->c, .R = cv->k,
         .stride = cv->stride, .pad = cv->pad, .bias = cv->bias, .relu = l->relu,
         .din = in_grad(m, l->in), .din_accumulate = in_accumulates(m, l->in),
-        .src_blk = l->in >= 0 && m->layers[l->in]->blk, .dst_blk = l->blk, .nthr = nthr,
+        .src_blk = l->in >= 0 && m->layers[l->in]->blk, .dst_blk = l->blk, .nhwc = m->blk_nhwc, .nthr = nthr,
         .bf16 = m->precision == HERD_PRECISION_BF16};
     unsigned slot = CONV_PRIMS;
     for (unsigned i = 0; i < CONV_PRIMS && slot == CONV_PRIMS; i++)
@@ -298,8 +298,8 @@ static void pool_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     (void)train;
     pool_layer *p = (pool_layer *)l;
     if (l->blk)
-        herd__maxpool_forward_blk(in_out(m, l->in), l->out, p->idx, l->c / m->blk_w * N, p->hin, p->win, p->k,
-                                  p->stride, m->blk_w);
+        herd__maxpool_forward_blk(in_out(m, l->in), l->out, p->idx, l->c / blk_of(m, l) * N, p->hin, p->win,
+                                  p->k, p->stride, blk_of(m, l));
     else
         herd__maxpool_forward(in_out(m, l->in), l->out, p->idx, l->c * N, p->hin, p->win, p->k, p->stride);
     if (l->relu)
@@ -313,8 +313,8 @@ static void pool_backward(herd_layer *l, herd_model *m, size_t N)
     float *din = in_dout(m, l->in);
     const float *relu_in = din && m->layers[l->in]->dout_masked ? in_out(m, l->in) : NULL;
     if (din && l->blk)
-        herd__maxpool_backward_blk(l->dout, p->idx, relu_in, din, l->c / m->blk_w * N, p->hin, p->win, p->k,
-                                   p->stride, in_accumulates(m, l->in), m->blk_w);
+        herd__maxpool_backward_blk(l->dout, p->idx, relu_in, din, l->c / blk_of(m, l) * N, p->hin, p->win,
+                                   p->k, p->stride, in_accumulates(m, l->in), blk_of(m, l));
     else if (din)
         herd__maxpool_backward(l->dout, p->idx, relu_in, din, l->c * N, p->hin, p->win, p->k, p->stride,
                                in_accumulates(m, l->in));
@@ -336,10 +336,10 @@ static void bn_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     if (l->blk && train)
         herd__batchnorm_forward_train_blk(in_out(m, l->in), gamma, beta, l->out, bn->save_mean,
                                           bn->save_invstd, run_mean, run_var, C, N, l->h * l->w,
-                                          bn_eps, bn_momentum, l->relu, bn->work, m->blk_w);
+                                          bn_eps, bn_momentum, l->relu, bn->work, blk_of(m, l));
     else if (l->blk)
         herd__batchnorm_forward_eval_blk(in_out(m, l->in), gamma, beta, l->out, run_mean, run_var, C,
-                                         N, l->h * l->w, bn_eps, l->relu, (float *)bn->work, m->blk_w);
+                                         N, l->h * l->w, bn_eps, l->relu, (float *)bn->work, blk_of(m, l));
     else if (train)
         herd__batchnorm_forward_train(in_out(m, l->in), gamma, beta, l->out, bn->save_mean,
                                       bn->save_invstd, run_mean, run_var, C, len, bn_eps,
@@ -359,7 +359,7 @@ static void bn_backward(herd_layer *l, herd_model *m, size_t N)
     if (l->blk) {
         herd__batchnorm_backward_blk(in_out(m, l->in), gamma, l->dout, l->relu ? l->out : NULL,
                                      bn->save_mean, bn->save_invstd, in_dout(m, l->in), dgamma, dbeta,
-                                     C, N, l->h * l->w, in_accumulates(m, l->in), bn->work, m->blk_w);
+                                     C, N, l->h * l->w, in_accumulates(m, l->in), bn->work, blk_of(m, l));
         return;
     }
     herd__batchnorm_backward(in_out(m, l->in), gamma, l->dout, l->relu ? l->out : NULL,
@@ -441,7 +441,7 @@ static void flatten_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     const herd_layer *src = l->in < 0 ? NULL : m->layers[l->in];
     size_t C = src ? src->c : m->c, HW = out_dim(l) / C;
     if (src && src->blk)
-        herd__blk_to_nchw(in_out(m, l->in), l->out, C, N, HW, m->blk_w);
+        herd__blk_to_nchw(in_out(m, l->in), l->out, C, N, HW, blk_of(m, src));
     else
         herd__cnhw_to_nchw(in_out(m, l->in), l->out, C, N, HW);
 }
@@ -453,7 +453,7 @@ static void flatten_backward(herd_layer *l, herd_model *m, size_t N)
         return;
     size_t C = m->layers[l->in]->c, HW = out_dim(l) / C;
     if (m->layers[l->in]->blk)
-        herd__nchw_to_blk(l->dout, din, C, N, HW, in_accumulates(m, l->in), m->blk_w);
+        herd__nchw_to_blk(l->dout, din, C, N, HW, in_accumulates(m, l->in), blk_of(m, m->layers[l->in]));
     else
         herd__nchw_to_cnhw(l->dout, din, C, N, HW, in_accumulates(m, l->in));
 }
@@ -468,7 +468,7 @@ static void gavg_forward(herd_layer *l, herd_model *m, size_t N, bool train)
     size_t C = l->c, HW = src->h * src->w;
     const float *in = in_out(m, l->in);
     if (src->blk) { /* (N, C/B, HW, B): B channels' sums side by side, each in pixel order */
-        size_t B = m->blk_w, CB = C / B;
+        size_t B = blk_of(m, src), CB = C / B;
 #pragma omp parallel for if (N * CB > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
         for (size_t t = 0; t < N * CB; t++) {
             const float *p = in + t * HW * B;
@@ -501,7 +501,7 @@ static void gavg_backward(herd_layer *l, herd_model *m, size_t N)
     if (!din)
         return;
     if (src->blk) {
-        size_t B = m->blk_w, CB = C / B;
+        size_t B = blk_of(m, src), CB = C / B;
 #pragma omp parallel for if (N * CB > 1 && C * N * HW >= HERD__PAR_GRAIN) schedule(static)
         for (size_t t = 0; t < N * CB; t++) {
             /* out (N, C) row n, channels of block t % CB: the same t * B */

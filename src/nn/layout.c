@@ -18,6 +18,13 @@ size_t herd__blk_width(void)
     return 0;
 }
 
+bool herd__blk_nhwc_bf16(void)
+{
+    /* oneDNN 2.6's AMX convolutions (jit and brgconv) take only nxc layouts */
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
+}
+
 /* Between a blocked tensor and a plain one whose channel c of image n
  * starts at c * cs + n * ns (CNHW: cs = N*HW, ns = HW; NCHW rows: cs = HW,
  * ns = C*HW). */

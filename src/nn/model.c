@@ -408,17 +408,21 @@ static void unblock(herd_model *m, int i, bool *changed)
  * input and output. Only with oneDNN's primitives, on an ISA where they
  * compute in a blocked layout (AVX-512 or AVX2); in bf16 too, where the
  * convolutions round their blocked fp32 input to blocked bf16 (a conversion
- * in place of order) and write blocked fp32. */
+ * in place of order) and write blocked fp32. bf16 on AMX holds them NHWC,
+ * one block of all C channels (C of 8, 16, 32 or 64), the layout its
+ * convolutions compute in. */
 static void plan_layouts(herd_model *m)
 {
     bool on = !m->conv_im2col && !m->layout_cnhw && !m->blk_failed && herd__blk_width();
     m->blk_w = on ? herd__blk_width() : 0;
+    m->blk_nhwc = on && m->precision == HERD_PRECISION_BF16 && herd__blk_nhwc_bf16();
     for (size_t i = 0; i < m->nlayers; i++) {
         herd_layer *l = m->layers[i];
         bool kind = l->ops == &herd__conv_ops ||
                     ((l->ops == &herd__bn_ops || l->ops == &herd__pool_ops || l->ops == &herd__add_ops) && l->in >= 0 &&
                      (l->ops != &herd__add_ops || l->in2 >= 0));
-        l->blk = on && kind && !l->flat && l->c % m->blk_w == 0;
+        bool fits = m->blk_nhwc ? l->c == 8 || l->c == 16 || l->c == 32 || l->c == 64 : on && l->c % m->blk_w == 0;
+        l->blk = on && kind && !l->flat && fits;
     }
     bool changed = true;
     while (changed) {

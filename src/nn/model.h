@@ -91,6 +91,7 @@ struct herd_model {
     bool blk_failed;     /* a convolution had no primitive for blocked tensors */
     int plan_key;        /* what the layers' blk flags were planned for (-1: nothing) */
     size_t blk_w;        /* B of the blocked activations (herd__blk_width), 0 when none */
+    bool blk_nhwc;       /* ... or NHWC, a block of each one's C channels (bf16 on AMX) */
     size_t scratch_len;  /* floats in scratch */
     herd_precision precision;
     /* BF16 only: the weights rounded at the start of each forward, and two
@@ -101,6 +102,9 @@ struct herd_model {
 };
 
 static inline size_t out_dim(const herd_layer *l) { return l->c * l->h * l->w; }
+
+/* The block width of layer l's output where it is blocked. */
+static inline size_t blk_of(const herd_model *m, const herd_layer *l) { return m->blk_nhwc ? l->c : m->blk_w; }
 
 static inline const float *in_out(const herd_model *m, int in) { return in < 0 ? m->input : m->layers[in]->out; }
 

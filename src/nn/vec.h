@@ -1,6 +1,6 @@
 /* vec.h — the blocked kernels' vectors (internal to src/nn): a block's B
  * lanes as 8-lane vectors (GCC's vector extensions), batch norm's double
- * lanes, and BLK_WIDTH, which calls a body at a constant B of 8 or 16. */
+ * lanes, and BLK_WIDTH, which calls a body at a constant B of 8, 16, 32 or 64. */
 #ifndef HERD_NN_VEC_H
 #define HERD_NN_VEC_H
 
@@ -12,18 +12,22 @@
 
 /* The blocked kernels' inner loops run over a block's B lanes (one pixel's
  * B channels). Each is written once, as an always-inlined body taking B,
- * and called through BLK_WIDTH with B a constant 8 or 16: the compiler
+ * and called through BLK_WIDTH with B a constant (8, 16, 32 or 64): the compiler
  * then turns the lane loops into vector code of that width, where a run-time
  * B would leave them scalar. */
 enum { BLK_MAX = HERD__BLK_MAX, BLK_G = BLK_MAX / 8 }; /* a block's lanes, its 8-lane vectors at most */
 #define BLK_INLINE static inline __attribute__((always_inline))
 #define BLK_WIDTH(B, fn, ...)                        \
     do {                                             \
-        HERD_ASSERT((B) == 8 || (B) == 16);          \
+        HERD_ASSERT((B) == 8 || (B) == 16 || (B) == 32 || (B) == 64); \
         if ((B) == 16)                               \
             fn(__VA_ARGS__, 16);                     \
-        else                                         \
+        else if ((B) == 8)                           \
             fn(__VA_ARGS__, 8);                      \
+        else if ((B) == 32)                          \
+            fn(__VA_ARGS__, 32);                     \
+        else                                         \
+            fn(__VA_ARGS__, 64);                     \
     } while (0)
 
 /* Eight lanes as one vector (GCC's vector extensions: a ymm register with
