@@ -17,7 +17,11 @@ file alone (the metadata's description), for every built-in model and one
 description file of the layers they lack: its logits on 256 test images
 must be herd's within 1e-5, and its predictions the same. A mutated
 export (two tensors' values exchanged) must fail the same comparison: the
-check can tell a wrong export from a right one. Exit status 0 when every
+check can tell a wrong export from a right one. Last, the user's own data:
+that description file trained on a generated .npy set and on the same
+images as a folder of PNGs (the two runs must agree), exported, and
+rebuilt by model.py from the raw test pixels, standardized by the
+metadata's statistics: herd eval's logits within 1e-5, and its accuracy. Exit status 0 when every
 check passes; 1 with a message naming the first that does not.
 """
 import json
@@ -25,6 +29,7 @@ import os
 import struct
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 
@@ -357,6 +362,102 @@ def check_case(herd, work, name, model, data, algo, extra):
           (name, len(t), ev["eval_model"], ", torch too" if model == "lenet" and HAVE_TORCH else "", said))
 
 
+# ---- a description file on the user's own data: .npy and a folder of PNGs ----
+
+
+def write_png(path, img):
+    """img: H x W x 3 uint8, written as an 8-bit RGB PNG with zlib alone."""
+    h, w, _ = img.shape
+    raw = b"".join(b"\0" + img[r].tobytes() for r in range(h))
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+                chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def own_data(work):
+    """A tiny learnable set (4 classes of 3x12x12 color images: a prototype
+    each, plus noise), written as a directory of .npy files (N x H x W x C,
+    uint8; int64 labels) and as an image folder (train/cK/NNNN.png). Both
+    sets are sorted by class, the order an image folder is read in, so the
+    two hold the same examples in the same order. Returns both directories
+    and the raw test set (N x C x H x W, pixels / 255) with its labels."""
+    rng = np.random.default_rng(31)
+    proto = rng.integers(0, 256, (4, 12, 12, 3))
+    npy, folder = os.path.join(work, "own-npy"), os.path.join(work, "own-images")
+    os.makedirs(npy)
+    for part, n in (("train", 512), ("test", 256)):
+        y = np.sort(rng.integers(0, 4, n))
+        x = np.clip(proto[y] + rng.normal(0, 80, (n, 12, 12, 3)), 0, 255).astype(np.uint8)
+        np.save(os.path.join(npy, part + "_images.npy"), x)
+        np.save(os.path.join(npy, part + "_labels.npy"), y.astype(np.int64))
+        for i in range(n):
+            d = os.path.join(folder, part, "c%d" % y[i])
+            os.makedirs(d, exist_ok=True)
+            write_png(os.path.join(d, "%04d.png" % i), x[i])
+    return npy, folder, x.transpose(0, 3, 1, 2).astype(np.float32) / 255, y
+
+
+def own_case(herd, work, name, data, raw, labels):
+    """The description file trained on the user's own data, exported, and
+    rebuilt by model.py from raw pixels: the same logits as herd eval's
+    within 1e-5 and the same accuracy. Returns herd's logits."""
+    d = os.path.join(work, name)
+    os.makedirs(d)
+    path, ck = os.path.join(d, "own.model"), os.path.join(d, "ckpt")
+    with open(path, "w") as f:
+        f.write(DESCRIBED)
+    run(herd, "train", "--data", data, "--model", path, "--epochs", "3", "--batch", "16", "--checkpoint", ck,
+        "--quiet", "--no-progress")
+    logits_f = os.path.join(d, "logits.npy")
+    ev = json.loads(run(herd, "eval", "--checkpoint", ck, "--dump-logits", logits_f, "--json",
+                        "--quiet").splitlines()[-1])
+    herds = np.load(logits_f).astype(np.float64)
+    if ev["test_n"] != len(labels) or herds.shape != (len(labels), 4):
+        fail("%s: herd eval scored %d examples, logits %s; want %d x 4" % (name, ev["test_n"], herds.shape,
+                                                                          len(labels)))
+    if ev["test_acc"] < 0.5:
+        fail("%s: test accuracy %.4f after 3 epochs: the set did not train" % (name, ev["test_acc"]))
+    if not HAVE_TORCH:
+        print("export_check: %s: trained, %.4f; model.py not checked, torch is not installed" % (name, ev["test_acc"]))
+        return herds
+    diff = torch_check(herd, d, ck, name)
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("herd_own_" + name.replace("-", "_"),
+                                                  os.path.join(d, "pytorch", "model.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    net = mod.load(os.path.join(d, "pytorch", "model.safetensors"))
+    with torch.no_grad():  # as a user would: raw pixels / 255, standardized by the metadata's statistics
+        ours = net(mod.standardize(net, torch.from_numpy(raw))).numpy().astype(np.float64)
+    raw_diff = float(np.abs(ours - herds).max())
+    if raw_diff > 1e-5:
+        fail("%s: model.py on the raw test set: logits differ from herd's by %.3g" % (name, raw_diff))
+    top2 = np.sort(herds, axis=1)[:, -2:]
+    ties = int((top2[:, 1] - top2[:, 0] <= 2e-5).sum())
+    acc = float((ours.argmax(1) == labels).mean())
+    if abs(acc - ev["test_acc"]) > ties / len(labels) + 1e-6:
+        fail("%s: model.py scores %.4f, herd eval %.4f" % (name, acc, ev["test_acc"]))
+    print("export_check: %s: herd eval %.4f, model.py on raw pixels %.4f (logits within %.2g; within %.2g on "
+          "herd's inputs)" % (name, ev["test_acc"], acc, raw_diff, diff))
+    return herds
+
+
+def own_data_cases(herd, work):
+    npy, folder, raw, labels = own_data(work)
+    a = own_case(herd, work, "described-npy", npy, raw, labels)
+    b = own_case(herd, work, "described-images", folder, raw, labels)
+    if not np.array_equal(a, b):  # one set, one order: one run
+        fail("the .npy set and its image folder train different models (logits differ by %.3g)" %
+             float(np.abs(a - b).max()))
+
+
 EVAL_MODEL = {"sgd": "worker0", "easgd": "center", "dpsgd": "average", "asgd": "server"}
 
 DESCRIBED = """# every layer the built-in models lack, with labels and a residual add
@@ -402,6 +503,7 @@ def main():
         print("export_check: torch is not installed: model.py (herd export --format pytorch) is not checked")
     for c in cases:
         check_case(herd, work, *c)
+    own_data_cases(herd, work)
     print("export_check: ok")
 
 

@@ -1144,7 +1144,8 @@ static void test_result_on_stdout(void)
 }
 
 /* A model that cannot take the data's shape is refused before the data is
- * made (synthetic:16384:2 used to generate 4.5 GB first); an IDX label far
+ * made (synthetic:16384:2 used to generate 4.5 GB first), or once data read
+ * from files gives the shape, with exit 2 either way; an IDX label far
  * above the others is a corrupt file, not a 201-class model. */
 static void test_refused_before_work(void)
 {
@@ -1176,6 +1177,12 @@ static void test_refused_before_work(void)
         HERD_TEST_RUN(&o, "train", "--data", dir, "--model", "mlp", "--epochs", "1", "--batch", "10", "--quiet");
         if (!bad) {
             ASSERT_EQ_INT(o.code, 0);
+            /* a model that does not fit data read from files: refused once
+             * their shape is known, a usage error as on synthetic data */
+            HERD_TEST_RUN(&o, "train", "--data", dir, "--model", "lenet", "--epochs", "1", "--batch", "10");
+            ASSERT_EQ_INT(o.code, 2);
+            ASSERT_STR_CONTAINS(o.err, "models/lenet.model:7 (conv 16 k=5): a 5x5 convolution (stride 1, pad 0) "
+                                       "does not fit its 6x4x4 input");
             continue;
         }
         ASSERT_EQ_INT(o.code, 1);

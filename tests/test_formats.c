@@ -391,6 +391,11 @@ static void test_npy_train_cli(void)
     write_npy_set("npy", "train", 512, 4, 5, true);
     write_npy_set("npy", "test", 128, 4, 6, false);
     const char *dir = herd_test_fmt("%s/npy", herd_test_tmpdir());
+    herd_test_cmd o; /* herd model takes the shape and classes from the set */
+    HERD_TEST_RUN(&o, "model", "linear", "--data", dir);
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "for 1x8x8 inputs and 4 classes");
+    ASSERT_STR_CONTAINS(o.out, "\n260 parameters");
     expect_learns(dir, "\"steps\":32,", "test_labels.npy", "\x93NUMPY\x01\x00\x10", /* 2 epochs of 512 / 32 */
                   "test_labels.npy: not a .npy file (shorter than its 10-byte preamble)");
 }

@@ -278,6 +278,13 @@ static void test_cli_summary(void)
     ASSERT_EQ_INT(o.code, 0);
     ASSERT_STR_CONTAINS(o.out, "add+relu       64x8x8");
     ASSERT_STR_CONTAINS(o.out, "linear         100                    6500");
+    HERD_TEST_RUN(&o, "model", "resnet20", "--data", "synthetic:3x32x32:7");
+    ASSERT_EQ_INT(o.code, 0);
+    ASSERT_STR_CONTAINS(o.out, "for 3x32x32 inputs and 7 classes");
+    ASSERT_STR_CONTAINS(o.out, "linear         7                       455");
+    HERD_TEST_RUN(&o, "model", "lenet", "--data", herd_test_tmpdir()); /* no data set there */
+    ASSERT_EQ_INT(o.code, 1);
+    ASSERT_STR_CONTAINS(o.err, "no data found");
     char path[512];
     snprintf(path, sizeof path, "%s/bad.model", herd_test_tmpdir());
     write_file(path, "conv 8 k=3 pad=1\n\nconv 4 k=30   # too wide\nlinear classes\n");

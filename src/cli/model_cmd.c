@@ -8,11 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "herd/herd_data.h"
 #include "herd/herd_nn.h"
 #include "cli/flags.h"
 
 typedef struct model_opts {
-    const char *input;
+    const char *input, *data;
     size_t classes;
     bool text;
 } model_opts;
@@ -23,6 +24,9 @@ static const herd_opt model_opts_rows[] = {
      .meta = "CxHxW", .help = "one example's shape (Fashion-MNIST's unless given; CIFAR-10: 3x32x32)"},
     {.name = "classes", .type = HERD_OPT_SIZE, .offset = AT(classes), .def = "10", .flags = HERD_OPT_BOUNDED,
      .min = 2, .max = 1 << 20, .meta = "K", .help = "the classes, what 'linear classes' gives"},
+    {.name = "data", .type = HERD_OPT_STR, .offset = AT(data), .flags = HERD_OPT_NONEMPTY, .meta = "S",
+     .help = "the shape and classes of this data set, as herd train --data takes it, instead of --input and "
+             "--classes (a directory is read whole)"},
     {.name = "text", .type = HERD_OPT_BOOL, .offset = AT(text),
      .help = "print the description itself (a start for one's own: herd model resnet20 --text > my.model)"},
     {0},
@@ -64,6 +68,28 @@ static void print_summary(const herd_model *m, const char *what, size_t c, size_
     free(li);
 }
 
+/* The shape and classes of --data S: from the spec where it tells them
+ * (synthetic), else from the sets as herd train reads them. 0, or the exit
+ * status: 2 for a spec refused unread, 1 for data that does not read. */
+static int data_shape(const char *spec, size_t *c, size_t *h, size_t *w, size_t *k)
+{
+    herd_err err = {0};
+    bool known = false;
+    if (herd_data_check(spec, &err) < 0 || herd_data_shape(spec, &known, c, h, w, k, &err) < 0)
+        herd__usage_error("model", "--data: %s", err.msg);
+    if (known)
+        return 0;
+    herd_dataset train, test;
+    if (herd_data_open(spec, 1, &train, &test, &err) < 0) {
+        fprintf(stderr, "herd: %s\n", err.msg);
+        return 1;
+    }
+    *c = train.c, *h = train.h, *w = train.w, *k = train.nclasses;
+    herd_dataset_free(&train);
+    herd_dataset_free(&test);
+    return 0;
+}
+
 int herd__cli_model(int argc, char **argv)
 {
     model_opts o = {0};
@@ -82,6 +108,9 @@ int herd__cli_model(int argc, char **argv)
     if (sscanf(o.input, "%zux%zux%zu%c", &c, &h, &w, &tail) != 3 || !c || !h || !w || c > 4096 || h > 65536 ||
         w > 65536)
         herd__usage_error("model", "--input: expected CxHxW (1x28x28), got '%s'", o.input);
+    int rc = o.data ? data_shape(o.data, &c, &h, &w, &o.classes) : 0;
+    if (rc)
+        return rc;
     herd_model *m = NULL;
     herd_err err = {0};
     if (herd_model_create(name, c, h, w, o.classes, 1, 1, &m, &err) < 0) {

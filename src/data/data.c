@@ -505,8 +505,8 @@ herd_status herd_data_open(const char *spec, uint64_t seed, herd_dataset *train,
     if (stat(spec, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         st = herd_err_set(err, HERD_ENOTFOUND,
                           "data directory %s not found (expected Fashion-MNIST/MNIST IDX files such as "
-                          "train-images-idx3-ubyte.gz, CIFAR-10 data_batch_*.bin or train_images.npy; or use --data "
-                          "synthetic:CxHxW:K)",
+                          "train-images-idx3-ubyte.gz, CIFAR-10 data_batch_*.bin, train_images.npy or train/ and test/ "
+                          "folders of images per class; or use --data synthetic:CxHxW:K)",
                           spec);
         goto out;
     }

@@ -172,7 +172,7 @@ static herd_status safetensors_header(const herd_export_config *cfg, const herd_
     free(qdesc);
     if (res->input_mean[0]) /* what the model takes: (raw - mean) / std per channel */
         fprintf(f, ",\"input_mean\":\"%s\",\"input_std\":\"%s\",\"input_raw\":\"%s\"", res->input_mean, res->input_std,
-                "pixels / 255 (IDX, CIFAR); the values themselves (synthetic)");
+                "pixels / 255 (IDX, CIFAR, uint8 .npy, PNG/JPEG); the values themselves (float32 .npy, synthetic)");
     fputc('}', f);
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {

@@ -9,7 +9,7 @@ safetensors package is not used).
 
     import model
     net = model.load("model.safetensors")    # a torch.nn.Module, in eval mode
-    logits = net(model.standardize(net, raw))  # raw: N x C x H x W, pixels / 255
+    logits = net(model.standardize(net, raw))  # raw: N x C x H x W, as the metadata's input_raw says
 
     python3 model.py model.safetensors        # prints the network
 

@@ -12,7 +12,7 @@ const char herd__export_model_py[] =
     "\n"
     "    import model\n"
     "    net = model.load(\"model.safetensors\")    # a torch.nn.Module, in eval mode\n"
-    "    logits = net(model.standardize(net, raw))  # raw: N x C x H x W, pixels / 255\n"
+    "    logits = net(model.standardize(net, raw))  # raw: N x C x H x W, as the metadata's input_raw says\n"
     "\n"
     "    python3 model.py model.safetensors        # prints the network\n"
     "\n"

@@ -302,13 +302,28 @@ out:
     return st;
 }
 
-/* The data sets, the log, the workers (set up, and restored on --resume). */
-static herd_status open_run(herd_run *r, worker_ctx **workers, bool *log_open, herd_err *err)
+/* The model against the data read, whose shape check_model could not know:
+ * a description that does not fit it is refused as one that does not fit
+ * synthetic data is (a usage error, exit 2), before any worker is set up. */
+static herd_status check_model_fits(const herd_run *r, bool *refused, herd_err *err)
+{
+    herd_model *m = NULL;
+    herd_status st = herd_model_create(r->cfg->model ? r->cfg->model : "", r->train.c, r->train.h, r->train.w,
+                                       r->train.nclasses, 1, r->cfg->seed, &m, err);
+    herd_model_free(m);
+    *refused = st == HERD_EINVAL;
+    return st;
+}
+
+/* The data sets, the log, the workers (set up, and restored on --resume);
+ * *refused: the model does not fit the data. */
+static herd_status open_run(herd_run *r, worker_ctx **workers, bool *log_open, bool *refused, herd_err *err)
 {
     herd_status st = HERD_OK;
     const herd__train_config *cfg = r->cfg;
     HERD_TRY(herd_data_open(cfg->data, cfg->seed, &r->train, &r->test, err));
     HERD_TRY(check_labels(r, err));
+    HERD_TRY(check_model_fits(r, refused, err));
     herd_dataset_truncate(&r->train, cfg->train_limit);
     herd_dataset_truncate(&r->test, cfg->test_limit);
     r->t0 = herd__now();
@@ -540,7 +555,10 @@ herd_status herd__train(const herd__train_config *cfg, herd_train_result *res, h
     }
     per_process(cfg, &r, &eff, log_path, sizeof log_path);
     atomic_init(&r.stop_at, SIZE_MAX);
-    HERD_TRY(open_run(&r, &workers, &log_open, err));
+    if ((st = open_run(&r, &workers, &log_open, &refused, err)) < 0) {
+        res->refused = refused;
+        goto out;
+    }
     r.workers = workers;
     if ((st = name_run(&r, workers, &refused, err)) < 0) {
         res->refused = refused;

@@ -220,3 +220,9 @@ setup() { pics cat dog && mkdir pics/test/cow && cp pics/test/dog/a.png pics/tes
 expect images-unknown-class 1 "class 'cow' is not one of" -- train --data pics "${npyrun[@]}"
 setup() { pics cat dog; }
 expect images-trains 0 "" -- train --data pics --model linear --epochs 1 --batch 1 --no-progress
+# a model too big for the pictures read: a usage error, as on synthetic data
+lenet_2x2="models/lenet.model:7 (conv 16 k=5): a 5x5 convolution (stride 1, pad 0) does not fit its 6x1x1 input"
+setup() { pics cat dog; }
+expect images-model-does-not-fit 2 "$lenet_2x2" -- train --data pics --model lenet --epochs 1 --no-progress
+setup() { pics cat dog; }
+expect images-model-summary 1 "$lenet_2x2" -- model lenet --data pics
