@@ -16,6 +16,7 @@
 #include "cli/platform.h"
 
 #include "cli/spawn.h"
+#include "core/inpath.h"
 #include "herd/herd_status.h"
 
 #include <errno.h>
@@ -236,16 +237,21 @@ static int read_platform_file(const char *path, herd__platform_hosts *h)
 {
     enum { CHUNK = 1 << 16 };
     struct stat st;
-    FILE *f = fopen(path, "rb");
+    int fd;
+    /* a FIFO is refused, not waited on (core/inpath.h) */
+    herd_status ost = herd__inpath_open(path, &fd, &st);
+    FILE *f = ost == HERD_OK ? fdopen(fd, "rb") : NULL;
     platform_reader r = {.h = h};
     enum XML_Status parsed = XML_STATUS_OK;
     int rc = -1;
-    if (!f || fstat(fileno(f), &st) != 0) {
-        fprintf(stderr, "herd: --platform %s: %s\n", path, strerror(errno));
+    if (ost == HERD_EINVAL) {
+        fprintf(stderr, "herd: --platform %s: is %s, not a file\n", path, herd__inpath_kind(st.st_mode));
         goto out;
     }
-    if (!S_ISREG(st.st_mode)) {
-        fprintf(stderr, "herd: --platform %s: not a file\n", path);
+    if (!f) {
+        fprintf(stderr, "herd: --platform %s: %s\n", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         goto out;
     }
     if (!(r.xp = XML_ParserCreate(NULL))) {

@@ -158,6 +158,18 @@ expect version 0 "" -- version
 case_timeout=20
 setup() { mkfifo in.fifo; }
 expect config-fifo 2 "not a regular file" -- train --config in.fifo --dry-run
+# every file a user names for herd to read is opened without waiting on a
+# FIFO's writer (core/inpath.h): a model description, a platform file
+setup() { mkfifo net.model; }
+expect model-fifo-dry-run 2 "model description net.model: is a FIFO, not a file" -- train --model net.model --dry-run
+setup() { mkfifo net.model; }
+expect model-fifo-run 2 "model description net.model: is a FIFO, not a file" -- train --data "$data" --model net.model --epochs 1 --no-progress
+setup() { mkfifo net.model; }
+expect model-fifo-show 1 "model description net.model: is a FIFO, not a file" -- model net.model
+setup() { mkdir net.model; }
+expect model-directory 2 "model description net.model: is a directory, not a file" -- train --model net.model --dry-run
+setup() { mkfifo cluster.xml; }
+expect platform-fifo 2 "--platform cluster.xml: is a FIFO, not a file" -- sim --workers 2 --platform cluster.xml --dry-run -- train
 case_timeout=30
 
 # ---- runs that learn nothing are named -----------------------------------
