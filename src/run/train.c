@@ -107,6 +107,37 @@ out:
     return st;
 }
 
+/* Where e is the engine whose launcher started this process and sizes the
+ * run (mpirun -np N), the size the launcher gave, read from its environment
+ * (Open MPI's, a PMI launcher's), into eff->workers; --workers given
+ * another value is refused, as the run's world would refuse it. Elsewhere,
+ * or where the launcher does not say, nothing. So --dry-run checks the
+ * algorithm and its options at the size the run will have, and a mismatch
+ * is a usage error on every rank alike, before any of them starts. */
+static herd_status launcher_workers(const herd__train_config *cfg, const herd_engine *e, herd__train_config *eff,
+                                    herd_err *err)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    if (!(e->caps & HERD_ENGINE_LAUNCHER_SIZED) || (e->caps & HERD_ENGINE_VIRTUAL_CLOCK) ||
+        herd_engine_launcher() != e)
+        return HERD_OK;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        unsigned long n = v ? strtoul(v, &end, 10) : 0;
+        if (!v || end == v || *end || n < 1)
+            continue;
+        if (cfg->workers != 1 && cfg->workers != n) /* 1, the default: "as many as the launcher gives" */
+            return herd_err_set(err, HERD_EINVAL,
+                                "--workers %zu does not match the %lu processes the launcher started (on the %s "
+                                "engine each process is one worker)",
+                                cfg->workers, n, e->name);
+        eff->workers = n;
+        return HERD_OK;
+    }
+    return HERD_OK;
+}
+
 /* The engine and this process's part of the run's world: its workers
  * first_rank .. first_rank + nlocal - 1; where the engine's launcher sets the
  * number of workers (mpirun), the run's --workers becomes it. *refused: the
@@ -119,6 +150,7 @@ static herd_status open_world(const herd__train_config *cfg, herd_run *r, herd__
     const herd_engine *e;
     *refused = true;
     HERD_TRY(pick_engine(cfg, &e, err));
+    HERD_TRY(launcher_workers(cfg, e, eff, err));
     bool sized = e->caps & HERD_ENGINE_LAUNCHER_SIZED;
     *refused = false;
     HERD_TRY(herd_world_create(e, sized && cfg->workers == 1 ? 0 : cfg->workers, &r->world, err));
@@ -276,6 +308,7 @@ herd_status herd__config_validate(const herd__train_config *cfg, herd_err *err)
     const herd_algo_ops *ops = NULL;
     void *opts = NULL;
     HERD_TRY(pick_engine(cfg, &e, err));
+    HERD_TRY(launcher_workers(cfg, e, &eff, err));
     HERD_TRY(check_run(&eff, e, &ops, &opts, err));
 out:
     free(opts);
