@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/inpath.h"
 #include "core/json.h"
 
 herd__cmp_stat herd__cmp_stat_at(const herd__cmp_row *rows, const herd__cmp_group *g, size_t off)
@@ -48,7 +49,7 @@ enum { CURVE_COLS = 5, MAX_POINTS = 4096 };
 
 static size_t curve_load(const char *dat, double (*pts)[CURVE_COLS], size_t max)
 {
-    FILE *f = fopen(dat, "r");
+    FILE *f = herd__inpath_fopen(dat); /* herd compare wrote it; a FIFO in its place is not waited on */
     char line[512];
     size_t n = 0;
     while (f && n < max && fgets(line, sizeof line, f)) {

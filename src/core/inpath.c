@@ -37,6 +37,21 @@ herd_status herd__inpath_open(const char *path, int *fd, struct stat *sb)
     return HERD_OK;
 }
 
+FILE *herd__inpath_fopen(const char *path)
+{
+    int fd;
+    struct stat sb;
+    if (herd__inpath_open(path, &fd, &sb) != HERD_OK)
+        return NULL;
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
 const char *herd__inpath_kind(mode_t mode)
 {
     if (S_ISDIR(mode))

@@ -9,6 +9,7 @@
 #ifndef HERD_CORE_INPATH_H
 #define HERD_CORE_INPATH_H
 
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "herd/herd_status.h"
@@ -19,6 +20,11 @@
  * what); HERD_EIO where it cannot be opened (errno says why). *fd is -1
  * on failure. No message is written: each caller names its flag. */
 herd_status herd__inpath_open(const char *path, int *fd, struct stat *sb);
+
+/* The same as a stdio stream ("r"), NULL where herd__inpath_open fails
+ * (errno set): for files herd wrote itself and reads back, which a user
+ * may have replaced by a FIFO. */
+FILE *herd__inpath_fopen(const char *path);
 
 /* "a directory", "a FIFO", "a character device"...: what the mode names,
  * for messages (output paths' too, core/outpath.h). */

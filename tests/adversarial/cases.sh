@@ -102,6 +102,16 @@ setup() { printf 'x\n' >ckfile; }
 expect checkpoint-is-file 2 "ckfile is a file" -- train "${tiny[@]}" --checkpoint ckfile
 setup() { mkdir ck && printf 'not a checkpoint' >ck/ckpt-5.herd; }
 expect resume-corrupt-only 1 "none of its 1 checkpoint(s) is valid" changes ck/.lock -- train "${tiny[@]}" --checkpoint ck --resume
+# herd sim's own outputs: --paje (SimGrid opens it: a FIFO would hold the
+# simulation) and the files --keep DIR holds already (a FIFO was waited on,
+# SIGTERM ignored); /bin/true stands for herd-sim, which --dry-run never runs
+sim=(sim --workers 2 --bin /bin/true)
+setup() { mkfifo t.paje; }
+expect sim-paje-fifo 1 "--paje t.paje: is a FIFO; SimGrid writes the trace itself" -- "${sim[@]}" --paje t.paje --dry-run -- train
+setup() { mkdir t.paje; }
+expect sim-paje-directory 1 "--paje t.paje: is a directory" -- "${sim[@]}" --paje t.paje --dry-run -- train
+setup() { mkdir kd && mkfifo kd/hosts; }
+expect sim-keep-fifo 1 "output file kd/hosts: a FIFO that no process reads" -- "${sim[@]}" --keep kd --dry-run -- train
 expect checkpoint-new-dir 0 "" changes ck -- train "${tiny[@]}" --checkpoint ck
 
 # ---- results tied to their data, and to their options --------------------
@@ -180,6 +190,11 @@ expect nonfinite-stops 1 "non-finite" -- train "${tiny[@]}" --inject-nan 0@2 --q
 
 # ---- compare: a label is what ran ------------------------------------------
 expect compare-spec-and-extra 2 "--batch is given twice ('32', then '16')" -- compare --workers 2 --epochs 1 --model linear --data "$data" --extra "--batch 16" "allreduce --batch 32"
+# an earlier run's log and curve in --out are emptied for the new run, a
+# link to its target: never unlinked (which replaced the link)
+setup() { mkdir c && ln -s ../kept.jsonl c/run00.jsonl && printf 'old\n' >kept.jsonl; }
+check='[ -L c/run00.jsonl ] && ! grep -q old kept.jsonl && grep -q "\"event\":\"end\"" kept.jsonl'
+expect compare-log-link-kept 0 "" changes c kept.jsonl -- compare --workers 2 --epochs 1 --model linear --data "$data" --extra "--train-limit 256 --test-limit 64" --no-baseline --out c allreduce
 expect compare-spec-refused 2 "spec 'allreduce --bogus' is refused" -- compare --workers 2 --epochs 1 --model linear --data "$data" "allreduce --bogus"
 
 # ---- data in other formats: a malformed file is named, exit 1 -------------
