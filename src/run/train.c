@@ -22,6 +22,7 @@
 #include "core/clock.h"
 #include "core/finite.h"
 #include "core/json.h"
+#include "core/outpath.h"
 #include "run/ckpt_run.h"
 #include "run/log.h"
 #include "run/options.h"
@@ -340,6 +341,12 @@ static herd_status open_run(herd_run *r, worker_ctx **workers, bool *log_open, h
 {
     herd_status st = HERD_OK;
     const herd__train_config *cfg = r->cfg;
+    herd__outpath out;
+    /* the outputs looked at before the data are read (core/outpath.h): one
+     * that would be refused is refused now, not after the data or the run */
+    if (cfg->log_path)
+        HERD_TRY(herd__outpath_check(cfg->log_path, "--log", &out, err));
+    HERD_TRY(herd__trace_check(r, err));
     HERD_TRY(herd_data_open(cfg->data, cfg->seed, &r->train, &r->test, err));
     HERD_TRY(check_labels(r, err));
     herd_dataset_truncate(&r->train, cfg->train_limit);

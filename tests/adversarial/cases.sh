@@ -98,6 +98,11 @@ setup() { mkfifo fifo.jsonl; }
 expect log-fifo-no-reader 1 "fifo.jsonl" -- train "${tiny[@]}" --log fifo.jsonl
 setup() { mkdir tracedir; }
 expect trace-is-directory 1 "tracedir" -- train "${tiny[@]}" --trace tracedir
+# looked at before the run: no log begun, no step taken (it failed after the run)
+setup() { mkdir tracedir; }
+expect trace-is-directory-first 1 "--trace tracedir: is a directory" -- train "${tiny[@]}" --trace tracedir --log run.jsonl
+setup() { ln -s nowhere/t.json tracelink; }
+expect trace-dangling-first 1 "--trace tracelink: a symbolic link to a missing file" -- train "${tiny[@]}" --trace tracelink --log run.jsonl
 setup() { printf 'x\n' >ckfile; }
 expect checkpoint-is-file 2 "ckfile is a file" -- train "${tiny[@]}" --checkpoint ckfile
 setup() { mkdir ck && printf 'not a checkpoint' >ck/ckpt-5.herd; }
