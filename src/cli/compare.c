@@ -390,14 +390,18 @@ void herd__cmp_run_one(const herd__cmp_opts *o, const herd__cmp_plan *p, const c
     r->w0acc = json_num(s->line, "worker0_acc");
     r->wall = json_num(s->line, "wall_s");
     double epochs = json_num(s->line, "epochs"), bytes = json_num(s->line, "bytes_sent");
+    double workers = json_num(s->line, "workers");
     if (epochs > 0)
         r->epochs = (size_t)epochs;
+    if (workers >= 1) /* the size the run had (under herd sim, the launcher's) */
+        r->workers = (size_t)workers;
+    json_str(s->line, "model", r->model, sizeof r->model);
     /* the median worker's: an asynchronous run's slowest worker can take
      * longer for one slowed step than the others for their epoch */
     r->epoch_s = json_num(s->line, "epoch_s_median");
     if (isnan(r->epoch_s) || r->epoch_s <= 0)
         r->epoch_s = epochs > 0 ? json_num(s->line, "train_s") / epochs : NAN;
-    r->mb = bytes / 1e6 / (double)n;
+    r->mb = bytes / 1e6 / (double)r->workers;
     double steps = json_num(s->line, "steps_median");
     r->step_s = steps > 0 && epochs > 0 ? r->epoch_s / (steps / epochs) : NAN;
     json_str(s->line, "eval_model", r->eval_model, sizeof r->eval_model);

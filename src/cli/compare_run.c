@@ -259,7 +259,7 @@ enum { NFIGS = sizeof summary_figs / sizeof summary_figs[0] };
 static void table_files_head(FILE *csv, FILE *sum)
 {
     if (csv)
-        fprintf(csv, "spec,engine,platform,workers,epochs,seed,test_acc,eval_model,worker0_acc,time_to_target_s,"
+        fprintf(csv, "spec,engine,platform,workers,epochs,seed,test_acc,eval_model,model,worker0_acc,time_to_target_s,"
                      "epoch_s,speedup,mb_per_worker,wall_s,real_s\n");
     if (!sum)
         return;
@@ -281,9 +281,9 @@ static void csv_runs(FILE *csv, const herd__cmp_row *rows, const herd__cmp_group
         char tt[32], sp[32];
         herd__cmp_fmt(tt, sizeof tt, r->t_target, "%.4g");
         herd__cmp_fmt(sp, sizeof sp, r->speedup, "%.3g");
-        fprintf(csv, "\"%s\",%s,%s,%zu,%zu,%" PRIu64 ",%.6f,%s,%.6f,%s,%.9g,%s,%.6g,%.9g,%.3f\n", r->spec, engine,
-                platform, r->workers, r->epochs, r->seed, r->acc, r->eval_model, r->w0acc, tt, r->epoch_s, sp, r->mb,
-                r->wall, r->real_s);
+        fprintf(csv, "\"%s\",%s,%s,%zu,%zu,%" PRIu64 ",%.6f,%s,\"%s\",%.6f,%s,%.9g,%s,%.6g,%.9g,%.3f\n", r->spec,
+                engine, platform, r->workers, r->epochs, r->seed, r->acc, r->eval_model, r->model, r->w0acc, tt,
+                r->epoch_s, sp, r->mb, r->wall, r->real_s);
     }
 }
 
@@ -416,7 +416,7 @@ int herd__cmp_json_head(FILE *f, const herd__cmp_opts *o, const char *kind, cons
 static int json_group(FILE *f, const herd__cmp_row *rows, const herd__cmp_group *g)
 {
     const herd__cmp_row *r0 = &rows[g->first];
-    char spec[600], curve[600];
+    char spec[600], curve[600], model[600];
     size_t ended = 0;
     double t_last = NAN;
     for (size_t i = g->first; i < g->first + g->n; i++)
@@ -425,10 +425,11 @@ static int json_group(FILE *f, const herd__cmp_row *rows, const herd__cmp_group 
     herd__cmp_stat sp = HERD__CMP_STAT(rows, g, speedup);
     herd__json_quote(spec, sizeof spec, r0->spec);
     herd__json_quote(curve, sizeof curve, strrchr(g->dat, '/') + 1);
-    return herd__json_printf(f, "{\"index\":%zu,\"spec\":%s,\"workers\":%zu,\"baseline\":%s,\"runs\":%zu,"
+    herd__json_quote(model, sizeof model, first_ended(rows, g)->model); /* the run's own */
+    return herd__json_printf(f, "{\"index\":%zu,\"spec\":%s,\"model\":%s,\"workers\":%zu,\"baseline\":%s,\"runs\":%zu,"
                                 "\"ended\":%zu,\"curve\":%s,\"t_last_s\":%.9g,\"speedup_mean\":%.9g,"
                                 "\"speedup_min\":%.9g,\"speedup_max\":%.9g}",
-                             g->index, spec, r0->workers, r0->baseline ? "true" : "false", g->n, ended, curve, t_last,
+                             g->index, spec, model, r0->workers, r0->baseline ? "true" : "false", g->n, ended, curve, t_last,
                              sp.mean, sp.min, sp.max);
 }
 

@@ -200,6 +200,10 @@ expect compare-spec-and-extra 2 "--batch is given twice ('32', then '16')" -- co
 setup() { mkdir c && ln -s ../kept.jsonl c/run00.jsonl && printf 'old\n' >kept.jsonl; }
 check='[ -L c/run00.jsonl ] && ! grep -q old kept.jsonl && grep -q "\"event\":\"end\"" kept.jsonl'
 expect compare-log-link-kept 0 "" changes c kept.jsonl -- compare --workers 2 --epochs 1 --model linear --data "$data" --extra "--train-limit 256 --test-limit 64" --no-baseline --out c allreduce
+# a spec's own --model wins over compare's --model: its row and its
+# configuration in compare.json name the model the run built, from its summary
+check='grep -q "^\"allreduce --model mlp\",.*,\"mlp\"," c/compare.csv && grep -q "\"spec\":\"allreduce --model mlp\",\"model\":\"mlp\"" c/compare.json'
+expect compare-row-names-its-model 0 "" changes c -- compare --workers 2 --epochs 1 --model linear --data "$data" --extra "--train-limit 256 --test-limit 64" --no-baseline --out c "allreduce --model mlp"
 expect compare-spec-refused 2 "spec 'allreduce --bogus' is refused" -- compare --workers 2 --epochs 1 --model linear --data "$data" "allreduce --bogus"
 
 # ---- data in other formats: a malformed file is named, exit 1 -------------
