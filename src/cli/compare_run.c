@@ -417,20 +417,23 @@ static int json_group(FILE *f, const herd__cmp_row *rows, const herd__cmp_group 
 {
     const herd__cmp_row *r0 = &rows[g->first];
     char spec[600], curve[600], model[600];
+    const char *built = NULL; /* the model the runs report building: the first that ended */
     size_t ended = 0;
     double t_last = NAN;
     for (size_t i = g->first; i < g->first + g->n; i++)
-        if (rows[i].ok)
+        if (rows[i].ok) {
             ended++, t_last = isnan(t_last) || rows[i].t_last > t_last ? rows[i].t_last : t_last;
+            built = built ? built : rows[i].model;
+        }
     herd__cmp_stat sp = HERD__CMP_STAT(rows, g, speedup);
     herd__json_quote(spec, sizeof spec, r0->spec);
     herd__json_quote(curve, sizeof curve, strrchr(g->dat, '/') + 1);
-    herd__json_quote(model, sizeof model, first_ended(rows, g)->model); /* the run's own */
-    return herd__json_printf(f, "{\"index\":%zu,\"spec\":%s,\"model\":%s,\"workers\":%zu,\"baseline\":%s,\"runs\":%zu,"
+    herd__json_quote(model, sizeof model, built); /* null where no run ended */
+    return herd__json_printf(f, "{\"index\":%zu,\"spec\":%s,\"workers\":%zu,\"baseline\":%s,\"runs\":%zu,"
                                 "\"ended\":%zu,\"curve\":%s,\"t_last_s\":%.9g,\"speedup_mean\":%.9g,"
-                                "\"speedup_min\":%.9g,\"speedup_max\":%.9g}",
-                             g->index, spec, model, r0->workers, r0->baseline ? "true" : "false", g->n, ended, curve, t_last,
-                             sp.mean, sp.min, sp.max);
+                                "\"speedup_min\":%.9g,\"speedup_max\":%.9g,\"model\":%s}",
+                             g->index, spec, r0->workers, r0->baseline ? "true" : "false", g->n, ended, curve, t_last,
+                             sp.mean, sp.min, sp.max, model);
 }
 
 /* DIR/compare.json: what the comparison was (where, the model, the worker

@@ -87,6 +87,19 @@ herd_status herd__outpath_fopen(const char *path, const char *mode, const char *
     return st;
 }
 
+bool herd__outpath_same(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb)
+        return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea || eb)
+        return false;
+    char da[PATH_MAX], db[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX];
+    const char *na = herd__path_split(a, da, sizeof da), *nb = herd__path_split(b, db, sizeof db);
+    return !strcmp(na, nb) && realpath(da, ra) && realpath(db, rb) && !strcmp(ra, rb);
+}
+
 const char *herd__path_split(const char *path, char *dir, size_t cap)
 {
     const char *slash = strrchr(path, '/');

@@ -292,6 +292,14 @@ static herd_status check_run(herd__train_config *eff, const herd_engine *e, cons
     if (!eff->algo)
         eff->algo = eff->workers > 1 ? "allreduce" : "sgd";
     HERD_TRY(herd__check_config(eff, ops, err));
+    const char *outs[][2] = {{"--log", eff->log_path}, {"--trace", eff->trace_path}};
+    for (size_t i = 0; i < 2 && eff->checkpoint_dir; i++)
+        if (outs[i][1] && herd__ckpt_holds(eff->checkpoint_dir, outs[i][1]))
+            return herd_err_set(err, HERD_EINVAL, "%s %s is a checkpoint's file in --checkpoint %s: each output needs "
+                                                  "its own", outs[i][0], outs[i][1], eff->checkpoint_dir);
+    if (eff->log_path && eff->trace_path && herd__outpath_same(eff->log_path, eff->trace_path))
+        return herd_err_set(err, HERD_EINVAL, "--log %s and --trace %s are the same file: each needs its own",
+                            eff->log_path, eff->trace_path);
     eff->optim.global_batch = eff->workers * eff->batch; /* --lr-scale linear's, once the engine sized the run */
     HERD_TRY(herd__check_fail_modes(eff, e->caps & HERD_ENGINE_PROCESS_PER_WORKER, e->name, err));
     HERD_TRY(herd__algo_opts_parse(*ops, eff, algo_opts, err));

@@ -119,6 +119,22 @@ setup() { mkdir kd && mkfifo kd/hosts; }
 expect sim-keep-fifo 1 "output file kd/hosts: a FIFO that no process reads" -- "${sim[@]}" --keep kd --dry-run -- train
 expect checkpoint-new-dir 0 "" changes ck -- train "${tiny[@]}" --checkpoint ck
 
+# an output never lands on a checkpoint its command reads or keeps (the
+# run's one model was written over with exit 0), nor on another output
+ckpt4() { "$herd" train "${tiny[@]}" --checkpoint ck --quiet >/dev/null 2>&1 && [ -f ck/ckpt-4.herd ]; }
+setup() { ckpt4; }
+expect export-over-its-checkpoint 1 "export: ck/ckpt-4.herd is a checkpoint's file in ck; herd export will not write over" -- export --checkpoint ck ck/ckpt-4.herd
+setup() { ckpt4 && ln -s ck/ckpt-4.herd model.st; }
+expect export-link-to-checkpoint 1 "export: model.st is a checkpoint's file in ck" -- export --checkpoint ck model.st
+setup() { ckpt4; }
+expect eval-dump-over-checkpoint 2 "--dump-logits ck/ckpt-4.herd is a checkpoint's file in ck" -- eval --checkpoint ck --dump-logits ck/ckpt-4.herd
+setup() { ckpt4; }
+expect eval-dumps-same-file 2 "--dump-logits out.npy and --dump-inputs ./out.npy are the same file" -- eval --checkpoint ck --dump-logits out.npy --dump-inputs ./out.npy
+setup() { ckpt4; }
+expect log-over-checkpoint 2 "--log ck/ckpt-4.herd is a checkpoint's file in --checkpoint ck" -- train "${tiny[@]}" --checkpoint ck --resume --log ck/ckpt-4.herd
+expect trace-over-lock 2 "--trace ck/.lock is a checkpoint's file in --checkpoint ck" -- train "${tiny[@]}" --checkpoint ck --trace ck/.lock --dry-run
+expect log-trace-same-file 2 "--log run.json and --trace run.json are the same file" -- train "${tiny[@]}" --log run.json --trace run.json
+
 # ---- results tied to their data, and to their options --------------------
 # idx DIR SEED: a small IDX data set (8x8 images, 4 classes) in DIR
 idx() {
@@ -202,7 +218,7 @@ check='[ -L c/run00.jsonl ] && ! grep -q old kept.jsonl && grep -q "\"event\":\"
 expect compare-log-link-kept 0 "" changes c kept.jsonl -- compare --workers 2 --epochs 1 --model linear --data "$data" --extra "--train-limit 256 --test-limit 64" --no-baseline --out c allreduce
 # a spec's own --model wins over compare's --model: its row and its
 # configuration in compare.json name the model the run built, from its summary
-check='grep -q "^\"allreduce --model mlp\",.*,\"mlp\"," c/compare.csv && grep -q "\"spec\":\"allreduce --model mlp\",\"model\":\"mlp\"" c/compare.json'
+check='grep -q "^\"allreduce --model mlp\",.*,\"mlp\"," c/compare.csv && grep -q "\"spec\":\"allreduce --model mlp\",.*\"model\":\"mlp\"}" c/compare.json'
 expect compare-row-names-its-model 0 "" changes c -- compare --workers 2 --epochs 1 --model linear --data "$data" --extra "--train-limit 256 --test-limit 64" --no-baseline --out c "allreduce --model mlp"
 expect compare-spec-refused 2 "spec 'allreduce --bogus' is refused" -- compare --workers 2 --epochs 1 --model linear --data "$data" "allreduce --bogus"
 
