@@ -38,6 +38,7 @@ expect usage-bench-unknown 2 "unknown benchmark 'fft'" -- bench fft
 expect usage-bench-flag 2 "unknown flag '--workers' (see 'herd bench --help')" -- bench gemm --workers 2
 expect usage-sim-workers 2 "--workers must be in [1, 4096], got 0" -- sim --workers 0 -- train
 expect usage-compare-seeds 2 "--seeds must be in [1, 100], got 0" -- compare --seeds 0 allreduce
+expect usage-model-unknown 2 "herd: unknown model 'lenett' (choose one of: linear, mlp, lenet, cnn, resnet20, or a description file)" -- model lenett
 expect usage-eval-flag 2 "unknown flag '--bogus' (see 'herd eval --help')" -- eval --bogus
 expect usage-export-flag 2 "unknown flag '--bogus' (see 'herd export --help')" -- export --bogus
 
