@@ -269,6 +269,15 @@ static void test_nn(void)
     BAD(herd_model_create("mlp", 0, 4, 4, 2, 2, 1, &m, &err), "shape 0x4x4");
     BAD(herd_model_create("mlp", 1, 4, 4, 1, 2, 1, &m, &err), "1 classes");
     BAD(herd_model_create("mlp", 1, 4, 4, 2, 0, 1, &m, &err), "batch 0");
+    /* counts whose product wraps in size_t (2^40 x 2^40 x 8 made a linear
+     * model of 4 parameters, for inputs of "0" floats), and beyond the limits */
+    BAD(herd_model_create("linear", (size_t)1 << 40, (size_t)1 << 40, 8, 4, 1, 1, &m, &err), "is beyond what herd builds");
+    BAD(herd_model_create("linear", 1, (size_t)1 << 62, 4, 4, 1, 1, &m, &err), "an example of at most 2^28 floats");
+    BAD(herd_model_create("linear", 1, 4, 4, (size_t)1 << 40, 1, 1, &m, &err), "at most 2^20 classes");
+    BAD(herd_model_create("linear", 1, 4, 4, 2, (size_t)1 << 40, 1, &m, &err), "batches of at most 2^20");
+    BAD(herd_model_create_from_description("net", "linear classes\n", (size_t)1 << 32, (size_t)1 << 32, 1, 4, 1, 1,
+                                           &m, &err),
+        "is beyond what herd builds");
     ASSERT_TRUE(m == NULL);
     BAD_ST(herd_precision_parse(NULL, &p));
     BAD_ST(herd_precision_parse("fp32", NULL));
@@ -521,6 +530,12 @@ static void test_run(void)
     BAD(herd_config_set(NULL, "lr", "0.1", &err), "cfg is NULL");
     BAD(herd_config_set(c, NULL, "0.1", &err), "name is NULL");
     BAD(herd_config_set(c, "no-such-option", "1", &err), "no-such-option");
+    char buf[32];
+    BAD(herd_config_get(NULL, "lr", buf, sizeof buf, &err), "cfg is NULL");
+    BAD(herd_config_get(c, NULL, buf, sizeof buf, &err), "herd_config_get: name is NULL");
+    BAD(herd_config_get(c, "lr", NULL, sizeof buf, &err), "buf is NULL or cap 0");
+    BAD(herd_config_get(c, "lr", buf, 0, &err), "buf is NULL or cap 0");
+    BAD(herd_config_get(c, "no-such-option", buf, sizeof buf, &err), "unknown option '--no-such-option'");
     BAD(herd_config_load(NULL, "x.conf", &err), "cfg is NULL");
     BAD(herd_config_load(c, NULL, &err), "path is NULL");
     BAD(herd_config_check(NULL, &err), "cfg is NULL");

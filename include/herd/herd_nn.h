@@ -37,7 +37,8 @@ extern const char *const herd_model_names[];
  * model is then named herd_model_name_for(name)). Parameters are initialised
  * from `seed` (He-uniform weights, zero biases, BN gamma 1 / beta 0).
  * HERD_EINVAL: a name neither built in nor a readable file, c, h, w or
- * max_batch 0, nclasses below 2, a description that does not read or a
+ * max_batch 0, nclasses below 2, an example of more than 2^28 floats, more
+ * than 2^20 classes or a max_batch above 2^20, a description that does not read or a
  * shape the model cannot take (the message names the line, the layer and
  * the shapes). */
 herd_status herd_model_create(const char *name, size_t c, size_t h, size_t w, size_t nclasses,

@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/inpath.h"
 #include "core/outpath.h"
 
 /* core/outpath.h: a link is followed, a FIFO written in place, a directory
@@ -46,6 +47,15 @@ FILE *herd__cmp_out_open(const char *path)
     if (herd__outpath_fopen(path, "w", "herd compare: output file", &f, &err) < 0)
         fprintf(stderr, "herd: %s\n", err.msg);
     return f;
+}
+
+/* path emptied, or made empty where it is a new name (messages as
+ * herd__cmp_out_open's). */
+static void out_empty(const char *path)
+{
+    FILE *f = herd__cmp_out_open(path);
+    if (f)
+        fclose(f);
 }
 
 int herd__cmp_out_close(FILE *f, const char *path, int bad)
@@ -219,7 +229,7 @@ static void on_summary(void *ctx, const char *line)
 static void read_curve(herd__cmp_row *r, const char *log, double target)
 {
     r->t_target = NAN;
-    FILE *in = fopen(log, "r"), *out = herd__cmp_out_open(r->dat);
+    FILE *in = herd__inpath_fopen(log), *out = herd__cmp_out_open(r->dat); /* a FIFO is not waited on */
     if (out)
         fprintf(out, "# %s, %zu workers, seed %" PRIu64 ": epochs time_s test_acc test_loss train_loss\n", r->spec,
                 r->workers, r->seed);
@@ -360,8 +370,11 @@ void herd__cmp_run_one(const herd__cmp_opts *o, const herd__cmp_plan *p, const c
         fprintf(stderr, "herd: compare: spec '%s' is empty or too long\n", spec);
         goto out;
     }
-    unlink(log); /* a file of an earlier compare is not this run's */
-    unlink(r->dat);
+    /* a file of an earlier compare is not this run's: emptied (the run's
+     * --log appends), through a link to its target, never unlinked (which
+     * would replace the link: core/outpath.h) */
+    out_empty(log);
+    out_empty(r->dat);
     herd__spawn run = {.argv = c->argv, .timeout_s = o->timeout_s, .grace_s = CMP_GRACE_S, .on_line = on_summary,
                        .ctx = s};
     int rc = herd__cli_spawn(&run, &r->real_s);
@@ -377,14 +390,18 @@ void herd__cmp_run_one(const herd__cmp_opts *o, const herd__cmp_plan *p, const c
     r->w0acc = json_num(s->line, "worker0_acc");
     r->wall = json_num(s->line, "wall_s");
     double epochs = json_num(s->line, "epochs"), bytes = json_num(s->line, "bytes_sent");
+    double workers = json_num(s->line, "workers");
     if (epochs > 0)
         r->epochs = (size_t)epochs;
+    if (workers >= 1) /* the size the run had (under herd sim, the launcher's) */
+        r->workers = (size_t)workers;
+    json_str(s->line, "model", r->model, sizeof r->model);
     /* the median worker's: an asynchronous run's slowest worker can take
      * longer for one slowed step than the others for their epoch */
     r->epoch_s = json_num(s->line, "epoch_s_median");
     if (isnan(r->epoch_s) || r->epoch_s <= 0)
         r->epoch_s = epochs > 0 ? json_num(s->line, "train_s") / epochs : NAN;
-    r->mb = bytes / 1e6 / (double)n;
+    r->mb = bytes / 1e6 / (double)r->workers;
     double steps = json_num(s->line, "steps_median");
     r->step_s = steps > 0 && epochs > 0 ? r->epoch_s / (steps / epochs) : NAN;
     json_str(s->line, "eval_model", r->eval_model, sizeof r->eval_model);

@@ -38,7 +38,8 @@ typedef struct herd__cmp_opts {
 /* One run's results. */
 typedef struct herd__cmp_row {
     char spec[256], eval_model[32], dat[PATH_MAX];
-    size_t workers, epochs; /* epochs: the run's own (its summary's) */
+    char model[256];        /* the model the run built, from its summary (a spec's --model wins over compare's) */
+    size_t workers, epochs; /* workers, epochs: the run's own (its summary's) */
     uint64_t seed;
     bool ok, baseline;
     int stopped; /* the signal that stopped it (it is not ok), or 0 */

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/inpath.h"
 #include "core/json.h"
 
 herd__cmp_stat herd__cmp_stat_at(const herd__cmp_row *rows, const herd__cmp_group *g, size_t off)
@@ -48,7 +49,7 @@ enum { CURVE_COLS = 5, MAX_POINTS = 4096 };
 
 static size_t curve_load(const char *dat, double (*pts)[CURVE_COLS], size_t max)
 {
-    FILE *f = fopen(dat, "r");
+    FILE *f = herd__inpath_fopen(dat); /* herd compare wrote it; a FIFO in its place is not waited on */
     char line[512];
     size_t n = 0;
     while (f && n < max && fgets(line, sizeof line, f)) {
@@ -258,7 +259,7 @@ enum { NFIGS = sizeof summary_figs / sizeof summary_figs[0] };
 static void table_files_head(FILE *csv, FILE *sum)
 {
     if (csv)
-        fprintf(csv, "spec,engine,platform,workers,epochs,seed,test_acc,eval_model,worker0_acc,time_to_target_s,"
+        fprintf(csv, "spec,engine,platform,workers,epochs,seed,test_acc,eval_model,model,worker0_acc,time_to_target_s,"
                      "epoch_s,speedup,mb_per_worker,wall_s,real_s\n");
     if (!sum)
         return;
@@ -280,9 +281,9 @@ static void csv_runs(FILE *csv, const herd__cmp_row *rows, const herd__cmp_group
         char tt[32], sp[32];
         herd__cmp_fmt(tt, sizeof tt, r->t_target, "%.4g");
         herd__cmp_fmt(sp, sizeof sp, r->speedup, "%.3g");
-        fprintf(csv, "\"%s\",%s,%s,%zu,%zu,%" PRIu64 ",%.6f,%s,%.6f,%s,%.9g,%s,%.6g,%.9g,%.3f\n", r->spec, engine,
-                platform, r->workers, r->epochs, r->seed, r->acc, r->eval_model, r->w0acc, tt, r->epoch_s, sp, r->mb,
-                r->wall, r->real_s);
+        fprintf(csv, "\"%s\",%s,%s,%zu,%zu,%" PRIu64 ",%.6f,%s,\"%s\",%.6f,%s,%.9g,%s,%.6g,%.9g,%.3f\n", r->spec,
+                engine, platform, r->workers, r->epochs, r->seed, r->acc, r->eval_model, r->model, r->w0acc, tt,
+                r->epoch_s, sp, r->mb, r->wall, r->real_s);
     }
 }
 
@@ -415,20 +416,24 @@ int herd__cmp_json_head(FILE *f, const herd__cmp_opts *o, const char *kind, cons
 static int json_group(FILE *f, const herd__cmp_row *rows, const herd__cmp_group *g)
 {
     const herd__cmp_row *r0 = &rows[g->first];
-    char spec[600], curve[600];
+    char spec[600], curve[600], model[600];
+    const char *built = NULL; /* the model the runs report building: the first that ended */
     size_t ended = 0;
     double t_last = NAN;
     for (size_t i = g->first; i < g->first + g->n; i++)
-        if (rows[i].ok)
+        if (rows[i].ok) {
             ended++, t_last = isnan(t_last) || rows[i].t_last > t_last ? rows[i].t_last : t_last;
+            built = built ? built : rows[i].model;
+        }
     herd__cmp_stat sp = HERD__CMP_STAT(rows, g, speedup);
     herd__json_quote(spec, sizeof spec, r0->spec);
     herd__json_quote(curve, sizeof curve, strrchr(g->dat, '/') + 1);
+    herd__json_quote(model, sizeof model, built); /* null where no run ended */
     return herd__json_printf(f, "{\"index\":%zu,\"spec\":%s,\"workers\":%zu,\"baseline\":%s,\"runs\":%zu,"
                                 "\"ended\":%zu,\"curve\":%s,\"t_last_s\":%.9g,\"speedup_mean\":%.9g,"
-                                "\"speedup_min\":%.9g,\"speedup_max\":%.9g}",
+                                "\"speedup_min\":%.9g,\"speedup_max\":%.9g,\"model\":%s}",
                              g->index, spec, r0->workers, r0->baseline ? "true" : "false", g->n, ended, curve, t_last,
-                             sp.mean, sp.min, sp.max);
+                             sp.mean, sp.min, sp.max, model);
 }
 
 /* DIR/compare.json: what the comparison was (where, the model, the worker

@@ -16,6 +16,8 @@
 #include "herd/herd_ckpt.h"
 #include "cli/flags.h"
 #include "core/json.h"
+#include "core/outpath.h"
+#include "run/ckpt_run.h"
 
 /* What herd_ckpt_latest had to say of newer checkpoints (skipped as not
  * valid) or misnamed ones, one line each. */
@@ -190,6 +192,14 @@ int herd__cli_eval(int argc, char **argv)
         herd__usage_error_json(json, "eval", "unknown flag '%s'", argv[end]);
     if (!o.eval.checkpoint_dir)
         herd__usage_error_json(json, "eval", "--checkpoint DIR is required");
+    const char *dumps[][2] = {{"--dump-logits", o.dump_logits}, {"--dump-inputs", o.dump_inputs}};
+    for (size_t i = 0; i < 2; i++)
+        if (dumps[i][1] && herd__ckpt_holds(o.eval.checkpoint_dir, dumps[i][1]))
+            herd__usage_error_json(json, "eval", "%s %s is a checkpoint's file in %s; herd eval will not write over "
+                                   "the checkpoints it reads", dumps[i][0], dumps[i][1], o.eval.checkpoint_dir);
+    if (o.dump_logits && o.dump_inputs && herd__outpath_same(o.dump_logits, o.dump_inputs))
+        herd__usage_error_json(json, "eval", "--dump-logits %s and --dump-inputs %s are the same file: each needs its own",
+                               o.dump_logits, o.dump_inputs);
     o.eval.keep_outputs = o.dump_logits || o.dump_inputs;
     herd_eval_result res;
     herd_err err = {0};

@@ -4,9 +4,12 @@
  * Usage errors exit 2, a description that does not build 1. */
 #include "cli/model_cmd.h"
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "herd/herd_data.h"
 #include "herd/herd_nn.h"
@@ -108,6 +111,13 @@ int herd__cli_model(int argc, char **argv)
     if (sscanf(o.input, "%zux%zux%zu%c", &c, &h, &w, &tail) != 3 || !c || !h || !w || c > 4096 || h > 65536 ||
         w > 65536)
         herd__usage_error("model", "--input: expected CxHxW (1x28x28), got '%s'", o.input);
+    bool builtin = false;
+    for (size_t i = 0; herd_model_names[i]; i++)
+        builtin |= !strcmp(herd_model_names[i], name);
+    struct stat sb;
+    if (!builtin && lstat(name, &sb) != 0 && errno == ENOENT) /* a name misspelt, as herd train --model's: exit 2 */
+        herd__usage_error("model", "unknown model '%s' (choose one of: linear, mlp, lenet, cnn, resnet20, or a "
+                                   "description file)", name);
     int rc = o.data ? data_shape(o.data, &c, &h, &w, &o.classes) : 0;
     if (rc)
         return rc;
@@ -117,9 +127,6 @@ int herd__cli_model(int argc, char **argv)
         fprintf(stderr, "herd: %s\n", err.msg);
         return 1;
     }
-    bool builtin = false;
-    for (size_t i = 0; herd_model_names[i]; i++)
-        builtin |= !strcmp(herd_model_names[i], name);
     char what[600];
     snprintf(what, sizeof what, builtin ? "built in, models/%s.model" : "described in %s", name);
     if (o.text)

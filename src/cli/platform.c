@@ -16,6 +16,8 @@
 #include "cli/platform.h"
 
 #include "cli/spawn.h"
+#include "core/inpath.h"
+#include "core/outpath.h"
 #include "herd/herd_status.h"
 
 #include <errno.h>
@@ -236,16 +238,21 @@ static int read_platform_file(const char *path, herd__platform_hosts *h)
 {
     enum { CHUNK = 1 << 16 };
     struct stat st;
-    FILE *f = fopen(path, "rb");
+    int fd;
+    /* a FIFO is refused, not waited on (core/inpath.h) */
+    herd_status ost = herd__inpath_open(path, &fd, &st);
+    FILE *f = ost == HERD_OK ? fdopen(fd, "rb") : NULL;
     platform_reader r = {.h = h};
     enum XML_Status parsed = XML_STATUS_OK;
     int rc = -1;
-    if (!f || fstat(fileno(f), &st) != 0) {
-        fprintf(stderr, "herd: --platform %s: %s\n", path, strerror(errno));
+    if (ost == HERD_EINVAL) {
+        fprintf(stderr, "herd: --platform %s: is %s, not a file\n", path, herd__inpath_kind(st.st_mode));
         goto out;
     }
-    if (!S_ISREG(st.st_mode)) {
-        fprintf(stderr, "herd: --platform %s: not a file\n", path);
+    if (!f) {
+        fprintf(stderr, "herd: --platform %s: %s\n", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         goto out;
     }
     if (!(r.xp = XML_ParserCreate(NULL))) {
@@ -410,6 +417,18 @@ int herd__cluster_pstates(const herd__cluster *c, size_t n, char *buf, size_t ca
     return len < cap ? 0 : -1;
 }
 
+/* One of the files herd sim writes (--keep DIR's may be there already):
+ * through core/outpath.h, so that a link is followed and a FIFO that no
+ * process reads is refused, not waited on; says why it cannot. */
+static FILE *out_open(const char *path)
+{
+    herd_err err = {0};
+    FILE *f;
+    if (herd__outpath_fopen(path, "w", "herd sim: output file", &f, &err) < 0)
+        fprintf(stderr, "herd: %s\n", err.msg);
+    return f;
+}
+
 int herd__cluster_write(const herd__cluster *c, size_t n, const char *xml_path, const char *hosts_path)
 {
     if (c->file && c->file_hosts.n < n) {
@@ -417,11 +436,9 @@ int herd__cluster_write(const herd__cluster *c, size_t n, const char *xml_path, 
                         "--workers %zu\n", c->file, c->file_hosts.n, n);
         return -1;
     }
-    FILE *hosts = fopen(hosts_path, "w");
-    if (!hosts) {
-        fprintf(stderr, "herd: cannot write %s: %s\n", hosts_path, strerror(errno));
+    FILE *hosts = out_open(hosts_path);
+    if (!hosts)
         return -1;
-    }
     if (c->file) { /* its first n hosts */
         for (size_t i = 0; i < n; i++)
             fprintf(hosts, "%s\n", c->file_hosts.names[i]);
@@ -431,9 +448,8 @@ int herd__cluster_write(const herd__cluster *c, size_t n, const char *xml_path, 
             fprintf(stderr, "herd: cannot write %s\n", hosts_path);
         return bad ? -1 : 0;
     }
-    FILE *x = fopen(xml_path, "w");
+    FILE *x = out_open(xml_path);
     if (!x) {
-        fprintf(stderr, "herd: cannot write %s: %s\n", xml_path, strerror(errno));
         fclose(hosts);
         return -1;
     }

@@ -11,6 +11,8 @@
 #include "cli/flags.h"
 #include "cli/platform.h"
 #include "cli/spawn.h"
+#include "core/inpath.h"
+#include "core/outpath.h"
 #include "herd/herd_status.h"
 
 #include <ctype.h>
@@ -378,6 +380,28 @@ static void smpirun_line_free(smpirun_line *l)
     free(l->argv);
 }
 
+/* --paje FILE, which SimGrid opens itself, looked at before it runs
+ * (core/outpath.h): a new name, a regular file, a link to one, or a
+ * character device (/dev/null). A FIFO would hold the simulation in
+ * open() until some process read it; a directory or a dangling link it
+ * cannot write. Says why and returns -1 for those. */
+static int paje_check(const char *path)
+{
+    herd__outpath out;
+    herd_err err = {0};
+    struct stat sb;
+    if (herd__outpath_check(path, "--paje", &out, &err) < 0) {
+        fprintf(stderr, "herd: %s\n", err.msg);
+        return -1;
+    }
+    if (out.in_place && stat(path, &sb) == 0 && !S_ISCHR(sb.st_mode)) {
+        fprintf(stderr, "herd: --paje %s: is %s; SimGrid writes the trace itself, into a file or a character device\n",
+                path, herd__inpath_kind(sb.st_mode));
+        return -1;
+    }
+    return 0;
+}
+
 /* smpirun -np N -platform P -hostfile H [--cfg ...] herd-sim CMD... [--json] */
 static int smpirun_line_make(const sim_opts *o, const herd__cluster *c, size_t workers, const char *bin,
                              const char *xml, const char *hosts, char **cmd, int ncmd, bool json, smpirun_line *l)
@@ -430,6 +454,8 @@ static int smpirun_line_make(const sim_opts *o, const herd__cluster *c, size_t w
     argv[n++] = "--cfg=smpi/simulate-computation:no";
     if (o->paje) { /* SimGrid writes it from smpirun's directory: the path is made absolute */
         char cwd[4000] = "";
+        if (paje_check(o->paje) != 0)
+            return -1;
         if (o->paje[0] != '/' && !getcwd(cwd, sizeof cwd)) {
             fprintf(stderr, "herd: --paje %s: cannot tell the current directory: %s\n", o->paje, strerror(errno));
             return -1;

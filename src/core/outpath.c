@@ -1,5 +1,6 @@
 /* Output paths that are never destroyed (outpath.h). */
 #include "core/outpath.h"
+#include "core/inpath.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,17 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static const char *kind_of(mode_t m)
-{
-    if (S_ISDIR(m))
-        return "a directory";
-    if (S_ISBLK(m))
-        return "a block device";
-    if (S_ISSOCK(m))
-        return "a socket";
-    return "not a regular file";
-}
 
 herd_status herd__outpath_check(const char *path, const char *what, herd__outpath *out, herd_err *err)
 {
@@ -57,7 +47,7 @@ herd_status herd__outpath_check(const char *path, const char *what, herd__outpat
     return herd_err_set(err, HERD_EINVAL,
                         "%s %s: is %s; herd writes a new file, a regular file, a FIFO or a character device, "
                         "and will not replace %s",
-                        what, path, kind_of(st.st_mode), kind_of(st.st_mode));
+                        what, path, herd__inpath_kind(st.st_mode), herd__inpath_kind(st.st_mode));
 }
 
 herd_status herd__outpath_open_in_place(const herd__outpath *out, const char *what, int *fd, herd_err *err)
@@ -95,6 +85,19 @@ herd_status herd__outpath_fopen(const char *path, const char *mode, const char *
             close(fd);
     }
     return st;
+}
+
+bool herd__outpath_same(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb)
+        return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea || eb)
+        return false;
+    char da[PATH_MAX], db[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX];
+    const char *na = herd__path_split(a, da, sizeof da), *nb = herd__path_split(b, db, sizeof db);
+    return !strcmp(na, nb) && realpath(da, ra) && realpath(db, rb) && !strcmp(ra, rb);
 }
 
 const char *herd__path_split(const char *path, char *dir, size_t cap)

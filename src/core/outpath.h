@@ -36,6 +36,11 @@ herd_status herd__outpath_open_in_place(const herd__outpath *out, const char *wh
  * its target; a FIFO or a character device in place). */
 herd_status herd__outpath_fopen(const char *path, const char *mode, const char *what, FILE **f, herd_err *err);
 
+/* Whether paths a and b name the same regular file, or the same new name
+ * in the same directory: two outputs written there would leave one of
+ * them (a device or a FIFO written twice in place is not the same file). */
+bool herd__outpath_same(const char *a, const char *b);
+
 /* Splits path at its last '/': its directory into dir (cap bytes; "." where
  * path has none, "/" for a name at the root; dir may be NULL) and its last
  * component, returned as a pointer into path. */

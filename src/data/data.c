@@ -14,9 +14,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <zlib.h>
+#include <unistd.h>
 
 #include "core/args.h"
 #include "core/digest.h"
+#include "core/inpath.h"
 #include "data/data_parse.h"
 #include "herd/herd_rng.h"
 
@@ -58,13 +60,18 @@ herd_status herd__data_read_file(const char *path, unsigned char **out, size_t *
 {
     *out = NULL, *len = 0;
     struct stat sb;
-    if (stat(path, &sb) != 0)
-        return herd_err_set(err, errno == ENOENT ? HERD_ENOTFOUND : HERD_EIO, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
+    int fd;
+    /* a FIFO is refused, not waited on (core/inpath.h) */
+    herd_status ost = herd__inpath_open(path, &fd, &sb);
+    if (ost == HERD_EINVAL)
         return herd_err_set(err, HERD_EIO, "%s: not a regular file", path);
-    gzFile f = gzopen(path, "rb");
-    if (!f)
+    if (ost < 0)
+        return herd_err_set(err, ost, "%s: %s", path, strerror(errno));
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
         return herd_err_set(err, HERD_EIO, "%s: cannot open: %s", path, strerror(errno));
+    }
     size_t cap = 1u << 16, n = 0;
     unsigned char *buf = malloc(cap);
     herd_status st = HERD_OK;

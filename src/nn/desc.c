@@ -16,8 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/args.h"
+#include "core/inpath.h"
 #include "nn/model.h"
 
 enum { MAX_TOKENS = 12, MAX_LAYER_LINES = 4096, MAX_DESC_BYTES = 1 << 20 };
@@ -412,11 +415,22 @@ herd_status herd_model_read_description(const char *path, char **text, char *nam
     if (st < 0)
         return st;
     *text = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return herd_err_set(err, errno == ENOENT ? HERD_EINVAL : HERD_EIO,
+    /* a FIFO is refused, not waited on (core/inpath.h) */
+    int fd;
+    struct stat sb;
+    herd_status ost = herd__inpath_open(path, &fd, &sb);
+    if (ost == HERD_EINVAL)
+        return herd_err_set(err, HERD_EINVAL, "model description %s: is %s, not a file", path,
+                            herd__inpath_kind(sb.st_mode));
+    FILE *f = ost == HERD_OK ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return herd_err_set(err, e == ENOENT ? HERD_EINVAL : HERD_EIO,
                             "unknown model '%s' (choose one of: linear, mlp, lenet, cnn, resnet20, or a description "
-                            "file; %s: %s)", path, path, strerror(errno));
+                            "file; %s: %s)", path, path, strerror(e));
+    }
     char *buf = malloc(MAX_DESC_BYTES + 1);
     size_t n = buf ? fread(buf, 1, MAX_DESC_BYTES + 1, f) : 0;
     bool bad = buf && (ferror(f) || n > MAX_DESC_BYTES || memchr(buf, 0, n));

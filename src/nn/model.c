@@ -95,6 +95,15 @@ herd_status herd__model_create_with(const char *name, const char *label, const c
     if (!c || !h || !w || nclasses < 2 || !max_batch)
         return herd_err_set(err, HERD_EINVAL, "model: invalid shape %zux%zux%zu, %zu classes, batch %zu",
                             c, h, w, nclasses, max_batch);
+    /* in doubles: c * h * w in size_t can wrap to a small number, and the
+     * model would be built for that (a 2^40 x 2^40 x 8 input made a linear
+     * model of 4 parameters) */
+    if ((double)c * (double)h * (double)w > (double)HERD__MODEL_MAX_EXAMPLE || nclasses > HERD__MODEL_MAX_CLASSES ||
+        max_batch > HERD__MODEL_MAX_BATCH)
+        return herd_err_set(err, HERD_EINVAL,
+                            "model: shape %zux%zux%zu, %zu classes, batch %zu is beyond what herd builds (an example "
+                            "of at most 2^28 floats, at most 2^20 classes, batches of at most 2^20)",
+                            c, h, w, nclasses, max_batch);
     herd_model *m = calloc(1, sizeof *m);
     if (!m || !(m->desc = strdup(text))) {
         free(m);

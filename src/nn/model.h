@@ -174,6 +174,12 @@ int herd__build_gavgpool(herd__builder *b, int in);
 int herd__build_act(herd__builder *b, int in, herd__act act);
 int herd__build_dropout(herd__builder *b, int in, float p);
 
+/* The largest input herd_model_create builds for: an example's floats
+ * (the data readers' limit too), the classes, the batch. */
+#define HERD__MODEL_MAX_EXAMPLE ((size_t)1 << 28)
+#define HERD__MODEL_MAX_CLASSES ((size_t)1 << 20)
+#define HERD__MODEL_MAX_BATCH ((size_t)1 << 20)
+
 /* herd_model_create's work: the model `text` describes (`label` names it
  * in messages), named `name`; with `build`, the layers that adds instead
  * (tests/model_code.c: the built-in models as code). */

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 
 #include "core/args.h"
 #include "core/digest.h"
+#include "core/outpath.h"
 #include "run/ckpt_run.h"
 #include "run/crc32c_table.h"
 
@@ -116,6 +118,31 @@ static bool ckpt_name(const char *name, uint64_t *step)
         return false;
     *step = v;
     return true;
+}
+
+bool herd__ckpt_holds(const char *dir, const char *path)
+{
+    char ckdir[PATH_MAX], out[PATH_MAX], outdir[PATH_MAX], rdir[PATH_MAX], rout[PATH_MAX];
+    struct stat sb;
+    uint64_t step;
+    if (!dir || !path || strlen(dir) >= sizeof ckdir || strlen(path) >= sizeof out)
+        return false;
+    snprintf(ckdir, sizeof ckdir, "%s", dir);
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) /* a checkpoint file: its directory */
+        herd__path_split(dir, ckdir, sizeof ckdir);
+    /* an existing output is what it resolves to (a link's target); a new name, its directory's */
+    snprintf(out, sizeof out, "%s", realpath(path, rout) ? rout : path);
+    const char *name = herd__path_split(out, outdir, sizeof outdir);
+    /* a directory the run has yet to make: the names as given, less trailing '/' */
+    if (!realpath(ckdir, rdir) || !realpath(outdir, rout)) {
+        snprintf(rdir, sizeof rdir, "%s", ckdir), snprintf(rout, sizeof rout, "%s", outdir);
+        for (char *d[] = {rdir, rout}, **p = d; p < d + 2; p++)
+            for (size_t n = strlen(*p); n > 1 && (*p)[n - 1] == '/'; n--)
+                (*p)[n - 1] = 0;
+    }
+    if (strcmp(rdir, rout))
+        return false;
+    return ckpt_name(name, &step) || !strcmp(name, ".lock") || !strncmp(name, ".ckpt-", 6);
 }
 
 /* A writer's temporary file: .ckpt-<step>.tmp (a leading dot, so no reader

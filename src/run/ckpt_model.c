@@ -376,6 +376,9 @@ herd_status herd_export(const herd_export_config *cfg, herd_export_result *res, 
         return st;
     if (!cfg->out || !*cfg->out)
         return herd_err_set(err, HERD_EINVAL, "export: no output named (cfg->out)");
+    if (herd__ckpt_holds(cfg->checkpoint_dir, cfg->out))
+        return herd_err_set(err, HERD_EINVAL, "export: %s is a checkpoint's file in %s; herd export will not write "
+                                              "over the checkpoints it reads", cfg->out, cfg->checkpoint_dir);
     if (cfg->format != HERD_EXPORT_SAFETENSORS && cfg->format != HERD_EXPORT_NPY && cfg->format != HERD_EXPORT_PYTORCH)
         return herd_err_set(err, HERD_EINVAL, "herd_export: cfg->format %d is not a herd_export_format",
                             (int)cfg->format);

@@ -141,6 +141,15 @@ herd_status herd__ckpt_final(herd__ckpt_run *cr, const float *params, const char
 herd_status herd__ckpt_open_latest(const char *dir, herd_ckpt **ck, char *label, size_t label_cap, char *warn,
                                    size_t warn_cap, herd_ckpt_info *info, herd_ckpt_kept *kept, herd_err *err);
 
+/* Whether output `path` would write over a file of checkpoint directory
+ * `dir` (or of the directory of checkpoint file `dir`) that herd reads or
+ * keeps there: a checkpoint (ckpt-N.herd), a writer's temporary file, the
+ * lock. Links are followed: a link to a checkpoint is one. herd eval's
+ * dumps, herd export's OUT, --log and --trace ask it before writing: a
+ * checkpoint written over by the output of its own evaluation was the run's
+ * one model, gone. */
+bool herd__ckpt_holds(const char *dir, const char *path);
+
 /* herd export: the model's tensors ts[0..n) into cfg->out, in cfg->format
  * (ckpt_export.c); res says what the model is, for the metadata. */
 herd_status herd__export_write(const herd_export_config *cfg, const herd_export_result *res, herd_model *m,

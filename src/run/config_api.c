@@ -142,18 +142,18 @@ herd_status herd_config_set(herd_config *cfg, const char *name, const char *valu
 
 herd_status herd_config_get(const herd_config *cfg, const char *name, char *buf, size_t cap, herd_err *err)
 {
-    if (!cfg || !buf || !cap)
-        return herd_err_set(err, HERD_EINVAL, "herd_config_get: %s", !cfg ? "cfg is NULL" : "buf is NULL or cap 0");
+    if (!cfg || !name || !buf || !cap)
+        return herd_err_set(err, HERD_EINVAL, "herd_config_get: %s",
+                            !cfg ? "cfg is NULL" : !name ? "name is NULL" : "buf is NULL or cap 0");
     buf[0] = 0;
-    const herd_opt *row = name ? herd__run_option_find(name) : NULL;
+    const herd_opt *row = herd__run_option_find(name);
     if (row) {
         herd_opt_format(row, &cfg->run, buf, cap);
         return HERD_OK;
     }
     const herd_algo_ops *owner;
-    if (!name || !herd_algo_opt_find(name, &owner))
-        return herd_err_set(err, HERD_EINVAL, "unknown option '--%s' (herd train --help lists them)",
-                            name ? name : "(null)");
+    if (!herd_algo_opt_find(name, &owner))
+        return herd_err_set(err, HERD_EINVAL, "unknown option '--%s' (herd train --help lists them)", name);
     for (size_t i = cfg->run.nalgo_args; i-- > 0;) /* the last given wins, as the run applies them in order */
         if (!strcmp(cfg->run.algo_args[i].name, name)) {
             snprintf(buf, cap, "%s", cfg->run.algo_args[i].value ? cfg->run.algo_args[i].value : "true");

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "herd/herd_algo.h"
+#include "core/inpath.h"
 #include "herd/herd_config.h"
 #include "run/options.h"
 
@@ -80,13 +81,15 @@ herd_status herd__config_text_each(char *text, const char *path, herd__config_li
 
 herd_status herd__config_file_read(const char *path, char *buf, size_t cap, herd_err *err)
 {
-    /* not blocking: a FIFO with no writer would wait in open() */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    /* a FIFO with no writer is refused, not waited on (core/inpath.h) */
+    int fd;
     struct stat sb;
-    if (fd < 0)
-        return herd_err_set(err, errno == ENOENT ? HERD_EINVAL : HERD_EIO, "--config %s: %s", path, strerror(errno));
+    herd_status ost = herd__inpath_open(path, &fd, &sb);
+    if (ost != HERD_OK && ost != HERD_EINVAL)
+        return herd_err_set(err, ost == HERD_ENOTFOUND ? HERD_EINVAL : HERD_EIO, "--config %s: %s", path,
+                            strerror(errno));
     FILE *f = NULL;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (size_t)sb.st_size >= cap || !(f = fdopen(fd, "r"))) {
+    if (ost == HERD_EINVAL || (size_t)sb.st_size >= cap || !(f = fdopen(fd, "r"))) {
         close(fd);
         return herd_err_set(err, HERD_EINVAL, "--config %s: not a regular file of at most %zu bytes", path, cap - 1);
     }

@@ -55,6 +55,25 @@ void herd__trace_free(herd__trace *t)
     *t = (herd__trace){0};
 }
 
+/* This process's trace file: --trace's path, with ".rankN" past rank 0. */
+static void trace_name(const herd_run *r, char *name, size_t cap)
+{
+    if (r->first_rank)
+        snprintf(name, cap, "%s.rank%zu", r->cfg->trace_path, r->first_rank);
+    else
+        snprintf(name, cap, "%s", r->cfg->trace_path);
+}
+
+herd_status herd__trace_check(const herd_run *r, herd_err *err)
+{
+    char name[4096];
+    herd__outpath o;
+    if (!r->cfg->trace_path)
+        return HERD_OK;
+    trace_name(r, name, sizeof name);
+    return herd__outpath_check(name, "--trace", &o, err);
+}
+
 herd_status herd__trace_write(const herd_run *r, const worker_ctx *workers, herd_err *err)
 {
     const char *path = r->cfg->trace_path;
@@ -65,10 +84,7 @@ herd_status herd__trace_write(const herd_run *r, const worker_ctx *workers, herd
         if (workers[i].trace.failed)
             return herd_err_set(err, HERD_ENOMEM, "--trace %s: out of memory for worker %zu's spans", path,
                                 r->first_rank + i);
-    if (r->first_rank)
-        snprintf(name, sizeof name, "%s.rank%zu", path, r->first_rank);
-    else
-        snprintf(name, sizeof name, "%s", path);
+    trace_name(r, name, sizeof name);
     FILE *f;
     herd_status st = herd__outpath_fopen(name, "w", "--trace", &f, err);
     if (st < 0)

@@ -46,6 +46,9 @@ typedef struct herd__trace {
  * this process's workers' spans; nothing without --trace. */
 void herd__trace_span(herd__trace *t, const herd_worker *w, herd__span kind, double t0, double t1);
 herd_status herd__trace_write(const herd_run *r, const worker_ctx *workers, herd_err *err);
+/* This process's --trace path looked at before the run (core/outpath.h): a
+ * directory or a dangling link is refused before any step, not after. */
+herd_status herd__trace_check(const herd_run *r, herd_err *err);
 void herd__trace_free(herd__trace *t);
 
 #endif

@@ -22,6 +22,7 @@
 #include "core/clock.h"
 #include "core/finite.h"
 #include "core/json.h"
+#include "core/outpath.h"
 #include "run/ckpt_run.h"
 #include "run/log.h"
 #include "run/options.h"
@@ -107,6 +108,37 @@ out:
     return st;
 }
 
+/* Where e is the engine whose launcher started this process and sizes the
+ * run (mpirun -np N), the size the launcher gave, read from its environment
+ * (Open MPI's, a PMI launcher's), into eff->workers; --workers given
+ * another value is refused, as the run's world would refuse it. Elsewhere,
+ * or where the launcher does not say, nothing. So --dry-run checks the
+ * algorithm and its options at the size the run will have, and a mismatch
+ * is a usage error on every rank alike, before any of them starts. */
+static herd_status launcher_workers(const herd__train_config *cfg, const herd_engine *e, herd__train_config *eff,
+                                    herd_err *err)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    if (!(e->caps & HERD_ENGINE_LAUNCHER_SIZED) || (e->caps & HERD_ENGINE_VIRTUAL_CLOCK) ||
+        herd_engine_launcher() != e)
+        return HERD_OK;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        unsigned long n = v ? strtoul(v, &end, 10) : 0;
+        if (!v || end == v || *end || n < 1)
+            continue;
+        if (cfg->workers != 1 && cfg->workers != n) /* 1, the default: "as many as the launcher gives" */
+            return herd_err_set(err, HERD_EINVAL,
+                                "--workers %zu does not match the %lu processes the launcher started (on the %s "
+                                "engine each process is one worker)",
+                                cfg->workers, n, e->name);
+        eff->workers = n;
+        return HERD_OK;
+    }
+    return HERD_OK;
+}
+
 /* The engine and this process's part of the run's world: its workers
  * first_rank .. first_rank + nlocal - 1; where the engine's launcher sets the
  * number of workers (mpirun), the run's --workers becomes it. *refused: the
@@ -119,6 +151,7 @@ static herd_status open_world(const herd__train_config *cfg, herd_run *r, herd__
     const herd_engine *e;
     *refused = true;
     HERD_TRY(pick_engine(cfg, &e, err));
+    HERD_TRY(launcher_workers(cfg, e, eff, err));
     bool sized = e->caps & HERD_ENGINE_LAUNCHER_SIZED;
     *refused = false;
     HERD_TRY(herd_world_create(e, sized && cfg->workers == 1 ? 0 : cfg->workers, &r->world, err));
@@ -259,6 +292,14 @@ static herd_status check_run(herd__train_config *eff, const herd_engine *e, cons
     if (!eff->algo)
         eff->algo = eff->workers > 1 ? "allreduce" : "sgd";
     HERD_TRY(herd__check_config(eff, ops, err));
+    const char *outs[][2] = {{"--log", eff->log_path}, {"--trace", eff->trace_path}};
+    for (size_t i = 0; i < 2 && eff->checkpoint_dir; i++)
+        if (outs[i][1] && herd__ckpt_holds(eff->checkpoint_dir, outs[i][1]))
+            return herd_err_set(err, HERD_EINVAL, "%s %s is a checkpoint's file in --checkpoint %s: each output needs "
+                                                  "its own", outs[i][0], outs[i][1], eff->checkpoint_dir);
+    if (eff->log_path && eff->trace_path && herd__outpath_same(eff->log_path, eff->trace_path))
+        return herd_err_set(err, HERD_EINVAL, "--log %s and --trace %s are the same file: each needs its own",
+                            eff->log_path, eff->trace_path);
     eff->optim.global_batch = eff->workers * eff->batch; /* --lr-scale linear's, once the engine sized the run */
     HERD_TRY(herd__check_fail_modes(eff, e->caps & HERD_ENGINE_PROCESS_PER_WORKER, e->name, err));
     HERD_TRY(herd__algo_opts_parse(*ops, eff, algo_opts, err));
@@ -276,6 +317,7 @@ herd_status herd__config_validate(const herd__train_config *cfg, herd_err *err)
     const herd_algo_ops *ops = NULL;
     void *opts = NULL;
     HERD_TRY(pick_engine(cfg, &e, err));
+    HERD_TRY(launcher_workers(cfg, e, &eff, err));
     HERD_TRY(check_run(&eff, e, &ops, &opts, err));
 out:
     free(opts);
@@ -321,6 +363,12 @@ static herd_status open_run(herd_run *r, worker_ctx **workers, bool *log_open, b
 {
     herd_status st = HERD_OK;
     const herd__train_config *cfg = r->cfg;
+    herd__outpath out;
+    /* the outputs looked at before the data are read (core/outpath.h): one
+     * that would be refused is refused now, not after the data or the run */
+    if (cfg->log_path)
+        HERD_TRY(herd__outpath_check(cfg->log_path, "--log", &out, err));
+    HERD_TRY(herd__trace_check(r, err));
     HERD_TRY(herd_data_open(cfg->data, cfg->seed, &r->train, &r->test, err));
     HERD_TRY(check_labels(r, err));
     HERD_TRY(check_model_fits(r, refused, err));

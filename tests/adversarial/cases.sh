@@ -38,6 +38,7 @@ expect usage-bench-unknown 2 "unknown benchmark 'fft'" -- bench fft
 expect usage-bench-flag 2 "unknown flag '--workers' (see 'herd bench --help')" -- bench gemm --workers 2
 expect usage-sim-workers 2 "--workers must be in [1, 4096], got 0" -- sim --workers 0 -- train
 expect usage-compare-seeds 2 "--seeds must be in [1, 100], got 0" -- compare --seeds 0 allreduce
+expect usage-model-unknown 2 "herd: unknown model 'lenett' (choose one of: linear, mlp, lenet, cnn, resnet20, or a description file)" -- model lenett
 expect usage-eval-flag 2 "unknown flag '--bogus' (see 'herd eval --help')" -- eval --bogus
 expect usage-export-flag 2 "unknown flag '--bogus' (see 'herd export --help')" -- export --bogus
 
@@ -98,11 +99,42 @@ setup() { mkfifo fifo.jsonl; }
 expect log-fifo-no-reader 1 "fifo.jsonl" -- train "${tiny[@]}" --log fifo.jsonl
 setup() { mkdir tracedir; }
 expect trace-is-directory 1 "tracedir" -- train "${tiny[@]}" --trace tracedir
+# looked at before the run: no log begun, no step taken (it failed after the run)
+setup() { mkdir tracedir; }
+expect trace-is-directory-first 1 "--trace tracedir: is a directory" -- train "${tiny[@]}" --trace tracedir --log run.jsonl
+setup() { ln -s nowhere/t.json tracelink; }
+expect trace-dangling-first 1 "--trace tracelink: a symbolic link to a missing file" -- train "${tiny[@]}" --trace tracelink --log run.jsonl
 setup() { printf 'x\n' >ckfile; }
 expect checkpoint-is-file 2 "ckfile is a file" -- train "${tiny[@]}" --checkpoint ckfile
 setup() { mkdir ck && printf 'not a checkpoint' >ck/ckpt-5.herd; }
 expect resume-corrupt-only 1 "none of its 1 checkpoint(s) is valid" changes ck/.lock -- train "${tiny[@]}" --checkpoint ck --resume
+# herd sim's own outputs: --paje (SimGrid opens it: a FIFO would hold the
+# simulation) and the files --keep DIR holds already (a FIFO was waited on,
+# SIGTERM ignored); /bin/true stands for herd-sim, which --dry-run never runs
+sim=(sim --workers 2 --bin /bin/true)
+setup() { mkfifo t.paje; }
+expect sim-paje-fifo 1 "--paje t.paje: is a FIFO; SimGrid writes the trace itself" -- "${sim[@]}" --paje t.paje --dry-run -- train
+setup() { mkdir t.paje; }
+expect sim-paje-directory 1 "--paje t.paje: is a directory" -- "${sim[@]}" --paje t.paje --dry-run -- train
+setup() { mkdir kd && mkfifo kd/hosts; }
+expect sim-keep-fifo 1 "output file kd/hosts: a FIFO that no process reads" -- "${sim[@]}" --keep kd --dry-run -- train
 expect checkpoint-new-dir 0 "" changes ck -- train "${tiny[@]}" --checkpoint ck
+
+# an output never lands on a checkpoint its command reads or keeps (the
+# run's one model was written over with exit 0), nor on another output
+ckpt4() { "$herd" train "${tiny[@]}" --checkpoint ck --quiet >/dev/null 2>&1 && [ -f ck/ckpt-4.herd ]; }
+setup() { ckpt4; }
+expect export-over-its-checkpoint 1 "export: ck/ckpt-4.herd is a checkpoint's file in ck; herd export will not write over" -- export --checkpoint ck ck/ckpt-4.herd
+setup() { ckpt4 && ln -s ck/ckpt-4.herd model.st; }
+expect export-link-to-checkpoint 1 "export: model.st is a checkpoint's file in ck" -- export --checkpoint ck model.st
+setup() { ckpt4; }
+expect eval-dump-over-checkpoint 2 "--dump-logits ck/ckpt-4.herd is a checkpoint's file in ck" -- eval --checkpoint ck --dump-logits ck/ckpt-4.herd
+setup() { ckpt4; }
+expect eval-dumps-same-file 2 "--dump-logits out.npy and --dump-inputs ./out.npy are the same file" -- eval --checkpoint ck --dump-logits out.npy --dump-inputs ./out.npy
+setup() { ckpt4; }
+expect log-over-checkpoint 2 "--log ck/ckpt-4.herd is a checkpoint's file in --checkpoint ck" -- train "${tiny[@]}" --checkpoint ck --resume --log ck/ckpt-4.herd
+expect trace-over-lock 2 "--trace ck/.lock is a checkpoint's file in --checkpoint ck" -- train "${tiny[@]}" --checkpoint ck --trace ck/.lock --dry-run
+expect log-trace-same-file 2 "--log run.json and --trace run.json are the same file" -- train "${tiny[@]}" --log run.json --trace run.json
 
 # ---- results tied to their data, and to their options --------------------
 # idx DIR SEED: a small IDX data set (8x8 images, 4 classes) in DIR
@@ -158,6 +190,18 @@ expect version 0 "" -- version
 case_timeout=20
 setup() { mkfifo in.fifo; }
 expect config-fifo 2 "not a regular file" -- train --config in.fifo --dry-run
+# every file a user names for herd to read is opened without waiting on a
+# FIFO's writer (core/inpath.h): a model description, a platform file
+setup() { mkfifo net.model; }
+expect model-fifo-dry-run 2 "model description net.model: is a FIFO, not a file" -- train --model net.model --dry-run
+setup() { mkfifo net.model; }
+expect model-fifo-run 2 "model description net.model: is a FIFO, not a file" -- train --data "$data" --model net.model --epochs 1 --no-progress
+setup() { mkfifo net.model; }
+expect model-fifo-show 1 "model description net.model: is a FIFO, not a file" -- model net.model
+setup() { mkdir net.model; }
+expect model-directory 2 "model description net.model: is a directory, not a file" -- train --model net.model --dry-run
+setup() { mkfifo cluster.xml; }
+expect platform-fifo 2 "--platform cluster.xml: is a FIFO, not a file" -- sim --workers 2 --platform cluster.xml --dry-run -- train
 case_timeout=30
 
 # ---- runs that learn nothing are named -----------------------------------
@@ -168,6 +212,15 @@ expect nonfinite-stops 1 "non-finite" -- train "${tiny[@]}" --inject-nan 0@2 --q
 
 # ---- compare: a label is what ran ------------------------------------------
 expect compare-spec-and-extra 2 "--batch is given twice ('32', then '16')" -- compare --workers 2 --epochs 1 --model linear --data "$data" --extra "--batch 16" "allreduce --batch 32"
+# an earlier run's log and curve in --out are emptied for the new run, a
+# link to its target: never unlinked (which replaced the link)
+setup() { mkdir c && ln -s ../kept.jsonl c/run00.jsonl && printf 'old\n' >kept.jsonl; }
+check='[ -L c/run00.jsonl ] && ! grep -q old kept.jsonl && grep -q "\"event\":\"end\"" kept.jsonl'
+expect compare-log-link-kept 0 "" changes c kept.jsonl -- compare --workers 2 --epochs 1 --model linear --data "$data" --extra "--train-limit 256 --test-limit 64" --no-baseline --out c allreduce
+# a spec's own --model wins over compare's --model: its row and its
+# configuration in compare.json name the model the run built, from its summary
+check='grep -q "^\"allreduce --model mlp\",.*,\"mlp\"," c/compare.csv && grep -q "\"spec\":\"allreduce --model mlp\",.*\"model\":\"mlp\"}" c/compare.json'
+expect compare-row-names-its-model 0 "" changes c -- compare --workers 2 --epochs 1 --model linear --data "$data" --extra "--train-limit 256 --test-limit 64" --no-baseline --out c "allreduce --model mlp"
 expect compare-spec-refused 2 "spec 'allreduce --bogus' is refused" -- compare --workers 2 --epochs 1 --model linear --data "$data" "allreduce --bogus"
 
 # ---- data in other formats: a malformed file is named, exit 1 -------------

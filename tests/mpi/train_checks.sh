@@ -90,6 +90,25 @@ if [ $openmpi = 1 ]; then
             fail=1
         fi
     done
+    # The size mpirun gives is known before the world starts: --workers
+    # another is a usage error (exit 2, said once) for the run and --dry-run
+    # alike, and --dry-run checks the algorithm at that size (sgd refuses 2).
+    for bad in "--workers 3|--workers 3 does not match the 2 processes the launcher started" \
+        "--workers 3 --dry-run|--workers 3 does not match the 2 processes the launcher started" \
+        "--algo sgd --dry-run|--algo sgd runs on at most 1 worker(s), got --workers 2"; do
+        flags=${bad%%|*} says=${bad#*|}
+        # shellcheck disable=SC2086 # the flags' words
+        out=$(timeout 60 $mpirun -np 2 "$bin" train --data synthetic:1x12x12:4 --model linear --epochs 1 \
+            --train-limit 256 --quiet $flags 2>&1)
+        rc=$?
+        n=$(printf '%s\n' "$out" | grep -cF -- "$says")
+        if [ $rc -eq 2 ] && [ "$n" -eq 1 ]; then
+            echo "ok    mpi train $flags, 2 ranks: refused once (exit 2)"
+        else
+            echo "FAIL  mpi train $flags, 2 ranks: exit $rc, said $n times"
+            fail=1
+        fi
+    done
     # Only rank 1 has it (MPMD): rank 1 says it, naming itself, and the job ends.
     out=$(timeout 60 $mpirun -np 1 "$bin" train --data synthetic:1x12x12:4 --model linear --epochs 1 \
         --train-limit 256 --quiet : -np 1 "$bin" train --bogus 2>&1)
