@@ -429,7 +429,6 @@ typedef struct ad_state {
     float *xw;        /* nparams: this worker's model, exposed in win */
     float *snap;      /* nparams: the weights the gradient was taken at */
     float *peer;      /* nparams: the passive neighbour's model, then the average */
-    float *avg;       /* nparams: the average model (end_epoch, eval) */
     size_t *cand, ncand; /* an active worker's passive neighbours */
     bool active;
     herd_rng rng;
@@ -453,9 +452,8 @@ static herd_status ad_init(herd_algo *a, herd_worker *w)
     s->xw = malloc(np * sizeof(float));
     s->snap = malloc(np * sizeof(float));
     s->peer = malloc(np * sizeof(float));
-    s->avg = malloc(np * sizeof(float));
     s->cand = calloc(n, sizeof *s->cand);
-    bool oom = !s->xw || !s->snap || !s->peer || !s->avg || !s->cand;
+    bool oom = !s->xw || !s->snap || !s->peer || !s->cand;
     if (!oom)
         memcpy(s->xw, w->params, w->nparams * sizeof(float));
     /* collective: every worker takes part, even one out of memory */
@@ -577,12 +575,6 @@ out:
     return st;
 }
 
-static herd_status ad_end_epoch(herd_algo *a, herd_worker *w)
-{
-    ad_state *s = a->state;
-    return herd__gossip_mean_windows(w, s->win, s->avg, s->peer, &s->dist);
-}
-
 /* The worker's weights end as its model in the window (for its own eval). */
 static herd_status ad_finish(herd_algo *a, herd_worker *w)
 {
@@ -595,10 +587,15 @@ out:
     return st;
 }
 
+/* The average (and the consensus distance the next epoch record gives) is
+ * read from every worker's window here, as worker 0 evaluates, outside the
+ * epoch's clock: at each epoch's end every worker read all n models (n^2
+ * transfers) inside its training time, for an average only an evaluation
+ * uses. */
 static herd_status ad_eval_params(herd_algo *a, herd_worker *w, float *out, const char **name)
 {
     ad_state *s = a->state;
-    herd_status st = herd__gossip_mean_windows(w, s->win, out, s->peer, NULL);
+    herd_status st = herd__gossip_mean_windows(w, s->win, out, s->peer, &s->dist);
     if (st == HERD_OK)
         *name = "average";
     return st;
@@ -665,7 +662,6 @@ static void ad_free(herd_algo *a, herd_worker *w)
     free(s->xw);
     free(s->snap);
     free(s->peer);
-    free(s->avg);
     free(s->cand);
     free(s);
     a->state = NULL;
@@ -682,7 +678,6 @@ const herd_algo_ops herd__algo_adpsgd = {
     .before_step = ad_before_step,
     .after_backward = ad_after_backward,
     .after_step = ad_publish,
-    .end_epoch = ad_end_epoch,
     .finish = ad_finish,
     .eval_params = ad_eval_params,
     .log_epoch = ad_log_epoch,

@@ -538,11 +538,16 @@ out:
     return st;
 }
 
+/* sgp: the average, by one allreduce (collective: every worker ends its
+ * epoch at the same step). osgp, asynchronous: none here; worker 0 reads
+ * every window as it evaluates (sgp_eval_params), outside the epoch's
+ * clock, where every worker read all n models here inside its training
+ * time (32 workers: 1024 model transfers at each epoch's end). */
 static herd_status sgp_end_epoch(herd_algo *a, herd_worker *w)
 {
     sgp_state *s = a->state;
     if (s->osgp)
-        return herd__gossip_mean_windows(w, s->win, s->avg, s->tmp, &s->dist);
+        return HERD_OK;
     if (s->avg_step == w->step)
         return HERD_OK;
     herd_status st = herd__gossip_mean_allreduce(w, w->params, s->avg, &s->dist);
@@ -577,8 +582,8 @@ out:
 static herd_status sgp_eval_params(herd_algo *a, herd_worker *w, float *out, const char **name)
 {
     sgp_state *s = a->state;
-    if (s->osgp) {
-        herd_status st = herd__gossip_mean_windows(w, s->win, out, s->tmp, NULL);
+    if (s->osgp) { /* its consensus distance too: the next epoch record gives it */
+        herd_status st = herd__gossip_mean_windows(w, s->win, out, s->tmp, &s->dist);
         if (st == HERD_OK)
             *name = "average";
         return st;
