@@ -35,8 +35,9 @@
  *
  * Both: the "average" model (mean of x_i) is what eval_params gives; the
  * epoch log carries consensus_dist = mean ||x_i - x_bar|| (dpsgd: exact, by a
- * collective at the epoch end; adpsgd: read one-sidedly by each worker at its
- * own epoch end, an estimate as the models keep moving).
+ * collective at the epoch end; adpsgd: read one-sidedly by worker 0 as it
+ * evaluates, outside the epoch's clock, an estimate as the models keep
+ * moving, given by its next epoch record).
  *
  * Checkpoints: dpsgd keeps nothing between steps beyond the worker's weights
  * and optimizer (the random topology is drawn from (seed, step), the average

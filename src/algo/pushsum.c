@@ -51,8 +51,9 @@
  *
  * Average model and consensus distance mean ||z_i - z_bar||: sgp by a
  * collective at each epoch end and at finish (exact); osgp publishes z_i in
- * a window after each step and reads them one-sidedly (an estimate while
- * the run goes on, exact after the last step).
+ * a window after each step and worker 0 reads them one-sidedly as it
+ * evaluates, outside the epoch's clock (an estimate while the run goes on,
+ * exact after the last step; its next epoch record gives the distance).
  *
  * Checkpoints (sgp): after a step every message of it has been mixed and
  * none of the next exists yet, so the state between steps is w_i (the
