@@ -200,11 +200,10 @@ static int option_flag(void *ctx, const char *name, const char *val, int i, int 
         row = herd_algo_opt_find(name, &owner);
     if (!row)
         herd__usage_error_json(json, "train", "unknown flag '--%s'", name);
-    /* a switch takes no value, but one that is on by default is turned off
-     * with =false (=true, =1 and =0 are taken too) */
-    if (!herd_opt_takes_value(row) && val &&
-        (row->type != HERD_OPT_BOOL || (strcmp(val, "true") && strcmp(val, "false") && strcmp(val, "1") && strcmp(val, "0"))))
-        herd__usage_error_json(json, "train", "flag '--%s' takes no value (or =true, =false), got '%s'", name, val);
+    /* a switch's =VALUE (=false turns off one that is on by default) is the
+     * option table's to take or refuse (herd_opt_parse) */
+    if (!herd_opt_takes_value(row) && val && row->type != HERD_OPT_BOOL)
+        herd__usage_error_json(json, "train", "flag '--%s' takes no value", name);
     if (herd_opt_takes_value(row) && !val) {
         if (i + 1 >= argc)
             herd__usage_error_json(json, "train", "flag '--%s' needs a value", name);

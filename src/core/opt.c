@@ -81,7 +81,8 @@ herd_status herd_opt_parse(const herd_opt *o, void *obj, const char *value, herd
         else if (!strcmp(value, "false") || !strcmp(value, "0"))
             *(bool *)dst = false;
         else
-            return herd_err_set(err, HERD_EINVAL, "--%s takes no value, got '%s'", o->name, value);
+            return herd_err_set(err, HERD_EINVAL, "flag '--%s' takes no value (or =true, =false), got '%s'", o->name,
+                                value);
         return HERD_OK;
     }
     if (o->type == HERD_OPT_CUSTOM)
